@@ -1,0 +1,1 @@
+"""Pure analysis over sample-record DataFrames: no servers, no printing."""

@@ -1,0 +1,35 @@
+"""Accuracy against prefill length: where along the prompt does accuracy depart?"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from evalctl.analysis.accuracy import accuracy_table
+
+
+def length_bins(tokens: pd.Series, n_bins: int = 6) -> np.ndarray:
+    """Bin edges over the observed prompt lengths, rounded to 64 tokens for readable labels."""
+    values = tokens.dropna().astype(float)
+    if values.empty:
+        return np.array([0.0, 1.0])
+    lo, hi = float(values.min()), float(values.max())
+    edges = np.unique(np.round(np.linspace(lo, hi, n_bins + 1) / 64) * 64)
+    edges[0] = min(edges[0], lo)
+    edges[-1] = max(edges[-1], hi) + 1  # right-open bins must hold the maximum
+    return edges if len(edges) > 1 else np.array([lo, hi + 1])
+
+
+def accuracy_by_length(df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None) -> pd.DataFrame:
+    """Accuracy per (group, length bin); `column` is prompt_tokens or cached_tokens."""
+    by = by or ["profile", "variant", "cache"]
+    data = df[df[column].notna()].copy()
+    if data.empty:
+        return accuracy_table(data.assign(bin=[], bin_lo=[], bin_hi=[]), by=[*by, "bin_lo", "bin_hi"])
+    edges = length_bins(data[column], n_bins)
+    idx = np.clip(np.digitize(data[column].astype(float), edges) - 1, 0, len(edges) - 2)
+    data["bin_lo"] = edges[idx].astype(int)
+    data["bin_hi"] = edges[idx + 1].astype(int)
+    table = accuracy_table(data, by=[*by, "bin_lo", "bin_hi"])
+    table.insert(len(by), "bin", [f"{lo}-{hi}" for lo, hi in zip(table["bin_lo"], table["bin_hi"])])
+    return table

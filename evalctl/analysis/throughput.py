@@ -1,0 +1,41 @@
+"""Throughput per cell from request telemetry: rates over the cell's wall-clock window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+GROUP = ["profile", "variant", "cache", "shots", "pass_index"]
+
+
+def _throughput_row(group: pd.DataFrame) -> pd.Series:
+    ok = group[group["error"].isna()]
+    ends = group["started_at"] + group["latency_s"].fillna(0)
+    wall = float(ends.max() - group["started_at"].min()) if len(group) else float("nan")
+    latency = ok["latency_s"].dropna().to_numpy()
+    prompt = ok["prompt_tokens"].dropna().sum()
+    cached = ok["cached_tokens"].dropna().sum()
+
+    def pct(q: float) -> float:
+        return float(np.percentile(latency, q)) if latency.size else float("nan")
+
+    return pd.Series({
+        "requests": len(group),
+        "wall_s": wall,
+        "requests_per_s": len(ok) / wall if wall > 0 else float("nan"),
+        "output_tokens_per_s": ok["completion_tokens"].dropna().sum() / wall if wall > 0 else float("nan"),
+        "latency_p50_s": pct(50),
+        "latency_p90_s": pct(90),
+        "latency_p99_s": pct(99),
+        "mean_prompt_tokens": ok["prompt_tokens"].dropna().mean() if len(ok) else float("nan"),
+        "cache_hit_ratio": cached / prompt if prompt else float("nan"),
+    })  # fmt: skip
+
+
+def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    by = by or GROUP
+    if df.empty:
+        return pd.DataFrame(columns=[*by, "requests", "wall_s", "requests_per_s", "output_tokens_per_s", "latency_p50_s", "latency_p90_s", "latency_p99_s", "mean_prompt_tokens", "cache_hit_ratio"])
+    out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, include_groups=False).reset_index()
+    out["requests"] = out["requests"].astype(int)
+    return out

@@ -1,0 +1,156 @@
+"""Async OpenAI-compatible completions client with per-request telemetry.
+
+Every request yields a `Completion`, never an exception: a failure is data
+(an error row), counted apart from wrong answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+
+import httpx
+
+RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str | None
+    finish_reason: str | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    started_at: float
+    latency_s: float | None
+    attempts: int
+    error: str | None = None
+    error_kind: str | None = None
+
+
+class CompletionClient:
+    """Bounded-concurrency client: at most `concurrency` requests in flight."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        concurrency: int,
+        timeout_s: float,
+        max_retries: int,
+        cached_tokens_if_missing: int | None = 0,
+        api_key: str | None = None,
+        backoff_s: float = 0.5,
+    ):
+        self.model = model
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.cached_tokens_if_missing = cached_tokens_if_missing
+        self.backoff_s = backoff_s
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        )
+
+    async def __aenter__(self) -> CompletionClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def complete(self, prompt: str, **params: object) -> Completion:
+        body = {"model": self.model, "prompt": prompt, **params}
+        started = time.time()
+        t0 = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            error, kind, retry = None, None, False
+            try:
+                response = await self._http.post("/v1/completions", json=body)
+            except httpx.TimeoutException as exc:
+                error, kind, retry = f"timeout: {type(exc).__name__}", "timeout", True
+            except httpx.TransportError as exc:
+                error, kind, retry = f"connection error: {exc}", "connection", True
+            else:
+                if response.status_code == 200:
+                    return self._parse(response, started, time.perf_counter() - t0, attempt)
+                kind = "http_5xx" if response.status_code >= 500 else "http_4xx"
+                error = f"HTTP {response.status_code}: {_server_message(response)}"
+                retry = response.status_code in RETRYABLE_STATUS
+            if not retry or attempt > self.max_retries:
+                return Completion(None, None, None, None, None, started, time.perf_counter() - t0, attempt, error, kind)
+            # Exponential backoff with full jitter, so retries from many slots spread out.
+            await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
+
+    def _parse(self, response: httpx.Response, started: float, latency: float, attempts: int) -> Completion:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            text = choice["text"]
+            if not isinstance(text, str):
+                raise TypeError("choices[0].text is not a string")
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            snippet = response.text[:200].replace("\n", " ")
+            return Completion(
+                None, None, None, None, None, started, latency, attempts,
+                f"malformed response ({type(exc).__name__}: {exc}): {snippet!r}", "bad_response",
+            )  # fmt: skip
+        usage = data.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens")
+        if cached is None and usage:
+            cached = self.cached_tokens_if_missing
+        return Completion(
+            text=text,
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            cached_tokens=cached,
+            completion_tokens=usage.get("completion_tokens"),
+            started_at=started,
+            latency_s=latency,
+            attempts=attempts,
+        )
+
+    async def map(self, prompts: Iterable[tuple[object, str, dict]]) -> AsyncIterator[tuple[object, Completion]]:
+        """Run (key, prompt, params) items with bounded concurrency, yielding as each completes."""
+        queue: asyncio.Queue = asyncio.Queue()
+        items = list(prompts)
+        for item in items:
+            queue.put_nowait(item)
+        done: asyncio.Queue = asyncio.Queue()
+
+        async def worker() -> None:
+            while True:
+                try:
+                    key, prompt, params = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await done.put((key, await self.complete(prompt, **params)))
+
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(items)))]
+        try:
+            for _ in range(len(items)):
+                yield await done.get()
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+
+def _server_message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:300]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message", error))[:300]
+    return str(error or data)[:300]

@@ -1,0 +1,50 @@
+"""Expand a config into ordered work: server launches, each with its cells.
+
+Order minimises restarts: one server per (profile, variant, cache mode), every
+shot count and pass run against it before it is stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evalctl.config import CacheMode, ServerProfile, SweepConfig, Variant
+
+
+@dataclass(frozen=True)
+class Cell:
+    profile: str
+    variant: str
+    cache: CacheMode
+    shots: int
+    pass_index: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile}/{self.variant} cache={self.cache.value} shots={self.shots} pass={self.pass_index}"
+
+
+@dataclass(frozen=True)
+class ServerLaunch:
+    profile: ServerProfile
+    variant: Variant
+    cache: CacheMode
+    cells: tuple[Cell, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile.name}/{self.variant.name} cache={self.cache.value}"
+
+
+def expand(config: SweepConfig) -> list[ServerLaunch]:
+    launches = []
+    for profile in config.servers:
+        for variant in config.variants:
+            for cache in config.cache:
+                cells = tuple(
+                    Cell(profile.name, variant.name, cache, shots, pass_index)
+                    for shots in config.shots
+                    for pass_index in range(1, config.passes + 1)
+                )
+                launches.append(ServerLaunch(profile, variant, cache, cells))
+    return launches

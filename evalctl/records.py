@@ -1,0 +1,109 @@
+"""The sample record: one row per request, defined once, and its durable store.
+
+Rows are appended to `records.jsonl` as requests complete (flush + fsync), so a
+crash loses at most the requests in flight; `samples.parquet` is the compacted
+form written at the end of a run and read by every analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import pandas as pd
+
+RECORDS_FILE = "records.jsonl"
+SAMPLES_FILE = "samples.parquet"
+
+# Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
+CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    run_id: str
+    profile: str
+    variant: str
+    cache: str  # "on" | "off"
+    shots: int
+    pass_index: int  # 1-based; pass 2 re-runs the cell without a flush
+    doc_id: int
+    prompt_hash: str
+    question: str  # the scored question alone, not the few-shot prefix
+    target: str  # the reference answer as the task extracts it
+    prewarmed: bool
+    prompt_chars: int
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    started_at: float  # unix seconds
+    latency_s: float | None
+    ttft_s: float | None
+    finish_reason: str | None
+    response: str | None
+    strict_answer: str | None
+    flexible_answer: str | None
+    strict_correct: bool | None
+    flexible_correct: bool | None
+    attempts: int
+    error: str | None  # None for a scored answer; else why there is none
+    error_kind: str | None  # "http_4xx" | "http_5xx" | "timeout" | "connection" | "bad_response" | "server_died"
+
+
+COLUMNS = [f.name for f in fields(SampleRecord)]
+
+
+class RecordWriter:
+    """Append-only JSONL writer; each record is on disk before `write` returns."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / RECORDS_FILE
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: SampleRecord) -> None:
+        self._fh.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_jsonl(path: Path) -> pd.DataFrame:
+    """Read appended records; a torn last line (crash mid-write) is skipped."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def load_samples(run_dir: Path) -> pd.DataFrame:
+    """The run's samples: the parquet file when written, else the live JSONL."""
+    parquet = run_dir / SAMPLES_FILE
+    if parquet.is_file():
+        return pd.read_parquet(parquet)
+    jsonl = run_dir / RECORDS_FILE
+    if jsonl.is_file():
+        return read_jsonl(jsonl)
+    raise FileNotFoundError(f"{run_dir} has no {SAMPLES_FILE} or {RECORDS_FILE}: not a run folder")
+
+
+def compact(run_dir: Path) -> pd.DataFrame:
+    """Write `samples.parquet` from the JSONL (atomically) and return the frame."""
+    df = read_jsonl(run_dir / RECORDS_FILE)
+    tmp = run_dir / (SAMPLES_FILE + ".tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, run_dir / SAMPLES_FILE)
+    return df

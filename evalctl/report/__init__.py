@@ -1,0 +1,1 @@
+"""Presentation: terminal tables, plots and files written from analysis tables."""

@@ -1,0 +1,43 @@
+"""Write a run's summary files and build its terminal tables, from records only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from evalctl.analysis.accuracy import accuracy_table
+from evalctl.analysis.lengths import accuracy_by_length
+from evalctl.analysis.throughput import throughput_table
+from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots
+
+SUMMARY_FILE = "summary.csv"
+LENGTH_FILE = "accuracy_by_prefill_length.csv"
+THROUGHPUT_FILE = "throughput.csv"
+PLOT_SHOTS = "accuracy_vs_shots.png"
+PLOT_PREFILL = "accuracy_vs_prefill_length.png"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    accuracy: pd.DataFrame
+    by_length: pd.DataFrame
+    throughput: pd.DataFrame
+
+
+def summarize(samples: pd.DataFrame) -> RunSummary:
+    return RunSummary(accuracy_table(samples), accuracy_by_length(samples), throughput_table(samples))
+
+
+def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefill: int | None = None) -> list[Path]:
+    keys = ["profile", "variant", "cache", "shots", "pass_index"]
+    merged = summary.accuracy.merge(summary.throughput, on=keys, how="left")
+    merged.to_csv(run_dir / SUMMARY_FILE, index=False)
+    summary.by_length.to_csv(run_dir / LENGTH_FILE, index=False)
+    summary.throughput.to_csv(run_dir / THROUGHPUT_FILE, index=False)
+    return [
+        run_dir / SUMMARY_FILE,
+        accuracy_vs_shots(summary.accuracy, run_dir / PLOT_SHOTS, title),
+        accuracy_vs_prefill(summary.by_length, run_dir / PLOT_PREFILL, title, chunked_prefill),
+    ]

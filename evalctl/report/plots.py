@@ -1,0 +1,59 @@
+"""Matplotlib plots of accuracy (with Wilson intervals), cache on vs off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on servers and CI
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+SERIES = ["profile", "variant", "cache"]
+
+
+def _series(table: pd.DataFrame):
+    for key, group in table.groupby(SERIES, sort=True):
+        profile, variant, cache = key
+        label = f"{profile}/{variant} cache {cache}" if variant != "default" else f"{profile} cache {cache}"
+        yield label, cache, group
+
+
+def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str) -> None:
+    y = group["strict_acc"]
+    yerr = [(y - group["strict_lo"]).clip(lower=0), (group["strict_hi"] - y).clip(lower=0)]
+    ax.errorbar(x, y, yerr=yerr, marker="o" if cache == "on" else "s", linestyle="-" if cache == "on" else "--", capsize=3, label=label)
+
+
+def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    first_pass = table[table["pass_index"] == table["pass_index"].min()] if len(table) else table
+    for label, cache, group in _series(first_pass):
+        group = group.sort_values("shots")
+        _errorbar(ax, group["shots"], group, label, cache)
+    ax.set(xlabel="few-shot examples", ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
+    ax.grid(alpha=0.3)
+    if len(first_pass):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, cache, group in _series(table):
+        group = group.sort_values("bin_lo")
+        _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache)
+    if chunked_prefill:
+        ax.axvline(chunked_prefill, color="grey", linestyle=":", label=f"chunked prefill {chunked_prefill}")
+    ax.set(xlabel="prompt tokens (bin centre)", ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
+    ax.grid(alpha=0.3)
+    if len(table):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

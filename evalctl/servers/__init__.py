@@ -1,0 +1,20 @@
+"""Inference servers: one module per engine, one lifecycle shared by all."""
+
+from __future__ import annotations
+
+from evalctl.config import Engine
+from evalctl.servers.base import EngineAdapter
+from evalctl.servers.external import ExternalAdapter
+from evalctl.servers.llamacpp import LlamaCppAdapter
+
+_ADAPTERS: dict[Engine, type[EngineAdapter]] = {
+    Engine.llamacpp: LlamaCppAdapter,
+    Engine.external: ExternalAdapter,
+}
+
+
+def adapter_for(engine: Engine) -> EngineAdapter:
+    try:
+        return _ADAPTERS[engine]()
+    except KeyError:
+        raise NotImplementedError(f"engine {engine.value!r} is not supported yet") from None

@@ -1,0 +1,176 @@
+"""Server lifecycle shared by every engine: launch, readiness, logs, teardown.
+
+The server runs as a child in its own process group (session), so stopping it
+reaches every process it spawned (TP workers, tokenizer managers).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from evalctl.config import CacheMode, Engine, ServerProfile, Variant
+from evalctl.servers import adapter_for
+from evalctl.servers.base import EngineAdapter, LaunchSpec
+
+
+class ServerError(RuntimeError):
+    """A server that would not start or that died; carries its log tail."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = ""):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.log_tail:
+            text += "\n--- server log (last lines) ---\n" + self.log_tail
+        return text
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+        return False
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@dataclass
+class ManagedServer:
+    """One running server for one (profile, variant, cache mode)."""
+
+    profile: ServerProfile
+    variant: Variant
+    cache: CacheMode
+    log_path: Path
+    adapter: EngineAdapter = field(init=False)
+    spec: LaunchSpec | None = field(init=False, default=None)
+    base_url: str = field(init=False, default="")
+    process: subprocess.Popen | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.adapter = adapter_for(self.profile.engine)
+
+    @property
+    def launched(self) -> bool:
+        return self.process is not None
+
+    def http(self, timeout: float = 10.0) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=timeout)
+
+    def start(self, on_tick: Callable[[float], None] | None = None) -> None:
+        """Launch (unless external) and wait until healthy, or raise ServerError."""
+        if self.profile.engine is Engine.external:
+            self.base_url = self.profile.url or ""
+            self._wait_healthy(on_tick)
+            return
+        host = self.profile.host
+        port = self.profile.port or free_port(host)
+        if port_in_use(host, port):
+            raise ServerError(f"port {port} on {host} is already in use; pick another `port` or omit it for a free one")
+        workdir = self.log_path.parent / f"{self.log_path.stem}.slots"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.spec = self.adapter.launch_spec(self.profile, self.variant, self.cache, port, str(workdir))
+        self.base_url = f"http://{host}:{port}"
+        log = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(
+                self.spec.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.spec.env},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ServerError(f"cannot launch {self.spec.argv[0]}: {exc.strerror}") from exc
+        finally:
+            log.close()
+        try:
+            self._wait_healthy(on_tick)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_healthy(self, on_tick: Callable[[float], None] | None) -> None:
+        started = time.monotonic()
+        deadline = started + self.profile.startup_timeout_s
+        with self.http(timeout=5.0) as http:
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    code = self.process.returncode
+                    raise ServerError(
+                        f"server {self.profile.name} exited with code {code} during start-up",
+                        exit_code=code,
+                        log_tail=tail(self.log_path),
+                    )
+                try:
+                    if http.get(self.adapter.health_path).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerError(
+                        f"server {self.profile.name} not healthy after {self.profile.startup_timeout_s:.0f}s at {self.base_url}{self.adapter.health_path}",
+                        log_tail=tail(self.log_path),
+                    )
+                if on_tick:
+                    on_tick(time.monotonic() - started)
+                time.sleep(0.25)
+
+    def exit_code(self) -> int | None:
+        """None while running (or external); the exit code once it has died."""
+        return None if self.process is None else self.process.poll()
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the whole process group, SIGKILL what is left after the grace period."""
+        proc = self.process
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the child leads its own group
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if proc.poll() is not None and not _group_alive(pgid):
+                    return
+                time.sleep(0.05)
+        proc.poll()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

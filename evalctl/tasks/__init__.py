@@ -1,0 +1,1 @@
+"""Tasks through lm-eval: offline data, few-shot modes, and the served-model LM."""

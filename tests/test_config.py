@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalctl.config import CacheMode, ConfigError, known_aliases, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    return path
+
+
+MINIMAL = """
+model: tiny
+servers:
+  - name: cpu
+    model_path: bundled:smollm2-135m
+"""
+
+
+def test_alias_resolves_and_overrides_apply():
+    cfg = load_config(model="smollm2-135m", overrides={"shots": [2, 1, 2], "limit": 5, "generation.max_tokens": 16})
+    assert cfg.shots == [1, 2]  # sorted, de-duplicated
+    assert cfg.limit == 5
+    assert cfg.generation.max_tokens == 16
+    assert cfg.servers[0].engine.value == "llamacpp"
+
+
+def test_unknown_alias_lists_known_ones():
+    with pytest.raises(ConfigError) as exc:
+        load_config(model="no-such-model")
+    assert "no-such-model" in str(exc.value)
+    for name in known_aliases():
+        assert name in str(exc.value)
+
+
+def test_invalid_yaml_is_reported(tmp_path):
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(config_file=write(tmp_path, "model: [unclosed\n"))
+
+
+def test_unknown_field_is_named(tmp_path):
+    with pytest.raises(ConfigError) as exc:
+        load_config(config_file=write(tmp_path, MINIMAL + "shotz: [1]\n"))
+    assert "shotz: unknown field" in str(exc.value)
+
+
+def test_nested_unknown_field_is_named(tmp_path):
+    text = MINIMAL.replace("model_path:", "gpuz: 2\n    model_path:")
+    with pytest.raises(ConfigError) as exc:
+        load_config(config_file=write(tmp_path, text))
+    assert "servers.0.gpuz: unknown field" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"shots": [-1, 2]}, "shot counts must be >= 0"),
+        ({"shots": []}, "at least one count"),
+        ({"limit": 0}, "limit must be >= 1"),
+        ({"cache": ["maybe"]}, "cache.0"),
+        ({"concurrency": 0}, "concurrency"),
+    ],
+)
+def test_bad_values_are_rejected(tmp_path, override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(config_file=write(tmp_path, MINIMAL), overrides=override)
+
+
+def test_yaml_booleans_read_as_cache_modes(tmp_path):
+    cfg = load_config(config_file=write(tmp_path, MINIMAL + "cache: [on, off]\n"))
+    assert cfg.cache == [CacheMode.on, CacheMode.off]
+
+
+def test_external_engine_needs_url(tmp_path):
+    text = MINIMAL.replace("model_path:", "engine: external\n    model_path:")
+    with pytest.raises(ConfigError, match="needs `url`"):
+        load_config(config_file=write(tmp_path, text))
+
+
+def test_model_or_config_exactly_one(tmp_path):
+    with pytest.raises(ConfigError, match="exactly one"):
+        load_config()
+    with pytest.raises(ConfigError, match="exactly one"):
+        load_config(model="smollm2-135m", config_file=write(tmp_path, MINIMAL))
+
+
+def test_data_dir_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path))
+    cfg = load_config(config_file=write(tmp_path, MINIMAL))
+    assert cfg.resolved_data_dir() == tmp_path

@@ -1,0 +1,150 @@
+"""End to end against the real llama.cpp CPU server (SmolLM2-135M)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.server
+
+
+def evalctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalctl.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def only_run(root: Path) -> Path:
+    runs = [p for p in root.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):
+    out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1,2", "--limit", "3", "--cache", "on,off",
+                  "--max-tokens", "48", "--data-dir", str(data_dir), "--output", str(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr + out.stdout
+    run = only_run(tmp_path)
+    for name in ("manifest.json", "samples.parquet", "summary.csv", "accuracy_vs_shots.png", "accuracy_vs_prefill_length.png",
+                 "server-cpu-default-cache-on.log", "server-cpu-default-cache-off.log"):  # fmt: skip
+        assert (run / name).is_file(), name
+    df = pd.read_parquet(run / "samples.parquet")
+    assert len(df) == 12
+    assert df.error.isna().all()
+    assert (df.prompt_tokens > 0).all()
+    assert (df[df.cache == "off"].cached_tokens == 0).all()
+    on = df[df.cache == "on"].sort_values("started_at")
+    assert (on.cached_tokens.iloc[1:] > 0).all()
+    assert on.prewarmed.all()
+    # same questions, same prompts in both cache modes: the runs are paired
+    key = ["shots", "doc_id", "prompt_hash"]
+    assert sorted(map(tuple, df[df.cache == "on"][key].values)) == sorted(map(tuple, df[df.cache == "off"][key].values))
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert [s["cache"] for s in manifest["servers"]] == ["on", "off"]
+    assert all("evalctl.servers.llamacpp_main" in s["argv"] for s in manifest["servers"])
+    assert manifest["servers"][0]["info"]["version"]
+    summary = pd.read_csv(run / "summary.csv")
+    assert len(summary) == 4 and {"strict_acc", "strict_lo", "requests_per_s", "cache_hit_ratio"} <= set(summary.columns)
+    assert "Accuracy by cell" in out.stdout
+
+    again = evalctl("analyze", str(run))
+    assert again.returncode == 0, again.stderr
+    assert pd.read_csv(run / "summary.csv").equals(summary)
+
+
+def test_prompt_longer_than_context_is_an_error_row(tmp_path, data_dir, no_orphans):
+    cfg = tmp_path / "small-ctx.yaml"
+    cfg.write_text(
+        f"""
+model: smollm2-135m
+shots: [8]
+cache: ["off"]
+limit: 2
+data_dir: {data_dir}
+output_dir: {tmp_path / 'out'}
+generation: {{max_tokens: 8}}
+servers:
+  - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 512, parallel: 1}}
+"""
+    )
+    out = evalctl("sweep", "--config", str(cfg))
+    assert out.returncode == 0, out.stderr
+    df = pd.read_parquet(only_run(tmp_path / "out") / "samples.parquet")
+    assert len(df) == 2
+    assert (df.error_kind == "http_4xx").all()
+    assert df.error.str.contains("context").all()
+    assert df.strict_correct.isna().all()  # an error is not a wrong answer
+
+
+def test_server_that_never_becomes_healthy_reports_log_tail(tmp_path, data_dir, no_orphans):
+    cfg = tmp_path / "bad-model.yaml"
+    cfg.write_text(
+        f"""
+model: broken
+shots: [1]
+cache: ["on"]
+limit: 1
+data_dir: {data_dir}
+output_dir: {tmp_path / 'out'}
+servers:
+  - {{name: cpu, engine: llamacpp, model_path: {tmp_path / 'missing.gguf'}, startup_timeout_s: 60}}
+"""
+    )
+    out = evalctl("sweep", "--config", str(cfg))
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "exited with code" in out.stderr
+    manifest = json.loads((only_run(tmp_path / "out") / "manifest.json").read_text())
+    failed = manifest["servers"][0]
+    assert failed["status"] == "failed" and failed["log_tail"]
+
+
+def test_port_in_use_is_a_clear_error(tmp_path, data_dir, no_orphans):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        cfg = tmp_path / "port.yaml"
+        cfg.write_text(
+            f"""
+model: smollm2-135m
+shots: [1]
+cache: ["on"]
+limit: 1
+data_dir: {data_dir}
+output_dir: {tmp_path / 'out'}
+servers:
+  - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", port: {port}}}
+"""
+        )
+        out = evalctl("sweep", "--config", str(cfg))
+    assert out.returncode == 3
+    assert f"port {port} on 127.0.0.1 is already in use" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "nope"], "unknown model alias 'nope'; known:"),
+        (["--model", "smollm2-135m", "--shots", "-1"], "shot counts must be >= 0"),
+        (["--model", "smollm2-135m", "--shots", "a,b"], "--shots must be comma-separated integers"),
+        (["--model", "smollm2-135m", "--cache", "sometimes"], "--cache takes on and/or off"),
+        (["--model", "smollm2-135m", "--limit", "0"], "limit must be >= 1"),
+    ],
+)
+def test_bad_cli_input_exits_2_with_message(tmp_path, args, message, no_orphans):
+    out = evalctl("sweep", *args, "--output", str(tmp_path))
+    assert out.returncode == 2
+    assert message in " ".join(out.stderr.split())
+    assert not any(tmp_path.iterdir())  # nothing written for rejected input
+
+
+def test_help_explains_every_option():
+    out = evalctl("sweep", "--help")
+    assert out.returncode == 0
+    for option in ("--model", "--config", "--shots", "--cache", "--limit", "--concurrency", "--output", "--fewshot", "--url", "--data-dir"):
+        assert option in out.stdout

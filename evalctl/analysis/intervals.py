@@ -1,9 +1,10 @@
-"""Confidence intervals for a single proportion."""
+"""Confidence intervals: a single proportion, and a paired accuracy drop."""
 
 from __future__ import annotations
 
 import math
 
+from scipy.optimize import brentq
 from scipy.stats import norm
 
 
@@ -17,3 +18,69 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def tango_score_statistic(b: int, c: int, n_pairs: int, delta0: float) -> float:
+    """Tango (1998) score statistic for H0: drop = delta0 in paired data.
+
+    The drop is ``p_b - p_c``: the probability of a right->wrong flip minus
+    that of a wrong->right flip, i.e. reference minus candidate accuracy.
+    The variance is evaluated at the maximum-likelihood cell probabilities
+    *constrained* to the null, which is what keeps the interval sensible at
+    zero flips (where a Wald interval collapses to a point). At delta0 = 0 it
+    reduces to McNemar's z, (b - c) / sqrt(b + c).
+
+    Where the null variance vanishes (delta0 = +-1, or no flips at
+    delta0 = 0) it returns -inf / +inf by the sign of the numerator, and 0
+    when the numerator vanishes too (the data agree exactly with the null).
+    """
+    n = n_pairs
+    if n <= 0 or b < 0 or c < 0 or b + c > n:
+        raise ValueError(f"need 0 <= b, c and b + c <= n_pairs > 0; got b={b}, c={c}, n={n}")
+    if not -1.0 <= delta0 <= 1.0:
+        raise ValueError(f"delta0 must lie in [-1, 1], got {delta0}")
+    # Constrained MLE of p_c: the non-negative root of A x^2 + B x + C = 0.
+    a = 2.0 * n
+    bq = -b - c + (2.0 * n - b + c) * delta0
+    cq = -c * delta0 * (1.0 - delta0)
+    disc = math.sqrt(max(0.0, bq * bq - 4.0 * a * cq))
+    # Two algebraically equal forms; pick the one without cancellation.
+    p_c = (disc - bq) / (2.0 * a) if bq <= 0 else -2.0 * cq / (bq + disc)
+    numerator = b - c - n * delta0
+    variance = n * (2.0 * p_c + delta0 * (1.0 - delta0))
+    if variance <= 0.0:
+        if numerator == 0:
+            return 0.0
+        return math.copysign(math.inf, numerator)
+    return numerator / math.sqrt(variance)
+
+
+def paired_drop_upper_bound(b: int, c: int, n_pairs: int, confidence: float = 0.95) -> float:
+    """One-sided upper confidence bound on the accuracy drop (b - c) / n.
+
+    Inverts Tango's score test: the bound is the largest drop delta0 that a
+    one-sided level-(1 - confidence) test does not reject, Z(delta0) = -z.
+    Unlike an exact binomial bound on b given b + c, it accounts for the
+    uncertainty in how many pairs are discordant at all, so 0 flips out of
+    10 questions still leaves a wide bound (about 0.21 at 95%) instead of a
+    spurious "no drop possible". Fagerland, Lydersen & Laake (2014) recommend
+    it among intervals for a paired difference of proportions. It is
+    asymptotic, so coverage near 0 or 1 flips is approximate, not guaranteed.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    z = float(norm.ppf(confidence))
+    tango_score_statistic(b, c, n_pairs, 0.0)  # validates the counts
+    observed = (b - c) / n_pairs
+    if b == n_pairs:
+        return 1.0  # every question flipped to wrong: nothing above it to exclude
+
+    def f(d: float) -> float:
+        return tango_score_statistic(b, c, n_pairs, d) + z
+
+    # Z decreases in delta0, is 0 at the observed drop and tends to -inf at 1;
+    # stop just short of 1 so brentq sees finite values.
+    hi = 1.0 - 1e-9
+    if f(hi) >= 0:
+        return 1.0
+    return float(brentq(f, observed, hi, xtol=1e-12, rtol=1e-12))

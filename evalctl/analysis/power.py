@@ -1,0 +1,187 @@
+"""How large a regression a run can detect, and whether it can rule one out.
+
+A paired test that finds nothing is only reassuring if the run was large
+enough to find a regression that matters. These functions answer the two
+questions a gate needs before it may say "pass":
+
+* before a run: the minimum detectable effect (MDE) at a given size;
+* after a run: whether the data exclude a drop larger than the tolerated one.
+  If they neither show a significant regression nor exclude one, the honest
+  verdict is "inconclusive", not "pass".
+
+All tests here are one-sided: the gate looks for drops, not improvements.
+Effects are accuracy drops as fractions (0.02 = 2 points).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from evalctl.analysis.intervals import tango_score_statistic
+
+
+@dataclass(frozen=True)
+class PairedMDE:
+    """Smallest paired accuracy drop detectable with the given power.
+
+    ``mde`` is ``math.inf`` when no drop is detectable: the run is too small
+    even if every discordant pair went the wrong way.
+    """
+
+    n: int
+    discordance_rate: float
+    alpha: float
+    power: float
+    mde: float
+
+
+@dataclass(frozen=True)
+class SingleProportionMDE:
+    """Smallest drop below a fixed accuracy ``p`` detectable from one run.
+
+    ``mde`` is ``math.inf`` when even a drop to 0 would not be detected.
+    """
+
+    n: int
+    p: float
+    alpha: float
+    power: float
+    mde: float
+
+
+def _z_values(alpha: float, power: float) -> tuple[float, float]:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if not 0.5 <= power < 1.0:
+        # Below 0.5 the design is powered to miss the effect it names; the
+        # closed forms below also assume z_beta >= 0.
+        raise ValueError(f"power must lie in [0.5, 1), got {power}")
+    return float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))
+
+
+def required_pairs(
+    delta: float, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8
+) -> int:
+    """Questions needed to detect a paired drop ``delta`` (Connor 1987).
+
+    n = (z_a sqrt(pd) + z_b sqrt(pd - delta^2))^2 / delta^2, one-sided z_a,
+    rounded up. Requires 0 < delta <= pd: a drop larger than the discordance
+    rate is impossible (every discordant pair would have to be a loss).
+    """
+    z_a, z_b = _z_values(alpha, power)
+    pd = discordance_rate
+    if not 0.0 < pd <= 1.0:
+        raise ValueError(f"discordance_rate must lie in (0, 1], got {pd}")
+    if not 0.0 < delta <= pd:
+        raise ValueError(f"delta must lie in (0, discordance_rate], got {delta}")
+    n = (z_a * math.sqrt(pd) + z_b * math.sqrt(pd - delta * delta)) ** 2 / (delta * delta)
+    return math.ceil(n - 1e-9)
+
+
+def mde_paired(
+    n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8
+) -> PairedMDE:
+    """Minimum detectable accuracy drop for a paired (McNemar) comparison.
+
+    Inverts Connor's (1987) normal-approximation sample size for McNemar's
+    test, n = (z_a sqrt(pd) + z_b sqrt(pd - d^2))^2 / d^2, in closed form:
+
+        d = sqrt(pd) (sqrt(n) z_a + z_b sqrt(n + z_b^2 - z_a^2)) / (n + z_b^2)
+
+    (square d sqrt(n) - z_a sqrt(pd) = z_b sqrt(pd - d^2) and take the root
+    with d sqrt(n) >= z_a sqrt(pd)).
+
+    Assumptions: pairs are independent questions; the discordance rate
+    ``pd`` (share of questions where exactly one run is right) is known, so
+    take it from a previous run, (b + c) / n, or use the default 0.1; the
+    normal approximation holds, which needs a few dozen expected discordant
+    pairs (n * pd), so for small runs this is optimistic. The power is that
+    of the asymptotic test; the exact McNemar test is slightly less powerful.
+    """
+    z_a, z_b = _z_values(alpha, power)
+    pd = discordance_rate
+    if not 0.0 < pd <= 1.0:
+        raise ValueError(f"discordance_rate must lie in (0, 1], got {pd}")
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    inner = n + z_b * z_b - z_a * z_a
+    mde = math.inf
+    if inner >= 0:
+        d = math.sqrt(pd) * (math.sqrt(n) * z_a + z_b * math.sqrt(inner)) / (n + z_b * z_b)
+        if d <= pd:
+            mde = d
+    return PairedMDE(n=n, discordance_rate=pd, alpha=alpha, power=power, mde=mde)
+
+
+def mde_single_proportion(
+    n: int, p: float, alpha: float = 0.05, power: float = 0.8
+) -> SingleProportionMDE:
+    """Minimum detectable drop of one run's accuracy below a fixed value ``p``.
+
+    For the unpaired case: a run compared with a known reference accuracy
+    (a published score), not with another run on the same questions. Uses
+    the one-sample normal test with the variance evaluated under each
+    hypothesis, n = (z_a sqrt(p q) + z_b sqrt(p1 q1))^2 / d^2 with
+    p1 = p - d, solved for d numerically (the smallest root, because for p
+    near 1 and small n the equation can have several).
+
+    Assumptions: ``p`` is known exactly (uncertainty in a reference run's
+    own accuracy is ignored, so this is optimistic for run-vs-run
+    comparisons, which should use the paired form), independent questions,
+    and the normal approximation, which is poor when n p (1 - p) is small.
+    """
+    z_a, z_b = _z_values(alpha, power)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie strictly inside (0, 1), got {p}")
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    root_n = math.sqrt(n)
+
+    def gap(d: float) -> float:
+        p1 = p - d
+        return d * root_n - z_a * math.sqrt(p * (1 - p)) - z_b * math.sqrt(max(0.0, p1 * (1 - p1)))
+
+    grid = np.linspace(0.0, p, 2001)
+    values = np.array([gap(d) for d in grid])
+    crossings = np.nonzero(values >= 0)[0]
+    if crossings.size == 0:
+        mde = math.inf
+    else:
+        i = int(crossings[0])  # values[0] < 0, so i >= 1
+        mde = float(brentq(gap, grid[i - 1], grid[i], xtol=1e-12, rtol=1e-12))
+    return SingleProportionMDE(n=n, p=p, alpha=alpha, power=power, mde=mde)
+
+
+def can_exclude_drop(
+    b: int, c: int, n_pairs: int, tolerated_drop: float, alpha: float = 0.05
+) -> bool:
+    """Whether the data rule out a true accuracy drop above ``tolerated_drop``.
+
+    True when a one-sided level-``alpha`` Tango score test rejects
+    H0: drop >= tolerated_drop, equivalently when the one-sided
+    (1 - alpha) upper confidence bound
+    ``intervals.paired_drop_upper_bound`` is below the tolerated drop.
+
+    Why Tango rather than the exact binomial bound on b given b + c: the
+    conditional bound treats the number of discordant pairs as fixed, so a
+    run with 0 flips out of 10 questions would "exclude" every drop. Tango's
+    score interval also carries the uncertainty in the discordance rate, so
+    small runs stay inconclusive, while large runs with a few balanced flips
+    exclude small drops. It is asymptotic; its coverage is close to nominal
+    in published comparisons (Fagerland, Lydersen & Laake 2014) but not
+    guaranteed for tiny n.
+
+    ``b`` = right->wrong flips, ``c`` = wrong->right flips; the drop is
+    reference minus candidate accuracy, (b - c) / n_pairs.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if not 0.0 <= tolerated_drop < 1.0:
+        raise ValueError(f"tolerated_drop must lie in [0, 1), got {tolerated_drop}")
+    z = tango_score_statistic(b, c, n_pairs, tolerated_drop)
+    return bool(z <= -float(norm.ppf(1.0 - alpha)))

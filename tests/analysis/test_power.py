@@ -1,0 +1,207 @@
+import math
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+from scipy.stats import norm
+
+from evalctl.analysis.intervals import paired_drop_upper_bound, tango_score_statistic
+from evalctl.analysis.power import (
+    PairedMDE,
+    SingleProportionMDE,
+    can_exclude_drop,
+    mde_paired,
+    mde_single_proportion,
+    required_pairs,
+)
+
+Z_A = norm.ppf(0.95)  # 1.6448536...
+Z_B = norm.ppf(0.80)  # 0.8416212...
+
+
+def connor_n(delta, pd, z_a=Z_A, z_b=Z_B):
+    return (z_a * math.sqrt(pd) + z_b * math.sqrt(pd - delta**2)) ** 2 / delta**2
+
+
+def test_mde_gsm8k_pinned():
+    # n=1319 (GSM8K test), pd=0.1, one-sided alpha=0.05 (z_a=1.64485), power 0.8
+    # (z_b=0.84162). Closed form:
+    #   d = sqrt(pd) (sqrt(n) z_a + z_b sqrt(n + z_b^2 - z_a^2)) / (n + z_b^2)
+    #     = 0.316228 * (36.3180*1.644854 + 0.841621*sqrt(1317.0028)) / 1319.7083
+    #     = 0.316228 * (59.7379 + 30.5429) / 1319.7083 = 0.021633
+    # Cross-check: the cruder (z_a + z_b) sqrt(pd / n) = 2.486475 * 0.0087073
+    # = 0.021650, within 0.1 point, as it should be for d^2 << pd.
+    r = mde_paired(1319, discordance_rate=0.1, alpha=0.05, power=0.8)
+    assert isinstance(r, PairedMDE)
+    assert r.mde == pytest.approx(0.021633, abs=2e-6)
+    assert (r.n, r.discordance_rate, r.alpha, r.power) == (1319, 0.1, 0.05, 0.8)
+    # Plugging the MDE back into Connor's formula returns n.
+    assert connor_n(r.mde, 0.1) == pytest.approx(1319, rel=1e-9)
+    assert required_pairs(r.mde, 0.1) == 1319
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(min_value=10, max_value=100_000),
+    pd=st.floats(min_value=0.01, max_value=1.0),
+    power=st.floats(min_value=0.5, max_value=0.99),
+    alpha=st.floats(min_value=0.001, max_value=0.2),
+)
+def test_mde_round_trip(n, pd, power, alpha):
+    r = mde_paired(n, pd, alpha, power)
+    if math.isinf(r.mde):
+        return
+    assert 0 < r.mde <= pd
+    z_a, z_b = norm.ppf(1 - alpha), norm.ppf(power)
+    assert connor_n(r.mde, pd, z_a, z_b) == pytest.approx(n, rel=1e-7)
+
+
+def test_mde_monotone():
+    ns = [50, 100, 200, 500, 1319, 5000, 20000]
+    mdes = [mde_paired(n).mde for n in ns]
+    assert all(a > b for a, b in zip(mdes, mdes[1:]))
+    # More churn between runs needs a bigger effect to stand out.
+    assert mde_paired(1319, 0.05).mde < mde_paired(1319, 0.1).mde < mde_paired(1319, 0.3).mde
+    # Stricter alpha or higher power cost detectable effect size.
+    assert mde_paired(1319, alpha=0.01).mde > mde_paired(1319).mde
+    assert mde_paired(1319, power=0.95).mde > mde_paired(1319).mde
+
+
+def test_mde_undetectable_is_inf():
+    # 10 questions, pd=0.1: expected one discordant pair; the formula's d
+    # exceeds pd, i.e. no achievable drop would be detected.
+    assert mde_paired(10, 0.1).mde == math.inf
+    assert mde_paired(1, 0.5).mde == math.inf
+
+
+def test_mde_single_proportion():
+    # p=0.5, n=100: the MDE d must satisfy the defining equation
+    #   d sqrt(n) = z_a sqrt(p q) + z_b sqrt(p1 q1),  p1 = p - d.
+    r = mde_single_proportion(100, 0.5)
+    assert isinstance(r, SingleProportionMDE)
+    p1 = 0.5 - r.mde
+    lhs = r.mde * 10
+    rhs = Z_A * 0.5 + Z_B * math.sqrt(p1 * (1 - p1))
+    assert lhs == pytest.approx(rhs, abs=1e-9)
+    # Null-variance approximation (z_a + z_b) * 0.5 / 10 = 0.1243 is close.
+    assert r.mde == pytest.approx(0.1243, abs=0.002)
+    # GSM8K-sized run against a published 94%: a few points.
+    g = mde_single_proportion(1319, 0.94)
+    assert 0.01 < g.mde < 0.02
+    sizes = [mde_single_proportion(n, 0.9).mde for n in (20, 100, 1000, 10000)]
+    assert all(a > b for a, b in zip(sizes, sizes[1:]))
+    # Unpaired comparison of a run with ~10% churn is less sensitive than paired.
+    assert mde_paired(1319, 0.1).mde < mde_single_proportion(1319, 0.5).mde
+
+
+def test_mde_single_proportion_smallest_root():
+    # Near p=1 with small n the equation can bend back; the returned root must
+    # be the first crossing, so no smaller drop may satisfy it.
+    for n, p in [(5, 0.999), (50, 0.999), (200, 0.99), (3, 0.5)]:
+        r = mde_single_proportion(n, p)
+        if math.isinf(r.mde):
+            continue
+        for d in [r.mde * k / 50 for k in range(1, 50)]:
+            p1 = p - d
+            assert d * math.sqrt(n) < Z_A * math.sqrt(p * (1 - p)) + Z_B * math.sqrt(p1 * (1 - p1))
+
+
+def test_input_validation():
+    with pytest.raises(ValueError):
+        mde_paired(100, power=0.3)
+    with pytest.raises(ValueError):
+        mde_paired(100, discordance_rate=0)
+    with pytest.raises(ValueError):
+        mde_single_proportion(100, 1.0)
+    with pytest.raises(ValueError):
+        required_pairs(0.2, 0.1)
+    with pytest.raises(ValueError):
+        can_exclude_drop(5, 6, 10, 0.05)
+    with pytest.raises(ValueError):
+        can_exclude_drop(1, 1, 10, 1.5)
+
+
+# --- can_exclude_drop / Tango score -------------------------------------------
+
+
+def test_small_run_with_big_drop_is_not_a_pass():
+    # 10 questions, 20-point drop (2 right->wrong flips, none back).
+    assert not can_exclude_drop(2, 0, 10, tolerated_drop=0.05)
+    assert not can_exclude_drop(2, 0, 10, tolerated_drop=0.20)
+    # Even zero flips on 10 questions cannot exclude a 5-point drop: the 95%
+    # upper bound is z^2 / (n + z^2) = 2.7055 / 12.7055 = 0.2129.
+    assert not can_exclude_drop(0, 0, 10, tolerated_drop=0.05)
+    assert paired_drop_upper_bound(0, 0, 10) == pytest.approx(Z_A**2 / (10 + Z_A**2), abs=1e-9)
+
+
+def test_large_run_with_balanced_flips_passes():
+    # 200 questions, 2 flips each way, tolerated 5 points. By hand:
+    # A = 400, B = -4 + 400*0.05 = 16, C = -2*0.05*0.95 = -0.095,
+    # p_c = (-16 + sqrt(256 + 152)) / 800 = 0.005249,
+    # Z = (0 - 10) / sqrt(200 * (0.010498 + 0.0475)) = -2.936 < -1.645.
+    assert tango_score_statistic(2, 2, 200, 0.05) == pytest.approx(-2.936, abs=1e-3)
+    assert can_exclude_drop(2, 2, 200, tolerated_drop=0.05)
+    assert paired_drop_upper_bound(2, 2, 200) < 0.05
+    # ...but not at a 1-point tolerance.
+    assert not can_exclude_drop(2, 2, 200, tolerated_drop=0.01)
+
+
+def test_churn_does_not_block_a_pass_on_a_large_run():
+    # Nondeterministic serving: 100 flips each way on GSM8K. The net drop is 0
+    # and the bound (~1.8 points) is far below 5; a bound on b alone would not be.
+    assert can_exclude_drop(100, 100, 1319, tolerated_drop=0.05)
+    assert not can_exclude_drop(100, 100, 1319, tolerated_drop=0.01)
+
+
+def test_real_regression_cannot_be_excluded():
+    # 94% -> 20%: hundreds of right->wrong flips.
+    assert not can_exclude_drop(980, 5, 1319, tolerated_drop=0.05)
+    assert paired_drop_upper_bound(980, 5, 1319) > (980 - 5) / 1319
+
+
+def test_tango_reduces_to_mcnemar_at_zero():
+    # At delta0 = 0 the constrained p_c is (b + c) / (2n) and Z = (b - c) / sqrt(b + c).
+    for b, c, n in [(30, 4, 1319), (1, 9, 10), (7, 7, 50)]:
+        assert tango_score_statistic(b, c, n, 0.0) == pytest.approx((b - c) / math.sqrt(b + c))
+
+
+@pytest.mark.parametrize("b,c,n,delta0", [(2, 0, 10, 0.05), (30, 4, 1319, 0.01), (3, 9, 40, -0.1), (5, 1, 20, 0.4)])
+def test_tango_constrained_mle_matches_numeric(b, c, n, delta0):
+    # Maximise the multinomial likelihood with p_b = p_c + delta0 numerically and
+    # compare the implied Z with the closed-form one.
+    def neg_loglik(pc):
+        pb = pc + delta0
+        rest = 1 - pb - pc
+        return -(b * math.log(pb) + c * math.log(pc) + (n - b - c) * math.log(rest))
+
+    lo = max(0.0, -delta0) + 1e-12
+    hi = (1 - delta0) / 2 - 1e-12
+    pc = minimize_scalar(neg_loglik, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
+    z = (b - c - n * delta0) / math.sqrt(n * (2 * pc + delta0 * (1 - delta0)))
+    assert tango_score_statistic(b, c, n, delta0) == pytest.approx(z, abs=1e-5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.tuples(
+        st.integers(0, 300), st.integers(0, 300), st.integers(0, 2000)
+    ),
+    tol=st.floats(min_value=0.0, max_value=0.5),
+)
+def test_exclusion_agrees_with_upper_bound(data, tol):
+    b, c, extra = data
+    n = b + c + extra
+    assume(n > 0)
+    u = paired_drop_upper_bound(b, c, n)
+    assert u >= (b - c) / n - 1e-12
+    assert u <= 1.0
+    assume(abs(u - tol) > 1e-6)
+    assert can_exclude_drop(b, c, n, tol) == (u < tol)
+
+
+def test_upper_bound_shrinks_with_n_and_grows_with_confidence():
+    bounds = [paired_drop_upper_bound(2, 2, n) for n in (20, 50, 200, 1000)]
+    assert all(a > b for a, b in zip(bounds, bounds[1:]))
+    assert paired_drop_upper_bound(2, 2, 200, 0.99) > paired_drop_upper_bound(2, 2, 200, 0.95)
+    assert paired_drop_upper_bound(10, 0, 10) == 1.0

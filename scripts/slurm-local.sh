@@ -156,12 +156,19 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
+# True if the node's slurmd registered at or after timestamp $1 (same format).
+registered_since() {
+    local t
+    t="$(scontrol show node "$(node_name)" 2>/dev/null | sed -n 's/.*SlurmdStartTime=\([^ ]*\).*/\1/p')"
+    [ -n "$t" ] && [ "$t" != "None" ] && [[ ! "$t" < "$1" ]]
+}
+
 node_state() { sinfo -h -n "$(node_name)" -o %t 2>/dev/null | head -n1; }
 
 cmd_start() {
     need_root
     command -v slurmctld >/dev/null || die "slurm not installed; run: $0 install"
-    local t0 host state conf_changed=0 i
+    local t0 host state conf_changed=0 i d_started=""
     t0=$(date +%s)
     host="$(node_name)"
 
@@ -197,6 +204,7 @@ cmd_start() {
     if pid_alive "$SLURMD_PID"; then
         log "slurmd already running"
     else
+        d_started="$(date +%Y-%m-%dT%H:%M:%S)"
         /usr/sbin/slurmd || { show_logs; die "slurmd failed to start"; }
         log "slurmd started"
     fi
@@ -205,6 +213,11 @@ cmd_start() {
     state=""
     for i in $(seq 1 "$START_TIMEOUT"); do
         state="$(node_state || true)"
+        # A restarted slurmctld reports the saved state (idle) before the new
+        # slurmd has registered; wait until SlurmdStartTime is the new one.
+        if [ -n "$d_started" ] && [ -n "$state" ] && ! registered_since "$d_started"; then
+            state="unregistered"
+        fi
         case "$state" in
             idle|mix|alloc|comp) break ;;
             down*|drain*|drng*|fail*)

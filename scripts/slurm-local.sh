@@ -8,6 +8,13 @@
 #
 # Needs root. Works without systemd: daemons are started directly and tracked
 # through their pid files. No accounting (no slurmdbd), so `sacct` is unavailable.
+#
+# Caveats for tests using this cluster:
+#  - No gres.conf: --gpus*/--gres/--constraint are rejected at submission.
+#  - One node: --nodes>1 or more CPUs/memory than the node has never starts
+#    (PartitionNodeLimit / PartitionConfig) or is rejected.
+#  - submitit works, but job.state is UNKNOWN (it polls sacct), so result() on a
+#    job that was cancelled or killed before writing its result waits forever.
 set -euo pipefail
 
 SLURM_CONF_DIR=/etc/slurm

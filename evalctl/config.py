@@ -186,9 +186,7 @@ def _format_validation(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def load_config(
-    *, model: str | None = None, config_file: Path | None = None, overrides: dict[str, Any] | None = None
-) -> SweepConfig:
+def load_config(*, model: str | None = None, config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> SweepConfig:
     """Resolve `--model` (alias) or `--config` (file), then apply CLI overrides."""
     if (model is None) == (config_file is None):
         raise ConfigError("give exactly one of --model NAME or --config FILE")

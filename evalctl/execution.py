@@ -65,7 +65,9 @@ class Sweep:
             self.run_dir.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise OSError(f"cannot create run folder {self.run_dir}: {exc.strerror}") from exc
-        task = LmEvalTask(self.config.task, data_dir=self.config.resolved_data_dir(), fewshot=self.config.fewshot, seed=self.config.generation.seed)
+        task = LmEvalTask(
+            self.config.task, data_dir=self.config.resolved_data_dir(), fewshot=self.config.fewshot, seed=self.config.generation.seed
+        )
         launches = expand(self.config)
         self.manifest = {
             "run_id": self.run_id,
@@ -99,7 +101,12 @@ class Sweep:
     def _run_launch(self, launch: ServerLaunch, task: LmEvalTask, writer: RecordWriter) -> dict | None:
         slug = f"{launch.profile.name}-{launch.variant.name}-cache-{launch.cache.value}"
         server = ManagedServer(launch.profile, launch.variant, launch.cache, self.run_dir / f"server-{slug}.log")
-        entry: dict = {"profile": launch.profile.name, "variant": launch.variant.name, "cache": launch.cache.value, "engine": launch.profile.engine.value}
+        entry: dict = {
+            "profile": launch.profile.name,
+            "variant": launch.variant.name,
+            "cache": launch.cache.value,
+            "engine": launch.profile.engine.value,
+        }
         self.manifest["servers"].append(entry)
         try:
             server.start(on_tick=lambda elapsed: self.progress.server_starting(launch.label, elapsed))
@@ -113,12 +120,16 @@ class Sweep:
             write_manifest(self.run_dir, self.manifest)
             self.progress.server_ready(launch.label)
             if not server.launched and launch.cache is CacheMode.off:
-                self.progress.warn(f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did")
+                self.progress.warn(
+                    f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
+                )
             for cell in launch.cells:
                 self._run_cell(cell, launch, server, task, writer)
                 code = server.exit_code()
                 if code is not None:
-                    raise ServerError(f"server {launch.label} died during {cell.label} (exit code {code})", exit_code=code, log_tail=tail(server.log_path))
+                    raise ServerError(
+                        f"server {launch.label} died during {cell.label} (exit code {code})", exit_code=code, log_tail=tail(server.log_path)
+                    )
             entry["status"] = "ok"
             return None
         except ServerError as exc:
@@ -159,7 +170,12 @@ class Sweep:
         params = self._request_params(server, cell.cache)
         if cell.pass_index == 1:
             self._flush(server)
-        prewarmed = cell.pass_index == 1 and cell.cache is CacheMode.on and self.config.fewshot == "shared" and self._prewarm(server, prompts, params)
+        prewarmed = (
+            cell.pass_index == 1
+            and cell.cache is CacheMode.on
+            and self.config.fewshot == "shared"
+            and self._prewarm(server, prompts, params)
+        )
         self.progress.cell_started(cell.label, len(prompts))
 
         def on_complete(index: int, completion: Completion) -> None:
@@ -225,4 +241,3 @@ class Sweep:
             error=completion.error,
             error_kind=completion.error_kind,
         )
-

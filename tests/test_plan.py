@@ -7,7 +7,7 @@ from evalctl.plan import expand
 def test_one_launch_per_profile_variant_cache_and_all_shots_inside():
     cfg = load_config(model="smollm2-135m", overrides={"shots": [8, 12], "passes": 2, "cache": ["on", "off"]})
     launches = expand(cfg)
-    assert [(l.profile.name, l.cache) for l in launches] == [("cpu", CacheMode.on), ("cpu", CacheMode.off)]
+    assert [(launch.profile.name, launch.cache) for launch in launches] == [("cpu", CacheMode.on), ("cpu", CacheMode.off)]
     cells = launches[0].cells
     # every shot count and pass against the same server, pass 2 right after pass 1
     assert [(c.shots, c.pass_index) for c in cells] == [(8, 1), (8, 2), (12, 1), (12, 2)]
@@ -30,4 +30,9 @@ variants:
 """
     )
     launches = expand(load_config(config_file=path))
-    assert [(l.profile.name, l.variant.name) for l in launches] == [("a", "baseline"), ("a", "patched"), ("b", "baseline"), ("b", "patched")]
+    assert [(launch.profile.name, launch.variant.name) for launch in launches] == [
+        ("a", "baseline"),
+        ("a", "patched"),
+        ("b", "baseline"),
+        ("b", "patched"),
+    ]

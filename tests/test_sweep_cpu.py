@@ -66,7 +66,7 @@ shots: [8]
 cache: ["off"]
 limit: 2
 data_dir: {data_dir}
-output_dir: {tmp_path / 'out'}
+output_dir: {tmp_path / "out"}
 generation: {{max_tokens: 8}}
 servers:
   - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 512, parallel: 1}}
@@ -90,9 +90,9 @@ shots: [1]
 cache: ["on"]
 limit: 1
 data_dir: {data_dir}
-output_dir: {tmp_path / 'out'}
+output_dir: {tmp_path / "out"}
 servers:
-  - {{name: cpu, engine: llamacpp, model_path: {tmp_path / 'missing.gguf'}, startup_timeout_s: 60}}
+  - {{name: cpu, engine: llamacpp, model_path: {tmp_path / "missing.gguf"}, startup_timeout_s: 60}}
 """
     )
     out = evalctl("sweep", "--config", str(cfg))
@@ -116,7 +116,7 @@ shots: [1]
 cache: ["on"]
 limit: 1
 data_dir: {data_dir}
-output_dir: {tmp_path / 'out'}
+output_dir: {tmp_path / "out"}
 servers:
   - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", port: {port}}}
 """

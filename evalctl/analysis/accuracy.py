@@ -29,7 +29,9 @@ def accuracy_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFram
     """One row per group: n scored, errors, invalid, strict/flexible accuracy with 95% Wilson bounds."""
     by = by or GROUP
     if df.empty:
-        return pd.DataFrame(columns=[*by, "n", "errors", "invalid", "strict_acc", "strict_lo", "strict_hi", "flexible_acc", "flexible_lo", "flexible_hi"])
+        return pd.DataFrame(
+            columns=[*by, "n", "errors", "invalid", "strict_acc", "strict_lo", "strict_hi", "flexible_acc", "flexible_lo", "flexible_hi"]
+        )
     out = df.groupby(by, sort=True, dropna=False).apply(_accuracy_row, include_groups=False).reset_index()
     for col in ("n", "errors", "invalid"):
         out[col] = out[col].astype(int)

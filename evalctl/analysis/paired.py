@@ -119,9 +119,7 @@ def _as_outcomes(name: str, values: Sequence[bool]) -> np.ndarray:
     return arr
 
 
-def paired_flips(
-    reference: Sequence[bool], candidate: Sequence[bool]
-) -> tuple[int, int, int, int]:
+def paired_flips(reference: Sequence[bool], candidate: Sequence[bool]) -> tuple[int, int, int, int]:
     """Count the 2x2 paired table ``(both_right, b, c, both_wrong)``.
 
     ``b`` = reference right and candidate wrong (a flip to wrong), ``c`` =

@@ -64,9 +64,7 @@ def _z_values(alpha: float, power: float) -> tuple[float, float]:
     return float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))
 
 
-def required_pairs(
-    delta: float, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8
-) -> int:
+def required_pairs(delta: float, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> int:
     """Questions needed to detect a paired drop ``delta`` (Connor 1987).
 
     n = (z_a sqrt(pd) + z_b sqrt(pd - delta^2))^2 / delta^2, one-sided z_a,
@@ -83,9 +81,7 @@ def required_pairs(
     return math.ceil(n - 1e-9)
 
 
-def mde_paired(
-    n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8
-) -> PairedMDE:
+def mde_paired(n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> PairedMDE:
     """Minimum detectable accuracy drop for a paired (McNemar) comparison.
 
     Inverts Connor's (1987) normal-approximation sample size for McNemar's
@@ -118,9 +114,7 @@ def mde_paired(
     return PairedMDE(n=n, discordance_rate=pd, alpha=alpha, power=power, mde=mde)
 
 
-def mde_single_proportion(
-    n: int, p: float, alpha: float = 0.05, power: float = 0.8
-) -> SingleProportionMDE:
+def mde_single_proportion(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> SingleProportionMDE:
     """Minimum detectable drop of one run's accuracy below a fixed value ``p``.
 
     For the unpaired case: a run compared with a known reference accuracy
@@ -157,9 +151,7 @@ def mde_single_proportion(
     return SingleProportionMDE(n=n, p=p, alpha=alpha, power=power, mde=mde)
 
 
-def can_exclude_drop(
-    b: int, c: int, n_pairs: int, tolerated_drop: float, alpha: float = 0.05
-) -> bool:
+def can_exclude_drop(b: int, c: int, n_pairs: int, tolerated_drop: float, alpha: float = 0.05) -> bool:
     """Whether the data rule out a true accuracy drop above ``tolerated_drop``.
 
     True when a one-sided level-``alpha`` Tango score test rejects

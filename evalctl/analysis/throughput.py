@@ -35,7 +35,20 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
 def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     by = by or GROUP
     if df.empty:
-        return pd.DataFrame(columns=[*by, "requests", "wall_s", "requests_per_s", "output_tokens_per_s", "latency_p50_s", "latency_p90_s", "latency_p99_s", "mean_prompt_tokens", "cache_hit_ratio"])
+        return pd.DataFrame(
+            columns=[
+                *by,
+                "requests",
+                "wall_s",
+                "requests_per_s",
+                "output_tokens_per_s",
+                "latency_p50_s",
+                "latency_p90_s",
+                "latency_p99_s",
+                "mean_prompt_tokens",
+                "cache_hit_ratio",
+            ]
+        )
     out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, include_groups=False).reset_index()
     out["requests"] = out["requests"].astype(int)
     return out

@@ -136,7 +136,8 @@ class ManagedServer:
                     pass
                 if time.monotonic() > deadline:
                     raise ServerError(
-                        f"server {self.profile.name} not healthy after {self.profile.startup_timeout_s:.0f}s at {self.base_url}{self.adapter.health_path}",
+                        f"server {self.profile.name} not healthy after {self.profile.startup_timeout_s:.0f}s"
+                        f" at {self.base_url}{self.adapter.health_path}",
                         log_tail=tail(self.log_path),
                     )
                 if on_tick:

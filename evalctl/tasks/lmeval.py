@@ -57,11 +57,10 @@ class LmEvalTask:
             # No hub look-ups at all when the data are local.
             os.environ["HF_DATASETS_OFFLINE"] = "1"
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
+        import lm_eval
         from lm_eval.api.task import ConfigurableTask
         from lm_eval.filters import build_filter_ensemble
         from lm_eval.tasks import TaskManager
-
-        import lm_eval
 
         tasks_dir = Path(lm_eval.__file__).parent / "tasks" / name
         # Index only this task's folder: scanning every lm-eval task takes seconds.
@@ -77,7 +76,10 @@ class LmEvalTask:
         except Exception as exc:  # lm-eval/datasets raise many types for unreachable data
             where = data_dir or config.get("dataset_path")
             raise ConfigError(f"cannot load task {name!r} data from {where}: {exc}") from exc
-        self.filters = [build_filter_ensemble(f["name"], [(c["function"], {k: v for k, v in c.items() if k != "function"}) for c in f["filter"]]) for f in config["filter_list"]]
+        self.filters = [
+            build_filter_ensemble(f["name"], [(c["function"], {k: v for k, v in c.items() if k != "function"}) for c in f["filter"]])
+            for f in config["filter_list"]
+        ]
         self.seed = seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
 

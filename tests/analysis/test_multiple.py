@@ -30,9 +30,7 @@ def test_holm_matches_reference(p):
 @settings(max_examples=300, deadline=None)
 @given(pvals)
 def test_bh_matches_scipy(p):
-    np.testing.assert_allclose(
-        benjamini_hochberg(p), false_discovery_control(p, method="bh"), rtol=1e-12, atol=1e-15
-    )
+    np.testing.assert_allclose(benjamini_hochberg(p), false_discovery_control(p, method="bh"), rtol=1e-12, atol=1e-15)
 
 
 @settings(max_examples=300, deadline=None)

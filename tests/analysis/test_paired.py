@@ -28,9 +28,7 @@ def test_matches_scipy_binomtest(b, c, alternative):
 def test_two_sided_symmetric_and_one_sided_mirror(b, c):
     assert mcnemar_exact(b, c).p_value == mcnemar_exact(c, b).p_value
     # Swapping the runs turns "candidate worse" into "candidate better".
-    assert mcnemar_exact(b, c, "greater").p_value == pytest.approx(
-        mcnemar_exact(c, b, "less").p_value, abs=1e-12
-    )
+    assert mcnemar_exact(b, c, "greater").p_value == pytest.approx(mcnemar_exact(c, b, "less").p_value, abs=1e-12)
 
 
 def test_textbook_cases():

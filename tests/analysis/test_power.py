@@ -184,9 +184,7 @@ def test_tango_constrained_mle_matches_numeric(b, c, n, delta0):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    data=st.tuples(
-        st.integers(0, 300), st.integers(0, 300), st.integers(0, 2000)
-    ),
+    data=st.tuples(st.integers(0, 300), st.integers(0, 300), st.integers(0, 2000)),
     tol=st.floats(min_value=0.0, max_value=0.5),
 )
 def test_exclusion_agrees_with_upper_bound(data, tol):

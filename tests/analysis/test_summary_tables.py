@@ -16,7 +16,14 @@ def test_accuracy_counts_errors_and_invalid_apart_from_wrong():
             {"doc_id": 0},
             {"doc_id": 1, "strict_correct": False, "flexible_correct": False, "strict_answer": "2"},
             {"doc_id": 2, "strict_correct": False, "flexible_correct": True, "strict_answer": None},
-            {"doc_id": 3, "error": "HTTP 400: too long", "error_kind": "http_4xx", "strict_correct": None, "flexible_correct": None, "strict_answer": None},
+            {
+                "doc_id": 3,
+                "error": "HTTP 400: too long",
+                "error_kind": "http_4xx",
+                "strict_correct": None,
+                "flexible_correct": None,
+                "strict_answer": None,
+            },
         ]
     )
     row = accuracy_table(df).iloc[0]
@@ -27,7 +34,9 @@ def test_accuracy_counts_errors_and_invalid_apart_from_wrong():
 
 
 def test_accuracy_groups_by_cell():
-    df = sample_frame([{"cache": c, "shots": s, "doc_id": d, "strict_correct": c == "off"} for c in ("on", "off") for s in (1, 2) for d in range(5)])
+    df = sample_frame(
+        [{"cache": c, "shots": s, "doc_id": d, "strict_correct": c == "off"} for c in ("on", "off") for s in (1, 2) for d in range(5)]
+    )
     table = accuracy_table(df)
     assert len(table) == 4
     assert set(table[table.cache == "off"].strict_acc) == {1.0}
@@ -45,7 +54,10 @@ def test_length_bins_cover_every_row_and_split_on_length():
 
 
 def test_throughput_rates_and_cache_hit_ratio():
-    rows = [{"doc_id": i, "started_at": float(i), "latency_s": 2.0, "completion_tokens": 10, "prompt_tokens": 100, "cached_tokens": 50} for i in range(4)]
+    rows = [
+        {"doc_id": i, "started_at": float(i), "latency_s": 2.0, "completion_tokens": 10, "prompt_tokens": 100, "cached_tokens": 50}
+        for i in range(4)
+    ]
     row = throughput_table(sample_frame(rows)).iloc[0]
     assert row.wall_s == pytest.approx(5.0)  # first start 0, last end 3 + 2
     assert row.requests_per_s == pytest.approx(4 / 5)

@@ -1,0 +1,39 @@
+"""The `evalctl` command line: parse, call, print. No computation lives here.
+
+One module per command (group); this one assembles the Typer app.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from evalctl import __version__
+from evalctl.cli import analyze, sweep
+from evalctl.cli.common import console
+
+app = typer.Typer(
+    help="Catch accuracy regressions in served language models: sweep few-shot count x prefix cache "
+    "x server configuration, then analyse with paired statistics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"evalctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
+    """evalctl: accuracy-regression sweeps for served LLMs."""
+
+
+app.command()(sweep.sweep)
+app.command()(analyze.analyze)

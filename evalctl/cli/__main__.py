@@ -1,0 +1,3 @@
+from evalctl.cli import app
+
+app()

@@ -1,0 +1,20 @@
+"""What every command shares: the consoles, exit codes, and how errors are printed."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+console = Console()
+err = Console(stderr=True)
+
+EXIT_USAGE = 2
+EXIT_FAILED_CELLS = 3
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print a specific error and return the Exit to raise."""
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)

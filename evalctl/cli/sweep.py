@@ -1,0 +1,122 @@
+"""`evalctl sweep`: resolve the config, run the plan, print the run's tables."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evalctl.cli.common import EXIT_FAILED_CELLS, EXIT_SIGINT, EXIT_SIGTERM, console, err, fail
+from evalctl.config import CacheMode, ConfigError, SweepConfig, load_config, with_external_url
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so every `finally` (server teardown) runs."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _csv_ints(text: str | None, name: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise fail(f"{name} must be comma-separated integers, got {text!r}") from None
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
+
+
+def resolve_config(model: str | None, config: Path | None, url: str | None, overrides: dict) -> SweepConfig:
+    try:
+        resolved = load_config(model=model, config_file=config, overrides=overrides)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    return with_external_url(resolved, url) if url else resolved
+
+
+def sweep(
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
+    shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
+    cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Questions per cell (default: the config's; all when unset).")] = None,
+    passes: Annotated[int | None, typer.Option(help="Warm passes per cell, run without a cache flush between.")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Requests in flight per server.")] = None,
+    fewshot: Annotated[
+        str | None,
+        typer.Option(
+            help="Few-shot mode: shared (first k train examples, one shared prefix) or sampled (lm-eval's per-question sampling)."
+        ),
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Completion budget per question.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Results root; the run folder is created inside it.")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Local dataset copy with train.jsonl and test.jsonl (env EVALCTL_DATA_DIR); default: the Hugging Face hub."),
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar=["EVALCTL_API_KEY", "OPENAI_API_KEY"], show_envvar=True, help="Bearer token sent to the server; never written to disk."
+        ),
+    ] = None,
+) -> None:
+    """Launch server(s), run GSM8K at each shot count with the prefix cache on and off, and report.
+
+    Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
+    130/143 interrupted by SIGINT/SIGTERM.
+    """
+    from evalctl.cli.analyze import print_run
+    from evalctl.execution import Sweep
+    from evalctl.report.progress import RichProgress
+    from evalctl.servers.process import ServerError
+
+    if cache is not None:
+        modes = _csv(cache) or []
+        bad = [m for m in modes if m not in {c.value for c in CacheMode}]
+        if bad:
+            raise fail(f"--cache takes on and/or off, got {bad}")
+    overrides = {
+        "shots": _csv_ints(shots, "--shots"),
+        "cache": _csv(cache),
+        "limit": limit,
+        "passes": passes,
+        "concurrency": concurrency,
+        "fewshot": fewshot,
+        "output_dir": output,
+        "data_dir": data_dir,
+        "generation.max_tokens": max_tokens,
+    }
+    resolved = resolve_config(model, config, url, overrides)
+
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    runner = Sweep(resolved, api_key=api_key)
+    try:
+        with RichProgress(console) as progress:
+            runner.progress = progress
+            result = runner.run()
+    except KeyboardInterrupt as exc:
+        code = EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT
+        err.print(f"interrupted; records so far are in {runner.run_dir}")
+        raise typer.Exit(code) from None
+    except (ConfigError, ServerError, OSError) as exc:
+        raise fail(str(exc), 1) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+    print_run(result.run_dir)
+    for failure in result.failures:
+        err.print(f"[red]failed:[/red] {failure['server']}: {failure['error']}")
+    console.print(f"run folder: {result.run_dir}")
+    if result.failures:
+        raise typer.Exit(EXIT_FAILED_CELLS)

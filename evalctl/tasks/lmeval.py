@@ -52,7 +52,6 @@ class LmEvalTask:
         if name not in TASKS:
             raise ConfigError(f"unknown task {name!r}; supported: {', '.join(TASKS)}")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's bars would break Rich's
         if data_dir is not None:
             # No hub look-ups at all when the data are local.
             os.environ["HF_DATASETS_OFFLINE"] = "1"

@@ -28,8 +28,6 @@ def load_run(run_dir: Path) -> RunFrames:
     missing = [c for c in COLUMNS if c not in samples.columns]
     if missing:
         raise RunFolderError(f"{run_dir}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
-    if samples.empty:
-        raise RunFolderError(f"{run_dir} holds no sample records")
     return RunFrames(str(manifest.get("run_id") or run_dir.name), samples, manifest)
 
 

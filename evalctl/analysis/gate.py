@@ -104,8 +104,22 @@ class Check:
     c: int | None = None
     n: int | None = None
 
+    @property
+    def where(self) -> str:
+        """The cell a check judges, for people: 'cpu/default cache=on shots=16 pass=1' (parts it has)."""
+        parts = ["/".join(x for x in (self.profile, self.variant) if x)] if self.profile else []
+        parts += [f"{k}={v}" for k, v in (("cache", self.cache), ("shots", self.shots), ("pass", self.pass_index)) if v is not None]
+        return " ".join(parts)
+
     def as_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+        return {k: plain(v) for k, v in asdict(self).items()}
+
+
+def plain(value: Any) -> Any:
+    """A JSON-ready scalar: numpy scalars become Python ones, NaN becomes None (JSON has no NaN)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 @dataclass(frozen=True)

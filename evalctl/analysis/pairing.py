@@ -20,6 +20,7 @@ from typing import Literal
 import pandas as pd
 
 from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
+from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
 from evalctl.records import CELL_KEYS
 
@@ -199,6 +200,12 @@ def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -
     if not parts:
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[PAIRED_COLUMNS]
+
+
+def with_holm(table: pd.DataFrame, column: str = "p_two_sided") -> pd.DataFrame:
+    """`table` plus `<column>_holm`: the p-values Holm-adjusted over all its rows (one family)."""
+    adjusted = holm(table[column].to_numpy(dtype=float)) if len(table) else []
+    return table.assign(**{f"{column}_holm": adjusted})
 
 
 def flips(pairs: pd.DataFrame, metric: Metric = "strict") -> pd.DataFrame:

@@ -104,3 +104,15 @@ def test_default_policy_file_matches_the_model_and_bad_policies_name_the_field(t
         load_policy(bad)
     with pytest.raises(PolicyError, match="cannot read"):
         load_policy(tmp_path / "missing.yaml")
+
+
+def test_completeness_reads_manifests_with_fields_this_version_does_not_know():
+    df = sweep_frame(n=40)
+    manifest = manifest_for(df)
+    manifest["config"]["servers"][0]["chunked_prefill_size"] = 8192
+    manifest["config"]["future_option"] = True
+    checks = [c for c in gate(df, manifest).checks if c.kind == "completeness"]
+    assert [(c.status, c.reason) for c in checks] == [("pass", "all 6 planned cells have every question")]
+    manifest["config"]["shots"] = "eight"
+    (broken,) = [c for c in gate(df, manifest).checks if c.kind == "completeness"]
+    assert broken.status == "inconclusive" and "shots" in broken.reason

@@ -152,7 +152,7 @@ class SweepConfig(_Strict):
 
 
 def known_aliases() -> list[str]:
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml") if not p.stem.startswith("gate"))
+    return sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
 
 
 def alias_path(name: str) -> Path:

@@ -13,11 +13,12 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
     ends = group["started_at"] + group["latency_s"].fillna(0)
     wall = float(ends.max() - group["started_at"].min()) if len(group) else float("nan")
     latency = ok["latency_s"].dropna().to_numpy()
+    ttft = ok["ttft_s"].dropna().astype(float).to_numpy()  # only streamed requests have one
     prompt = ok["prompt_tokens"].dropna().sum()
     cached = ok["cached_tokens"].dropna().sum()
 
-    def pct(q: float) -> float:
-        return float(np.percentile(latency, q)) if latency.size else float("nan")
+    def pct(q: float, values: np.ndarray = latency) -> float:
+        return float(np.percentile(values, q)) if values.size else float("nan")
 
     return pd.Series({
         "requests": len(group),
@@ -27,6 +28,7 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
         "latency_p50_s": pct(50),
         "latency_p90_s": pct(90),
         "latency_p99_s": pct(99),
+        "ttft_p50_s": pct(50, ttft),
         "mean_prompt_tokens": ok["prompt_tokens"].dropna().mean() if len(ok) else float("nan"),
         "cache_hit_ratio": cached / prompt if prompt else float("nan"),
     })  # fmt: skip
@@ -45,6 +47,7 @@ def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
                 "latency_p50_s",
                 "latency_p90_s",
                 "latency_p99_s",
+                "ttft_p50_s",
                 "mean_prompt_tokens",
                 "cache_hit_ratio",
             ]

@@ -10,30 +10,54 @@ import typer
 from evalctl.cli.common import console, fail
 
 
-def print_run(run_dir: Path) -> None:
-    from evalctl.manifest import read_manifest
-    from evalctl.records import load_samples
+def print_run(run_dir: Path, policy_file: Path | None = None) -> None:
+    from evalctl.analysis.gate import PolicyError, baseline_variant, cliffs, load_policy
+    from evalctl.analysis.pairing import paired_table, with_holm, within_run
     from evalctl.report.outputs import summarize, write_outputs
-    from evalctl.report.terminal import accuracy_view, frame_table, throughput_view
+    from evalctl.report.terminal import accuracy_view, frame_table, paired_view, throughput_view
+    from evalctl.runs import RunFolderError, chunked_prefill_size, load_run
 
     try:
-        samples = load_samples(run_dir)
-        manifest = read_manifest(run_dir)
-    except (FileNotFoundError, ValueError, OSError) as exc:
-        raise fail(str(exc), 1) from None
+        policy = load_policy(policy_file)
+        run = load_run(run_dir)
+    except (PolicyError, RunFolderError) as exc:
+        raise fail(str(exc)) from None
+    samples, manifest = run.samples, run.manifest
     summary = summarize(samples)
     cfg = manifest.get("config", {})
-    write_outputs(run_dir, summary, title=f"{cfg.get('model', '?')} {cfg.get('task', '')} ({manifest.get('run_id', run_dir.name)})")
+    write_outputs(
+        run_dir,
+        summary,
+        title=f"{cfg.get('model', '?')} {cfg.get('task', '')} ({run.run_id})",
+        chunked_prefill=chunked_prefill_size(manifest),
+    )
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
     console.print(
         frame_table(accuracy_view(summary.by_length.drop(columns=["bin_lo", "bin_hi"])), "Accuracy by prefill length (prompt tokens)")
     )
     console.print(frame_table(throughput_view(summary.throughput), "Throughput by cell"))
+    paired = with_holm(paired_table(within_run(samples, baseline_variant(manifest)), policy.metric))
+    if len(paired):
+        title = f"Paired {policy.metric} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
+        console.print(frame_table(paired_view(paired), title))
+    found = cliffs(samples, policy)
+    if len(found):
+        view = found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
+        console.print(frame_table(view, f"Cliffs: cache-on accuracy below cache-off by > {policy.max_accuracy_drop} from this length on"))
+    elif len(paired):
+        console.print(f"no cliff: cache-on accuracy does not fall below cache-off by > {policy.max_accuracy_drop} at any length")
 
 
-def analyze(run: Annotated[Path, typer.Argument(help="A run folder (results/<run>).", exists=False)]) -> None:
-    """Rebuild tables, summary.csv and plots for a run from its records alone (no server)."""
-    if not run.is_dir():
-        raise fail(f"{run} is not a directory")
-    print_run(run)
+def analyze(
+    run: Annotated[Path, typer.Argument(help="A run folder (results/<run>).", exists=False)],
+    policy: Annotated[
+        Path | None, typer.Option("--policy", "-p", help="Gate policy YAML: metric, tolerance and alpha for the cliff.")
+    ] = None,
+) -> None:
+    """Rebuild tables, summary.csv and plots for a run from its records alone (no server), with the paired
+    cache on/off table and the prefill-length cliff.
+
+    Exit status: 0 done; 2 unusable input (missing or corrupt run folder, bad policy).
+    """
+    print_run(run, policy)
     console.print(f"run folder: {run}")

@@ -16,5 +16,5 @@ EXIT_SIGTERM = 143
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print a specific error and return the Exit to raise."""
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)  # paths stay whole, greppable
     return typer.Exit(code)

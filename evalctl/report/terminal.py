@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from evalctl.analysis.gate import Check
 
 
 def _fmt(value: object, column: str) -> str:
@@ -29,8 +33,10 @@ def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) 
 
 
 def _drop_constant_keys(df: pd.DataFrame) -> pd.DataFrame:
-    """Hide key columns that say nothing in this run (one variant, one pass)."""
+    """Hide key columns that say nothing in this run (one variant, one pass, one comparison)."""
     drop = [c for c, trivial in (("variant", "default"), ("pass_index", 1)) if c in df and set(df[c]) <= {trivial}]
+    if "comparison" in df and df["comparison"].nunique() <= 1:
+        drop.append("comparison")
     return df.drop(columns=drop)
 
 
@@ -60,3 +66,63 @@ THROUGHPUT_COLUMNS = {
 def throughput_view(tp: pd.DataFrame) -> pd.DataFrame:
     keys = [c for c in ("profile", "variant", "cache", "shots", "pass_index") if c in tp]
     return _drop_constant_keys(tp[keys + list(THROUGHPUT_COLUMNS)]).rename(columns=THROUGHPUT_COLUMNS)
+
+
+STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow"}
+
+
+def checks_table(checks: list[Check], title: str) -> Table:
+    """Every gate check: status (coloured), what was checked, where, and why."""
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for col in ("status", "check", "cell", "reason"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(f"[{STATUS_STYLE[c.status]}]{c.status}[/]", c.name, c.where, c.reason)
+    return table
+
+
+def _acc(a: float, lo: float, hi: float) -> str:
+    return "-" if math.isnan(a) else f"{a:.3f} [{lo:.2f},{hi:.2f}]"
+
+
+def paired_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Paired comparisons, one row per candidate cell: both accuracies, the drop, flips, p-values."""
+    keys = [c for c in ("comparison", "profile", "variant", "cache", "shots", "pass_index") if c in table]
+    view = _drop_constant_keys(table[keys].copy())
+    view["n"] = table["n"]
+    view["reference"] = [_acc(a, lo, hi) for a, lo, hi in zip(table["ref_acc"], table["ref_lo"], table["ref_hi"])]
+    view["candidate"] = [_acc(a, lo, hi) for a, lo, hi in zip(table["cand_acc"], table["cand_lo"], table["cand_hi"])]
+    view["drop"] = table["acc_drop"]
+    view["right->wrong"] = table["b"]
+    view["wrong->right"] = table["c"]
+    view["p (2-sided)"] = table["p_two_sided"]
+    if "p_two_sided_holm" in table:
+        view["p Holm"] = table["p_two_sided_holm"]
+    return view
+
+
+def ratio_view(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Candidate/reference throughput ratios, one column per measure."""
+    keys = [c for c in ("comparison", "profile", "variant", "cache", "shots", "pass_index") if c in ratios]
+    if ratios.empty:
+        return pd.DataFrame(columns=keys)
+    wide = ratios.pivot_table(index=keys, columns="measure", values="ratio", sort=True).reset_index()
+    wide.columns.name = None
+    names = {m: f"{label} ratio" for m, label in THROUGHPUT_COLUMNS.items()} | {"ttft_p50_s": "ttft p50 ratio"}
+    return _drop_constant_keys(wide.rename(columns=names))
+
+
+def _short(text: object, width: int) -> str:
+    text = "-" if text is None or (isinstance(text, float) and math.isnan(text)) else " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
+    """Flipped questions: the cell, direction, question, target and both answers, shortened to `width`."""
+    keys = [c for c in ("profile", "variant", "cache", "shots", "pass_index") if c in flipped]
+    view = _drop_constant_keys(flipped[[*keys, "doc_id", "direction"]].copy())
+    view["question"] = [_short(q, width) for q in flipped["question"]]
+    view["target"] = flipped["target"]
+    view["reference answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(flipped["answer_ref"], flipped["response_ref"])]
+    view["candidate answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(flipped["answer"], flipped["response"])]
+    return view

@@ -16,3 +16,52 @@ def sample_frame(rows: list[dict]) -> pd.DataFrame:
         strict_correct=True, flexible_correct=True, attempts=1, error=None, error_kind=None,
     )  # fmt: skip
     return pd.DataFrame([{**defaults, **r} for r in rows], columns=COLUMNS)
+
+
+def sweep_frame(
+    n: int = 200,
+    shots: tuple[int, ...] = (8, 16, 20),
+    to_wrong: dict[int, set[int]] | None = None,
+    to_right: dict[int, set[int]] | None = None,
+    run_id: str = "r",
+    base_accuracy: float = 0.8,
+) -> pd.DataFrame:
+    """A cache on/off sweep over the same `n` questions. Cache off answers the first
+    `base_accuracy * n` questions right; cache on does the same except for the docs in
+    `to_wrong[shots]` (flipped right->wrong) and `to_right[shots]` (wrong->right).
+    Prompts grow with shots (150 tokens per shot); cache-on requests reuse all but 60."""
+    to_wrong, to_right = to_wrong or {}, to_right or {}
+    rows, clock = [], 0.0
+    for cache in ("off", "on"):
+        for s in shots:
+            for doc in range(n):
+                right = doc < int(base_accuracy * n)
+                if cache == "on":
+                    right = (right and doc not in to_wrong.get(s, set())) or doc in to_right.get(s, set())
+                answer = str(doc) if right else "-1"
+                tokens = 150 * s + doc % 50
+                rows.append(
+                    dict(
+                        run_id=run_id, cache=cache, shots=s, doc_id=doc, prompt_hash=f"{s}-{doc}", question=f"question {doc}?",
+                        target=str(doc), prompt_tokens=tokens, cached_tokens=tokens - 60 if cache == "on" else 0, started_at=clock,
+                        latency_s=1.0, response=f"#### {answer}", strict_answer=answer, flexible_answer=answer, strict_correct=right,
+                        flexible_correct=right,
+                    )
+                )  # fmt: skip
+                clock += 0.1
+    return sample_frame(rows)
+
+
+def manifest_for(df: pd.DataFrame, status: str = "complete", limit: int | None = None) -> dict:
+    """A manifest whose config plans exactly the cells of `df` (profile cpu, one variant, one pass)."""
+    return {
+        "run_id": str(df["run_id"].iloc[0]),
+        "status": status,
+        "config": {
+            "model": "test",
+            "shots": sorted(int(s) for s in set(df["shots"])),
+            "cache": sorted(set(df["cache"])),
+            "limit": limit if limit is not None else int(df["doc_id"].nunique()),
+            "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "bundled:smollm2-135m"}],
+        },
+    }

@@ -1,0 +1,152 @@
+"""Where along the prompt does cache-on accuracy fall off? Paired accuracy by length bin, and the cliff.
+
+Cache-on and cache-off answers to the same question are paired and binned by the cache-on
+request's length: prompt tokens (how long the prompt was) or cached tokens (how much of it
+came from the cache). All shot counts of a (profile, variant, pass) pool into one axis,
+because the bug this exists for depends on length, not on the shot count as such.
+
+The cliff is the smallest bin from which on cache-on accuracy is below cache-off by more
+than the tolerance, significantly: the bin's own drop exceeds the tolerance, and the pooled
+pairs of that bin and every longer one show a drop above the tolerance with a one-sided
+exact McNemar p-value at or below alpha after Holm adjustment over every tail tested in the
+table, and hold at least the gate's `min_n` distinct questions. The p-value treats one
+question asked at two shot counts as two pairs, which overstates the evidence when the same
+questions flip at every length; the distinct-question floor and the per-cell tests (one
+question, one pair) keep that from deciding a verdict on its own.
+
+Pooling the tail is what "beyond which" means: a noisy dip in one bin that longer prompts
+do not share makes no cliff, while a real cliff gains power from everything past it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from evalctl.analysis.lengths import length_bins
+from evalctl.analysis.multiple import holm
+from evalctl.analysis.paired import mcnemar_exact
+from evalctl.analysis.pairing import Comparison, Metric, align, scored_pairs
+
+LengthColumn = Literal["prompt_tokens", "cached_tokens"]
+GROUP = ["profile", "variant", "pass_index"]
+BIN_COLUMNS = [
+    *GROUP,
+    "bin",
+    "bin_lo",
+    "bin_hi",
+    "min_tokens",
+    "n",
+    "b",
+    "c",
+    "acc_off",
+    "acc_on",
+    "acc_drop",
+    "p_value",
+    "tail_n",
+    "tail_questions",
+    "tail_b",
+    "tail_c",
+    "tail_drop",
+    "tail_p",
+]
+CLIFF_COLUMNS = [*GROUP, "column", "bin", "bin_lo", "bin_hi", "min_tokens", "n", "b", "c", "acc_drop", "p_value", "p_adjusted"]
+
+
+def paired_by_length(
+    cache_comparison: Comparison, column: LengthColumn = "prompt_tokens", metric: Metric = "strict", n_bins: int = 6
+) -> pd.DataFrame:
+    """Per (profile, variant, pass, length bin): pairs, flips, both accuracies, the bin's one-sided
+    McNemar p, and the same for the tail (this bin and all longer ones). `min_tokens` is the
+    shortest length seen in the bin, sharper than its lower edge."""
+    pairs = scored_pairs(align(cache_comparison), metric)
+    pairs = pairs[pairs[column].notna()]
+    if pairs.empty:
+        return pd.DataFrame(columns=BIN_COLUMNS)
+    col = f"{metric}_correct"
+    edges = length_bins(pairs[column], n_bins)
+    idx = np.clip(np.digitize(pairs[column].astype(float), edges) - 1, 0, len(edges) - 2)
+    data = pd.DataFrame(
+        {
+            **{k: pairs[k].to_numpy() for k in GROUP},
+            "bin_lo": edges[idx].astype(int),
+            "bin_hi": edges[idx + 1].astype(int),
+            "tokens": pairs[column].astype(int).to_numpy(),
+            "doc_id": pairs["doc_id"].to_numpy(),
+            "ref": pairs[f"{col}_ref"].astype(bool).to_numpy(),
+            "cand": pairs[col].astype(bool).to_numpy(),
+        }
+    )
+    data["b"] = data["ref"] & ~data["cand"]
+    data["c"] = ~data["ref"] & data["cand"]
+    table = (
+        data.groupby([*GROUP, "bin_lo", "bin_hi"], sort=True)
+        .agg(
+            min_tokens=("tokens", "min"),
+            n=("ref", "size"),
+            b=("b", "sum"),
+            c=("c", "sum"),
+            hits_off=("ref", "sum"),
+            hits_on=("cand", "sum"),
+        )
+        .reset_index()
+    )
+    table["acc_off"] = table["hits_off"] / table["n"]
+    table["acc_on"] = table["hits_on"] / table["n"]
+    table["acc_drop"] = (table["b"] - table["c"]) / table["n"]
+    table["p_value"] = [mcnemar_exact(int(b), int(c), "greater").p_value for b, c in zip(table["b"], table["c"])]
+    # Tail sums run from the longest bin back, within each group.
+    rev = table.iloc[::-1].groupby(GROUP, sort=False)
+    for name in ("n", "b", "c"):
+        table[f"tail_{name}"] = rev[name].cumsum().iloc[::-1].astype(int)
+    # Distinct questions, not pairs: one question asked at several shot counts is one question.
+    table["tail_questions"] = [
+        data.loc[(data[GROUP] == row[GROUP]).all(axis=1) & (data["bin_lo"] >= row["bin_lo"]), "doc_id"].nunique()
+        for _, row in table.iterrows()
+    ]
+    table["tail_drop"] = (table["tail_b"] - table["tail_c"]) / table["tail_n"]
+    table["tail_p"] = [mcnemar_exact(int(b), int(c), "greater").p_value for b, c in zip(table["tail_b"], table["tail_c"])]
+    table["bin"] = [f"{lo}-{hi}" for lo, hi in zip(table["bin_lo"], table["bin_hi"])]
+    for name in ("n", "b", "c"):
+        table[name] = table[name].astype(int)
+    return table[BIN_COLUMNS]
+
+
+def find_cliffs(bins: pd.DataFrame, column: LengthColumn, tolerance: float, alpha: float, min_questions: int = 1) -> pd.DataFrame:
+    """The cliff of each (profile, variant, pass), if any: see the module docstring. A tail with
+    fewer than `min_questions` distinct questions is not tested (the gate passes its min_n).
+
+    Reports the tail's pooled counts (n, b, c, drop) from the cliff bin on, its one-sided
+    McNemar p and the Holm-adjusted p over all tails in `bins`.
+    """
+    if bins.empty:
+        return pd.DataFrame(columns=CLIFF_COLUMNS)
+    bins = bins[bins["tail_questions"] >= min_questions]
+    if bins.empty:
+        return pd.DataFrame(columns=CLIFF_COLUMNS)
+    bins = bins.assign(p_adjusted=holm(bins["tail_p"].to_numpy(dtype=float)))
+    rows = []
+    for _, group in bins.groupby(GROUP, sort=True):
+        hit = group[(group["acc_drop"] > tolerance) & (group["tail_drop"] > tolerance) & (group["p_adjusted"] <= alpha)]
+        if hit.empty:
+            continue
+        first = hit.sort_values("bin_lo").iloc[0]
+        rows.append(
+            {
+                **{k: first[k] for k in GROUP},
+                "column": column,
+                "bin": first["bin"],
+                "bin_lo": int(first["bin_lo"]),
+                "bin_hi": int(first["bin_hi"]),
+                "min_tokens": int(first["min_tokens"]),
+                "n": int(first["tail_n"]),
+                "b": int(first["tail_b"]),
+                "c": int(first["tail_c"]),
+                "acc_drop": float(first["tail_drop"]),
+                "p_value": float(first["tail_p"]),
+                "p_adjusted": float(first["p_adjusted"]),
+            }
+        )
+    return pd.DataFrame(rows, columns=CLIFF_COLUMNS)

@@ -1,0 +1,67 @@
+"""Did a run record every question of every cell its config planned?
+
+A gate must not pass a run that stopped early: the missing cells may be the ones that
+regress. The plan is re-expanded from the config saved in the manifest, so a cell that
+never started counts as missing, not as absent from the comparison.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from evalctl.config import SweepConfig
+from evalctl.plan import expand
+from evalctl.records import CELL_KEYS
+
+COLUMNS = [*CELL_KEYS, "expected", "found"]
+
+
+def _drop_fields(data: Any, locs: list[tuple]) -> Any:
+    data = copy.deepcopy(data)
+    for loc in locs:
+        target = data
+        for part in loc[:-1]:
+            target = target[part]
+        target.pop(loc[-1], None)
+    return data
+
+
+def planned_cells(config: dict) -> pd.DataFrame:
+    """Cells the manifest's config implies; raises ValueError if the config cannot be read.
+
+    Fields this version does not know (a manifest written by another evalctl version, e.g.
+    an engine option) are dropped: this version's plan is built from the fields it knows.
+    """
+    try:
+        resolved = SweepConfig.model_validate(config)
+    except ValidationError as first:
+        unknown = [e["loc"] for e in first.errors() if e["type"] == "extra_forbidden"]
+        try:
+            resolved = SweepConfig.model_validate(_drop_fields(config, unknown))
+        except ValidationError as exc:
+            raise ValueError(
+                f"the manifest's config is not a valid sweep config: {exc.error_count()} error(s), first: "
+                f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+            ) from None
+    rows = [(c.profile, c.variant, c.cache.value, c.shots, c.pass_index) for launch in expand(resolved) for c in launch.cells]
+    return pd.DataFrame(rows, columns=CELL_KEYS).assign(limit=resolved.limit)
+
+
+def cell_counts(samples: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """Per planned cell: questions expected and found (distinct doc ids, errors included).
+
+    Expected is the config's `limit`, capped by the most questions any cell holds (a limit
+    above the dataset size is not a shortfall); without a limit, the most any cell holds.
+    """
+    plan = planned_cells(config)
+    found = samples.groupby(CELL_KEYS)["doc_id"].nunique().rename("found").reset_index()
+    table = plan.merge(found, on=CELL_KEYS, how="left").fillna({"found": 0})
+    most = int(found["found"].max()) if len(found) else 0
+    limit = plan["limit"].iloc[0] if len(plan) else None
+    table["expected"] = most if limit is None or pd.isna(limit) else min(int(limit), most) if most else int(limit)
+    table["found"] = table["found"].astype(int)
+    return table[COLUMNS]

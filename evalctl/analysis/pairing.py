@@ -1,0 +1,219 @@
+"""Pair cells that answered the same questions, and test them with exact McNemar.
+
+A *comparison* names a reference and a candidate slice of a frame and the cell
+keys that must match between them: cache on vs off matches profile, variant,
+shots and pass; pass k vs pass 1 matches everything but the pass. The same
+comparison serves sample frames (paired per question) and per-cell tables such
+as throughput (matched per cell), so the two never disagree on what is paired.
+
+After matching, the candidate's cell keys keep their names and the reference's
+differing keys get a `_ref` suffix, so every result row is labelled by the
+candidate cell it judges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
+from evalctl.analysis.multiple import holm
+from evalctl.analysis.paired import mcnemar_exact, paired_flips
+from evalctl.records import CELL_KEYS
+
+Metric = Literal["strict", "flexible"]
+# A question is the same question only with the same prompt: same shots, doc and few-shot text.
+QUESTION_KEYS = ["doc_id", "prompt_hash"]
+
+
+class NoOverlapError(ValueError):
+    """Two runs share no (cell, question) pairs, so nothing can be compared."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    kind: str  # "cache" | "variant" | "pass" | "run"
+    name: str  # what a reader sees: "cache on vs off"
+    reference: pd.DataFrame
+    candidate: pd.DataFrame
+    on: tuple[str, ...]  # cell keys that must be equal between reference and candidate
+    reference_label: str  # how the reference cell differs: "cache off"
+
+
+def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Comparison]:
+    """The comparisons one run supports: cache on vs off, each variant vs the baseline, pass k vs pass 1.
+
+    `baseline_variant` defaults to the alphabetically first variant; callers pass the config's first.
+    Comparisons whose slices are empty (a run with one cache mode) are left out.
+    """
+    out = []
+    if {"on", "off"} <= set(df["cache"]):
+        out.append(
+            Comparison(
+                "cache",
+                "cache on vs off",
+                df[df["cache"] == "off"],
+                df[df["cache"] == "on"],
+                ("profile", "variant", "shots", "pass_index"),
+                "cache off",
+            )
+        )
+    variants = sorted(set(df["variant"]))
+    baseline = baseline_variant if baseline_variant in variants else (variants[0] if variants else None)
+    for variant in variants:
+        if variant != baseline:
+            out.append(
+                Comparison(
+                    "variant",
+                    f"variant {variant} vs {baseline}",
+                    df[df["variant"] == baseline],
+                    df[df["variant"] == variant],
+                    ("profile", "cache", "shots", "pass_index"),
+                    f"variant {baseline}",
+                )
+            )
+    for pass_index in sorted(set(df["pass_index"]) - {1}):
+        out.append(
+            Comparison(
+                "pass",
+                f"pass {pass_index} vs 1",
+                df[df["pass_index"] == 1],
+                df[df["pass_index"] == pass_index],
+                ("profile", "variant", "cache", "shots"),
+                "pass 1",
+            )
+        )
+    return out
+
+
+def between_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> Comparison:
+    """Candidate run vs baseline run, cell by cell."""
+    return Comparison("run", "run vs baseline", baseline, candidate, tuple(CELL_KEYS), "baseline run")
+
+
+def match(comparison: Comparison, extra_keys: Iterable[str] = ()) -> pd.DataFrame:
+    """Inner-join reference and candidate rows on the comparison's cell keys (+ `extra_keys`).
+
+    Every other column appears twice, `<col>_ref` and `<col>`(candidate). Duplicate rows of a key
+    (a record written twice) keep the last one.
+    """
+    keys = [*comparison.on, *extra_keys]
+    ref = comparison.reference.drop_duplicates(keys, keep="last")
+    cand = comparison.candidate.drop_duplicates(keys, keep="last")
+    merged = ref.merge(cand, on=keys, how="inner", suffixes=("_ref", "_cand"))
+    return merged.rename(columns={c: c[: -len("_cand")] for c in merged.columns if c.endswith("_cand")})
+
+
+def align(comparison: Comparison) -> pd.DataFrame:
+    """Question-by-question pairs of a comparison of sample frames."""
+    return match(comparison, QUESTION_KEYS)
+
+
+def align_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
+    """Pairs between two runs; raises NoOverlapError when they share no question in any cell."""
+    pairs = align(between_runs(baseline, candidate))
+    if pairs.empty:
+        raise NoOverlapError(
+            f"the runs share no questions: {baseline['doc_id'].nunique()} and {candidate['doc_id'].nunique()} questions, "
+            "no (cell, doc_id, prompt_hash) in common; were they run with the same task, shots and few-shot mode?"
+        )
+    return pairs
+
+
+def scored_pairs(pairs: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+    """Pairs where both sides reached an answer; request errors are counted by the error-rate check instead."""
+    col = f"{metric}_correct"
+    ok = pairs["error_ref"].isna() & pairs["error"].isna() & pairs[f"{col}_ref"].notna() & pairs[col].notna()
+    return pairs[ok]
+
+
+def _paired_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
+    col = f"{metric}_correct"
+    ref = group[f"{col}_ref"].astype(bool).to_numpy()
+    cand = group[col].astype(bool).to_numpy()
+    _, b, c, _ = paired_flips(ref, cand)
+    n = len(group)
+    ref_hits, cand_hits = int(ref.sum()), int(cand.sum())
+    ref_lo, ref_hi = wilson_interval(ref_hits, n)
+    cand_lo, cand_hi = wilson_interval(cand_hits, n)
+    nan = float("nan")
+    return pd.Series(
+        {
+            "n": n,
+            "b": b,
+            "c": c,
+            "ref_acc": ref_hits / n if n else nan,
+            "ref_lo": ref_lo,
+            "ref_hi": ref_hi,
+            "cand_acc": cand_hits / n if n else nan,
+            "cand_lo": cand_lo,
+            "cand_hi": cand_hi,
+            "acc_drop": (b - c) / n if n else nan,
+            "drop_upper": paired_drop_upper_bound(b, c, n) if n else nan,
+            "p_value": mcnemar_exact(b, c, "greater").p_value,
+            "p_two_sided": mcnemar_exact(b, c).p_value,
+        }
+    )
+
+
+PAIRED_COLUMNS = [
+    "kind",
+    "comparison",
+    "reference",
+    *CELL_KEYS,
+    "n",
+    "b",
+    "c",
+    "ref_acc",
+    "ref_lo",
+    "ref_hi",
+    "cand_acc",
+    "cand_lo",
+    "cand_hi",
+    "acc_drop",
+    "drop_upper",
+    "p_value",
+    "p_two_sided",
+]
+
+
+def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -> pd.DataFrame:
+    """One row per candidate cell of each comparison: scored pairs n, flips b (right->wrong) and
+    c (wrong->right), both accuracies with 95% Wilson bounds, the paired drop (reference minus
+    candidate) with its 95% upper bound (Tango), and exact McNemar p-values: one-sided for a drop
+    (`p_value`) and two-sided. No multiple-comparison adjustment here: the caller picks the family."""
+    parts = []
+    for comp in comparisons:
+        pairs = scored_pairs(align(comp), metric)
+        if pairs.empty:
+            continue
+        table = pairs.groupby(CELL_KEYS, sort=True).apply(_paired_row, metric=metric, include_groups=False).reset_index()
+        for col in ("n", "b", "c"):
+            table[col] = table[col].astype(int)
+        table.insert(0, "reference", comp.reference_label)
+        table.insert(0, "comparison", comp.name)
+        table.insert(0, "kind", comp.kind)
+        parts.append(table)
+    if not parts:
+        return pd.DataFrame(columns=PAIRED_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[PAIRED_COLUMNS]
+
+
+def with_holm(table: pd.DataFrame, column: str = "p_two_sided") -> pd.DataFrame:
+    """`table` plus `<column>_holm`: the p-values Holm-adjusted over all its rows (one family)."""
+    adjusted = holm(table[column].to_numpy(dtype=float)) if len(table) else []
+    return table.assign(**{f"{column}_holm": adjusted})
+
+
+def flips(pairs: pd.DataFrame, metric: Metric = "strict") -> pd.DataFrame:
+    """The questions whose outcome changed, with the question, target and both answers."""
+    col = f"{metric}_correct"
+    scored = scored_pairs(pairs, metric)
+    changed = scored[scored[f"{col}_ref"].astype(bool) != scored[col].astype(bool)]
+    out = changed[[*CELL_KEYS, "doc_id", "question", "target", f"{metric}_answer_ref", f"{metric}_answer", "response_ref", "response"]]
+    out = out.rename(columns={f"{metric}_answer_ref": "answer_ref", f"{metric}_answer": "answer"})
+    out.insert(len(CELL_KEYS) + 1, "direction", ["right->wrong" if r else "wrong->right" for r in changed[f"{col}_ref"].astype(bool)])
+    return out.sort_values([*CELL_KEYS, "doc_id"]).reset_index(drop=True)

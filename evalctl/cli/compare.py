@@ -1,0 +1,49 @@
+"""`evalctl compare`: two runs side by side per cell, with paired tests and the questions that flipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from evalctl.cli.common import console, fail
+
+
+def compare(
+    base: Annotated[Path, typer.Argument(help="The baseline run folder.")],
+    candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
+    metric: Annotated[Literal["strict", "flexible"], typer.Option(help="Answer extraction to score: strict or flexible.")] = "strict",
+    show: Annotated[int, typer.Option(help="Flipped questions to print (all go to --flips-csv).", min=0)] = 20,
+    flips_csv: Annotated[Path | None, typer.Option(help="Write every flipped question, with full responses, to this CSV.")] = None,
+) -> None:
+    """Compare two runs cell by cell on their common questions: accuracy with 95% Wilson intervals, the paired
+    drop, exact McNemar p (two-sided, Holm-adjusted across cells), throughput ratios, and the flipped questions.
+
+    Exit status: 0 compared; 2 unusable input (missing or corrupt run folder, runs without common questions).
+    """
+    from evalctl.analysis.pairing import NoOverlapError, align_runs, between_runs, flips, paired_table, with_holm
+    from evalctl.analysis.throughput import throughput_table
+    from evalctl.analysis.throughput_checks import throughput_ratios
+    from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view
+    from evalctl.runs import RunFolderError, load_run
+
+    try:
+        ref, cand = load_run(base), load_run(candidate)
+        pairs = align_runs(ref.samples, cand.samples)
+    except (RunFolderError, NoOverlapError) as exc:
+        raise fail(str(exc)) from None
+    comparison = between_runs(ref.samples, cand.samples)
+    table = with_holm(paired_table([comparison], metric))
+    console.print(frame_table(paired_view(table), f"{metric} accuracy: {cand.run_id} vs baseline {ref.run_id} (paired questions only)"))
+    ratios = throughput_ratios([between_runs(throughput_table(ref.samples), throughput_table(cand.samples))])
+    console.print(frame_table(ratio_view(ratios), "Throughput, candidate / baseline"))
+    flipped = flips(pairs, metric)
+    console.print(frame_table(flips_view(flipped.head(show)), f"Flipped questions ({min(show, len(flipped))} of {len(flipped)})"))
+    if flips_csv is not None:
+        try:
+            flipped.to_csv(flips_csv, index=False)
+        except OSError as exc:
+            raise fail(f"cannot write {flips_csv}: {exc.strerror}") from None
+        console.print(f"flipped questions: {flips_csv}")
+    console.print(f"{len(pairs)} paired records of {len(ref.samples)} (baseline) and {len(cand.samples)} (candidate)")

@@ -1,0 +1,52 @@
+"""`evalctl gate`: judge a run (optionally against a baseline run) and exit 0 pass, 1 regression, 2 inconclusive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evalctl.cli.common import console, fail
+
+
+def gate(
+    run: Annotated[Path, typer.Argument(help="The run folder to judge (results/<run>).")],
+    baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help="A baseline run folder to compare cell by cell.")] = None,
+    policy: Annotated[
+        Path | None, typer.Option("--policy", "-p", help="Gate policy YAML (default: the built-in, as configs/gate/default.yaml).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Folder for gate.json, gate-junit.xml, gate-summary.md (default: the run folder).")
+    ] = None,
+) -> None:
+    """Check a run against the gate policy: paired accuracy (cache on vs off, variants, passes, baseline run),
+    length cliffs, error/invalid rates, throughput, completeness.
+
+    Exit status: 0 pass; 1 regression; 2 inconclusive (too few questions, an incomplete run, an interval
+    too wide to exclude the tolerated drop) or unusable input (missing or corrupt run folder, bad policy,
+    runs without common questions).
+    """
+    from evalctl.analysis.gate import PolicyError, evaluate, load_policy
+    from evalctl.analysis.pairing import NoOverlapError, align_runs
+    from evalctl.report.gate_outputs import write_gate_outputs
+    from evalctl.report.terminal import STATUS_STYLE, checks_table
+    from evalctl.runs import RunFolderError, load_run
+
+    try:
+        rules = load_policy(policy)
+        candidate = load_run(run)
+        reference = load_run(baseline) if baseline is not None else None
+        if reference is not None:
+            align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass
+    except (PolicyError, RunFolderError, NoOverlapError) as exc:
+        raise fail(str(exc)) from None
+    result = evaluate(candidate, rules, reference)
+    console.print(checks_table(result.checks, f"Gate checks for {result.run}" + (f" vs {result.baseline}" if result.baseline else "")))
+    try:
+        files = write_gate_outputs(result, output or run)
+    except OSError as exc:
+        raise fail(f"cannot write gate files: {exc}") from None
+    console.print(f"wrote {', '.join(str(f) for f in files)}")
+    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {result.exit_code})")
+    raise typer.Exit(result.exit_code)

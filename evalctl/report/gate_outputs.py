@@ -1,0 +1,105 @@
+"""The gate's files: gate.json (machine-readable), JUnit XML (CI test reports), Markdown (PR comment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from evalctl.analysis.gate import GateResult, plain
+
+GATE_JSON = "gate.json"
+GATE_JUNIT = "gate-junit.xml"
+GATE_MARKDOWN = "gate-summary.md"
+_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
+
+
+def gate_document(result: GateResult) -> dict[str, Any]:
+    """The gate.json document; its keys are a contract with the HTML report."""
+    return {
+        "verdict": result.verdict,
+        "exit_code": result.exit_code,
+        "policy": result.policy.model_dump(mode="json"),
+        "run": result.run,
+        "baseline": result.baseline,
+        "checks": [check.as_dict() for check in result.checks],
+        "cliffs": [{k: plain(v) for k, v in row.items()} for row in result.cliffs.to_dict("records")],
+    }
+
+
+def junit_xml(result: GateResult) -> bytes:
+    """One testcase per check: <failure> for a regression, <skipped> for inconclusive."""
+    checks = result.checks
+    count = {s: sum(c.status == s for c in checks) for s in ("regression", "inconclusive")}
+    suite = ET.Element(
+        "testsuite",
+        name=f"evalctl gate {result.run}",
+        tests=str(len(checks)),
+        failures=str(count["regression"]),
+        skipped=str(count["inconclusive"]),
+        errors="0",
+    )
+    for check in checks:
+        name = f"{check.name} [{check.where}]" if check.where else check.name
+        case = ET.SubElement(suite, "testcase", classname=f"evalctl.gate.{check.kind}", name=name)
+        if check.status == "regression":
+            ET.SubElement(case, "failure", message=check.reason, type="regression").text = check.reason
+        elif check.status == "inconclusive":
+            ET.SubElement(case, "skipped", message=check.reason)
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+
+
+def _md_cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_summary(result: GateResult) -> str:
+    """A pull-request comment: the verdict, every check that did not pass, the cliffs, and counts."""
+    checks = result.checks
+    counts = {s: sum(c.status == s for c in checks) for s in ("pass", "regression", "inconclusive")}
+    against = f" against baseline `{result.baseline}`" if result.baseline else ""
+    lines = [
+        f"## evalctl gate: {_ICON[result.verdict]} {result.verdict} (exit {result.exit_code})",
+        "",
+        f"Run `{result.run}`{against}: {counts['pass']} passed, {counts['regression']} regressions, "
+        f"{counts['inconclusive']} inconclusive. Policy: {result.policy.metric} accuracy, max drop "
+        f"{result.policy.max_accuracy_drop:.3f}, alpha {result.policy.alpha} (Holm across cells), min n {result.policy.min_n}.",
+        "",
+    ]
+    failing = [c for c in checks if c.status != "pass"]
+    if failing:
+        lines += ["| status | check | cell | reason |", "|---|---|---|---|"]
+        lines += [f"| {_ICON[c.status]} {c.status} | {_md_cell(c.name)} | {_md_cell(c.where)} | {_md_cell(c.reason)} |" for c in failing]
+        lines.append("")
+    if len(result.cliffs):
+        lines += ["Cliffs (cache on vs off, by length):", ""]
+        for row in result.cliffs.to_dict("records"):
+            lines.append(
+                f"- {row['profile']}/{row['variant']} pass {row['pass_index']}: {row['column']} from bin {row['bin']} "
+                f"(shortest {row['min_tokens']}), drop {row['acc_drop']:.3f}, p_adj {row['p_adjusted']:.2g}"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_gate_outputs(result: GateResult, out_dir: Path) -> list[Path]:
+    """gate.json, gate-junit.xml and gate-summary.md in `out_dir` (each replaced atomically)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {
+        GATE_JSON: json.dumps(gate_document(result), indent=2).encode(),
+        GATE_JUNIT: junit_xml(result),
+        GATE_MARKDOWN: markdown_summary(result).encode(),
+    }
+    for name, data in files.items():
+        _write_atomic(out_dir / name, data)
+    return [out_dir / name for name in files]

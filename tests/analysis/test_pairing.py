@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+from frames import sample_frame, sweep_frame
+
+from evalctl.analysis.pairing import NoOverlapError, align, align_runs, flips, paired_table, within_run
+
+
+def test_cache_pairs_count_flips_per_cell_and_label_the_candidate_cell():
+    df = sweep_frame(n=50, shots=(8, 16), to_wrong={16: {0, 1, 2}}, to_right={16: {45}})
+    table = paired_table(within_run(df))
+    assert list(table["comparison"].unique()) == ["cache on vs off"]
+    assert set(table["cache"]) == {"on"}
+    row = table[table["shots"] == 16].iloc[0]
+    assert (row.n, row.b, row.c) == (50, 3, 1)
+    assert row.acc_drop == pytest.approx(2 / 50)
+    assert row.ref_acc - row.cand_acc == pytest.approx(row.acc_drop)
+    assert row.ref_lo < row.ref_acc < row.ref_hi
+    assert row.p_value == pytest.approx(5 / 16)  # P(X >= 3 | 4, 1/2)
+    clean = table[table["shots"] == 8].iloc[0]
+    assert (clean.b, clean.c, clean.p_value) == (0, 0, 1.0)
+
+
+def test_pairs_need_the_same_prompt_and_skip_request_errors():
+    on = [{"cache": "on", "doc_id": d, "prompt_hash": f"h{d}", "strict_correct": False} for d in range(4)]
+    off = [{"cache": "off", "doc_id": d, "prompt_hash": f"h{d}" if d else "other", "strict_correct": True} for d in range(4)]
+    on[1] = {**on[1], "error": "timeout", "error_kind": "timeout", "strict_correct": None}
+    row = paired_table(within_run(sample_frame(on + off))).iloc[0]
+    assert (row.n, row.b) == (2, 2)  # doc 0 has another prompt, doc 1 errored
+
+
+def test_variant_and_pass_comparisons_use_the_baseline_and_pass_one():
+    rows = [
+        {"variant": v, "pass_index": p, "doc_id": d, "prompt_hash": f"h{d}", "strict_correct": not (v == "patched" and d < 2)}
+        for v in ("base", "patched")
+        for p in (1, 2)
+        for d in range(10)
+    ]
+    comps = within_run(sample_frame(rows), baseline_variant="base")
+    assert {c.kind for c in comps} == {"variant", "pass"}
+    table = paired_table(comps)
+    variant = table[table["kind"] == "variant"]
+    assert set(variant["variant"]) == {"patched"} and (variant["b"] == 2).all()
+    passes = table[table["kind"] == "pass"]
+    assert set(passes["pass_index"]) == {2} and (passes["b"] == 0).all()
+
+
+def test_flips_list_direction_question_and_both_answers():
+    df = sweep_frame(n=20, shots=(8,), to_wrong={8: {3}}, to_right={8: {19}})
+    out = flips(align(within_run(df)[0]))
+    assert list(out["doc_id"]) == [3, 19]
+    assert list(out["direction"]) == ["right->wrong", "wrong->right"]
+    first = out.iloc[0]
+    assert (first.question, first.target, first.answer_ref, first.answer) == ("question 3?", "3", "3", "-1")
+
+
+def test_runs_without_common_questions_raise():
+    base = sweep_frame(n=5, shots=(8,))
+    cand = base.assign(prompt_hash="different")
+    with pytest.raises(NoOverlapError, match="share no questions"):
+        align_runs(base, cand)
+    assert len(align_runs(base, base)) == len(base)

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+
+from evalctl.analysis.gate import Check, GatePolicy, GateResult
+from evalctl.report.gate_outputs import gate_document, junit_xml, markdown_summary, write_gate_outputs
+from evalctl.runs import chunked_prefill_size
+
+NASTY = 'answer <"42"> & ]]> | pipe'
+
+
+def result() -> GateResult:
+    checks = [
+        Check("cache on vs off", "accuracy", "regression", NASTY, profile="p", variant="v", cache="on", shots=16, pass_index=1,
+              value=0.15, threshold=0.03, p_value=1e-9, p_adjusted=float("nan"), b=30, c=0, n=200),
+        Check("run complete", "completeness", "inconclusive", "incomplete: status 'interrupted'"),
+        Check("error rate", "error_rate", "pass", "0 of 200 requests failed", value=0.0, threshold=0.02, n=200),
+    ]  # fmt: skip
+    return GateResult("regression", GatePolicy(), "run-1", None, checks, pd.DataFrame())
+
+
+def test_junit_escapes_and_maps_statuses():
+    root = ET.fromstring(junit_xml(result()))
+    suite = root.find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
+    failure, skipped, passed = suite.findall("testcase")
+    assert failure.find("failure").get("message") == NASTY and failure.find("failure").text == NASTY
+    assert failure.get("name") == "cache on vs off [p/v cache=on shots=16 pass=1]"
+    assert skipped.find("skipped") is not None and passed.find("failure") is None and passed.find("skipped") is None
+
+
+def test_gate_json_is_strict_json_with_nulls_for_missing_numbers(tmp_path):
+    write_gate_outputs(result(), tmp_path)
+    doc = json.loads((tmp_path / "gate.json").read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert doc == json.loads(json.dumps(gate_document(result())))
+    assert doc["checks"][0]["p_adjusted"] is None and doc["checks"][0]["b"] == 30
+    assert doc["policy"]["max_accuracy_drop"] == 0.03
+
+
+def test_markdown_lists_what_did_not_pass_and_escapes_pipes():
+    text = markdown_summary(result())
+    assert text.startswith("## evalctl gate: ❌ regression (exit 1)")
+    assert "pipe" in text and "\\| pipe" in text
+    assert "error rate" not in text  # passing checks are counted, not listed
+    assert "1 passed, 1 regressions, 1 inconclusive" in text
+
+
+def test_chunked_prefill_size_read_defensively():
+    assert chunked_prefill_size({"config": {"servers": [{"name": "a"}, {"name": "b", "chunked_prefill_size": 8192}]}}) == 8192
+    assert chunked_prefill_size({"config": {"servers": [{"name": "a", "chunked_prefill_size": None}]}}) is None
+    assert chunked_prefill_size({}) is None

@@ -8,6 +8,7 @@ nothing re-reads YAML.
 from __future__ import annotations
 
 import os
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +34,9 @@ class Engine(str, Enum):
     sglang = "sglang"
     vllm = "vllm"
     external = "external"
+
+
+GPU_ENGINES = frozenset({Engine.sglang, Engine.vllm})
 
 
 class _Strict(BaseModel):
@@ -62,16 +66,45 @@ class ServerProfile(_Strict):
     context_length: int = Field(8192, gt=0, description="Context per request slot.")
     parallel: int = Field(4, ge=1, description="Concurrent request slots (llama.cpp).")
     threads: int | None = Field(None, ge=1, description="CPU threads (llama.cpp); default: all cores.")
-    startup_timeout_s: float = Field(300.0, gt=0)
+    startup_timeout_s: float = Field(300.0, gt=0, description="Big models load for 10+ minutes: raise this for them.")
+    # GPU engines (sglang, vllm); None leaves the engine's own default.
+    chunked_prefill_size: int | None = Field(None, gt=0, description="SGLang --chunked-prefill-size, vLLM --max-num-batched-tokens.")
+    mem_fraction_static: float | None = Field(None, gt=0, le=1, description="SGLang --mem-fraction-static, vLLM --gpu-memory-utilization.")
+    max_running_requests: int | None = Field(None, ge=1, description="SGLang --max-running-requests, vLLM --max-num-seqs.")
+    random_seed: int | None = Field(None, description="SGLang --random-seed, vLLM --seed; default: generation.seed.")
+    mamba: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
+    )
+    devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _device_ids_as_text(cls, value: Any) -> Any:
+        return [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("mamba")
+    @classmethod
+    def _mamba_keys(cls, options: dict) -> dict:
+        bad = [k for k in options if not re.fullmatch(r"[a-z0-9_]+", k)]
+        if bad:
+            raise ValueError(f"mamba option names are snake_case without the 'mamba_' prefix, got {bad}")
+        return options
+
     @model_validator(mode="after")
-    def _url_only_for_external(self) -> ServerProfile:
+    def _engine_fields(self) -> ServerProfile:
         if self.engine is Engine.external and not self.url:
             raise ValueError(f"server profile {self.name!r}: engine 'external' needs `url`")
         if self.engine is not Engine.external and self.url:
             raise ValueError(f"server profile {self.name!r}: `url` is only for engine 'external'")
+        if self.engine not in GPU_ENGINES:
+            gpu_only = ("chunked_prefill_size", "mem_fraction_static", "max_running_requests", "mamba", "devices")
+            used = [f for f in gpu_only if f in self.model_fields_set and getattr(self, f)]
+            if used:
+                raise ValueError(f"server profile {self.name!r}: {', '.join(used)} only apply to engines sglang and vllm")
+        if self.devices is not None and len(self.devices) != self.tp:
+            raise ValueError(f"server profile {self.name!r}: devices lists {len(self.devices)} GPUs but tp is {self.tp}")
         return self
 
 
@@ -79,10 +112,29 @@ class Variant(_Strict):
     """An engine build to A/B (baseline vs patched). The default variant is the installed one."""
 
     name: str = "default"
-    python: str | None = Field(None, description="Interpreter of the build's venv.")
-    command_prefix: list[str] = Field(default_factory=list)
+    python: str | None = Field(
+        None, description="Interpreter of the build's venv ($VAR expanded); default: evalctl's own, or `python3` behind a command_prefix."
+    )
+    command_prefix: list[str] = Field(
+        default_factory=list, description="Runner before the command: srun --container-image=..., docker run ..."
+    )
     extra_args: list[str] = Field(default_factory=list)
-    git_revision: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    git_revision: str | None = Field(None, description="The build's source revision, for the record.")
+
+    def expanded(self) -> Variant:
+        """`$VAR` and `~` resolved in python and command_prefix; an unset variable is an error."""
+
+        def expand(text: str, field: str) -> str:
+            value = os.path.expanduser(os.path.expandvars(text))
+            unset = re.findall(r"\$\{?(\w+)", value)
+            if unset:
+                raise ValueError(f"variant {self.name!r}: {field} {text!r} uses unset environment variable {unset[0]}")
+            return value
+
+        python = expand(self.python, "python") if self.python else None
+        prefix = [expand(part, "command_prefix") for part in self.command_prefix]
+        return self.model_copy(update={"python": python, "command_prefix": prefix})
 
 
 class SweepConfig(_Strict):
@@ -101,6 +153,17 @@ class SweepConfig(_Strict):
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])
+    run_variants: list[str] | None = Field(None, description="Names of the variants to run (CLI --variants); default: all of them.")
+    gpus: list[str] | None = Field(
+        None, description="GPU ids the sweep may use, or a count N for 0..N-1; default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
+    )
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpu_pool(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return [str(i) for i in range(value)]
+        return [str(v) for v in value] if isinstance(value, list) else value
 
     @field_validator("shots")
     @classmethod
@@ -142,7 +205,26 @@ class SweepConfig(_Strict):
                 raise ValueError(f"duplicate {kind} names: {dupes}")
         if not self.servers:
             raise ValueError("servers must list at least one server profile")
+        known = [v.name for v in self.variants]
+        unknown = [n for n in self.run_variants or [] if n not in known]
+        if unknown:
+            raise ValueError(f"run_variants: unknown variant(s) {unknown}; known: {', '.join(known)}")
+        if self.run_variants is not None and not self.run_variants:
+            raise ValueError("run_variants must name at least one variant")
+        # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.
+        self.variants = [v.expanded() if v.name in self.active_variant_names() else v for v in self.variants]
+        for server in self.servers:
+            if server.random_seed is None:
+                server.random_seed = self.generation.seed
         return self
+
+    def active_variant_names(self) -> list[str]:
+        return list(self.run_variants) if self.run_variants else [v.name for v in self.variants]
+
+    def active_variants(self) -> list[Variant]:
+        """The variants this sweep runs, in config order."""
+        names = set(self.active_variant_names())
+        return [v for v in self.variants if v.name in names]
 
     def resolved_data_dir(self) -> Path | None:
         if self.data_dir is not None:
@@ -212,4 +294,4 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
 def with_external_url(config: SweepConfig, url: str) -> SweepConfig:
     """Replace the profiles by one already-running server (`--url`)."""
     external = ServerProfile(name="external", engine=Engine.external, url=url.rstrip("/"), model_path=config.servers[0].model_path)
-    return config.model_copy(update={"servers": [external], "variants": [Variant()]})
+    return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

@@ -14,6 +14,7 @@ from evalctl.config import CacheMode, SweepConfig
 from evalctl.manifest import evalctl_info, host_info, new_run_id, write_manifest
 from evalctl.plan import Cell, ServerLaunch, expand
 from evalctl.records import RecordWriter, SampleRecord, compact
+from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ManagedServer, ServerError, tail
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
@@ -59,8 +60,11 @@ class Sweep:
         self.run_id = new_run_id(config.model)
         self.run_dir = Path(config.output_dir) / self.run_id
         self.manifest: dict = {}
+        self.gpus: dict[str, list[str]] = {}
 
     def run(self) -> SweepResult:
+        # Before anything is written or launched: a sweep that does not fit the GPUs is a config error.
+        self.gpus = gpu_assignment(self.config)
         try:
             self.run_dir.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
@@ -100,12 +104,18 @@ class Sweep:
 
     def _run_launch(self, launch: ServerLaunch, task: LmEvalTask, writer: RecordWriter) -> dict | None:
         slug = f"{launch.profile.name}-{launch.variant.name}-cache-{launch.cache.value}"
-        server = ManagedServer(launch.profile, launch.variant, launch.cache, self.run_dir / f"server-{slug}.log")
+        devices = tuple(self.gpus.get(launch.profile.name, ()))
+        server = ManagedServer(launch.profile, launch.variant, launch.cache, self.run_dir / f"server-{slug}.log", devices)
         entry: dict = {
             "profile": launch.profile.name,
             "variant": launch.variant.name,
             "cache": launch.cache.value,
             "engine": launch.profile.engine.value,
+            "gpu": launch.profile.gpu,
+            "devices": list(devices),
+            "variant_git_revision": launch.variant.git_revision,
+            "restarts": 0,
+            "cells": [],
         }
         self.manifest["servers"].append(entry)
         try:
@@ -117,6 +127,7 @@ class Sweep:
                 log=server.log_path.name if server.launched else None,
                 info=self._server_info(server),
             )
+            entry["engine_version"] = entry["info"].get("version")
             write_manifest(self.run_dir, self.manifest)
             self.progress.server_ready(launch.label)
             if not server.launched and launch.cache is CacheMode.off:
@@ -124,7 +135,7 @@ class Sweep:
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )
             for cell in launch.cells:
-                self._run_cell(cell, launch, server, task, writer)
+                self._run_cell(cell, launch, server, task, writer, entry["cells"])
                 code = server.exit_code()
                 if code is not None:
                     raise ServerError(
@@ -138,6 +149,7 @@ class Sweep:
             return {"server": launch.label, "error": exc.args[0], "exit_code": exc.exit_code, "log_tail": exc.log_tail}
         finally:
             server.stop()
+            entry["restarts"] = server.restarts
             write_manifest(self.run_dir, self.manifest)
 
     def _server_info(self, server: ManagedServer) -> dict:
@@ -165,11 +177,13 @@ class Sweep:
             params["stop"] = gen.stop
         return params
 
-    def _run_cell(self, cell: Cell, launch: ServerLaunch, server: ManagedServer, task: LmEvalTask, writer: RecordWriter) -> None:
+    def _run_cell(
+        self, cell: Cell, launch: ServerLaunch, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[dict]
+    ) -> None:
         prompts = task.prompts(cell.shots, self.config.limit)
         params = self._request_params(server, cell.cache)
-        if cell.pass_index == 1:
-            self._flush(server)
+        # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
+        flushed = cell.pass_index == 1 and self._flush(server)
         prewarmed = (
             cell.pass_index == 1
             and cell.cache is CacheMode.on
@@ -177,6 +191,14 @@ class Sweep:
             and self._prewarm(server, prompts, params)
         )
         self.progress.cell_started(cell.label, len(prompts))
+        cell_entry = {
+            "shots": cell.shots,
+            "pass_index": cell.pass_index,
+            "flushed": flushed,
+            "prewarmed": prewarmed,
+            "metrics_before": self._metrics(server),
+        }
+        cell_log.append(cell_entry)
 
         def on_complete(index: int, completion: Completion) -> None:
             writer.write(self._record(cell, prompts[index], completion, task, prewarmed))
@@ -184,14 +206,24 @@ class Sweep:
 
         lm = ServedLM(lambda: self._client(server), params, on_complete)
         asyncio.run(lm.agenerate([(p.text, {"until": list(p.stop)}) for p in prompts]))
+        cell_entry["metrics_after"] = self._metrics(server)
         self.progress.cell_done(cell.label)
 
-    def _flush(self, server: ManagedServer) -> None:
+    def _metrics(self, server: ManagedServer) -> dict:
+        """The engine's Prometheus counters now (cache hit rate, cached tokens); {} for engines without."""
         try:
             with server.http() as http:
-                server.adapter.flush(http)
+                return server.adapter.scrape_metrics(http)
+        except Exception as exc:  # metrics are for the record; a cell without them still counts
+            return {"error": f"metrics unavailable: {exc}"}
+
+    def _flush(self, server: ManagedServer) -> bool:
+        try:
+            with server.http() as http:
+                return server.adapter.flush(http)
         except Exception as exc:  # a failed flush weakens the cell's claim; say so, go on
             self.progress.warn(f"cache flush failed on {server.base_url}: {exc}")
+            return False
 
     def _prewarm(self, server: ManagedServer, prompts: list[Prompt], params: dict) -> bool:
         """Cache the shared few-shot prefix once, so concurrent requests do not all prefill it cold."""

@@ -39,7 +39,7 @@ class ServerLaunch:
 def expand(config: SweepConfig) -> list[ServerLaunch]:
     launches = []
     for profile in config.servers:
-        for variant in config.variants:
+        for variant in config.active_variants():
             for cache in config.cache:
                 cells = tuple(
                     Cell(profile.name, variant.name, cache, shots, pass_index)

@@ -33,6 +33,27 @@ def _csv(text: str | None) -> list[str] | None:
     return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
 
 
+GPUS_HELP = "GPUs the sweep may use: ids (0,1,2,3) or a count (8); default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
+
+
+def config_overrides(*, cache: str | None = None, variants: str | None = None, gpus: str | None = None, **plain: object) -> dict:
+    """CLI options as `load_config` overrides; options needing parsing are checked here."""
+    if cache is not None:
+        modes = _csv(cache) or []
+        bad = [m for m in modes if m not in {c.value for c in CacheMode}]
+        if bad:
+            raise fail(f"--cache takes on and/or off, got {bad}")
+    gpu_pool: list[str] | int | None = None
+    if gpus is not None:
+        if "," in gpus:
+            gpu_pool = _csv(gpus)
+        elif gpus.strip().isdigit():
+            gpu_pool = int(gpus)
+        else:
+            raise fail(f"--gpus takes GPU ids (0,1,2,3) or a count (8), got {gpus!r}")
+    return {"cache": _csv(cache), "run_variants": _csv(variants), "gpus": gpu_pool, **plain}
+
+
 def resolve_config(model: str | None, config: Path | None, url: str | None, overrides: dict) -> SweepConfig:
     try:
         resolved = load_config(model=model, config_file=config, overrides=overrides)
@@ -64,6 +85,8 @@ def sweep(
     url: Annotated[
         str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
     ] = None,
+    variants: Annotated[str | None, typer.Option(help="Variants (engine builds) to run, comma-separated, e.g. baseline,patched.")] = None,
+    gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -81,22 +104,19 @@ def sweep(
     from evalctl.report.progress import RichProgress
     from evalctl.servers.process import ServerError
 
-    if cache is not None:
-        modes = _csv(cache) or []
-        bad = [m for m in modes if m not in {c.value for c in CacheMode}]
-        if bad:
-            raise fail(f"--cache takes on and/or off, got {bad}")
-    overrides = {
-        "shots": _csv_ints(shots, "--shots"),
-        "cache": _csv(cache),
-        "limit": limit,
-        "passes": passes,
-        "concurrency": concurrency,
-        "fewshot": fewshot,
-        "output_dir": output,
-        "data_dir": data_dir,
-        "generation.max_tokens": max_tokens,
-    }
+    overrides = config_overrides(
+        cache=cache,
+        variants=variants,
+        gpus=gpus,
+        shots=_csv_ints(shots, "--shots"),
+        limit=limit,
+        passes=passes,
+        concurrency=concurrency,
+        fewshot=fewshot,
+        output_dir=output,
+        data_dir=data_dir,
+        **{"generation.max_tokens": max_tokens},
+    )
     resolved = resolve_config(model, config, url, overrides)
 
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
@@ -109,7 +129,9 @@ def sweep(
         code = EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT
         err.print(f"interrupted; records so far are in {runner.run_dir}")
         raise typer.Exit(code) from None
-    except (ConfigError, ServerError, OSError) as exc:
+    except ConfigError as exc:  # e.g. more GPUs asked for than visible: found before any launch
+        raise fail(str(exc)) from None
+    except (ServerError, OSError) as exc:
         raise fail(str(exc), 1) from None
     finally:
         signal.signal(signal.SIGTERM, previous)

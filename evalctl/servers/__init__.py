@@ -6,10 +6,14 @@ from evalctl.config import Engine
 from evalctl.servers.base import EngineAdapter
 from evalctl.servers.external import ExternalAdapter
 from evalctl.servers.llamacpp import LlamaCppAdapter
+from evalctl.servers.sglang import SGLangAdapter
+from evalctl.servers.vllm import VLLMAdapter
 
 _ADAPTERS: dict[Engine, type[EngineAdapter]] = {
     Engine.llamacpp: LlamaCppAdapter,
     Engine.external: ExternalAdapter,
+    Engine.sglang: SGLangAdapter,
+    Engine.vllm: VLLMAdapter,
 }
 
 

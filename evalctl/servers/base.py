@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from evalctl.config import CacheMode, ServerProfile, Variant
 
@@ -17,6 +20,20 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def optional_flags(pairs: dict[str, object]) -> list[str]:
+    """`--flag value` for each value that is set; a True boolean is a bare flag, False/None omit it."""
+    argv: list[str] = []
+    for flag, value in pairs.items():
+        if value is None or value is False:
+            continue
+        argv += [flag] if value is True else [flag, str(value)]
+    return argv
+
+
+def mamba_flags(profile: ServerProfile) -> list[str]:
+    return optional_flags({f"--mamba-{key.replace('_', '-')}": value for key, value in profile.mamba.items()})
+
+
 class EngineAdapter:
     """Engine-specific facts; the process lifecycle lives in `servers.process`."""
 
@@ -24,10 +41,35 @@ class EngineAdapter:
     health_path = "/health"
     # Engines that omit `cached_tokens` when it is zero report it as this.
     cached_tokens_if_missing: int | None = 0
+    # Prometheus sample name -> manifest key, scraped before and after each cell.
+    # Counters are exposed with their `_total` suffix.
+    metrics: dict[str, str] = {}
 
-    def launch_spec(self, profile: ServerProfile, variant: Variant, cache: CacheMode, port: int, workdir: str) -> LaunchSpec | None:
-        """The command that starts this server; None when evalctl does not launch it."""
+    def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str] | None:
+        """The engine's own command; None when evalctl does not launch it."""
         raise NotImplementedError
+
+    def engine_env(self) -> dict[str, str]:
+        """Environment the engine needs whatever the profile says."""
+        return {}
+
+    def launch_spec(
+        self, profile: ServerProfile, variant: Variant, cache: CacheMode, port: int | str, workdir: str, devices: Sequence[str] = ()
+    ) -> LaunchSpec | None:
+        """The full command for one server: the variant's runner and interpreter around the engine's
+        command, extra args last (so they can override), environment merged engine < profile < variant.
+
+        `port` may be a placeholder string for display (`evalctl servers show`).
+        """
+        # Behind a container runner, evalctl's own interpreter path means nothing.
+        python = variant.python or ("python3" if variant.command_prefix else sys.executable)
+        argv = self.engine_argv(python, profile, cache, port, workdir)
+        if argv is None:
+            return None
+        env = {**self.engine_env(), **profile.env, **variant.env}
+        if devices:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+        return LaunchSpec(argv=[*variant.command_prefix, *argv, *profile.extra_args, *variant.extra_args], env=env)
 
     def request_fields(self, cache: CacheMode) -> dict:
         """Extra JSON fields for every completion request."""
@@ -44,3 +86,22 @@ class EngineAdapter:
     def server_info(self, http: httpx.Client) -> dict:
         """Version and settings as the running server reports them."""
         return {}
+
+    def scrape_metrics(self, http: httpx.Client) -> dict[str, float]:
+        """The `metrics` this engine exports, from its Prometheus `/metrics`; {} when it lists none.
+
+        Counters are summed over label sets (ranks, cache sources); gauges averaged.
+        """
+        if not self.metrics:
+            return {}
+        response = http.get("/metrics")
+        response.raise_for_status()
+        values: dict[str, list[float]] = {}
+        kinds: dict[str, str] = {}
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                key = self.metrics.get(sample.name)
+                if key is not None:
+                    values.setdefault(key, []).append(sample.value)
+                    kinds[key] = family.type
+        return {key: sum(v) if kinds[key] == "counter" else sum(v) / len(v) for key, v in values.items()}

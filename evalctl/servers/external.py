@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.base import EngineAdapter, LaunchSpec
+from evalctl.config import CacheMode, ServerProfile
+from evalctl.servers.base import EngineAdapter
 
 
 class ExternalAdapter(EngineAdapter):
@@ -13,7 +13,7 @@ class ExternalAdapter(EngineAdapter):
     # Unknown engine: a missing field means "not reported", not zero.
     cached_tokens_if_missing = None
 
-    def launch_spec(self, profile: ServerProfile, variant: Variant, cache: CacheMode, port: int, workdir: str) -> LaunchSpec | None:
+    def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> None:
         return None
 
     def server_info(self, http: httpx.Client) -> dict:

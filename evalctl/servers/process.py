@@ -68,10 +68,12 @@ class ManagedServer:
     variant: Variant
     cache: CacheMode
     log_path: Path
+    devices: tuple[str, ...] = ()  # GPU ids (CUDA_VISIBLE_DEVICES); see servers.gpus
     adapter: EngineAdapter = field(init=False)
     spec: LaunchSpec | None = field(init=False, default=None)
     base_url: str = field(init=False, default="")
     process: subprocess.Popen | None = field(init=False, default=None)
+    restarts: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.adapter = adapter_for(self.profile.engine)
@@ -95,7 +97,7 @@ class ManagedServer:
             raise ServerError(f"port {port} on {host} is already in use; pick another `port` or omit it for a free one")
         workdir = self.log_path.parent / f"{self.log_path.stem}.slots"
         workdir.mkdir(parents=True, exist_ok=True)
-        self.spec = self.adapter.launch_spec(self.profile, self.variant, self.cache, port, str(workdir))
+        self.spec = self.adapter.launch_spec(self.profile, self.variant, self.cache, port, str(workdir), self.devices)
         self.base_url = f"http://{host}:{port}"
         log = open(self.log_path, "ab")
         try:
@@ -143,6 +145,12 @@ class ManagedServer:
                 if on_tick:
                     on_tick(time.monotonic() - started)
                 time.sleep(0.25)
+
+    def restart(self, on_tick: Callable[[float], None] | None = None) -> None:
+        """Stop and start again (same command, a fresh port unless fixed); counted in `restarts`."""
+        self.stop()
+        self.restarts += 1
+        self.start(on_tick)
 
     def exit_code(self) -> int | None:
         """None while running (or external); the exit code once it has died."""

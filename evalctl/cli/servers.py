@@ -1,0 +1,72 @@
+"""`evalctl servers show`: the exact server commands a sweep would run; launches nothing."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evalctl.cli.common import console, fail
+from evalctl.cli.sweep import GPUS_HELP, config_overrides, resolve_config
+from evalctl.config import ConfigError
+from evalctl.plan import expand
+from evalctl.servers import adapter_for
+from evalctl.servers.gpus import gpu_assignment
+
+app = typer.Typer(help="Inspect the inference servers a sweep launches.", no_args_is_help=True)
+
+# The sweep picks a free port (unless the profile fixes one) and a folder in the run directory.
+PORT_PLACEHOLDER = "$PORT"
+WORKDIR_PLACEHOLDER = "$RUN_DIR/server-slots"
+
+
+@app.command()
+def show(
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. nemotron-nano-9b).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
+    variants: Annotated[str | None, typer.Option(help="Variants to show, comma-separated (default: the config's run_variants).")] = None,
+    cache: Annotated[str | None, typer.Option(help="Prefix-cache modes: on,off (or one of them).")] = None,
+    gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
+) -> None:
+    """Print, per server profile x variant x cache mode, the exact command, environment and GPUs.
+
+    `$PORT` stands for the port the sweep picks when the profile fixes none.
+    """
+    resolved = resolve_config(model, config, None, config_overrides(cache=cache, variants=variants, gpus=gpus))
+    try:
+        assignment = gpu_assignment(resolved)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    for launch in expand(resolved):
+        profile = launch.profile
+        adapter = adapter_for(profile.engine)
+        devices = assignment.get(profile.name, [])
+        port = str(profile.port) if profile.port else PORT_PLACEHOLDER
+        try:
+            spec = adapter.launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
+        except ConfigError as exc:
+            raise fail(str(exc)) from None
+        console.rule(f"{launch.label}  [{profile.engine.value}]", style="cyan")
+        where = f"{profile.gpu or 'GPU'} x{len(devices)}: CUDA_VISIBLE_DEVICES={','.join(devices)}" if devices else "no GPUs assigned"
+        console.print(f"gpus:    {where}", highlight=False, markup=False)
+        if spec is None:
+            console.print(f"url:     {profile.url} (not launched by evalctl)", highlight=False, markup=False)
+            console.print(
+                "note:    cache on/off is a label only: evalctl cannot switch or flush an external server's cache",
+                highlight=False,
+                markup=False,
+            )
+            continue
+        for key, value in spec.env.items():
+            console.print(f"env:     {key}={shlex.quote(value)}", highlight=False, markup=False)
+        console.print(f"command: {shell_line(spec.argv)}", highlight=False, markup=False, soft_wrap=True)
+
+
+def shell_line(argv: list[str]) -> str:
+    """The command as a shell line; placeholders stay unquoted so the shell expands them."""
+    line = shlex.join(argv)
+    for placeholder in (PORT_PLACEHOLDER, WORKDIR_PLACEHOLDER):
+        line = line.replace(shlex.quote(placeholder), placeholder)
+    return line

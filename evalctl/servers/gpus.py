@@ -1,0 +1,85 @@
+"""GPU assignment: each GPU-engine profile gets its own contiguous set of `tp` devices.
+
+"Disjoint" means no two profiles of one sweep share a GPU. The local executor
+still launches one server at a time (and every variant and cache mode of a
+profile reuses that profile's GPUs), but giving profiles disjoint sets keeps
+each launch's command line identical whether its servers run one after another
+or at once (a parallel or Slurm executor), and it shows before anything starts
+whether the sweep fits the host.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from evalctl.config import GPU_ENGINES, ConfigError, ServerProfile, SweepConfig
+
+
+class GpuAssignmentError(ConfigError):
+    """The profiles ask for GPUs the host does not have (or pin overlapping ones)."""
+
+
+def visible_gpus(configured: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[list[str], str]:
+    """GPU ids this sweep may use, and where that list came from (for error messages)."""
+    if configured is not None:
+        return list(configured), "config `gpus`"
+    environ = os.environ if environ is None else environ
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        ids = [d.strip() for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+        return ids, f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']!r}"
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return [], "no CUDA_VISIBLE_DEVICES and no nvidia-smi"
+    try:
+        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], f"nvidia-smi failed: {exc}"
+    ids = [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    return ids, "nvidia-smi"
+
+
+def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], source: str = "visible GPUs") -> dict[str, list[str]]:
+    """Map each sglang/vllm profile name to its devices; other engines get none.
+
+    Pinned `devices` are honoured first; the rest take the lowest free run of
+    `tp` consecutive ids, in the order the profiles are listed.
+    """
+    gpu_profiles = [p for p in profiles if p.engine in GPU_ENGINES]
+    needed = sum(p.tp for p in gpu_profiles)
+    if needed > len(visible):
+        wants = ", ".join(f"{p.name}: tp={p.tp}" for p in gpu_profiles)
+        raise GpuAssignmentError(
+            f"the GPU profiles need {needed} GPUs ({wants}) but {len(visible)} are visible ({source}); "
+            "set `gpus` in the config (or --gpus) to the GPUs this sweep may use, or lower tp"
+        )
+    owner: dict[str, str] = {}
+    assigned: dict[str, list[str]] = {}
+    for profile in (p for p in gpu_profiles if p.devices):
+        for device in profile.devices or []:
+            if device not in visible:
+                raise GpuAssignmentError(f"server profile {profile.name!r} pins GPU {device}, which is not visible ({source})")
+            if device in owner:
+                raise GpuAssignmentError(f"server profiles {owner[device]!r} and {profile.name!r} both pin GPU {device}")
+            owner[device] = profile.name
+        assigned[profile.name] = list(profile.devices or [])
+    for profile in (p for p in gpu_profiles if not p.devices):
+        start = next(
+            (i for i in range(len(visible) - profile.tp + 1) if not any(d in owner for d in visible[i : i + profile.tp])),
+            None,
+        )
+        if start is None:
+            raise GpuAssignmentError(f"no {profile.tp} contiguous free GPUs left for server profile {profile.name!r} ({source})")
+        assigned[profile.name] = list(visible[start : start + profile.tp])
+        owner.update(dict.fromkeys(assigned[profile.name], profile.name))
+    return {p.name: assigned[p.name] for p in gpu_profiles}
+
+
+def gpu_assignment(config: SweepConfig, environ: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """The sweep's assignment; looks for GPUs only when a profile needs them."""
+    if not any(p.engine in GPU_ENGINES for p in config.servers):
+        return {}
+    visible, source = visible_gpus(config.gpus, environ)
+    return assign_gpus(config.servers, visible, source)

@@ -1,0 +1,96 @@
+"""Every SGLang command line evalctl generates, parsed by SGLang's own argument parser.
+
+Runs where SGLang is importable: in this interpreter, or in the one named by
+EVALCTL_SGLANG_PYTHON (a separate venv: `pip install --no-deps sglang==0.5.23` plus
+its light imports and CPU torch; see README). Skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from evalctl.config import CacheMode, Engine, ServerProfile, Variant, known_aliases, load_config
+from evalctl.plan import expand
+from evalctl.servers.sglang import SGLangAdapter
+
+SGLANG_PYTHON_ENV = "EVALCTL_SGLANG_PYTHON"
+
+# Reads argument lists (JSON) on stdin; prints the version and, per list, None or argparse's complaint.
+PARSE_SCRIPT = """
+import argparse, json, sys
+import sglang
+from sglang.srt.server_args import ServerArgs
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(message)
+
+errors = []
+for argv in json.load(sys.stdin):
+    parser = Parser(allow_abbrev=False)
+    ServerArgs.add_cli_args(parser)
+    try:
+        parser.parse_args(argv)
+        errors.append(None)
+    except ValueError as exc:
+        errors.append(str(exc))
+print(json.dumps({"version": sglang.__version__, "errors": errors}))
+"""
+
+
+def sglang_python() -> str | None:
+    if os.environ.get(SGLANG_PYTHON_ENV):
+        return os.environ[SGLANG_PYTHON_ENV]
+    return sys.executable if importlib.util.find_spec("sglang") else None
+
+
+def parse_with_sglang(arg_lists: list[list[str]]) -> tuple[str, list[str | None]]:
+    python = sglang_python()
+    if python is None:
+        pytest.skip(f"SGLang is not importable here; set {SGLANG_PYTHON_ENV} to an interpreter that has it")
+    out = subprocess.run([python, "-c", PARSE_SCRIPT], input=json.dumps(arg_lists), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["version"], result["errors"]
+
+
+def server_args(argv: list[str]) -> list[str]:
+    """What follows `-m sglang.launch_server`."""
+    return argv[argv.index("sglang.launch_server") + 1 :]
+
+
+def generated_sglang_commands() -> list[list[str]]:
+    """Every SGLang launch of every shipped config (all variants, both cache modes), plus every optional field set."""
+    commands = []
+    for alias in known_aliases():
+        names = [v.name for v in load_config(model=alias).variants]
+        for launch in expand(load_config(model=alias, overrides={"run_variants": names})):
+            if launch.profile.engine is Engine.sglang:
+                spec = SGLangAdapter().launch_spec(launch.profile, launch.variant, launch.cache, 30000, "unused", ["0"])
+                commands.append(spec.argv)
+    everything = ServerProfile(
+        name="all", engine="sglang", model_path="/m", tp=8, dtype="bfloat16", quantization="fp8", chunked_prefill_size=16384,
+        mem_fraction_static=0.8, max_running_requests=64, random_seed=3,
+        mamba={"radix_cache_strategy": "extra_buffer", "track_interval": 256, "ssm_dtype": "float32"},
+    )  # fmt: skip
+    for cache in CacheMode:
+        commands.append(SGLangAdapter().launch_spec(everything, Variant(), cache, 30000, "unused").argv)
+    return commands
+
+
+def test_generated_sglang_commands_parse(monkeypatch):
+    monkeypatch.setenv("SGLANG_PATCHED_PYTHON", "/opt/patched/bin/python")
+    commands = generated_sglang_commands()
+    assert len(commands) >= 6  # both Nemotron configs x 2 variants x 2 cache modes, plus the full profile
+    control = server_args(commands[0]) + ["--no-such-flag"]  # proves the parser rejects what it does not know
+    version, errors = parse_with_sglang([server_args(c) for c in commands] + [control])
+    print(f"checked {len(commands)} command lines against SGLang {version}")
+    assert errors[-1] and "--no-such-flag" in errors[-1]
+    bad = {" ".join(c): e for c, e in zip(commands, errors) if e}
+    assert not bad, f"SGLang {version} rejects generated flags: {bad}"

@@ -1,0 +1,76 @@
+"""Golden SGLang command lines: what `evalctl sweep` launches, flag by flag."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from evalctl.config import CacheMode, ServerProfile, Variant, load_config
+from evalctl.servers.sglang import SGLangAdapter
+
+NANO_ON = [
+    "-m", "sglang.launch_server",
+    "--model-path", "nvidia/NVIDIA-Nemotron-Nano-9B-v2",
+    "--host", "127.0.0.1",
+    "--port", "30000",
+    "--tp-size", "1",
+    "--dtype", "bfloat16",
+    "--random-seed", "1234",
+    "--enable-cache-report",
+    "--enable-metrics",
+    "--mamba-radix-cache-strategy", "extra_buffer",
+]  # fmt: skip
+
+
+@pytest.fixture
+def nano(monkeypatch):
+    monkeypatch.setenv("SGLANG_PATCHED_PYTHON", "/opt/sglang-patched/bin/python")
+    return load_config(model="nemotron-nano-9b", overrides={"run_variants": ["baseline", "patched"]})
+
+
+def test_nemotron_nano_cache_on_and_off(nano):
+    profile = nano.servers[0]
+    baseline, patched = nano.variants
+    on = SGLangAdapter().launch_spec(profile, baseline, CacheMode.on, 30000, "unused", ["0"])
+    assert on.argv == [sys.executable, *NANO_ON]
+    assert on.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    off = SGLangAdapter().launch_spec(profile, patched, CacheMode.off, 30000, "unused", ["0"])
+    assert off.argv == ["/opt/sglang-patched/bin/python", *NANO_ON, "--disable-radix-cache"]
+
+
+def test_nemotron_ultra_nvfp4_tp4():
+    cfg = load_config(model="nemotron-3-ultra")
+    spec = SGLangAdapter().launch_spec(cfg.servers[0], cfg.variants[0], CacheMode.on, 30000, "unused", ["4", "5", "6", "7"])
+    args = spec.argv[1:]
+    assert args[args.index("--tp-size") + 1] == "4"
+    assert args[args.index("--quantization") + 1] == "modelopt_fp4"
+    assert "--disable-radix-cache" not in args
+    assert spec.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+
+
+def test_tuning_fields_prefix_env_and_extra_args_order():
+    profile = ServerProfile(
+        name="tuned", engine="sglang", model_path="/models/m", tp=2, chunked_prefill_size=8192, mem_fraction_static=0.85,
+        max_running_requests=128, random_seed=7, mamba={"track_interval": 128, "ssm_dtype": "float32"},
+        extra_args=["--attention-backend", "flashinfer"], env={"A": "profile", "B": "profile"},
+    )  # fmt: skip
+    variant = Variant(
+        name="container",
+        command_prefix=["srun", "--container-image=sglang.sqsh"],
+        extra_args=["--log-level", "debug"],
+        env={"B": "variant"},
+    )
+    spec = SGLangAdapter().launch_spec(profile, variant, CacheMode.on, 31000, "unused", ["2", "3"])
+    assert spec.argv == [
+        "srun", "--container-image=sglang.sqsh", "python3", "-m", "sglang.launch_server",
+        "--model-path", "/models/m", "--host", "127.0.0.1", "--port", "31000", "--tp-size", "2",
+        "--random-seed", "7", "--chunked-prefill-size", "8192", "--mem-fraction-static", "0.85", "--max-running-requests", "128",
+        "--enable-cache-report", "--enable-metrics", "--mamba-track-interval", "128", "--mamba-ssm-dtype", "float32",
+        "--attention-backend", "flashinfer", "--log-level", "debug",
+    ]  # fmt: skip
+    assert spec.env == {"A": "profile", "B": "variant", "CUDA_VISIBLE_DEVICES": "2,3"}
+
+
+def test_readiness_waits_for_a_generated_token():
+    assert SGLangAdapter.health_path == "/health_generate"

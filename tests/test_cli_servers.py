@@ -1,0 +1,53 @@
+"""`evalctl servers show`: exact commands, environment and GPUs; launches nothing."""
+
+from __future__ import annotations
+
+import re
+
+from test_sweep_cpu import evalctl
+
+TWO_PROFILES = """
+model: m
+servers:
+  - {name: big, engine: sglang, model_path: /models/m, tp: 4, gpu: H100}
+  - {name: small, engine: vllm, model_path: /models/m, tp: 2, gpu: H100}
+  - {name: laptop, engine: llamacpp, model_path: "bundled:smollm2-135m"}
+"""
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_show_nemotron_nano_prints_both_cache_modes(tmp_path):
+    out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--gpus", "1")
+    assert out.returncode == 0, out.stderr
+    commands = [line for line in out.stdout.splitlines() if line.startswith("command: ")]
+    assert len(commands) == 2  # run_variants: [baseline] x cache on/off
+    assert "--model-path nvidia/NVIDIA-Nemotron-Nano-9B-v2" in commands[0] and "--port $PORT" in commands[0]
+    assert "--mamba-radix-cache-strategy extra_buffer" in commands[0]
+    assert commands[1].endswith("--disable-radix-cache") and not commands[0].endswith("--disable-radix-cache")
+    assert flat(out.stdout).count("env: CUDA_VISIBLE_DEVICES=0") == 2
+
+
+def test_show_variants_needs_the_patched_interpreter(tmp_path):
+    out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--variants", "baseline,patched", "--gpus", "1")
+    assert out.returncode == 2
+    assert "uses unset environment variable SGLANG_PATCHED_PYTHON" in flat(out.stderr)
+    out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--variants", "nightly", "--gpus", "1")
+    assert out.returncode == 2 and "unknown variant(s) ['nightly']; known: baseline, patched" in flat(out.stderr)
+
+
+def test_two_profiles_on_eight_gpus_get_disjoint_sets(tmp_path):
+    cfg = tmp_path / "two.yaml"
+    cfg.write_text(TWO_PROFILES)
+    out = evalctl("servers", "show", "--config", str(cfg), "--gpus", "8", "--cache", "on")
+    assert out.returncode == 0, out.stderr
+    devices = re.findall(r"^env:\s+CUDA_VISIBLE_DEVICES=(\S+)", out.stdout, flags=re.M)
+    assert devices == ["0,1,2,3", "4,5"]
+    assert "env: VLLM_SERVER_DEV_MODE=1" in flat(out.stdout)
+    assert "no GPUs assigned" in out.stdout  # the llama.cpp profile
+
+    too_few = evalctl("servers", "show", "--config", str(cfg), "--gpus", "0,1,2,3")
+    assert too_few.returncode == 2
+    assert "need 6 GPUs (big: tp=4, small: tp=2) but 4 are visible (config `gpus`)" in flat(too_few.stderr)

@@ -109,7 +109,7 @@ def test_default_policy_file_matches_the_model_and_bad_policies_name_the_field(t
 def test_completeness_reads_manifests_with_fields_this_version_does_not_know():
     df = sweep_frame(n=40)
     manifest = manifest_for(df)
-    manifest["config"]["servers"][0]["chunked_prefill_size"] = 8192
+    manifest["config"]["servers"][0]["future_profile_field"] = 8192
     manifest["config"]["future_option"] = True
     checks = [c for c in gate(df, manifest).checks if c.kind == "completeness"]
     assert [(c.status, c.reason) for c in checks] == [("pass", "all 6 planned cells have every question")]

@@ -6,12 +6,16 @@ reaches every process it spawned (TP workers, tokenizer managers).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,25 +101,32 @@ class ManagedServer:
         workdir.mkdir(parents=True, exist_ok=True)
         self.spec = self.adapter.launch_spec(self.profile, self.variant, self.cache, port, str(workdir))
         self.base_url = f"http://{host}:{port}"
+        self.process = None  # a restart replaces the dead one
         log = open(self.log_path, "ab")
         try:
-            self.process = subprocess.Popen(
-                self.spec.argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.spec.env},
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise ServerError(f"cannot launch {self.spec.argv[0]}: {exc.strerror}") from exc
-        finally:
-            log.close()
-        try:
+            # A stop signal arriving between fork and `self.process = ...` would leave a server
+            # nobody owns: hold signals for that instant (they are delivered right after).
+            with _stop_signals_blocked():
+                self.process = subprocess.Popen(
+                    self.spec.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **self.spec.env},
+                    start_new_session=True,
+                    preexec_fn=_in_child,
+                )
             self._wait_healthy(on_tick)
+        except OSError as exc:
+            if self.process is not None:
+                self.stop()
+                raise
+            raise ServerError(f"cannot launch {self.spec.argv[0]}: {exc.strerror}") from exc
         except BaseException:
             self.stop()
             raise
+        finally:
+            log.close()
 
     def _wait_healthy(self, on_tick: Callable[[float], None] | None) -> None:
         started = time.monotonic()
@@ -165,6 +176,31 @@ class ManagedServer:
                     return
                 time.sleep(0.05)
         proc.poll()
+
+
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True) if sys.platform == "linux" else None
+_PR_SET_PDEATHSIG = 1
+
+
+@contextmanager
+def _stop_signals_blocked() -> Iterator[None]:
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+def _in_child() -> None:
+    """Runs in the forked server before exec: undo the inherited mask, and die with evalctl.
+
+    PDEATHSIG kills the server when the evalctl thread that started it dies, even by
+    `kill -9`, so no server outlives its sweep (engines' own workers watch their parent).
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _group_alive(pgid: int) -> bool:

@@ -92,18 +92,12 @@ class CompletionClient:
 
     def _parse(self, response: httpx.Response, started: float, latency: float, attempts: int) -> Completion:
         try:
-            data = response.json()
-            choice = data["choices"][0]
-            text = choice["text"]
-            if not isinstance(text, str):
-                raise TypeError("choices[0].text is not a string")
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            data, choice, text = _completion_fields(response)
+        except ValueError as exc:
             snippet = response.text[:200].replace("\n", " ")
-            return Completion(
-                None, None, None, None, None, started, latency, attempts,
-                f"malformed response ({type(exc).__name__}: {exc}): {snippet!r}", "bad_response",
-            )  # fmt: skip
-        usage = data.get("usage") or {}
+            error = f"malformed response: {exc}: {snippet!r}"
+            return Completion(None, None, None, None, None, started, latency, attempts, error, "bad_response")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")
         if cached is None and usage:
@@ -119,30 +113,61 @@ class CompletionClient:
             attempts=attempts,
         )
 
-    async def map(self, prompts: Iterable[tuple[object, str, dict]]) -> AsyncIterator[tuple[object, Completion]]:
-        """Run (key, prompt, params) items with bounded concurrency, yielding as each completes."""
+    async def map(
+        self, prompts: Iterable[tuple[object, str, dict]], stop: asyncio.Event | None = None
+    ) -> AsyncIterator[tuple[object, Completion]]:
+        """Run (key, prompt, params) items with bounded concurrency, yielding as each completes.
+
+        Once `stop` is set no new request starts; those in flight still finish and are yielded.
+        """
         queue: asyncio.Queue = asyncio.Queue()
         items = list(prompts)
         for item in items:
             queue.put_nowait(item)
         done: asyncio.Queue = asyncio.Queue()
+        finished = object()
 
         async def worker() -> None:
-            while True:
-                try:
-                    key, prompt, params = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                await done.put((key, await self.complete(prompt, **params)))
+            try:
+                while not (stop is not None and stop.is_set()):
+                    try:
+                        key, prompt, params = queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        return
+                    await done.put((key, await self.complete(prompt, **params)))
+            finally:
+                done.put_nowait(finished)
 
         workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(items)))]
+        running = len(workers)
         try:
-            for _ in range(len(items)):
-                yield await done.get()
+            while running:
+                item = await done.get()
+                if item is finished:
+                    running -= 1
+                else:
+                    yield item
         finally:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+
+
+def _completion_fields(response: httpx.Response) -> tuple[dict, dict, str]:
+    """(body, first choice, its text) of a 200 response; ValueError naming what is wrong."""
+    try:
+        data = response.json()
+    except ValueError:
+        raise ValueError("body is not JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"body is a JSON {type(data).__name__}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError("no choices[0] object")
+    text = choices[0].get("text")
+    if not isinstance(text, str):
+        raise ValueError("choices[0].text missing or not a string")
+    return data, choices[0], text
 
 
 def _server_message(response: httpx.Response) -> str:

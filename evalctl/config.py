@@ -7,6 +7,7 @@ nothing re-reads YAML.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from enum import Enum
@@ -147,7 +148,8 @@ class SweepConfig(_Strict):
     passes: int = Field(1, ge=1, le=10, description="Warm passes per cell without a flush between.")
     concurrency: int = Field(4, ge=1, le=1024)
     request_timeout_s: float = Field(600.0, gt=0)
-    max_retries: int = Field(3, ge=0)
+    max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")
+    max_restarts: int = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
     data_dir: Path | None = Field(None, description="Local copy with train.jsonl/test.jsonl; default: the hub.")
     output_dir: Path = Path("results")
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
@@ -273,7 +275,12 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
     if (model is None) == (config_file is None):
         raise ConfigError("give exactly one of --model NAME or --config FILE")
     path = alias_path(model) if model else Path(config_file)  # type: ignore[arg-type]
-    data = _read_yaml(path)
+    return config_from_dict(_read_yaml(path), overrides, str(path))
+
+
+def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:
+    """Validate a config mapping after applying CLI overrides; `source` names it in errors."""
+    data = copy.deepcopy(data)
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -288,7 +295,7 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation(exc, str(path))) from None
+        raise ConfigError(_format_validation(exc, source)) from None
 
 
 def with_external_url(config: SweepConfig, url: str) -> SweepConfig:

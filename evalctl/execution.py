@@ -5,17 +5,22 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
+from evalctl.dispatch import Outcome, send_watched
 from evalctl.manifest import evalctl_info, host_info, new_run_id, write_manifest
 from evalctl.plan import Cell, ServerLaunch, expand
-from evalctl.records import RecordWriter, SampleRecord, compact
+from evalctl.records import RECORDS_FILE, RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact
+from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, request_key
+from evalctl.secrets import redact_argv, redact_config, redact_env
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ManagedServer, ServerError, tail
+from evalctl.signals import Shutdown
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
 
@@ -47,62 +52,111 @@ class SweepResult:
     failures: list[dict] = field(default_factory=list)
 
 
+# Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.
+STOP_GRACE_S = 10.0
+STOP_GRACE_INTERRUPTED_S = 3.0
+# First wait before restarting a dead server; doubles per restart of the same launch.
+RESTART_BACKOFF_S = 1.0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
 def _prompt_text_prefix(prompts: list[Prompt]) -> str:
     """The few-shot prefix every prompt shares (empty when prompts differ from the start)."""
     return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
 
 class Sweep:
-    def __init__(self, config: SweepConfig, *, progress: Progress | None = None, api_key: str | None = None):
+    """One run: a new run folder, or (`resume=`) the rest of an interrupted one."""
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        *,
+        progress: Progress | None = None,
+        api_key: str | None = None,
+        shutdown: Shutdown | None = None,
+        resume: ResumePoint | None = None,
+    ):
         self.config = config
         self.progress = progress or SilentProgress()
         self.api_key = api_key
-        self.run_id = new_run_id(config.model)
-        self.run_dir = Path(config.output_dir) / self.run_id
-        self.manifest: dict = {}
+        self.shutdown = shutdown or Shutdown()
+        self.resuming = resume is not None
+        if resume is not None:
+            self.manifest = resume.manifest
+            self.run_dir = resume.run_dir
+            self.run_id = self.manifest.get("run_id") or resume.run_dir.name
+        else:
+            self.manifest = {}
+            self.run_id = new_run_id(config.model)
+            self.run_dir = Path(config.output_dir) / self.run_id
+        self.finished: set[RequestKey] = set()
         self.gpus: dict[str, list[str]] = {}
 
     def run(self) -> SweepResult:
-        # Before anything is written or launched: a sweep that does not fit the GPUs is a config error.
+        # GPUs, task and data first: bad input fails before anything is written or launched.
         self.gpus = gpu_assignment(self.config)
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=False)
-        except OSError as exc:
-            raise OSError(f"cannot create run folder {self.run_dir}: {exc.strerror}") from exc
         task = LmEvalTask(
             self.config.task, data_dir=self.config.resolved_data_dir(), fewshot=self.config.fewshot, seed=self.config.generation.seed
         )
         launches = expand(self.config)
-        self.manifest = {
-            "run_id": self.run_id,
-            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-            "status": "running",
-            "evalctl": evalctl_info(),
-            "host": host_info(),
-            "config": self.config.model_dump(mode="json"),
-            "servers": [],
-        }
-        write_manifest(self.run_dir, self.manifest)
+        if self.resuming:
+            self._prepare_resume(task, launches)
+        else:
+            self._create_run_folder()
         result = SweepResult(self.run_dir, self.run_id)
         try:
             with RecordWriter(self.run_dir) as writer:
                 for launch in launches:
-                    failure = self._run_launch(launch, task, writer)
-                    if failure:
-                        result.failures.append(failure)
+                    result.failures.extend(self._run_launch(launch, task, writer))
             self.manifest["status"] = "failed" if result.failures else "complete"
         except BaseException:
             self.manifest["status"] = "interrupted"
             raise
         finally:
-            self.manifest["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+            self.manifest["finished_at"] = _now()
             self.manifest["failures"] = result.failures
             write_manifest(self.run_dir, self.manifest)
-            if (self.run_dir / "records.jsonl").is_file():
+            if (self.run_dir / RECORDS_FILE).is_file():
                 compact(self.run_dir)
         return result
 
-    def _run_launch(self, launch: ServerLaunch, task: LmEvalTask, writer: RecordWriter) -> dict | None:
+    def _create_run_folder(self) -> None:
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=False)
+        except OSError as exc:
+            raise OSError(f"cannot create run folder {self.run_dir}: {exc.strerror}") from exc
+        self.manifest = {
+            "run_id": self.run_id,
+            "created_at": _now(),
+            "status": "running",
+            "evalctl": evalctl_info(),
+            "host": host_info(),
+            "config": redact_config(self.config.model_dump(mode="json")),
+            "data_fingerprint": data_fingerprint(self.config.resolved_data_dir()),
+            "servers": [],
+        }
+        write_manifest(self.run_dir, self.manifest)
+
+    def _prepare_resume(self, task: LmEvalTask, launches: list[ServerLaunch]) -> None:
+        self.finished = finished_keys(self.run_dir)
+        cells = [cell for launch in launches for cell in launch.cells]
+        planned = {request_key(cell, prompt) for cell in cells for prompt in task.prompts(cell.shots, self.config.limit)}
+        check_same_prompts(self.finished, planned)
+        self.manifest.setdefault("resumes", []).append(
+            {"at": _now(), "finished_requests": len(self.finished), "remaining_requests": len(planned - self.finished)}
+        )
+        self.manifest["status"] = "running"
+        write_manifest(self.run_dir, self.manifest)
+
+    def _run_launch(self, launch: ServerLaunch, task: LmEvalTask, writer: RecordWriter) -> list[dict]:
+        """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
+        cells = [cell for cell in launch.cells if self._unfinished(cell, task)]
+        if not cells:
+            return []
         slug = f"{launch.profile.name}-{launch.variant.name}-cache-{launch.cache.value}"
         devices = tuple(self.gpus.get(launch.profile.name, ()))
         server = ManagedServer(launch.profile, launch.variant, launch.cache, self.run_dir / f"server-{slug}.log", devices)
@@ -118,39 +172,72 @@ class Sweep:
             "cells": [],
         }
         self.manifest["servers"].append(entry)
+        cell = None
         try:
-            server.start(on_tick=lambda elapsed: self.progress.server_starting(launch.label, elapsed))
-            entry.update(
-                argv=server.spec.argv if server.spec else None,
-                env=server.spec.env if server.spec else {},
-                url=server.base_url,
-                log=server.log_path.name if server.launched else None,
-                info=self._server_info(server),
-            )
-            entry["engine_version"] = entry["info"].get("version")
-            write_manifest(self.run_dir, self.manifest)
-            self.progress.server_ready(launch.label)
+            self._start(server, launch, entry)
             if not server.launched and launch.cache is CacheMode.off:
                 self.progress.warn(
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )
-            for cell in launch.cells:
-                self._run_cell(cell, launch, server, task, writer, entry["cells"])
-                code = server.exit_code()
-                if code is not None:
-                    raise ServerError(
-                        f"server {launch.label} died during {cell.label} (exit code {code})", exit_code=code, log_tail=tail(server.log_path)
-                    )
+            for cell in cells:
+                while server.exit_code() is not None or not self._run_cell(cell, server, task, writer, entry["cells"]):
+                    self._restart(server, launch, entry, cell)
             entry["status"] = "ok"
-            return None
+            return []
         except ServerError as exc:
+            failed = cells[cells.index(cell) :] if cell else cells
+            if cell is not None:
+                self._record_server_died(cell, task, writer, exc)
             entry.update(status="failed", error=str(exc.args[0]), exit_code=exc.exit_code, log_tail=exc.log_tail)
             self.progress.warn(f"{launch.label}: {exc.args[0]}")
-            return {"server": launch.label, "error": exc.args[0], "exit_code": exc.exit_code, "log_tail": exc.log_tail}
+            return [
+                {
+                    "server": launch.label,
+                    "error": exc.args[0],
+                    "exit_code": exc.exit_code,
+                    "log_tail": exc.log_tail,
+                    "failed_cells": [c.label for c in failed],
+                }
+            ]
         finally:
-            server.stop()
-            entry["restarts"] = server.restarts
+            server.stop(grace_s=STOP_GRACE_INTERRUPTED_S if self.shutdown.requested else STOP_GRACE_S)
             write_manifest(self.run_dir, self.manifest)
+
+    def _start(self, server: ManagedServer, launch: ServerLaunch, entry: dict) -> None:
+        server.start(on_tick=lambda elapsed: self.progress.server_starting(launch.label, elapsed))
+        entry.update(
+            argv=redact_argv(server.spec.argv) if server.spec else None,
+            env=redact_env(server.spec.env) if server.spec else {},
+            url=server.base_url,
+            log=server.log_path.name if server.launched else None,
+            info=self._server_info(server),
+        )
+        entry["engine_version"] = entry["info"].get("version")
+        write_manifest(self.run_dir, self.manifest)
+        self.progress.server_ready(launch.label)
+
+    def _restart(self, server: ManagedServer, launch: ServerLaunch, entry: dict, cell: Cell) -> None:
+        """Start a server that died during `cell` again, with backoff; ServerError once restarts are spent."""
+        code = server.exit_code()
+        while True:
+            if entry["restarts"] >= self.config.max_restarts:
+                raise ServerError(
+                    f"server {launch.label} died during {cell.label} (exit code {code}) after {entry['restarts']} restart(s)"
+                    f" (max_restarts: {self.config.max_restarts})",
+                    exit_code=code,
+                    log_tail=tail(server.log_path),
+                )
+            entry["restarts"] += 1
+            entry.setdefault("restart_log", []).append({"at": _now(), "cell": cell.label, "exit_code": code})
+            attempt = f"restart {entry['restarts']} of {self.config.max_restarts}"
+            self.progress.warn(f"{launch.label}: server died during {cell.label} (exit code {code}); {attempt}")
+            server.stop()  # reap what is left of its process group
+            time.sleep(min(RESTART_BACKOFF_S * 2 ** (entry["restarts"] - 1), 60.0))
+            try:
+                self._start(server, launch, entry)
+                return
+            except ServerError as exc:
+                code = exc.exit_code
 
     def _server_info(self, server: ManagedServer) -> dict:
         try:
@@ -177,10 +264,14 @@ class Sweep:
             params["stop"] = gen.stop
         return params
 
-    def _run_cell(
-        self, cell: Cell, launch: ServerLaunch, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[dict]
-    ) -> None:
-        prompts = task.prompts(cell.shots, self.config.limit)
+    def _unfinished(self, cell: Cell, task: LmEvalTask) -> list[Prompt]:
+        return [p for p in task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
+
+    def _run_cell(self, cell: Cell, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[dict]) -> bool:
+        """Send the cell's unfinished requests; False when the server died before they all got a row."""
+        prompts = self._unfinished(cell, task)
+        if not prompts:
+            return True
         params = self._request_params(server, cell.cache)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
@@ -188,7 +279,7 @@ class Sweep:
             cell.pass_index == 1
             and cell.cache is CacheMode.on
             and self.config.fewshot == "shared"
-            and self._prewarm(server, prompts, params)
+            and self._prewarm(server, task.prompts(cell.shots, self.config.limit), params)
         )
         self.progress.cell_started(cell.label, len(prompts))
         cell_entry = {
@@ -201,16 +292,29 @@ class Sweep:
         cell_log.append(cell_entry)
 
         def on_complete(index: int, completion: Completion) -> None:
-            writer.write(self._record(cell, prompts[index], completion, task, prewarmed))
+            record = self._record(cell, prompts[index], completion, task, prewarmed)
+            writer.write(record)
+            if record.error_kind not in RETRYABLE_ERROR_KINDS:
+                self.finished.add(request_key(cell, prompts[index]))
             self.progress.request_done(completion.error is None)
 
         lm = ServedLM(lambda: self._client(server), params, on_complete)
-        asyncio.run(lm.agenerate([(p.text, {"until": list(p.stop)}) for p in prompts]))
+        outcome = asyncio.run(send_watched(lm, [(p.text, {"until": list(p.stop)}) for p in prompts], server, self.shutdown))
         cell_entry["metrics_after"] = self._metrics(server)
         self.progress.cell_done(cell.label)
+        self.shutdown.check()
+        return outcome is Outcome.done
+
+    def _record_server_died(self, cell: Cell, task: LmEvalTask, writer: RecordWriter, exc: ServerError) -> None:
+        """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
+        for prompt in self._unfinished(cell, task):
+            died = Completion(None, None, None, None, None, time.time(), None, 0, f"server died: {exc.args[0]}", "server_died")
+            writer.write(self._record(cell, prompt, died, task, prewarmed=False))
 
     def _metrics(self, server: ManagedServer) -> dict:
         """The engine's Prometheus counters now (cache hit rate, cached tokens); {} for engines without."""
+        if server.exit_code() is not None:
+            return {}
         try:
             with server.http() as http:
                 return server.adapter.scrape_metrics(http)

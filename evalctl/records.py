@@ -19,6 +19,11 @@ SAMPLES_FILE = "samples.parquet"
 
 # Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
 CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]
+# Columns that identify one request: at most one row per key survives compaction.
+RECORD_KEYS = [*CELL_KEYS, "doc_id", "prompt_hash"]
+# Error kinds where the server gave no answer: a resumed run or a restarted server sends
+# these requests again. Answers, 4xx refusals and malformed responses are final.
+RETRYABLE_ERROR_KINDS = frozenset({"timeout", "connection", "http_5xx", "server_died"})
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class RecordWriter:
 
     def __init__(self, run_dir: Path):
         self.path = run_dir / RECORDS_FILE
+        _drop_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: SampleRecord) -> None:
@@ -75,6 +81,18 @@ class RecordWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line left half-written by a crash, so appended records start on a line of their own."""
+    if not path.is_file():
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        end = data.rfind(b"\n") + 1
+        if end != len(data):
+            fh.truncate(end)
+            os.fsync(fh.fileno())
 
 
 def read_jsonl(path: Path) -> pd.DataFrame:
@@ -96,13 +114,27 @@ def load_samples(run_dir: Path) -> pd.DataFrame:
         return pd.read_parquet(parquet)
     jsonl = run_dir / RECORDS_FILE
     if jsonl.is_file():
-        return read_jsonl(jsonl)
+        return one_per_request(read_jsonl(jsonl))
     raise FileNotFoundError(f"{run_dir} has no {SAMPLES_FILE} or {RECORDS_FILE}: not a run folder")
 
 
+def is_final(df: pd.DataFrame) -> pd.Series:
+    """Rows that settle their request: an answer or an error that retrying would not change."""
+    return ~df.error_kind.isin(RETRYABLE_ERROR_KINDS)
+
+
+def one_per_request(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per request key: the last final row, else the last retryable error (row order kept)."""
+    if df.empty:
+        return df
+    ranked = df.assign(_final=is_final(df).astype(int), _order=range(len(df)))
+    kept = ranked.sort_values(["_final", "_order"], kind="stable").drop_duplicates(RECORD_KEYS, keep="last")
+    return kept.sort_values("_order").drop(columns=["_final", "_order"]).reset_index(drop=True)
+
+
 def compact(run_dir: Path) -> pd.DataFrame:
-    """Write `samples.parquet` from the JSONL (atomically) and return the frame."""
-    df = read_jsonl(run_dir / RECORDS_FILE)
+    """Write `samples.parquet` from the JSONL (atomically, one row per request) and return the frame."""
+    df = one_per_request(read_jsonl(run_dir / RECORDS_FILE))
     tmp = run_dir / (SAMPLES_FILE + ".tmp")
     df.to_parquet(tmp, index=False)
     os.replace(tmp, run_dir / SAMPLES_FILE)

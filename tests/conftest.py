@@ -32,6 +32,23 @@ def server_processes() -> list[psutil.Process]:
     return found
 
 
+def processes_of(path: Path) -> list[psutil.Process]:
+    """Live processes whose command line names `path` or a file under it (a test's evalctl and its servers).
+
+    Scoping by the test's own tmp_path keeps tests that run in parallel (other sessions,
+    xdist) from counting, or killing, each other's servers.
+    """
+    base = str(path)
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info.get("cmdline") or []
+        if proc.pid == os.getpid() or proc.info.get("status") == psutil.STATUS_ZOMBIE:
+            continue
+        if any(part == base or base + "/" in part for part in cmd):
+            found.append(proc)
+    return found
+
+
 @pytest.fixture
 def data_dir() -> Path:
     if not (DATA_DIR / "test.jsonl").is_file():
@@ -40,11 +57,10 @@ def data_dir() -> Path:
 
 
 @pytest.fixture
-def no_orphans():
-    """Fail the test if it leaves any llama.cpp server process behind."""
-    before = {p.pid for p in server_processes()}
+def no_orphans(tmp_path):
+    """Fail the test if any process of its run (command line under tmp_path) outlives it."""
     yield
-    left = [p for p in server_processes() if p.pid not in before]
+    left = processes_of(tmp_path)
     for proc in left:
         proc.kill()
-    assert not left, f"server processes left behind: {[p.pid for p in left]}"
+    assert not left, f"processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"

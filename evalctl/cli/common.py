@@ -10,8 +10,6 @@ err = Console(stderr=True)
 
 EXIT_USAGE = 2
 EXIT_FAILED_CELLS = 3
-EXIT_SIGINT = 130
-EXIT_SIGTERM = 143
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalctl.cli.common import EXIT_FAILED_CELLS, EXIT_SIGINT, EXIT_SIGTERM, console, err, fail
+from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
 from evalctl.config import CacheMode, ConfigError, SweepConfig, load_config, with_external_url
 
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so every `finally` (server teardown) runs."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
+if TYPE_CHECKING:
+    from evalctl.resume import ResumePoint
 
 
 def _csv_ints(text: str | None, name: str) -> list[int] | None:
@@ -62,6 +56,19 @@ def resolve_config(model: str | None, config: Path | None, url: str | None, over
     return with_external_url(resolved, url) if url else resolved
 
 
+def resolve_resume(
+    run_dir: Path, model: str | None, config: Path | None, url: str | None, overrides: dict
+) -> tuple[SweepConfig, ResumePoint]:
+    """The config to finish `run_dir` with (its manifest's, or the one named again) and where it stopped."""
+    from evalctl.resume import resume_config
+
+    given = resolve_config(model, config, None, overrides) if model or config else None
+    try:
+        return resume_config(run_dir, given, overrides, url)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
 def sweep(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
@@ -87,6 +94,16 @@ def sweep(
     ] = None,
     variants: Annotated[str | None, typer.Option(help="Variants (engine builds) to run, comma-separated, e.g. baseline,patched.")] = None,
     gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
+    max_restarts: Annotated[
+        int | None, typer.Option(help="Restarts of a server that dies mid-launch (with backoff); 0 fails its remaining cells instead.")
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Finish an interrupted run in this run folder: same run id, only unfinished requests sent. "
+            "Its recorded config is used; a --config/--model or option that changes what the records mean is refused."
+        ),
+    ] = None,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -97,12 +114,14 @@ def sweep(
     """Launch server(s), run GSM8K at each shot count with the prefix cache on and off, and report.
 
     Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
-    130/143 interrupted by SIGINT/SIGTERM.
+    1 other errors (e.g. the run folder cannot be created); 130/143 interrupted by SIGINT/SIGTERM
+    (records so far kept, servers stopped; finish with --resume).
     """
     from evalctl.cli.analyze import print_run
     from evalctl.execution import Sweep
     from evalctl.report.progress import RichProgress
     from evalctl.servers.process import ServerError
+    from evalctl.signals import Interrupted, Shutdown
 
     overrides = config_overrides(
         cache=cache,
@@ -115,26 +134,27 @@ def sweep(
         fewshot=fewshot,
         output_dir=output,
         data_dir=data_dir,
+        max_restarts=max_restarts,
         **{"generation.max_tokens": max_tokens},
     )
-    resolved = resolve_config(model, config, url, overrides)
+    if resume is None:
+        resolved, manifest = resolve_config(model, config, url, overrides), None
+    else:
+        resolved, manifest = resolve_resume(resume, model, config, url, overrides)
 
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    runner = Sweep(resolved, api_key=api_key)
+    shutdown = Shutdown()
+    runner = Sweep(resolved, api_key=api_key, shutdown=shutdown, resume=manifest)
     try:
-        with RichProgress(console) as progress:
+        with shutdown.install(), RichProgress(console) as progress:
             runner.progress = progress
             result = runner.run()
-    except KeyboardInterrupt as exc:
-        code = EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT
-        err.print(f"interrupted; records so far are in {runner.run_dir}")
-        raise typer.Exit(code) from None
+    except Interrupted as exc:
+        err.print(f"interrupted by {exc.args[0]}; records so far are in {runner.run_dir} (finish with --resume {runner.run_dir})")
+        raise typer.Exit(exc.exit_code) from None
     except ConfigError as exc:  # e.g. more GPUs asked for than visible: found before any launch
         raise fail(str(exc)) from None
     except (ServerError, OSError) as exc:
         raise fail(str(exc), 1) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
     print_run(result.run_dir)
     for failure in result.failures:

@@ -6,12 +6,16 @@ reaches every process it spawned (TP workers, tokenizer managers).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,7 +77,6 @@ class ManagedServer:
     spec: LaunchSpec | None = field(init=False, default=None)
     base_url: str = field(init=False, default="")
     process: subprocess.Popen | None = field(init=False, default=None)
-    restarts: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.adapter = adapter_for(self.profile.engine)
@@ -99,25 +102,32 @@ class ManagedServer:
         workdir.mkdir(parents=True, exist_ok=True)
         self.spec = self.adapter.launch_spec(self.profile, self.variant, self.cache, port, str(workdir), self.devices)
         self.base_url = f"http://{host}:{port}"
+        self.process = None  # a restart replaces the dead one
         log = open(self.log_path, "ab")
         try:
-            self.process = subprocess.Popen(
-                self.spec.argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.spec.env},
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise ServerError(f"cannot launch {self.spec.argv[0]}: {exc.strerror}") from exc
-        finally:
-            log.close()
-        try:
+            # A stop signal arriving between fork and `self.process = ...` would leave a server
+            # nobody owns: hold signals for that instant (they are delivered right after).
+            with _stop_signals_blocked():
+                self.process = subprocess.Popen(
+                    self.spec.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **self.spec.env},
+                    start_new_session=True,
+                    preexec_fn=_in_child,
+                )
             self._wait_healthy(on_tick)
+        except OSError as exc:
+            if self.process is not None:
+                self.stop()
+                raise
+            raise ServerError(f"cannot launch {self.spec.argv[0]}: {exc.strerror}") from exc
         except BaseException:
             self.stop()
             raise
+        finally:
+            log.close()
 
     def _wait_healthy(self, on_tick: Callable[[float], None] | None) -> None:
         started = time.monotonic()
@@ -146,12 +156,6 @@ class ManagedServer:
                     on_tick(time.monotonic() - started)
                 time.sleep(0.25)
 
-    def restart(self, on_tick: Callable[[float], None] | None = None) -> None:
-        """Stop and start again (same command, a fresh port unless fixed); counted in `restarts`."""
-        self.stop()
-        self.restarts += 1
-        self.start(on_tick)
-
     def exit_code(self) -> int | None:
         """None while running (or external); the exit code once it has died."""
         return None if self.process is None else self.process.poll()
@@ -173,6 +177,31 @@ class ManagedServer:
                     return
                 time.sleep(0.05)
         proc.poll()
+
+
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True) if sys.platform == "linux" else None
+_PR_SET_PDEATHSIG = 1
+
+
+@contextmanager
+def _stop_signals_blocked() -> Iterator[None]:
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+def _in_child() -> None:
+    """Runs in the forked server before exec: undo the inherited mask, and die with evalctl.
+
+    PDEATHSIG kills the server when the evalctl thread that started it dies, even by
+    `kill -9`, so no server outlives its sweep (engines' own workers watch their parent).
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _group_alive(pgid: int) -> bool:

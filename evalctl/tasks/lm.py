@@ -29,8 +29,11 @@ class ServedLM(LM):
     def generate_until(self, requests, disable_tqdm: bool = True) -> list[str]:
         return asyncio.run(self.agenerate([(inst.args[0], inst.args[1]) for inst in requests]))
 
-    async def agenerate(self, requests: list[tuple[str, dict]]) -> list[str]:
-        """Completions in request order; failures yield "" and reach `on_complete` as errors."""
+    async def agenerate(self, requests: list[tuple[str, dict]], stop: asyncio.Event | None = None) -> list[str]:
+        """Completions in request order; failures yield "" and reach `on_complete` as errors.
+
+        Once `stop` is set no new request is sent; unsent ones yield "" and no callback.
+        """
         items = []
         for index, (context, gen_kwargs) in enumerate(requests):
             params = dict(self.params)
@@ -39,7 +42,7 @@ class ServedLM(LM):
             items.append((index, context, params))
         texts = [""] * len(items)
         async with self.make_client() as client:
-            async for index, completion in client.map(items):
+            async for index, completion in client.map(items, stop):
                 texts[index] = completion.text or ""
                 if self.on_complete:
                     self.on_complete(index, completion)

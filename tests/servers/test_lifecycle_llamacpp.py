@@ -38,8 +38,8 @@ def test_metrics_scrape_flush_and_restart(tmp_path, no_orphans):
         assert complete(server)["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # flushed: cold again
 
         first = server.process.pid
-        server.restart()
-        assert server.restarts == 1
+        server.stop()
+        server.start()  # what a restart after a crash does: same command, a fresh process
         assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
         assert complete(server)["choices"][0]["text"]  # serves again after the restart
     finally:

@@ -1,0 +1,135 @@
+"""Finishing an interrupted run: same config meaning, same data, only missing requests sent.
+
+A request is done when the records hold a final row for its key (`records.RECORD_KEYS`):
+an answer, a 4xx refusal or a malformed response. Rows whose error says the server gave no
+answer (`records.RETRYABLE_ERROR_KINDS`) are sent again; compaction keeps one row per key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
+from evalctl.manifest import read_manifest
+from evalctl.plan import Cell
+from evalctl.records import RECORD_KEYS, RECORDS_FILE, is_final, read_jsonl
+from evalctl.secrets import REDACTED, redact_config
+from evalctl.tasks.data import SPLIT_FILES
+from evalctl.tasks.lmeval import Prompt
+
+# Settings that change how a run is carried out, not what its records mean.
+OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir"}
+OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
+
+RequestKey = tuple
+
+
+def request_key(cell: Cell, prompt: Prompt) -> RequestKey:
+    return (cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index, prompt.doc_id, prompt.prompt_hash)
+
+
+def data_fingerprint(data_dir: Path | None) -> str | None:
+    """sha256 of the local dataset files; None for hub data (prompt hashes still guard it)."""
+    if data_dir is None:
+        return None
+    digest = hashlib.sha256()
+    for name in sorted(SPLIT_FILES.values()):
+        digest.update(name.encode())
+        with open(data_dir / name, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _meaning(config: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in redact_config(config).items() if k not in OPERATIONAL_FIELDS}
+    kept["servers"] = [{k: v for k, v in s.items() if k not in OPERATIONAL_PROFILE_FIELDS} for s in kept.get("servers", [])]
+    return kept
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return {prefix: value}
+    flat: dict[str, Any] = {}
+    for key, item in items:
+        flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def differing_fields(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """Dotted names of the fields whose meaning differs between two config dumps."""
+    a, b = _flatten(_meaning(recorded)), _flatten(_meaning(wanted))
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """An interrupted run to finish: its folder and the manifest it left."""
+
+    run_dir: Path
+    manifest: dict
+
+
+def resume_config(
+    run_dir: Path, given: SweepConfig | None, overrides: dict[str, Any], url: str | None = None
+) -> tuple[SweepConfig, ResumePoint]:
+    """The config to finish `run_dir` with, and its manifest; ConfigError when it would mix runs.
+
+    `given` is the config named on the command line (optional: the manifest's is used
+    otherwise, with `overrides` applied); `url` points it at an external server. Either
+    way its meaning must equal the recorded one.
+    """
+    try:
+        manifest = read_manifest(run_dir)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
+    recorded = manifest.get("config")
+    if not isinstance(recorded, dict):
+        raise ConfigError(f"cannot resume {run_dir}: its manifest has no config")
+    if given is None:
+        hidden = sorted(k for k, v in _flatten(recorded).items() if v == REDACTED or (isinstance(v, list) and REDACTED in v))
+        if hidden:
+            raise ConfigError(
+                f"cannot resume {run_dir} from its manifest alone: secrets were redacted there ({', '.join(hidden)});"
+                " pass the same --config/--model again with --resume"
+            )
+        given = config_from_dict(recorded, overrides, f"{run_dir}/manifest.json")
+    if url:
+        given = with_external_url(given, url)
+    changed = differing_fields(recorded, given.model_dump(mode="json"))
+    if changed:
+        raise ConfigError(
+            f"cannot resume {run_dir}: the config differs from the recorded one in {', '.join(changed)};"
+            " records would mix incompatible settings (start a new run instead)"
+        )
+    recorded_data = manifest.get("data_fingerprint")
+    if recorded_data != data_fingerprint(given.resolved_data_dir()):
+        raise ConfigError(f"cannot resume {run_dir}: the dataset files differ from the ones the run started with")
+    return given, ResumePoint(run_dir, manifest)
+
+
+def finished_keys(run_dir: Path) -> set[RequestKey]:
+    """Keys of the requests the records settle (see module doc); empty for a run with no records yet."""
+    path = run_dir / RECORDS_FILE
+    if not path.is_file():
+        return set()
+    df = read_jsonl(path)
+    return set(df.loc[is_final(df), RECORD_KEYS].itertuples(index=False, name=None))
+
+
+def check_same_prompts(finished: set[RequestKey], planned: set[RequestKey]) -> None:
+    """Refuse when a recorded request is not one today's plan would send (its prompt changed)."""
+    stray = finished - planned
+    if stray:
+        example = sorted(stray)[0]
+        raise ConfigError(
+            f"cannot resume: {len(stray)} recorded request(s) match no prompt of today's plan (e.g. {example[:5]} doc {example[5]});"
+            " the dataset, few-shot exemplars or lm-eval changed: start a new run"
+        )

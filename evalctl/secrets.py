@@ -1,0 +1,44 @@
+"""Keep credentials out of the run folder: redact key-like names in what the manifest records."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+REDACTED = "<redacted>"
+# Names that hold credentials: OPENAI_API_KEY, HF_TOKEN, --api-key, db_password, client_secret ...
+_SECRET_NAME = re.compile(r"key|token|secret|passw(or)?d|credential", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    return {name: REDACTED if is_secret_name(name) else value for name, value in env.items()}
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Hide the values of secret-looking options: `--api-key X` and `--api-key=X`."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next and not arg.startswith("--"):
+            out.append(REDACTED)
+            hide_next = False
+        elif arg.startswith("-") and "=" in arg and is_secret_name(arg.split("=", 1)[0]):
+            out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(arg)
+            hide_next = arg.startswith("-") and is_secret_name(arg)
+    return out
+
+
+def redact_config(dump: dict[str, Any]) -> dict[str, Any]:
+    """A `SweepConfig.model_dump()` with profile env values and secret-looking args hidden."""
+    dump = dict(dump)
+    dump["servers"] = [
+        {**s, "env": redact_env(s.get("env") or {}), "extra_args": redact_argv(s.get("extra_args") or [])} for s in dump.get("servers", [])
+    ]
+    dump["variants"] = [{**v, "extra_args": redact_argv(v.get("extra_args") or [])} for v in dump.get("variants", [])]
+    return dump

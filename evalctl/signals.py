@@ -1,0 +1,76 @@
+"""SIGINT/SIGTERM as an orderly stop: no new requests, a short wait for those in flight,
+records kept, every server stopped, exit 128 + signal number.
+
+A signal in plain code raises `Interrupted` at once so every `finally` (server teardown)
+runs. While requests are in flight (`graceful`) it only sets an event: the request loop
+stops taking work and waits briefly for what is in flight. A second signal always raises
+at once. (Spawning a server blocks signals for the instant between fork and remembering
+the pid: `servers.process`.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised for SIGINT/SIGTERM; a KeyboardInterrupt so nothing swallows it as an error."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class Shutdown:
+    """Holds the first stop signal received; `install` makes it the process's handler."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._graceful: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @contextmanager
+    def install(self) -> Iterator[Shutdown]:
+        previous = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+        self.signum = signum
+        if self._graceful is None:
+            raise Interrupted(signum)
+        loop, event = self._graceful
+        loop.call_soon_threadsafe(event.set)
+
+    def check(self) -> None:
+        """Raise `Interrupted` if a stop signal has arrived."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+    @contextmanager
+    def graceful(self, stop: asyncio.Event) -> Iterator[None]:
+        """Within a running event loop: a signal sets `stop` instead of raising."""
+        self._graceful = (asyncio.get_running_loop(), stop)
+        try:
+            if self.signum is not None:
+                stop.set()
+            yield
+        finally:
+            self._graceful = None

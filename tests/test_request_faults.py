@@ -1,0 +1,109 @@
+"""Request faults against a real misbehaving HTTP server (tests/fault_server.py): retried, counted, never fatal."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fault_server import BAD_REQUEST_MESSAGE, MODES
+
+from evalctl.client import CompletionClient
+
+HERE = Path(__file__).resolve().parent
+# What each fault becomes after retries: the error kind of its row (None: answered).
+EXPECTED_KINDS = {
+    "ok": None,
+    "http_500": "http_5xx",
+    "500_then_ok": None,
+    "garbage_json": "bad_response",
+    "missing_choices": "bad_response",
+    "drop": "connection",
+    "slow": "timeout",
+    "http_400": "http_4xx",
+}
+
+
+@pytest.fixture
+def fault_url():
+    proc = subprocess.Popen([sys.executable, str(HERE / "fault_server.py")], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PORT "), line
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def expected_counts() -> Counter:
+    return Counter(EXPECTED_KINDS[mode] for mode in MODES)
+
+
+def test_client_turns_every_fault_into_a_counted_row(fault_url):
+    async def run() -> list:
+        async with CompletionClient(fault_url, model="m", concurrency=4, timeout_s=1.0, max_retries=1, backoff_s=0.05) as client:
+            return [c async for _, c in client.map((i, f"prompt {i}", {"max_tokens": 4}) for i in range(len(MODES)))]
+
+    completions = asyncio.run(run())
+    assert Counter(c.error_kind for c in completions) == expected_counts()
+    by_kind = {c.error_kind: c for c in completions}
+    assert BAD_REQUEST_MESSAGE in by_kind["http_4xx"].error and by_kind["http_4xx"].attempts == 1  # 4xx: no retry
+    assert by_kind["http_5xx"].attempts == 2 and by_kind["timeout"].attempts == 2  # retried max_retries times
+    assert "not JSON" in by_kind["bad_response"].error or "choices" in by_kind["bad_response"].error
+    assert sorted(c.attempts for c in completions if c.error is None) == [1, 2]  # the 500-then-ok one was retried
+
+
+def test_malformed_responses_name_what_is_wrong(fault_url):
+    async def run() -> list:
+        async with CompletionClient(fault_url, model="m", concurrency=1, timeout_s=1.0, max_retries=0) as client:
+            return [c async for _, c in client.map((i, f"p{i}", {}) for i in range(MODES.index("missing_choices") + 1))]
+
+    errors = sorted(c.error for c in asyncio.run(run()) if c.error_kind == "bad_response")
+    assert errors[0].startswith("malformed response: body is not JSON")
+    assert errors[1].startswith("malformed response: no choices[0] object")
+
+
+def test_stop_event_sends_no_new_requests(fault_url):
+    async def run() -> list:
+        stop = asyncio.Event()
+        stop.set()
+        async with CompletionClient(fault_url, model="m", concurrency=2, timeout_s=1.0, max_retries=0) as client:
+            return [c async for _, c in client.map(((i, f"q{i}", {}) for i in range(5)), stop)]
+
+    assert asyncio.run(run()) == []
+
+
+def test_sweep_against_misbehaving_server_completes_with_error_counts(tmp_path, fault_url, data_dir, no_orphans):
+    from test_sweep_cpu import evalctl, only_run
+
+    cfg = tmp_path / "faults.yaml"
+    cfg.write_text(
+        f"""
+model: faults
+shots: [1, 2]
+cache: ["off"]
+limit: 4
+request_timeout_s: 1.0
+max_retries: 1
+data_dir: {data_dir}
+output_dir: {tmp_path / "out"}
+generation: {{max_tokens: 8}}
+servers:
+  - {{name: fault, engine: external, url: "{fault_url}", model_path: fault-model}}
+"""
+    )
+    out = evalctl("sweep", "--config", str(cfg))
+    assert out.returncode == 0, out.stdout + out.stderr
+    run = only_run(tmp_path / "out")
+    df = pd.read_parquet(run / "samples.parquet")
+    assert len(df) == len(MODES)
+    assert Counter(None if pd.isna(k) else k for k in df.error_kind) == expected_counts()
+    assert df[df.error.notna()].strict_correct.isna().all()  # errors are not wrong answers
+    assert df[df.error_kind == "http_4xx"].error.str.contains(BAD_REQUEST_MESSAGE, regex=False).all()
+    summary = pd.read_csv(run / "summary.csv")
+    assert summary.errors.sum() == sum(n for kind, n in expected_counts().items() if kind) and summary.n.sum() == 2

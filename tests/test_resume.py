@@ -1,0 +1,102 @@
+"""Resume refuses to mix records of different meaning; operational settings may change."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from evalctl.config import ConfigError, load_config
+from evalctl.manifest import write_manifest
+from evalctl.resume import check_same_prompts, data_fingerprint, differing_fields, resume_config
+from evalctl.secrets import redact_config
+
+
+def make_run(tmp_path, data_dir, **overrides):
+    config = load_config(model="smollm2-135m", overrides={"data_dir": data_dir, "output_dir": tmp_path, "limit": 2, **overrides})
+    run = tmp_path / "20260101-000000-smollm2-135m-abcdef"
+    run.mkdir()
+    manifest = {
+        "run_id": run.name,
+        "config": redact_config(config.model_dump(mode="json")),
+        "data_fingerprint": data_fingerprint(data_dir),
+        "servers": [],
+    }
+    write_manifest(run, manifest)
+    return run, config
+
+
+def test_meaning_fields_are_named_operational_ones_ignored(tmp_path, data_dir):
+    _, config = make_run(tmp_path, data_dir)
+    base = config.model_dump(mode="json")
+    changed = {**base, "shots": [3], "concurrency": 1, "max_retries": 9, "generation": {**base["generation"], "max_tokens": 7}}
+    assert differing_fields(base, changed) == ["generation.max_tokens", "shots"]
+    servers = [{**base["servers"][0], "startup_timeout_s": 5.0, "context_length": 1024}]
+    assert differing_fields(base, {**base, "servers": servers}) == ["servers.0.context_length"]
+
+
+def test_resume_from_manifest_applies_operational_overrides(tmp_path, data_dir):
+    run, _ = make_run(tmp_path, data_dir)
+    config, point = resume_config(run, None, {"concurrency": 1, "max_restarts": 0})
+    assert (config.concurrency, config.max_restarts, config.limit) == (1, 0, 2)
+    assert point.run_dir == run and point.manifest["run_id"] == run.name
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fields"),
+    [
+        ({"shots": [3]}, "shots"),
+        ({"limit": 5, "fewshot": "sampled"}, "fewshot, limit"),
+        ({"generation.max_tokens": 3}, "generation.max_tokens"),
+    ],
+)
+def test_resume_refuses_changed_meaning(tmp_path, data_dir, overrides, fields):
+    run, _ = make_run(tmp_path, data_dir)
+    with pytest.raises(ConfigError, match=f"differs from the recorded one in {fields};"):
+        resume_config(run, None, overrides)
+
+
+def test_resume_refuses_changed_data(tmp_path, data_dir):
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    run, _ = make_run(tmp_path, copy)
+    with open(copy / "test.jsonl", "a") as fh:
+        fh.write('{"question": "1+1?", "answer": "#### 2"}\n')
+    with pytest.raises(ConfigError, match="dataset files differ"):
+        resume_config(run, None, {})
+
+
+def test_redacted_secrets_need_the_config_again(tmp_path, data_dir):
+    cfg = load_config(model="smollm2-135m", overrides={"data_dir": data_dir})
+    servers = [cfg.servers[0].model_copy(update={"env": {"HF_TOKEN": "secret"}})]
+    run, _ = make_run(tmp_path, data_dir)
+    from evalctl.manifest import read_manifest
+
+    manifest = read_manifest(run)
+    manifest["config"] = redact_config(cfg.model_copy(update={"servers": servers, "limit": 2}).model_dump(mode="json"))
+    write_manifest(run, manifest)
+    with pytest.raises(ConfigError, match=r"secrets were redacted there \(servers.0.env.HF_TOKEN\)"):
+        resume_config(run, None, {})
+    given = cfg.model_copy(update={"servers": servers, "limit": 2})
+    assert resume_config(run, given, {})[0].servers[0].env == {"HF_TOKEN": "secret"}
+
+
+def test_not_a_run_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="no manifest.json: not a run folder"):
+        resume_config(tmp_path, None, {})
+
+
+def test_recorded_prompts_must_be_todays():
+    planned = {("cpu", "default", "on", 1, 1, 0, "aaa")}
+    check_same_prompts(set(), planned)
+    with pytest.raises(ConfigError, match="1 recorded request"):
+        check_same_prompts({("cpu", "default", "on", 1, 1, 0, "bbb")}, planned)
+
+
+def test_cli_resume_with_other_shots_exits_2_naming_the_field(tmp_path, data_dir):
+    from test_sweep_cpu import evalctl
+
+    run, _ = make_run(tmp_path, data_dir)
+    out = evalctl("sweep", "--resume", str(run), "--shots", "5")
+    assert out.returncode == 2
+    assert "differs from the recorded one in shots" in " ".join(out.stderr.split())

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 import psutil
@@ -10,27 +9,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "datasets" / "gsm8k"
 SERVER_MODULE = "evalctl.servers.llamacpp_main"
-
-# Every process this test session starts inherits this tag, so leftover checks
-# see only our own servers, never those of another session on the same machine.
-SESSION_ENV = "EVALCTL_TEST_SESSION"
-os.environ[SESSION_ENV] = uuid.uuid4().hex
-
-
-def server_processes() -> list[psutil.Process]:
-    """llama.cpp server processes started by this test session."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = proc.info.get("cmdline") or []
-        if not any(SERVER_MODULE in part for part in cmd) or proc.pid == os.getpid():
-            continue
-        try:
-            if proc.environ().get(SESSION_ENV) == os.environ[SESSION_ENV] and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
-
 
 def processes_of(path: Path) -> list[psutil.Process]:
     """Live processes whose command line names `path` or a file under it (a test's evalctl and its servers).

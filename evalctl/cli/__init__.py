@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, sweep
+from evalctl.cli import analyze, history, report, runs, sweep
 from evalctl.cli.common import console
 
 app = typer.Typer(
@@ -37,3 +37,6 @@ def main(
 
 app.command()(sweep.sweep)
 app.command()(analyze.analyze)
+app.add_typer(runs.app, name="runs")
+app.command()(history.history)
+app.command()(report.report)

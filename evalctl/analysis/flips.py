@@ -31,7 +31,8 @@ def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list
     pairs = scored(reference).merge(scored(candidate).drop(columns=["question", "target"]), on=keys, suffixes=("_ref", "_cand"))
     ref_ok = pairs[f"{metric}_correct_ref"].astype(bool)
     cand_ok = pairs[f"{metric}_correct_cand"].astype(bool)
-    flips = pairs[ref_ok != cand_ok].assign(direction=ref_ok.map({True: "right→wrong", False: "wrong→right"}))
+    flipped = ref_ok != cand_ok
+    flips = pairs[flipped].assign(direction=ref_ok[flipped].map({True: "right→wrong", False: "wrong→right"}).to_numpy())
     flips = flips.rename(
         columns={
             f"{metric}_answer_ref": "reference_answer",

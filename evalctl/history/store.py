@@ -186,12 +186,12 @@ class HistoryStore:
         """One row per (run, profile, variant, cache, shots) on the first pass, oldest first.
 
         `accuracy` is strict match (GSM8K's headline figure); `throughput` is output
-        tokens per second over the cell's wall-clock window. Only compacted runs count:
-        a run still writing is not yet a point of history.
+        tokens per second over the cell's wall-clock window. Only compacted runs with a
+        readable manifest count: a run still writing is not yet a point of history.
         """
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
-        folders = [f for f in self.folders() if f.model == model]
+        folders = [f for f in self.folders() if f.model == model and f.status != "corrupt"]
         where, params = ["pass_index = 1"], []
         for column, value in (("shots", shots), ("cache", cache), ("profile", profile), ("variant", variant)):
             if value is not None:

@@ -229,6 +229,9 @@ def _history(run: Run, root: Path | None) -> dict | None:
     cache = "on" if "on" in set(run.samples["cache"]) else str(run.samples["cache"].iloc[0])
     model = run.config.get("model")
     trend = HistoryStore(root).history(model, "accuracy", shots=shots, cache=cache)
+    created = pd.to_datetime(run.manifest.get("created_at"), utc=True, errors="coerce")
+    if not pd.isna(created):
+        trend = trend[trend["created_at"] <= created]  # the past of this run, not later nights
     if trend["run_id"].nunique() < 2:
         return None
     view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M"))
@@ -244,8 +247,9 @@ def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = No
 
     `gate` is the gate's result (gate.json's schema); None reads `run_dir/gate.json`.
     """
+    run_dir = Path(run_dir).resolve()
     run = Run.load(run_dir)
-    baseline = Run.load(baseline_dir) if baseline_dir is not None else None
+    baseline = Run.load(Path(baseline_dir).resolve()) if baseline_dir is not None else None
     gate = gate if gate is not None else load_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     acc, by_length = run.summary.accuracy, run.summary.by_length

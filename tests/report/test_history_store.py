@@ -27,11 +27,13 @@ def test_runs_lists_good_and_broken_folders_without_failing(tmp_path):
     torn = make_run(tmp_path, "m", DAY, cell_rows([True]))
     data = (torn / "samples.parquet").read_bytes()
     (torn / "samples.parquet").write_bytes(data[: len(data) // 2])
+    garbled = make_run(tmp_path, "m", DAY, cell_rows([True]))
+    (garbled / "samples.parquet").write_bytes(b"PAR1" + b"\0" * 64 + b"PAR1")  # passes the magic check, fails to read
     (tmp_path / "empty-folder").mkdir()
     (tmp_path / "stray-file.txt").write_text("not a run")
 
     runs = HistoryStore(tmp_path).runs().set_index("path")
-    assert len(runs) == 5
+    assert len(runs) == 6
     assert runs.loc[str(good), "status"] == "complete"
     assert runs.loc[str(good), "samples"] == 2 and runs.loc[str(good), "cells"] == 1
     assert runs.loc[str(partial), "status"] == "partial" and "records.jsonl only" in runs.loc[str(partial), "note"]
@@ -39,7 +41,10 @@ def test_runs_lists_good_and_broken_folders_without_failing(tmp_path):
     # the model of a folder with a lost manifest comes from its run id
     assert runs.loc[str(bad_manifest), "model"] == "m"
     assert runs.loc[str(torn), "status"] == "corrupt" and "truncated" in runs.loc[str(torn), "note"]
+    assert runs.loc[str(garbled), "status"] == "corrupt" and "unreadable" in runs.loc[str(garbled), "note"]
     assert runs.loc[str(tmp_path / "empty-folder"), "status"] == "empty"
+    # the good run's samples still count though another parquet in the scan is garbage
+    assert HistoryStore(tmp_path).history("m", "accuracy")["n"].sum() == 2
 
 
 def test_runs_filters_by_model_and_date_newest_first(tmp_path):

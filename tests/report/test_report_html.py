@@ -117,6 +117,7 @@ def test_baseline_comparison_and_history_trend(tmp_path):
     assert "This run / baseline" in html
     assert 'id="plot-history"' in html and html.count("data:image/png;base64,") == 3
     assert f"<td>{base.name}</td>" in html and f"<td>{run.name}</td>" in html  # both runs in the trend table
+    assert "no earlier runs" in render(base)  # a run's history is its past, not later nights
 
 
 def test_report_cli_writes_into_the_run_folder_by_default_and_refuses_a_missing_run(tmp_path):

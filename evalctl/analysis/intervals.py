@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
-from scipy.optimize import brentq
-from scipy.stats import norm
+# The standard normal from the standard library: importing scipy.stats costs about a second,
+# which `evalctl runs list`/`history` (Wilson bounds only) should not pay.
+_NORMAL = NormalDist()
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval; well-behaved at 0 and n, unlike the Wald interval."""
     if n <= 0:
         return (math.nan, math.nan)
-    z = float(norm.ppf(0.5 + confidence / 2))
+    z = _NORMAL.inv_cdf(0.5 + confidence / 2)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -69,7 +71,7 @@ def paired_drop_upper_bound(b: int, c: int, n_pairs: int, confidence: float = 0.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    z = float(norm.ppf(confidence))
+    z = _NORMAL.inv_cdf(confidence)
     tango_score_statistic(b, c, n_pairs, 0.0)  # validates the counts
     observed = (b - c) / n_pairs
     if b == n_pairs:
@@ -83,4 +85,6 @@ def paired_drop_upper_bound(b: int, c: int, n_pairs: int, confidence: float = 0.
     hi = 1.0 - 1e-9
     if f(hi) >= 0:
         return 1.0
+    from scipy.optimize import brentq  # here, not at the top: see _NORMAL
+
     return float(brentq(f, observed, hi, xtol=1e-12, rtol=1e-12))

@@ -55,3 +55,12 @@ def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, include_groups=False).reset_index()
     out["requests"] = out["requests"].astype(int)
     return out
+
+
+def throughput_ratio(candidate: pd.DataFrame, reference: pd.DataFrame, on: list[str]) -> pd.DataFrame:
+    """Candidate over reference rates for cells matched on `on` (cache on/off, or run vs baseline)."""
+    rates = ["requests_per_s", "output_tokens_per_s"]
+    merged = candidate[[*on, *rates]].merge(reference[[*on, *rates]], on=on, suffixes=("", "_ref"))
+    for rate in rates:
+        merged[f"{rate}_ratio"] = merged[rate] / merged[f"{rate}_ref"]
+    return merged.sort_values(on).reset_index(drop=True)

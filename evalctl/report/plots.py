@@ -57,3 +57,28 @@ def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_pre
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def history_trend(table: pd.DataFrame, path: Path, title: str, ylabel: str = "accuracy (strict, 95% Wilson)") -> Path:
+    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, group in table.groupby(["profile", "variant", "cache", "shots"], sort=True):
+        profile, variant, cache, shots = key
+        group = group.sort_values("created_at")
+        x, y = group["created_at"].dt.tz_localize(None), group["value"]
+        yerr = None
+        if group["lo"].notna().any():
+            yerr = [(y - group["lo"]).clip(lower=0), (group["hi"] - y).clip(lower=0)]
+        name = f"{profile}/{variant}" if variant != "default" else profile
+        ax.errorbar(x, y, yerr=yerr, marker="o", capsize=3, label=f"{name} cache {cache} {shots}-shot")
+    ax.set(xlabel="run date (UTC)", ylabel=ylabel, title=title)
+    if "accuracy" in ylabel:
+        ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    if len(table):
+        ax.legend(fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,45 @@
+"""The questions whose outcome flipped between two paired sets of samples."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+FLIP_COLUMNS = [
+    "doc_id",
+    "question",
+    "target",
+    "reference_answer",
+    "candidate_answer",
+    "reference_response",
+    "candidate_response",
+    "direction",
+]
+
+
+def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list[str], metric: str = "strict") -> pd.DataFrame:
+    """Pairs (same `on` keys, doc and prompt) scored in both where exactly one is correct.
+
+    `direction` is "right→wrong" when the candidate lost a question the reference got.
+    Error rows are not answers and so are never flips. Right→wrong first (they matter most).
+    """
+    keys = [*on, "doc_id", "prompt_hash"]
+    cols = [*keys, "question", "target", f"{metric}_answer", "response", f"{metric}_correct"]
+
+    def scored(df: pd.DataFrame) -> pd.DataFrame:
+        return df.loc[df["error"].isna(), cols]
+
+    pairs = scored(reference).merge(scored(candidate).drop(columns=["question", "target"]), on=keys, suffixes=("_ref", "_cand"))
+    ref_ok = pairs[f"{metric}_correct_ref"].astype(bool)
+    cand_ok = pairs[f"{metric}_correct_cand"].astype(bool)
+    flipped = ref_ok != cand_ok
+    flips = pairs[flipped].assign(direction=ref_ok[flipped].map({True: "right→wrong", False: "wrong→right"}).to_numpy())
+    flips = flips.rename(
+        columns={
+            f"{metric}_answer_ref": "reference_answer",
+            f"{metric}_answer_cand": "candidate_answer",
+            "response_ref": "reference_response",
+            "response_cand": "candidate_response",
+        }
+    )
+    out = flips[[*on, *FLIP_COLUMNS]]
+    return out.sort_values(["direction", *on, "doc_id"], kind="stable").reset_index(drop=True)

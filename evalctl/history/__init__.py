@@ -1,0 +1,1 @@
+"""Run history: queries across the run folders of a results root."""

@@ -1,0 +1,289 @@
+"""The release sign-off report: one self-contained HTML file per run.
+
+Everything is embedded (plots as base64 PNG, CSS inline, no script), so the file opens
+offline. Every string that came from a model, a dataset or a run folder goes through
+Jinja's autoescape: a model that answers `<script>` shows that text, nothing runs.
+
+The gate's verdict is an input, not computed here: `write_report(..., gate=...)` takes
+the gate's result as a dict; without one it reads the run's `gate.json`, and without
+that the report says "not gated" and the sign-off matrix is grey.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import shlex
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import jinja2
+import pandas as pd
+
+from evalctl.analysis.flips import flipped_questions
+from evalctl.analysis.throughput import throughput_ratio
+from evalctl.history.store import HistoryStore
+from evalctl.manifest import read_manifest
+from evalctl.records import load_samples
+from evalctl.report.outputs import RunSummary, summarize
+from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots, history_trend
+from evalctl.report.signoff import signoff_matrix
+from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
+
+GATE_FILE = "gate.json"
+PROBE_GLOB = "probe*.json"
+MAX_FLIPS = 100  # rows shown per comparison; the count says how many there were
+
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("evalctl.report", "templates"),
+    autoescape=True,  # all text is data; nothing from a run may become markup
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A frame as display strings, for the template's one table macro."""
+
+    columns: list[str]
+    rows: list[list[str]]
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> Table:
+        return cls([str(c) for c in df.columns], [[_fmt(v, str(c)) for v, c in zip(row, df.columns)] for row in df.itertuples(index=False)])
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    manifest: dict
+    samples: pd.DataFrame
+    summary: RunSummary
+
+    @classmethod
+    def load(cls, path: Path) -> Run:
+        samples = load_samples(path)
+        return cls(path, read_manifest(path), samples, summarize(samples))
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.path.name)
+
+    @property
+    def config(self) -> dict:
+        return self.manifest.get("config") or {}
+
+
+def load_gate(run_dir: Path) -> dict | None:
+    """The gate's result stored with the run, or None when the run was not gated."""
+    path = run_dir / GATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path} is unreadable: {exc}") from None
+
+
+def load_probes(run_dir: Path) -> list[dict]:
+    """Each `probe*.json` as {name, verdict, scalars, tables} (tables: every list of dicts in it)."""
+    probes = []
+    for path in sorted(run_dir.glob(PROBE_GLOB)):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            probes.append({"name": path.name, "verdict": "unreadable", "scalars": [("error", str(exc))], "tables": []})
+            continue
+        if isinstance(data, list):
+            data = {"rows": data}
+        if not isinstance(data, dict):
+            data = {"value": data}
+        scalars, tables = [], []
+        for key, value in data.items():
+            if key == "verdict":
+                continue
+            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+                tables.append((key, Table.of(pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in value]))))
+            else:
+                scalars.append((key, _cell(value)))
+        probes.append({"name": path.name, "verdict": data.get("verdict"), "scalars": scalars, "tables": tables})
+    return probes
+
+
+def _cell(value: object) -> object:
+    return json.dumps(value, default=str) if isinstance(value, dict | list) else value
+
+
+def _png(draw, *args, **kwargs) -> str:
+    """A plot drawn by a `report.plots` function, as a data URI."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = draw(*args, path=Path(tmp) / "plot.png", **kwargs)
+        return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _as_baseline(table: pd.DataFrame) -> pd.DataFrame:
+    """Label a baseline's series apart from the candidate's in shared plots."""
+    return table.assign(variant=[f"{v} (baseline)" for v in table["variant"]])
+
+
+def _header(run: Run) -> dict:
+    m = run.manifest
+    profiles = {p.get("name"): p for p in run.config.get("servers", [])}
+    variants = {v.get("name"): v for v in run.config.get("variants", [])}
+    evalctl = m.get("evalctl") or {}
+    return {
+        "model": run.config.get("model", "?"),
+        "task": run.config.get("task", ""),
+        "run_id": run.run_id,
+        "created_at": m.get("created_at"),
+        "finished_at": m.get("finished_at"),
+        "status": m.get("status"),
+        "evalctl": f"{evalctl.get('version', '?')} @ {evalctl.get('git_revision') or 'unknown revision'}",
+        "host": ", ".join(f"{k}={v}" for k, v in (m.get("host") or {}).items()),
+        "gpus": sorted({str(p.get("gpu")) for p in profiles.values() if p.get("gpu")}) or ["none recorded"],
+        "variants": [(name, v.get("git_revision") or "-") for name, v in variants.items()],
+        "settings": {k: run.config.get(k) for k in ("fewshot", "limit", "passes", "concurrency", "generation")},
+    }
+
+
+def _servers(run: Run, out_dir: Path) -> list[dict]:
+    profiles = {p.get("name"): p for p in run.config.get("servers", [])}
+    variants = {v.get("name"): v for v in run.config.get("variants", [])}
+    rows = []
+    for s in run.manifest.get("servers", []):
+        profile = profiles.get(s.get("profile"), {})
+        log = s.get("log")
+        info = s.get("info") or {}
+        rows.append({
+            "label": f"{s.get('profile')}/{s.get('variant')} cache {s.get('cache')}",
+            "engine": s.get("engine"),
+            "engine_info": ", ".join(f"{k}={v}" for k, v in info.items()),
+            "gpu": profile.get("gpu") or "-",
+            "tp": profile.get("tp", "-"),
+            "quantization": profile.get("quantization") or profile.get("dtype") or "-",
+            "git_revision": (variants.get(s.get("variant")) or {}).get("git_revision") or "-",
+            "status": s.get("status", "-"),
+            "error": s.get("error"),
+            "argv": shlex.join(s["argv"]) if s.get("argv") else "(not launched by evalctl)",
+            "log": log,
+            "log_href": quote(os.path.relpath(run.path / log, out_dir)) if log else None,
+        })  # fmt: skip
+    return rows
+
+
+_RATIO_COLUMNS = {
+    "requests_per_s": "req/s",
+    "requests_per_s_ref": "req/s (ref)",
+    "requests_per_s_ratio": "req/s ratio",
+    "output_tokens_per_s": "out tok/s",
+    "output_tokens_per_s_ref": "out tok/s (ref)",
+    "output_tokens_per_s_ratio": "out tok/s ratio",
+    "pass_index": "pass",
+}
+
+
+def _ratio_table(df: pd.DataFrame) -> Table:
+    return Table.of(df.rename(columns=_RATIO_COLUMNS))
+
+
+def _throughput(run: Run, baseline: Run | None) -> dict:
+    tp = run.summary.throughput
+    keys = ["profile", "variant", "shots", "pass_index"]
+    on, off = tp[tp["cache"] == "on"].drop(columns="cache"), tp[tp["cache"] == "off"].drop(columns="cache")
+    out = {"cells": Table.of(throughput_view(tp)), "cache_ratio": None, "baseline_ratio": None}
+    if len(on) and len(off):
+        out["cache_ratio"] = _ratio_table(throughput_ratio(on, off, keys))
+    if baseline is not None:
+        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary.throughput, ["cache", *keys]))
+    return out
+
+
+def _flips(run: Run, baseline: Run | None) -> list[dict]:
+    sections = []
+    df = run.samples
+    if {"on", "off"} <= set(df["cache"]):
+        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], ["profile", "variant", "shots", "pass_index"])
+        sections.append({"title": "cache on vs cache off", "reference": "cache off", "candidate": "cache on", "table": table})
+    if baseline is not None:
+        table = flipped_questions(baseline.samples, df, ["profile", "variant", "cache", "shots", "pass_index"])
+        sections.append(
+            {"title": f"this run vs baseline {baseline.run_id}", "reference": "baseline", "candidate": "this run", "table": table}
+        )
+    for s in sections:
+        s["count"] = len(s["table"])
+        s["rows"] = s.pop("table").head(MAX_FLIPS).to_dict("records")
+    return sections
+
+
+def _history(run: Run, root: Path | None) -> dict | None:
+    """The model's trend at the run's most demanding cell (most shots, cache on), when earlier runs exist."""
+    if root is None or run.samples.empty:
+        return None
+    shots = int(run.samples["shots"].max())
+    cache = "on" if "on" in set(run.samples["cache"]) else str(run.samples["cache"].iloc[0])
+    model = run.config.get("model")
+    trend = HistoryStore(root).history(model, "accuracy", shots=shots, cache=cache)
+    created = pd.to_datetime(run.manifest.get("created_at"), utc=True, errors="coerce")
+    if not pd.isna(created):
+        trend = trend[trend["created_at"] <= created]  # the past of this run, not later nights
+    if trend["run_id"].nunique() < 2:
+        return None
+    view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M"))
+    return {
+        "cell": f"{shots}-shot, cache {cache}",
+        "plot": _png(history_trend, trend, title=f"{model}: strict accuracy, {shots}-shot, cache {cache}"),
+        "table": Table.of(view),
+    }
+
+
+def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = None, gate: dict | None = None) -> str:
+    """The report's HTML. `out_dir` is where it will live (log links are relative to it).
+
+    `gate` is the gate's result (gate.json's schema); None reads `run_dir/gate.json`.
+    """
+    run_dir = Path(run_dir).resolve()
+    run = Run.load(run_dir)
+    baseline = Run.load(Path(baseline_dir).resolve()) if baseline_dir is not None else None
+    gate = gate if gate is not None else load_gate(run_dir)
+    title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
+    acc, by_length = run.summary.accuracy, run.summary.by_length
+    if baseline is not None:
+        acc = pd.concat([acc, _as_baseline(baseline.summary.accuracy)], ignore_index=True)
+        by_length = pd.concat([by_length, _as_baseline(baseline.summary.by_length)], ignore_index=True)
+    checks = gate.get("checks", []) if gate is not None else None
+    return _env.get_template("report.html.j2").render(
+        title=title,
+        header=_header(run),
+        baseline=_header(baseline) if baseline is not None else None,
+        gate=gate,
+        gate_checks=Table.of(pd.DataFrame([{k: _cell(v) for k, v in c.items()} for c in checks])) if checks else None,
+        gate_cliffs=Table.of(pd.DataFrame([{k: _cell(v) for k, v in c.items()} for c in gate.get("cliffs") or []]))
+        if gate and gate.get("cliffs")
+        else None,
+        matrix=signoff_matrix(run.summary.accuracy, checks),
+        accuracy=Table.of(accuracy_view(run.summary.accuracy)),
+        plot_shots=_png(accuracy_vs_shots, acc, title=title),
+        plot_prefill=_png(accuracy_vs_prefill, by_length, title=title),
+        throughput=_throughput(run, baseline),
+        probes=load_probes(run_dir),
+        flips=_flips(run, baseline),
+        servers=_servers(run, out_dir),
+        history=_history(run, run_dir.parent),
+        fmt_acc=lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}",
+    )
+
+
+def write_report(run_dir: Path, out: Path, *, baseline_dir: Path | None = None, gate: dict | None = None) -> Path:
+    """Render and write atomically (a reader never sees half a report)."""
+    out = Path(out)
+    html = build_report(Path(run_dir), out.resolve().parent, baseline_dir=baseline_dir, gate=gate)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, out)
+    return out

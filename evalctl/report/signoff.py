@@ -1,0 +1,56 @@
+"""The sign-off matrix: one coloured cell per (profile, variant, cache) x shots, from the gate's checks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+# Worst first: a cell is as bad as its worst check.
+_SEVERITY = {"regression": 0, "inconclusive": 1, "pass": 2}
+MATCH_KEYS = ("profile", "variant", "cache", "shots")
+
+
+@dataclass(frozen=True)
+class SignoffCell:
+    status: str  # pass | regression | inconclusive | unchecked (grey) | not gated (grey)
+    accuracy: float | None
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SignoffMatrix:
+    shots: list[int]
+    rows: list[tuple[tuple[str, str, str], list[SignoffCell]]]  # (profile, variant, cache) -> a cell per shot count
+
+
+def _matches(check: dict, cell: dict) -> bool:
+    """A check applies to a cell when every key it names agrees (an absent key is a wildcard)."""
+    return all(check.get(k) is None or str(check[k]) == str(cell[k]) for k in MATCH_KEYS)
+
+
+def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None) -> SignoffMatrix:
+    """`accuracy` is `accuracy_table` output; `checks` the gate's, or None when the run is not gated."""
+    first = accuracy[accuracy["pass_index"] == accuracy["pass_index"].min()] if len(accuracy) else accuracy
+    shots = sorted({int(s) for s in first["shots"]})
+    rows = []
+    for (profile, variant, cache), group in first.groupby(["profile", "variant", "cache"], sort=True):
+        acc = {int(r.shots): r.strict_acc for r in group.itertuples()}
+        cells = []
+        for n in shots:
+            value = acc.get(n)
+            value = None if value is None or math.isnan(value) else float(value)
+            if checks is None:
+                cells.append(SignoffCell("not gated", value))
+                continue
+            here = [c for c in checks if _matches(c, {"profile": profile, "variant": variant, "cache": cache, "shots": n})]
+            if not here:
+                cells.append(SignoffCell("unchecked", value))
+                continue
+            worst = min(here, key=lambda c: _SEVERITY.get(c.get("status"), 1))
+            status = worst.get("status") if worst.get("status") in _SEVERITY else "inconclusive"
+            reasons = [f"{c.get('name', c.get('kind', 'check'))}: {c.get('status')} - {c.get('reason', '')}" for c in here]
+            cells.append(SignoffCell(status, value, reasons))
+        rows.append(((profile, variant, cache), cells))
+    return SignoffMatrix(shots, rows)

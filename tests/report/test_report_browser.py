@@ -1,0 +1,96 @@
+"""The report of a real CPU run, opened in headless Chromium: it loads clean and shows what a release manager needs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_sweep_cpu import evalctl, only_run
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "results" / "report-screenshot.png"
+KEY_IDS = [
+    "header",
+    "verdict",
+    "signoff",
+    "plot-shots",
+    "plot-prefill",
+    "throughput",
+    "probes",
+    "flips",
+    "servers",
+    "history",
+    "plot-history",
+]
+
+chromium = shutil.which("chromium")
+needs_chromium = pytest.mark.skipif(chromium is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+
+
+def browse(page: Path, tmp: Path, *mode: str) -> subprocess.CompletedProcess:
+    """Headless Chromium on a file, offline, with the page's console messages logged to stderr."""
+    args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", f"--user-data-dir={tmp / 'chromium-profile'}", "--enable-logging=stderr", "--v=0",
+            "--window-size=1280,3600", *mode, page.resolve().as_uri()]  # fmt: skip
+    return subprocess.run(args, capture_output=True, text=True, timeout=120)
+
+
+def console_messages(stderr: str) -> list[str]:
+    """Chromium logs every console message of the page (errors, uncaught exceptions, CSP refusals) as CONSOLE."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+@needs_chromium
+def test_console_check_catches_a_page_error(tmp_path):
+    page = tmp_path / "bad.html"
+    page.write_text("<html><body><script>throw new Error('boom')</script></body></html>")
+    assert any("Uncaught Error: boom" in m for m in console_messages(browse(page, tmp_path, "--dump-dom").stderr))
+
+
+@needs_chromium
+@pytest.mark.server
+def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orphans):
+    root = tmp_path / "results"
+    out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1,2", "--limit", "3", "--cache", "on,off", "--max-tokens", "32",
+                  "--data-dir", str(data_dir), "--output", str(root))  # fmt: skip
+    assert out.returncode in (0, 3), out.stderr + out.stdout
+    run = only_run(root)
+
+    # An earlier night: the same run copied back a day, as baseline and as a point of history.
+    manifest = json.loads((run / "manifest.json").read_text())
+    earlier_id = "20000101-000000-smollm2-135m-000000"
+    earlier = root / earlier_id
+    shutil.copytree(run, earlier)
+    (earlier / "manifest.json").write_text(json.dumps({**manifest, "run_id": earlier_id, "created_at": "2000-01-01T00:00:00+00:00"}))
+    # The gate and the probe land with their own issues; their files (documented schemas) are rendered when present.
+    checks = [{"name": f"cache on vs off {s}-shot", "kind": "cache", "profile": "cpu", "variant": "default", "cache": "on", "shots": s,
+               "pass_index": 1, "status": status, "reason": "synthetic", "b": 0, "c": 0, "n": 3}
+              for s, status in ((1, "pass"), (2, "inconclusive"))]  # fmt: skip
+    (run / "gate.json").write_text(json.dumps({"verdict": "inconclusive", "exit_code": 2, "policy": {"alpha": 0.05}, "run": run.name,
+                                               "baseline": earlier_id, "checks": checks, "cliffs": []}))  # fmt: skip
+    (run / "probe-prefix.json").write_text(json.dumps({"verdict": "pass", "note": "<script>document.title='pwned'</script>",
+                                                       "bins": [{"prefix_tokens": 256, "accuracy": 0.0}]}))  # fmt: skip
+
+    report = run / "report.html"
+    made = evalctl("report", str(run), "--baseline", str(earlier), "-o", str(report))
+    assert made.returncode == 0, made.stderr
+
+    dom = browse(report, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert console_messages(dom.stderr) == []
+    missing = [i for i in KEY_IDS if f'id="{i}"' not in dom.stdout]
+    assert not missing, f"elements missing from the page: {missing}"
+    assert "<title>evalctl report:" in dom.stdout and "pwned" not in re.search(r"<title>(.*?)</title>", dom.stdout).group(1)
+    assert "&lt;script&gt;document.title" in dom.stdout
+    assert "INCONCLUSIVE" in dom.stdout and 'class="cell pass"' in dom.stdout
+    assert "evalctl.servers.llamacpp_main" in dom.stdout
+
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    shot = browse(report, tmp_path, f"--screenshot={SCREENSHOT}")
+    assert shot.returncode == 0 and SCREENSHOT.stat().st_size > 10_000, shot.stderr[-2000:]
+    assert console_messages(shot.stderr) == []
+    print(f"report screenshot: {SCREENSHOT}")

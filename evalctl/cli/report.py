@@ -14,17 +14,32 @@ def report(
     run: Annotated[Path, typer.Argument(help="A run folder (results/<run>).")],
     baseline: Annotated[Path | None, typer.Option(help="A baseline run folder to compare against.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write; default: <run>/report.html.")] = None,
+    policy: Annotated[
+        Path | None, typer.Option("--policy", "-p", help="Gate policy YAML, used when the run has no gate.json yet (default: built-in).")
+    ] = None,
 ) -> None:
     """Write one HTML file (plots embedded, no network needed): header, gate verdict and sign-off matrix,
-    plots, throughput ratios, probes, flipped questions, server command lines and log links."""
-    from evalctl.report.html import write_report
+    plots, throughput ratios, probes, flipped questions, server command lines and log links.
+
+    The gate verdict is the run's gate.json when `evalctl gate` wrote one; otherwise the gate is
+    evaluated now (against --baseline when given) for the report only.
+    """
+    from evalctl.analysis.gate import PolicyError, evaluate, load_policy
+    from evalctl.report.gate_outputs import gate_document
+    from evalctl.report.html import load_gate, write_report
+    from evalctl.runs import RunFolderError, load_run
 
     for label, path in (("run", run), ("baseline", baseline)):
         if path is not None and not path.is_dir():
             raise fail(f"{label} {path} is not a directory")
     out = output or run / "report.html"
     try:
-        write_report(run, out, baseline_dir=baseline)
+        gate = load_gate(run)
+        if gate is None:
+            gate = gate_document(evaluate(load_run(run), load_policy(policy), load_run(baseline) if baseline else None))
+        write_report(run, out, baseline_dir=baseline, gate=gate)
+    except (PolicyError, RunFolderError) as exc:
+        raise fail(str(exc)) from None
     except (FileNotFoundError, ValueError, OSError) as exc:
         raise fail(str(exc), 1) from None
     console.print(f"report: {out}")

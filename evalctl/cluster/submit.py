@@ -61,6 +61,13 @@ def _executor(folder: Path, slurm: SlurmConfig, name: str, time: str, cpus: int,
     return executor
 
 
+def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, part: str) -> submitit.SlurmExecutor:
+    """The executor of one profile x variant job: GPUs = the profile's tp (GPU engines only), requeued on preemption."""
+    slurm = config.slurm
+    gpus = profile.tp if profile.engine in GPU_ENGINES else 0
+    return _executor(folder, slurm, f"evalctl-{part}", slurm.time, slurm.cpus_per_task, gpus, requeue=True)
+
+
 def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: str | None = None) -> Submission:
     """Create (or take up) the run folder and submit its jobs; returns at once with the job ids."""
     from evalctl.execution import Sweep
@@ -86,8 +93,7 @@ def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: s
                 continue
             profile, variant = profiles[profile_name], variants[variant_name]
             part = part_name(profile, variant)
-            gpus = profile.tp if profile.engine in GPU_ENGINES else 0
-            executor = _executor(folder, slurm, f"evalctl-{part}", slurm.time, slurm.cpus_per_task, gpus, requeue=True)
+            executor = part_executor(folder, config, profile, part)
             jobs.append(executor.submit(PartJob(), str(sweep.run_dir), part_config(config, profile, variant), part))
             entries.append({"part": part, "job_id": jobs[-1].job_id, "submitted_at": now})
         after = {"dependency": "afterany:" + ":".join(j.job_id for j in jobs)} if jobs else {}

@@ -33,7 +33,7 @@ def sweep_on_slurm(config: SweepConfig, resume: ResumePoint | None, api_key: str
     for part, job_id in sub.part_jobs.items():
         console.print(f"job {job_id}: {part}")
     console.print(f"job {sub.aggregate_job}: aggregate (analysis, gate) after the others end")
-    console.print(f"run folder: {sub.run_dir}")
+    console.print(f"run folder: {sub.run_dir}", soft_wrap=True)  # whole on one line: scripts read it
     if not wait:
         return
     try:
@@ -48,7 +48,7 @@ def sweep_on_slurm(config: SweepConfig, resume: ResumePoint | None, api_key: str
         log = sub.run_dir / SUBMITIT_DIR / f"{sub.aggregate_job}_0_log.err"
         message = f"aggregation job {sub.aggregate_job} ended ({state.state}) without a readable {GATE_JSON}; see {log}"
         raise fail(message, EXIT_NO_GATE) from None
-    console.print(f"verdict: {gate['verdict']} (exit {gate['exit_code']}); gate files in {sub.run_dir}")
+    console.print(f"verdict: {gate['verdict']} (exit {gate['exit_code']}); gate files in {sub.run_dir}", soft_wrap=True)
     raise typer.Exit(int(gate["exit_code"]))
 
 

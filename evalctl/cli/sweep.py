@@ -130,6 +130,9 @@ def sweep(
         str | None,
         typer.Option("--time", help="Time limit per job, e.g. 04:00:00 (config slurm.time).", rich_help_panel="Slurm"),
     ] = None,
+    cpus_per_task: Annotated[
+        int | None, typer.Option(help="CPUs per profile x variant job (config slurm.cpus_per_task).", rich_help_panel="Slurm")
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -173,8 +176,14 @@ def sweep(
         output_dir=output,
         data_dir=data_dir,
         max_restarts=max_restarts,
-        **{"generation.max_tokens": max_tokens},
-        **{"slurm.partition": partition, "slurm.account": account, "slurm.qos": qos, "slurm.time": time_limit},
+        **{
+            "generation.max_tokens": max_tokens,
+            "slurm.partition": partition,
+            "slurm.account": account,
+            "slurm.qos": qos,
+            "slurm.time": time_limit,
+            "slurm.cpus_per_task": cpus_per_task,
+        },
     )
     if resume is None:
         resolved, manifest = resolve_config(model, config, url, overrides), None

@@ -138,6 +138,41 @@ class Variant(_Strict):
         return self.model_copy(update={"python": python, "command_prefix": prefix})
 
 
+def slurm_minutes(text: str) -> int:
+    """A Slurm time limit (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in whole minutes, rounded up."""
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
+    if not match:
+        raise ValueError(f"not a Slurm time limit (minutes, HH:MM:SS or D-HH:MM:SS): {text!r}")
+    days, *rest = match.groups()
+    parts = [int(p) for p in rest if p is not None]
+    if days is not None:  # D-H, D-H:M, D-H:M:S
+        seconds = int(days) * 86400 + sum(v * m for v, m in zip(parts, (3600, 60, 1)))
+    else:  # M, M:S, H:M:S
+        seconds = sum(v * m for v, m in zip(parts, {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}[len(parts)]))
+    return max(1, -(-seconds // 60))
+
+
+class SlurmConfig(_Strict):
+    """How `--executor slurm` submits; --partition, --account, --qos and --time override it."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
+    cpus_per_task: int = Field(8, ge=1, description="CPUs per profile x variant job (server and client).")
+    mem_gb: float | None = Field(None, gt=0, description="Memory per job; default: the cluster's (DefMemPerCPU).")
+    aggregate_time: str = Field("00:30:00", description="Time limit of the aggregation job (analysis, gate, report).")
+    additional: dict[str, str | int | bool] = Field(
+        default_factory=dict, description="More sbatch options for every job, e.g. {constraint: h100, reservation: nightly}."
+    )
+
+    @field_validator("time", "aggregate_time")
+    @classmethod
+    def _time_format(cls, value: str) -> str:
+        slurm_minutes(value)
+        return value
+
+
 class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
     task: Literal["gsm8k"] = "gsm8k"
@@ -159,6 +194,7 @@ class SweepConfig(_Strict):
     gpus: list[str] | None = Field(
         None, description="GPU ids the sweep may use, or a count N for 0..N-1; default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
     )
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
 
     @field_validator("gpus", mode="before")
     @classmethod

@@ -13,10 +13,10 @@ from typing import Protocol
 from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
-from evalctl.manifest import evalctl_info, host_info, new_run_id, write_manifest
+from evalctl.manifest import evalctl_info, host_info, new_run_id, read_part_state, write_manifest, write_part_state
 from evalctl.plan import Cell, ServerLaunch, expand
-from evalctl.records import RECORDS_FILE, RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact
-from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, request_key
+from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, record_files
+from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys, request_key
 from evalctl.secrets import redact_argv, redact_config, redact_env
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ManagedServer, ServerError, tail
@@ -69,7 +69,13 @@ def _prompt_text_prefix(prompts: list[Prompt]) -> str:
 
 
 class Sweep:
-    """One run: a new run folder, or (`resume=`) the rest of an interrupted one."""
+    """One run: a new run folder, or (`resume=`) the rest of an interrupted one.
+
+    `part=` names one slice of a run folder that other slices share at the same time (a
+    cluster job, given a config of one profile x variant): it appends to its own records
+    file and keeps its state in its own file (`manifest.write_part_state`), never touching
+    the run's manifest, and leaves compaction to whoever aggregates the parts.
+    """
 
     def __init__(
         self,
@@ -79,12 +85,16 @@ class Sweep:
         api_key: str | None = None,
         shutdown: Shutdown | None = None,
         resume: ResumePoint | None = None,
+        part: str | None = None,
     ):
         self.config = config
         self.progress = progress or SilentProgress()
         self.api_key = api_key
         self.shutdown = shutdown or Shutdown()
         self.resuming = resume is not None
+        self.part = part
+        if part is not None and resume is None:
+            raise ValueError("a part runs in an existing run folder: give resume=")
         if resume is not None:
             self.manifest = resume.manifest
             self.run_dir = resume.run_dir
@@ -93,23 +103,20 @@ class Sweep:
             self.manifest = {}
             self.run_id = new_run_id(config.model)
             self.run_dir = Path(config.output_dir) / self.run_id
+        if part is not None:
+            self.manifest = read_part_state(self.run_dir, part)  # what `_save` writes: the part's state, not the manifest
         self.finished: set[RequestKey] = set()
+        # After `prepare` of a resumed run: the requests still to send (None: a new run sends all).
+        self.remaining: set[RequestKey] | None = None
         self.gpus: dict[str, list[str]] = {}
 
     def run(self) -> SweepResult:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         self.gpus = gpu_assignment(self.config)
-        task = LmEvalTask(
-            self.config.task, data_dir=self.config.resolved_data_dir(), fewshot=self.config.fewshot, seed=self.config.generation.seed
-        )
-        launches = expand(self.config)
-        if self.resuming:
-            self._prepare_resume(task, launches)
-        else:
-            self._create_run_folder()
+        task, launches = self.prepare()
         result = SweepResult(self.run_dir, self.run_id)
         try:
-            with RecordWriter(self.run_dir) as writer:
+            with RecordWriter(self.run_dir, self.part) as writer:
                 for launch in launches:
                     result.failures.extend(self._run_launch(launch, task, writer))
             self.manifest["status"] = "failed" if result.failures else "complete"
@@ -119,10 +126,28 @@ class Sweep:
         finally:
             self.manifest["finished_at"] = _now()
             self.manifest["failures"] = result.failures
-            write_manifest(self.run_dir, self.manifest)
-            if (self.run_dir / RECORDS_FILE).is_file():
+            self._save()
+            if self.part is None and record_files(self.run_dir):
                 compact(self.run_dir)
         return result
+
+    def prepare(self) -> tuple[LmEvalTask, list[ServerLaunch]]:
+        """Check task and data, then create the run folder (or take up the interrupted one); nothing is launched."""
+        task = LmEvalTask(
+            self.config.task, data_dir=self.config.resolved_data_dir(), fewshot=self.config.fewshot, seed=self.config.generation.seed
+        )
+        launches = expand(self.config)
+        if self.resuming:
+            self._prepare_resume(task, launches)
+        else:
+            self._create_run_folder()
+        return task, launches
+
+    def _save(self) -> None:
+        if self.part is None:
+            write_manifest(self.run_dir, self.manifest)
+        else:
+            write_part_state(self.run_dir, self.part, self.manifest)
 
     def _create_run_folder(self) -> None:
         try:
@@ -139,18 +164,20 @@ class Sweep:
             "data_fingerprint": data_fingerprint(self.config.resolved_data_dir()),
             "servers": [],
         }
-        write_manifest(self.run_dir, self.manifest)
+        self._save()
 
     def _prepare_resume(self, task: LmEvalTask, launches: list[ServerLaunch]) -> None:
-        self.finished = finished_keys(self.run_dir)
-        cells = [cell for launch in launches for cell in launch.cells]
-        planned = {request_key(cell, prompt) for cell in cells for prompt in task.prompts(cell.shots, self.config.limit)}
+        planned = planned_keys([cell for launch in launches for cell in launch.cells], task, self.config.limit)
+        parts = {key[:2] for key in planned}
+        # Records of the run's other parts (cluster jobs beside this one) are theirs to check and finish.
+        self.finished = {key for key in finished_keys(self.run_dir) if key[:2] in parts}
         check_same_prompts(self.finished, planned)
+        self.remaining = planned - self.finished
         self.manifest.setdefault("resumes", []).append(
-            {"at": _now(), "finished_requests": len(self.finished), "remaining_requests": len(planned - self.finished)}
+            {"at": _now(), "finished_requests": len(self.finished), "remaining_requests": len(self.remaining)}
         )
         self.manifest["status"] = "running"
-        write_manifest(self.run_dir, self.manifest)
+        self._save()
 
     def _run_launch(self, launch: ServerLaunch, task: LmEvalTask, writer: RecordWriter) -> list[dict]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
@@ -171,7 +198,7 @@ class Sweep:
             "restarts": 0,
             "cells": [],
         }
-        self.manifest["servers"].append(entry)
+        self.manifest.setdefault("servers", []).append(entry)
         cell = None
         try:
             self._start(server, launch, entry)
@@ -201,7 +228,7 @@ class Sweep:
             ]
         finally:
             server.stop(grace_s=STOP_GRACE_INTERRUPTED_S if self.shutdown.requested else STOP_GRACE_S)
-            write_manifest(self.run_dir, self.manifest)
+            self._save()
 
     def _start(self, server: ManagedServer, launch: ServerLaunch, entry: dict) -> None:
         server.start(on_tick=lambda elapsed: self.progress.server_starting(launch.label, elapsed))
@@ -213,7 +240,7 @@ class Sweep:
             info=self._server_info(server),
         )
         entry["engine_version"] = entry["info"].get("version")
-        write_manifest(self.run_dir, self.manifest)
+        self._save()
         self.progress.server_ready(launch.label)
 
     def _restart(self, server: ManagedServer, launch: ServerLaunch, entry: dict, cell: Cell) -> None:

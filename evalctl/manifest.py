@@ -1,4 +1,9 @@
-"""`manifest.json`: what a run was (config, servers, versions, host), written atomically."""
+"""`manifest.json`: what a run was (config, servers, versions, host), written atomically.
+
+A run split into parts that run at once (cluster jobs) keeps each part's state (its job,
+node, servers, failures, status) in `jobs/<part>.json`, written only by that part, so no two
+writers share a file; the aggregation step folds them into the manifest.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from pathlib import Path
 import evalctl
 
 MANIFEST_FILE = "manifest.json"
+PARTS_DIR = "jobs"
 
 
 def new_run_id(model: str) -> str:
@@ -42,10 +48,27 @@ def evalctl_info() -> dict:
     return {"version": evalctl.__version__, "git_revision": git_revision(Path(evalctl.__file__).parent)}
 
 
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
 def write_manifest(run_dir: Path, manifest: dict) -> None:
-    tmp = run_dir / (MANIFEST_FILE + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    os.replace(tmp, run_dir / MANIFEST_FILE)
+    _write_json(run_dir / MANIFEST_FILE, manifest)
+
+
+def write_part_state(run_dir: Path, part: str, state: dict) -> None:
+    (run_dir / PARTS_DIR).mkdir(exist_ok=True)
+    _write_json(run_dir / PARTS_DIR / f"{part}.json", state)
+
+
+def read_part_state(run_dir: Path, part: str) -> dict:
+    """A part's state; {} before the part first ran (or when its file is unreadable: the part rewrites it)."""
+    try:
+        return json.loads((run_dir / PARTS_DIR / f"{part}.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def read_manifest(run_dir: Path) -> dict:

@@ -2,7 +2,9 @@
 
 Rows are appended to `records.jsonl` as requests complete (flush + fsync), so a
 crash loses at most the requests in flight; `samples.parquet` is the compacted
-form written at the end of a run and read by every analysis.
+form written at the end of a run and read by every analysis. Parts of a run that
+run at once on different nodes (cluster jobs) each append to their own
+`records-<part>.jsonl`; every reader here reads them all.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 RECORDS_FILE = "records.jsonl"
+PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
 
 # Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
@@ -63,8 +66,8 @@ COLUMNS = [f.name for f in fields(SampleRecord)]
 class RecordWriter:
     """Append-only JSONL writer; each record is on disk before `write` returns."""
 
-    def __init__(self, run_dir: Path):
-        self.path = run_dir / RECORDS_FILE
+    def __init__(self, run_dir: Path, part: str | None = None):
+        self.path = run_dir / records_file(part)
         _drop_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
 
@@ -95,6 +98,22 @@ def _drop_torn_tail(path: Path) -> None:
             os.fsync(fh.fileno())
 
 
+def records_file(part: str | None = None) -> str:
+    """The JSONL file a sweep appends to: the run's own, or its part's (no two writers share a file)."""
+    return RECORDS_FILE if part is None else f"records-{part}.jsonl"
+
+
+def record_files(run_dir: Path) -> list[Path]:
+    """Every records file of a run: the run's own first, then one per part."""
+    return [p for p in [run_dir / RECORDS_FILE, *sorted(run_dir.glob(PART_RECORDS_GLOB))] if p.is_file()]
+
+
+def read_records(run_dir: Path) -> pd.DataFrame:
+    """All appended rows of a run, from every records file (duplicates kept: see `one_per_request`)."""
+    frames = [df for df in map(read_jsonl, record_files(run_dir)) if len(df)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+
+
 def read_jsonl(path: Path) -> pd.DataFrame:
     """Read appended records; a torn last line (crash mid-write) is skipped."""
     rows = []
@@ -112,9 +131,8 @@ def load_samples(run_dir: Path) -> pd.DataFrame:
     parquet = run_dir / SAMPLES_FILE
     if parquet.is_file():
         return pd.read_parquet(parquet)
-    jsonl = run_dir / RECORDS_FILE
-    if jsonl.is_file():
-        return one_per_request(read_jsonl(jsonl))
+    if record_files(run_dir):
+        return one_per_request(read_records(run_dir))
     raise FileNotFoundError(f"{run_dir} has no {SAMPLES_FILE} or {RECORDS_FILE}: not a run folder")
 
 
@@ -133,8 +151,8 @@ def one_per_request(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def compact(run_dir: Path) -> pd.DataFrame:
-    """Write `samples.parquet` from the JSONL (atomically, one row per request) and return the frame."""
-    df = one_per_request(read_jsonl(run_dir / RECORDS_FILE))
+    """Write `samples.parquet` from every records file (atomically, one row per request) and return the frame."""
+    df = one_per_request(read_records(run_dir))
     tmp = run_dir / (SAMPLES_FILE + ".tmp")
     df.to_parquet(tmp, index=False)
     os.replace(tmp, run_dir / SAMPLES_FILE)

@@ -15,13 +15,13 @@ from typing import Any
 from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
 from evalctl.manifest import read_manifest
 from evalctl.plan import Cell
-from evalctl.records import RECORD_KEYS, RECORDS_FILE, is_final, read_jsonl
+from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
-from evalctl.tasks.lmeval import Prompt
+from evalctl.tasks.lmeval import LmEvalTask, Prompt
 
 # Settings that change how a run is carried out, not what its records mean.
-OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir"}
+OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm"}
 OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
 
 RequestKey = tuple
@@ -117,11 +117,13 @@ def resume_config(
 
 def finished_keys(run_dir: Path) -> set[RequestKey]:
     """Keys of the requests the records settle (see module doc); empty for a run with no records yet."""
-    path = run_dir / RECORDS_FILE
-    if not path.is_file():
-        return set()
-    df = read_jsonl(path)
+    df = read_records(run_dir)
     return set(df.loc[is_final(df), RECORD_KEYS].itertuples(index=False, name=None))
+
+
+def planned_keys(cells: list[Cell], task: LmEvalTask, limit: int | None) -> set[RequestKey]:
+    """Keys of every request these cells send."""
+    return {request_key(cell, prompt) for cell in cells for prompt in task.prompts(cell.shots, limit)}
 
 
 def check_same_prompts(finished: set[RequestKey], planned: set[RequestKey]) -> None:

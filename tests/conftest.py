@@ -10,6 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "datasets" / "gsm8k"
 SERVER_MODULE = "evalctl.servers.llamacpp_main"
 
+
 def processes_of(path: Path) -> list[psutil.Process]:
     """Live processes whose command line names `path` or a file under it (a test's evalctl and its servers).
 

@@ -56,3 +56,21 @@ def test_same_doc_in_other_cells_is_not_a_duplicate(tmp_path):
         writer.write(record(0, shots=1))
         writer.write(record(0, shots=2))
     assert len(compact(tmp_path)) == 2
+
+
+def test_parts_records_files_are_read_together(tmp_path):
+    """Cluster jobs append to their own files; compaction, loading and resume see every one."""
+    from evalctl.resume import finished_keys
+
+    with RecordWriter(tmp_path, part="a-default") as writer:
+        writer.write(record(0))
+        writer.write(record(1, error_kind="server_died"))
+    with RecordWriter(tmp_path, part="b-default") as writer:
+        writer.write(replace(record(0), profile="b"))
+    with RecordWriter(tmp_path) as writer:  # a later local resume of the same run
+        writer.write(record(1))
+    assert not (tmp_path / SAMPLES_FILE).exists()
+    live = load_samples(tmp_path)
+    assert len(live) == 3 and live.error.isna().all()
+    assert len(compact(tmp_path)) == 3
+    assert {(k[0], k[5]) for k in finished_keys(tmp_path)} == {("cpu", 0), ("cpu", 1), ("b", 0)}

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, compare, gate, history, report, runs, servers, sweep
+from evalctl.cli import analyze, compare, gate, history, report, runs, servers, slurm, sweep
 from evalctl.cli.common import console
 
 app = typer.Typer(
@@ -39,6 +39,7 @@ app.command()(sweep.sweep)
 app.command()(analyze.analyze)
 app.command()(compare.compare)
 app.command()(gate.gate)
+app.command()(slurm.jobs)
 app.add_typer(servers.app, name="servers")
 app.add_typer(runs.app, name="runs")
 app.command()(history.history)

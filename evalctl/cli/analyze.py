@@ -13,9 +13,9 @@ from evalctl.cli.common import console, fail
 def print_run(run_dir: Path, policy_file: Path | None = None) -> None:
     from evalctl.analysis.gate import PolicyError, baseline_variant, cliffs, load_policy
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
-    from evalctl.report.outputs import summarize, write_outputs
+    from evalctl.report.outputs import write_run_summary
     from evalctl.report.terminal import accuracy_view, frame_table, paired_view, throughput_view
-    from evalctl.runs import RunFolderError, chunked_prefill_size, load_run
+    from evalctl.runs import RunFolderError, load_run
 
     try:
         policy = load_policy(policy_file)
@@ -23,14 +23,7 @@ def print_run(run_dir: Path, policy_file: Path | None = None) -> None:
     except (PolicyError, RunFolderError) as exc:
         raise fail(str(exc)) from None
     samples, manifest = run.samples, run.manifest
-    summary = summarize(samples)
-    cfg = manifest.get("config", {})
-    write_outputs(
-        run_dir,
-        summary,
-        title=f"{cfg.get('model', '?')} {cfg.get('task', '')} ({run.run_id})",
-        chunked_prefill=chunked_prefill_size(manifest),
-    )
+    summary = write_run_summary(run, run_dir)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
     console.print(
         frame_table(accuracy_view(summary.by_length.drop(columns=["bin_lo", "bin_hi"])), "Accuracy by prefill length (prompt tokens)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -25,6 +26,11 @@ def _csv_ints(text: str | None, name: str) -> list[int] | None:
 
 def _csv(text: str | None) -> list[str] | None:
     return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
+
+
+class Executor(str, enum.Enum):
+    local = "local"
+    slurm = "slurm"
 
 
 GPUS_HELP = "GPUs the sweep may use: ids (0,1,2,3) or a count (8); default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
@@ -110,12 +116,38 @@ def sweep(
             envvar=["EVALCTL_API_KEY", "OPENAI_API_KEY"], show_envvar=True, help="Bearer token sent to the server; never written to disk."
         ),
     ] = None,
+    executor: Annotated[
+        Executor,
+        typer.Option(
+            help="local: run here. slurm: submit one job per server profile x variant (GPUs = tp) and an aggregation job "
+            "(analysis, gate) to Slurm through submitit; the run folder is created under --output, which the nodes must share."
+        ),
+    ] = Executor.local,
+    partition: Annotated[str | None, typer.Option(help="Slurm partition (config slurm.partition).", rich_help_panel="Slurm")] = None,
+    account: Annotated[str | None, typer.Option(help="Slurm account (config slurm.account).", rich_help_panel="Slurm")] = None,
+    qos: Annotated[str | None, typer.Option(help="Slurm QoS (config slurm.qos).", rich_help_panel="Slurm")] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option("--time", help="Time limit per job, e.g. 04:00:00 (config slurm.time).", rich_help_panel="Slurm"),
+    ] = None,
+    cpus_per_task: Annotated[
+        int | None, typer.Option(help="CPUs per profile x variant job (config slurm.cpus_per_task).", rich_help_panel="Slurm")
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            help="With --executor slurm: block until the aggregation job ends and exit with the gate's status (0/1/2); "
+            "without it, print the run id and job ids and return at once.",
+            rich_help_panel="Slurm",
+        ),
+    ] = False,
 ) -> None:
     """Launch server(s), run GSM8K at each shot count with the prefix cache on and off, and report.
 
     Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
     1 other errors (e.g. the run folder cannot be created); 130/143 interrupted by SIGINT/SIGTERM
-    (records so far kept, servers stopped; finish with --resume).
+    (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
+    submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
     """
     from evalctl.cli.analyze import print_run
     from evalctl.execution import Sweep
@@ -123,6 +155,15 @@ def sweep(
     from evalctl.servers.process import ServerError
     from evalctl.signals import Interrupted, Shutdown
 
+    if wait and executor is not Executor.slurm:
+        raise fail("--wait applies to --executor slurm only")
+    if executor is Executor.slurm:
+        from evalctl.cluster.slurm import SlurmUnavailable, require_slurm
+
+        try:
+            require_slurm()  # before anything is resolved, written or submitted
+        except SlurmUnavailable as exc:
+            raise fail(str(exc)) from None
     overrides = config_overrides(
         cache=cache,
         variants=variants,
@@ -135,12 +176,24 @@ def sweep(
         output_dir=output,
         data_dir=data_dir,
         max_restarts=max_restarts,
-        **{"generation.max_tokens": max_tokens},
+        **{
+            "generation.max_tokens": max_tokens,
+            "slurm.partition": partition,
+            "slurm.account": account,
+            "slurm.qos": qos,
+            "slurm.time": time_limit,
+            "slurm.cpus_per_task": cpus_per_task,
+        },
     )
     if resume is None:
         resolved, manifest = resolve_config(model, config, url, overrides), None
     else:
         resolved, manifest = resolve_resume(resume, model, config, url, overrides)
+    if executor is Executor.slurm:
+        from evalctl.cli.slurm import sweep_on_slurm
+
+        sweep_on_slurm(resolved, manifest, api_key, wait)
+        return
 
     shutdown = Shutdown()
     runner = Sweep(resolved, api_key=api_key, shutdown=shutdown, resume=manifest)

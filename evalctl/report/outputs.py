@@ -8,9 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 from evalctl.analysis.accuracy import accuracy_table
+from evalctl.analysis.gate import RunFrames
 from evalctl.analysis.lengths import accuracy_by_length
 from evalctl.analysis.throughput import throughput_table
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots
+from evalctl.runs import chunked_prefill_size
 
 SUMMARY_FILE = "summary.csv"
 LENGTH_FILE = "accuracy_by_prefill_length.csv"
@@ -41,3 +43,12 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
         accuracy_vs_shots(summary.accuracy, run_dir / PLOT_SHOTS, title),
         accuracy_vs_prefill(summary.by_length, run_dir / PLOT_PREFILL, title, chunked_prefill),
     ]
+
+
+def write_run_summary(run: RunFrames, run_dir: Path) -> RunSummary:
+    """Summarize a loaded run and write its summary files and plots into its folder, titled from its manifest."""
+    summary = summarize(run.samples)
+    cfg = run.manifest.get("config", {})
+    title = f"{cfg.get('model', '?')} {cfg.get('task', '')} ({run.run_id})"
+    write_outputs(run_dir, summary, title=title, chunked_prefill=chunked_prefill_size(run.manifest))
+    return summary

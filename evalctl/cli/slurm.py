@@ -1,0 +1,92 @@
+"""`evalctl sweep --executor slurm` (submit, optionally wait for the gate) and `evalctl jobs`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from evalctl.cli.common import console, err, fail
+from evalctl.config import ConfigError, SweepConfig
+
+if TYPE_CHECKING:
+    from evalctl.resume import ResumePoint
+
+EXIT_NO_GATE = 1
+
+
+def sweep_on_slurm(config: SweepConfig, resume: ResumePoint | None, api_key: str | None, wait: bool) -> None:
+    from evalctl.cluster.slurm import SlurmUnavailable, wait_until_ended
+    from evalctl.cluster.submit import SUBMITIT_DIR, submit
+    from evalctl.report.gate_outputs import GATE_JSON
+
+    try:
+        sub = submit(config, resume=resume, api_key=api_key)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except (SlurmUnavailable, OSError) as exc:
+        raise fail(str(exc), 1) from None
+    console.print(f"run id: {sub.run_id}")
+    for part, job_id in sub.part_jobs.items():
+        console.print(f"job {job_id}: {part}")
+    console.print(f"job {sub.aggregate_job}: aggregate (analysis, gate) after the others end")
+    console.print(f"run folder: {sub.run_dir}", soft_wrap=True)  # whole on one line: scripts read it
+    if not wait:
+        return
+    try:
+        with console.status(f"waiting for aggregation job {sub.aggregate_job} (evalctl jobs {sub.run_dir})"):
+            state = wait_until_ended(sub.aggregate_job)
+    except KeyboardInterrupt:
+        err.print(f"stopped waiting; the jobs keep running (evalctl jobs {sub.run_dir})")
+        raise typer.Exit(130) from None
+    try:
+        gate = json.loads((sub.run_dir / GATE_JSON).read_text())
+    except (OSError, ValueError):
+        log = sub.run_dir / SUBMITIT_DIR / f"{sub.aggregate_job}_0_log.err"
+        message = f"aggregation job {sub.aggregate_job} ended ({state.state}) without a readable {GATE_JSON}; see {log}"
+        raise fail(message, EXIT_NO_GATE) from None
+    console.print(f"verdict: {gate['verdict']} (exit {gate['exit_code']}); gate files in {sub.run_dir}", soft_wrap=True)
+    raise typer.Exit(int(gate["exit_code"]))
+
+
+def _latest_run(root: Path) -> Path:
+    runs = sorted((p for p in root.glob("*/manifest.json")), key=lambda p: p.stat().st_mtime)
+    for manifest in reversed(runs):
+        if json.loads(manifest.read_text()).get("jobs"):
+            return manifest.parent
+    raise fail(f"no run submitted to Slurm under {root}; give a run folder")
+
+
+def jobs(
+    run: Annotated[Path | None, typer.Argument(help="A run folder; default: the newest one submitted to Slurm under --output.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Results root to look in when no run folder is given.")] = Path("results"),
+) -> None:
+    """Show the Slurm jobs of a run: Slurm's state (squeue, scontrol, sacct) and each part's own state in the run folder.
+
+    Exit status: 0 shown; 2 not a run folder, or a run not submitted to Slurm.
+    """
+    from rich.table import Table
+
+    from evalctl.cluster.jobs import job_rows
+    from evalctl.manifest import read_manifest
+
+    run_dir = run or _latest_run(output)
+    try:
+        manifest = read_manifest(run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    if not manifest.get("jobs"):
+        raise fail(f"{run_dir} was not submitted to Slurm (its manifest lists no jobs)")
+    live = shutil.which("squeue") is not None
+    table = Table(title=f"Jobs of {manifest.get('run_id', run_dir.name)}" + ("" if live else " (no squeue here: states as last recorded)"))
+    for column in ("part", "job id", "slurm state", "node", "run state", "reason", "submitted"):
+        table.add_column(column)
+    for row in job_rows(run_dir, manifest, live=live):
+        cells = (row["part"], row["job_id"], row["slurm_state"], row["node"], row["run_state"], row["reason"], row["submitted_at"])
+        table.add_row(*(str(c) if c is not None else "-" for c in cells))
+    console.print(table)
+    gate = manifest.get("gate")
+    console.print(f"run status: {manifest.get('status')}" + (f"; gate: {gate['verdict']}" if gate else ""))

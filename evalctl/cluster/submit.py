@@ -1,0 +1,113 @@
+"""Submit a sweep to Slurm: one job per server profile x variant, then one aggregation job.
+
+The submitting process creates the run folder and manifest (or takes up an interrupted
+run: then only parts with requests left are submitted). Each part job appends to its own
+records file under the same run id; the aggregation job depends on all of them
+(`afterany`: it runs also when some failed or were cancelled). It is submitted held and
+released only after the manifest lists every job id, so it never reads a manifest the
+submitter is still writing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import submitit
+
+from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
+from evalctl.cluster.slurm import SlurmUnavailable, release, require_slurm
+from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
+from evalctl.manifest import write_manifest
+from evalctl.resume import ResumePoint
+
+SUBMITIT_DIR = "slurm"  # job scripts, pickled calls (may hold the config's secrets: owner-only), job logs
+
+
+@dataclass(frozen=True)
+class Submission:
+    run_dir: Path
+    run_id: str
+    part_jobs: dict[str, str]  # part name -> job id
+    aggregate_job: str
+
+
+def part_name(profile: ServerProfile, variant: Variant) -> str:
+    return f"{profile.name}-{variant.name}"
+
+
+def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -> SweepConfig:
+    """One job's share: one profile x variant; its GPUs are the ones Slurm gives the job (CUDA_VISIBLE_DEVICES)."""
+    alone = profile.model_copy(update={"devices": None})
+    return config.model_copy(update={"servers": [alone], "run_variants": [variant.name], "gpus": None})
+
+
+def _executor(folder: Path, slurm: SlurmConfig, name: str, time: str, cpus: int, gpus: int = 0, **sbatch: object) -> submitit.SlurmExecutor:
+    executor = submitit.SlurmExecutor(folder=folder)
+    params: dict = {
+        "job_name": name,
+        "time": slurm_minutes(time),
+        "cpus_per_task": cpus,
+        "partition": slurm.partition,
+        "account": slurm.account,
+        "qos": slurm.qos,
+        "mem": f"{int(slurm.mem_gb * 1024)}M" if slurm.mem_gb else None,
+        "gpus_per_node": gpus or None,  # CPU engines ask for none: a cluster without GPUs (gres) runs them too
+        "additional_parameters": {**slurm.additional, **sbatch},
+    }
+    executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
+    return executor
+
+
+def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, part: str) -> submitit.SlurmExecutor:
+    """The executor of one profile x variant job: GPUs = the profile's tp (GPU engines only), requeued on preemption."""
+    slurm = config.slurm
+    gpus = profile.tp if profile.engine in GPU_ENGINES else 0
+    return _executor(folder, slurm, f"evalctl-{part}", slurm.time, slurm.cpus_per_task, gpus, requeue=True)
+
+
+def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: str | None = None) -> Submission:
+    """Create (or take up) the run folder and submit its jobs; returns at once with the job ids."""
+    from evalctl.execution import Sweep
+
+    require_slurm()
+    sweep = Sweep(config, resume=resume)
+    _, launches = sweep.prepare()
+    left = {key[:2] for key in sweep.remaining} if sweep.remaining is not None else None
+    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in launches))
+    profiles = {p.name: p for p in config.servers}
+    variants = {v.name: v for v in config.variants}
+    folder = sweep.run_dir / SUBMITIT_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if api_key:
+        os.environ["EVALCTL_API_KEY"] = api_key  # sbatch passes the environment on; never written to the run folder
+    slurm = config.slurm
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    jobs: list[submitit.Job] = []
+    entries: list[dict] = []
+    try:
+        for profile_name, variant_name in pairs:
+            if left is not None and (profile_name, variant_name) not in left:
+                continue
+            profile, variant = profiles[profile_name], variants[variant_name]
+            part = part_name(profile, variant)
+            executor = part_executor(folder, config, profile, part)
+            jobs.append(executor.submit(PartJob(), str(sweep.run_dir), part_config(config, profile, variant), part))
+            entries.append({"part": part, "job_id": jobs[-1].job_id, "submitted_at": now})
+        after = {"dependency": "afterany:" + ":".join(j.job_id for j in jobs)} if jobs else {}
+        executor = _executor(folder, slurm, f"evalctl-{AGGREGATE}", slurm.aggregate_time, 1, hold=True, **after)
+        jobs.append(executor.submit(aggregate, str(sweep.run_dir)))
+        entries.append({"part": AGGREGATE, "job_id": jobs[-1].job_id, "submitted_at": now})
+    except Exception as exc:  # sbatch refused (partition, account, limits): leave nothing queued
+        for job in jobs:
+            job.cancel(check=False)
+        sweep.manifest.update(status="failed", error=f"submission failed: {exc}")
+        write_manifest(sweep.run_dir, sweep.manifest)
+        raise SlurmUnavailable(f"submission to Slurm failed: {exc}") from exc
+    sweep.manifest.update(executor="slurm", status="submitted")
+    sweep.manifest.setdefault("jobs", []).extend(entries)
+    write_manifest(sweep.run_dir, sweep.manifest)
+    release(entries[-1]["job_id"])
+    return Submission(sweep.run_dir, sweep.run_id, {e["part"]: e["job_id"] for e in entries[:-1]}, entries[-1]["job_id"])

@@ -144,6 +144,9 @@ def sweep(
 ) -> None:
     """Launch server(s), run GSM8K at each shot count with the prefix cache on and off, and report.
 
+    Also writes the gate's files (default policy) and report.html into the run folder; the
+    sweep's exit status says whether it ran, `evalctl gate` judges it.
+
     Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
     1 other errors (e.g. the run folder cannot be created); 130/143 interrupted by SIGINT/SIGTERM
     (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
@@ -151,7 +154,9 @@ def sweep(
     """
     from evalctl.cli.analyze import print_run
     from evalctl.execution import Sweep
+    from evalctl.report.finish import finish_run
     from evalctl.report.progress import RichProgress
+    from evalctl.report.terminal import STATUS_STYLE
     from evalctl.servers.process import ServerError
     from evalctl.signals import Interrupted, Shutdown
 
@@ -210,8 +215,13 @@ def sweep(
         raise fail(str(exc), 1) from None
 
     print_run(result.run_dir)
+    verdict = finish_run(result.run_dir)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure['server']}: {failure['error']}")
+    console.print(
+        f"gate (default policy): [{STATUS_STYLE[verdict.verdict]}]{verdict.verdict}[/] - details: evalctl gate {result.run_dir}"
+    )
+    console.print(f"report: {result.run_dir / 'report.html'}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:
         raise typer.Exit(EXIT_FAILED_CELLS)

@@ -98,6 +98,7 @@ class SweepConfig(_Strict):
     max_retries: int = Field(3, ge=0)
     data_dir: Path | None = Field(None, description="Local copy with train.jsonl/test.jsonl; default: the hub.")
     output_dir: Path = Path("results")
+    probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])

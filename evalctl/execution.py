@@ -13,6 +13,7 @@ from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.manifest import evalctl_info, host_info, new_run_id, write_manifest
 from evalctl.plan import Cell, ServerLaunch, expand
+from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, SampleRecord, compact
 from evalctl.servers.process import ManagedServer, ServerError, tail
 from evalctl.tasks.lm import ServedLM
@@ -119,6 +120,9 @@ class Sweep:
             )
             write_manifest(self.run_dir, self.manifest)
             self.progress.server_ready(launch.label)
+            if self.config.probe and launch.cache is CacheMode.on:
+                entry["probe"] = sweep_probe(server, task, self.config, self.run_dir, api_key=self.api_key, warn=self.progress.warn)
+                write_manifest(self.run_dir, self.manifest)
             if not server.launched and launch.cache is CacheMode.off:
                 self.progress.warn(
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"

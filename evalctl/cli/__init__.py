@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, sweep
+from evalctl.cli import analyze, canary, probe, sweep
 from evalctl.cli.common import console
 
 app = typer.Typer(
@@ -37,3 +37,5 @@ def main(
 
 app.command()(sweep.sweep)
 app.command()(analyze.analyze)
+app.command()(probe.probe)
+app.command()(canary.canary)

@@ -44,3 +44,7 @@ class EngineAdapter:
     def server_info(self, http: httpx.Client) -> dict:
         """Version and settings as the running server reports them."""
         return {}
+
+    def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
+        """Tokens the engine prefills in one step (its chunked-prefill size); None when unknown."""
+        return None

@@ -51,15 +51,15 @@ def _fmt(value: object, digits: int = 2) -> str:
 
 def _bins_table(bins, title: str) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
-    columns = [("bin", "bin"), ("prefix_tokens", "prefix tok"), ("cached_tokens", "cached tok"), ("mismatch", "warm≠cold"),
-               ("baseline_mismatch", "cold≠cold"), ("first_divergence", "1st div"), ("top1_agreement", "top-1 agree"),
-               ("js", "JS warm"), ("baseline_js", "JS cold"), ("verdict", "verdict"), ("reason", "reason")]  # fmt: skip
+    columns = [("bin", "bin"), ("prefix_tokens", "prefix"), ("cached_tokens", "cached"), ("mismatch", "warm≠"),
+               ("baseline_mismatch", "cold≠"), ("first_divergence", "div@"), ("js", "JS warm"), ("baseline_js", "JS cold"),
+               ("verdict", "verdict")]  # fmt: skip
     for key, header in columns:
-        table.add_column(header, justify="left" if key in ("bin", "verdict", "reason") else "right")
+        table.add_column(header, justify="left" if key in ("bin", "verdict") else "right")
     style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
     for row in bins.to_dict("records"):
-        cells = [_fmt(row.get(k), 4 if k in ("js", "baseline_js") else 2) for k, _ in columns]
-        cells[-2] = f"[{style.get(row['verdict'], '')}]{row['verdict']}[/]"
+        cells = [_fmt(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns]
+        cells[-1] = f"[{style.get(row['verdict'], '')}]{row['verdict']}[/]"
         table.add_row(*cells)
     return table
 
@@ -139,7 +139,9 @@ def probe(
                 continue
             finally:
                 server.stop()
-            console.print(_bins_table(result.bins, f"Probe {label}: cold vs warm by prefix length — {result.verdict.upper()}"))
+            console.print(_bins_table(result.bins, f"Probe {label}: cold vs warm by prefix length (tokens)"))
+            for row in result.bins[result.bins["reason"] != ""].to_dict("records"):
+                console.print(f"  {row['bin']}: {row['reason']}", highlight=False)
             console.print(
                 f"{label}: {result.verdict}; failed bins: {', '.join(result.failed_bins) or 'none'}; "
                 f"{result.generated_tokens} generated tokens in {result.wall_s:.0f}s; {run_dir / name}",

@@ -41,6 +41,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         code, probe_wall = evalctl("probe", "--model", args.model, "--output", str(root / "probe"), *data)
+        if code not in (0, 1):
+            sys.exit(f"probe could not reach a verdict (exit code {code})")
         probe = json.loads((only_dir(root / "probe") / "probe.json").read_text())
         if args.sweep_run:
             sweep_run, sweep_wall = args.sweep_run, float("nan")

@@ -30,12 +30,16 @@ def first_divergence(a: Sequence[Hashable], b: Sequence[Hashable]) -> int | None
 
 
 def _with_unlisted(top: Mapping[str, float], support: set[str]) -> dict[str, float]:
-    """Probabilities over `support` plus a rest bucket; tokens this side did not list share its unlisted mass."""
+    """Probabilities over `support` plus a rest bucket.
+
+    A token this side did not list gets an even share of its unlisted mass, but never more
+    than its least likely listed token (it would have been listed otherwise).
+    """
     probs = {t: math.exp(lp) for t, lp in top.items()}
     unlisted = max(0.0, 1.0 - sum(probs.values()))
     missing = support - probs.keys()
-    share = unlisted / (len(missing) + 1)
-    return {**probs, **dict.fromkeys(missing, share), "\0rest": share}
+    share = min(unlisted / (len(missing) + 1), min(probs.values(), default=1.0))
+    return {**probs, **dict.fromkeys(missing, share), "\0rest": unlisted - share * len(missing)}
 
 
 def js_divergence(p_top: Mapping[str, float], q_top: Mapping[str, float]) -> float:

@@ -134,7 +134,9 @@ def probe(
                     step = lambda msg, label=label: status.update(f"{label}: {msg}")  # noqa: E731
                     result, name = probe_managed(server, task, cfg, run_dir, api_key=api_key, policy=rules, on_step=step)
             except (ServerError, ProbeError) as exc:
-                err.print(f"[red]error:[/red] {label}: {exc}", highlight=False)
+                died = server.exit_code()
+                note = f" (server exited with code {died})" if died is not None else ""
+                err.print(f"[red]error:[/red] {label}: {exc}{note}", highlight=False)
                 verdicts.append("not run")
                 continue
             finally:

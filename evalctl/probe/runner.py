@@ -136,6 +136,8 @@ class ProbeRunner:
 
     async def _cold(self, client: CompletionClient, prompt: ProbePrompt) -> Completion:
         completion = await client.complete(prompt.text, **self._params(prompt, CacheMode.off))
+        if completion.error:
+            raise ProbeError(f"cold request ({prompt.bin}) failed: {completion.error}")
         if completion.cached_tokens:
             raise ProbeError(
                 f"a cold request ({prompt.bin}) reused {completion.cached_tokens} cached tokens: this engine can neither flush "

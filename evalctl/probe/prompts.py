@@ -19,6 +19,8 @@ from evalctl.probe.policy import ProbePolicy
 from evalctl.tasks.lmeval import LmEvalTask
 from evalctl.tokens import TokenCounter
 
+NEAR_TOKENS = 16
+
 
 @dataclass(frozen=True)
 class ProbePrompt:
@@ -71,7 +73,11 @@ def build_prompts(
             continue
         for p in task.prompts(k, max(2, policy.questions_per_bin))[: policy.questions_per_bin]:
             prompts.append(ProbePrompt(f"{k}-shot", "fewshot", k, p.doc_id, prefix, p.text, n_prefix, p.stop))
-    lengths = synthetic_lengths(policy, chunk_tokens)
+    # A few-shot bin within a few tokens of a synthetic length already tests that length.
+    fewshot_tokens = {p.prefix_tokens for p in prompts}
+    lengths = {
+        label: n for label, n in synthetic_lengths(policy, chunk_tokens).items() if all(abs(n - f) > NEAR_TOKENS for f in fewshot_tokens)
+    }
     if lengths:
         source = _exemplar_text(task, max(lengths.values()), counter)
         for label, n in lengths.items():

@@ -126,3 +126,18 @@ def test_synthetic_lengths_around_chunk_and_bounds():
 def test_maximal_prefixes_cover_nested_ones():
     prompts = [ProbePrompt(b, "fewshot", 1, 0, p, p + "?", 1, ()) for b, p in (("1", "ab"), ("2", "abcd"), ("3", "xy"), ("4", "abc"))]
     assert _maximal_prefixes(prompts) == ["abcd", "xy"]
+
+
+def test_logprobs_parsed_from_both_response_shapes():
+    from evalctl.client import _token_logprobs
+
+    llamacpp = {
+        "content": [
+            {"id": 5, "token": " 5", "logprob": -0.1, "top_logprobs": [{"token": " 5", "logprob": -0.1}, {"token": " 6", "logprob": -2.5}]}
+        ]
+    }
+    legacy = {"tokens": [" 5"], "token_logprobs": [-0.1], "top_logprobs": [{" 5": -0.1, " 6": -2.5}]}
+    for raw in (llamacpp, legacy):
+        (tok,) = _token_logprobs(raw)
+        assert tok.token == " 5" and tok.logprob == -0.1 and tok.top == {" 5": -0.1, " 6": -2.5}
+    assert _token_logprobs(None) is None and _token_logprobs({"content": [{"bad": 1}]}) is None

@@ -18,6 +18,15 @@ RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with the server's top alternatives (token -> logprob)."""
+
+    token: str
+    logprob: float | None
+    top: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Completion:
     text: str | None
     finish_reason: str | None
@@ -29,6 +38,7 @@ class Completion:
     attempts: int
     error: str | None = None
     error_kind: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None  # only when the request asked for `logprobs`
 
 
 class CompletionClient:
@@ -111,6 +121,7 @@ class CompletionClient:
             started_at=started,
             latency_s=latency,
             attempts=attempts,
+            logprobs=_token_logprobs(choice.get("logprobs")),
         )
 
     async def map(
@@ -179,3 +190,30 @@ def _server_message(response: httpx.Response) -> str:
     if isinstance(error, dict):
         return str(error.get("message", error))[:300]
     return str(error or data)[:300]
+
+
+def _token_logprobs(raw: object) -> tuple[TokenLogprob, ...] | None:
+    """Per-token logprobs from either response shape servers use for `/v1/completions`.
+
+    llama.cpp answers in the chat shape (`content: [{token, logprob, top_logprobs: [...]}]`);
+    OpenAI's legacy completions shape (vLLM, SGLang) is parallel lists under `tokens`,
+    `token_logprobs` and `top_logprobs` (a dict per position).
+    """
+    if not isinstance(raw, dict):
+        return None
+    try:
+        if isinstance(raw.get("content"), list):
+            return tuple(
+                TokenLogprob(str(t["token"]), t.get("logprob"), {str(a["token"]): float(a["logprob"]) for a in t.get("top_logprobs") or []})
+                for t in raw["content"]
+            )
+        if isinstance(raw.get("tokens"), list):
+            tops = raw.get("top_logprobs") or [None] * len(raw["tokens"])
+            lps = raw.get("token_logprobs") or [None] * len(raw["tokens"])
+            return tuple(
+                TokenLogprob(str(tok), lp, {str(k): float(v) for k, v in (top or {}).items()})
+                for tok, lp, top in zip(raw["tokens"], lps, tops)
+            )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None

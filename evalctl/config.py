@@ -187,6 +187,7 @@ class SweepConfig(_Strict):
     max_restarts: int = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
     data_dir: Path | None = Field(None, description="Local copy with train.jsonl/test.jsonl; default: the hub.")
     output_dir: Path = Path("results")
+    probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])

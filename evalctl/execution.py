@@ -15,6 +15,7 @@ from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
 from evalctl.manifest import evalctl_info, host_info, new_run_id, read_part_state, write_manifest, write_part_state
 from evalctl.plan import Cell, ServerLaunch, expand
+from evalctl.probe.session import sweep_probe
 from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, record_files
 from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys, request_key
 from evalctl.secrets import redact_argv, redact_config, redact_env
@@ -202,6 +203,9 @@ class Sweep:
         cell = None
         try:
             self._start(server, launch, entry)
+            if self.config.probe and launch.cache is CacheMode.on:
+                entry["probe"] = sweep_probe(server, task, self.config, self.run_dir, api_key=self.api_key, warn=self.progress.warn)
+                self._save()
             if not server.launched and launch.cache is CacheMode.off:
                 self.progress.warn(
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"

@@ -105,3 +105,7 @@ class EngineAdapter:
                     values.setdefault(key, []).append(sample.value)
                     kinds[key] = family.type
         return {key: sum(v) if kinds[key] == "counter" else sum(v) / len(v) for key, v in values.items()}
+
+    def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
+        """Tokens the engine prefills in one step (its chunked-prefill size); None when unknown."""
+        return None

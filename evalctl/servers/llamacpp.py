@@ -80,3 +80,13 @@ class LlamaCppAdapter(EngineAdapter):
             "n_ctx": props.get("default_generation_settings", {}).get("n_ctx"),
             "total_slots": props.get("total_slots"),
         }
+
+    def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
+        # A prompt is computed in micro-batches of n_ubatch tokens; /props does not report it,
+        # so read it from the launch's `--param n_ubatch=N` or xllamacpp's default.
+        for arg in profile.extra_args if profile else []:
+            if arg.startswith("n_ubatch="):
+                return int(arg.partition("=")[2])
+        import xllamacpp
+
+        return int(xllamacpp.CommonParams().n_ubatch)

@@ -1,0 +1,76 @@
+"""Named faults: how the canary rewrites a prompt before the real server sees it. Pure functions.
+
+Each fault imitates a class of serving bug that is silent (no error, plausible usage):
+- `lost-prefix`: a request that shares a prefix with an earlier one is computed from the
+  part after the longest shared prefix only: the cached prefix is forgotten (the SGLang
+  Mamba bug that motivated evalctl).
+- `corrupt-cached-suffix`: on such a hit, the last `chars` characters of the shared prefix
+  arrive garbled (reversed): stale state at the end of the cached blocks.
+- `truncate-prompt`: every prompt longer than `chars` characters is cut from the left to
+  its last `chars` (silent context truncation); it hits cold and warm requests alike, so
+  the probe cannot see it, only accuracy by prompt length can.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# A shared prefix shorter than this is a coincidence ("Question: "), not a cache hit.
+MIN_SHARED_CHARS = 32
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    prompt: str  # what the upstream server is sent
+    cached_chars: int  # leading characters of the original the server claims to have served from cache
+
+
+def lost_prefix(prompt: str, shared: int, chars: int) -> Rewrite:
+    if shared < MIN_SHARED_CHARS:
+        return Rewrite(prompt, 0)
+    shared = min(shared, len(prompt) - 1)  # a repeated prompt still computes its last character
+    return Rewrite(prompt[shared:], shared)
+
+
+def corrupt_cached_suffix(prompt: str, shared: int, chars: int) -> Rewrite:
+    if shared < MIN_SHARED_CHARS:
+        return Rewrite(prompt, 0)
+    start = max(0, shared - chars)
+    return Rewrite(prompt[:start] + prompt[start:shared][::-1] + prompt[shared:], shared)
+
+
+def truncate_prompt(prompt: str, shared: int, chars: int) -> Rewrite:
+    return Rewrite(prompt[-chars:] if len(prompt) > chars else prompt, 0)
+
+
+@dataclass(frozen=True)
+class Fault:
+    rewrite: Callable[[str, int, int], Rewrite]  # (prompt, shared prefix chars, chars) -> Rewrite
+    default_chars: int
+    cache_only: bool  # True: only requests served with the cache on are touched
+
+
+FAULTS: dict[str, Fault] = {
+    "lost-prefix": Fault(lost_prefix, 0, cache_only=True),
+    "corrupt-cached-suffix": Fault(corrupt_cached_suffix, 200, cache_only=True),
+    "truncate-prompt": Fault(truncate_prompt, 2000, cache_only=False),
+}
+
+
+class PromptMemory:
+    """Prompts a prefix cache would hold: those served with the cache on, since the last flush."""
+
+    def __init__(self, capacity: int = 512):
+        self.prompts: deque[str] = deque(maxlen=capacity)
+
+    def longest_shared(self, prompt: str) -> int:
+        return max((len(os.path.commonprefix([prompt, seen])) for seen in self.prompts), default=0)
+
+    def add(self, prompt: str) -> None:
+        self.prompts.append(prompt)
+
+    def clear(self) -> None:
+        self.prompts.clear()

@@ -1,0 +1,154 @@
+"""A loopback HTTP proxy in front of a real OpenAI-compatible server that injects one fault.
+
+A test aid: it shows that a sweep or probe catches a class of bug. `/v1/completions`
+prompts are rewritten by the fault; usage is patched so the response looks healthy
+(`prompt_tokens` of the full prompt, `cached_tokens` of the prefix it claims to have
+reused). Everything else (/health, /v1/models, /tokenize, /metrics, /slots, flush
+endpoints) passes through; a flush also empties the canary's memory of cached prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from evalctl.canary.faults import FAULTS, PromptMemory
+from evalctl.tokens import TokenCounter
+
+HOST = "127.0.0.1"  # never exposed beyond this machine
+FLUSH_PATHS = ("/flush_cache", "/reset_prefix_cache")
+FORWARDED_HEADERS = ("authorization", "content-type", "accept")
+
+
+@dataclass
+class Canary:
+    upstream: str
+    fault: str
+    chars: int | None = None
+    requests: int = 0
+    rewritten: int = 0
+    memory: PromptMemory = field(default_factory=PromptMemory)
+
+    def __post_init__(self) -> None:
+        if self.fault not in FAULTS:
+            raise ValueError(f"unknown fault {self.fault!r}; known: {', '.join(FAULTS)}")
+        self.spec = FAULTS[self.fault]
+        self.chars = self.spec.default_chars if self.chars is None else self.chars
+        self.http = httpx.Client(base_url=self.upstream.rstrip("/"), timeout=httpx.Timeout(3600.0, connect=10.0))
+        self.counter = TokenCounter(self.http)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def forward(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        if _is_flush(method, path):
+            with self._lock:
+                self.memory.clear()
+        return self.http.request(method, path, content=body, headers=headers)
+
+    def completions(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[httpx.Response, bytes, str]:
+        """Forward a completion with the fault applied; returns the upstream response, the body to send, a note."""
+        try:
+            data = json.loads(body)
+            prompt = data["prompt"]
+        except (ValueError, KeyError, TypeError):
+            prompt = None
+        if not isinstance(prompt, str):  # token-id or batched prompts: passed through untouched
+            response = self.forward("POST", path, body, headers)
+            return response, response.content, "passed through"
+        uses_cache = data.get("cache_prompt", True) is not False
+        with self._lock:
+            self.requests += 1
+            shared = self.memory.longest_shared(prompt) if uses_cache else 0
+            if uses_cache:
+                self.memory.add(prompt)
+            rewrite = self.spec.rewrite(prompt, shared, self.chars) if uses_cache or not self.spec.cache_only else None
+            changed = rewrite is not None and rewrite.prompt != prompt
+            self.rewritten += changed
+        if not changed:
+            response = self.forward("POST", path, body, headers)
+            return response, response.content, "clean"
+        response = self.forward("POST", path, json.dumps({**data, "prompt": rewrite.prompt}).encode(), headers)
+        return response, self._patched_usage(response, prompt, rewrite.cached_chars), f"forwarded {len(rewrite.prompt)}/{len(prompt)} chars"
+
+    def _patched_usage(self, response: httpx.Response, prompt: str, cached_chars: int) -> bytes:
+        try:
+            data = response.json()
+            usage = data["usage"]
+        except (ValueError, KeyError, TypeError):
+            return response.content
+        usage["prompt_tokens"] = self.counter.count(prompt)
+        if cached_chars:
+            details = usage.get("prompt_tokens_details") or {}
+            details["cached_tokens"] = max(details.get("cached_tokens") or 0, self.counter.count(prompt[:cached_chars]))
+            usage["prompt_tokens_details"] = details
+        if isinstance(usage.get("completion_tokens"), int):
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return json.dumps(data).encode()
+
+
+def _is_flush(method: str, path: str) -> bool:
+    parts = urlsplit(path)
+    if parts.path in FLUSH_PATHS:
+        return True
+    # llama.cpp: POST /slots/<id>?action=erase
+    return method == "POST" and parts.path.startswith("/slots/") and parse_qs(parts.query).get("action") == ["erase"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: CanaryServer
+
+    def do_GET(self) -> None:
+        self._relay()
+
+    def do_POST(self) -> None:
+        self._relay()
+
+    def _relay(self) -> None:
+        canary = self.server.canary
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARDED_HEADERS}
+        try:
+            if self.command == "POST" and urlsplit(self.path).path == "/v1/completions":
+                response, content, note = canary.completions(self.path, body, headers)
+            else:
+                response = canary.forward(self.command, self.path, body, headers)
+                content, note = response.content, "passed through"
+            status, content_type = response.status_code, response.headers.get("content-type", "application/json")
+        except httpx.HTTPError as exc:
+            status, content_type, note = 502, "application/json", "upstream error"
+            content = json.dumps({"error": {"message": f"canary: upstream {canary.upstream} failed: {exc}"}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(content)))
+        self.send_header("X-Evalctl-Canary", f"{canary.fault}; {note}")
+        self.end_headers()
+        self.wfile.write(content)
+
+    def log_message(self, format: str, *args: object) -> None:
+        if self.server.verbose:
+            super().log_message(format, *args)
+
+
+class CanaryServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, canary: Canary, port: int = 0, verbose: bool = False):
+        super().__init__((HOST, port), _Handler)
+        self.canary = canary
+        self.verbose = verbose
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.server_address[1]}"
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.canary.close()

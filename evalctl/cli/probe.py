@@ -1,0 +1,158 @@
+"""`evalctl probe`: does a cached prefix change what the server computes? Cold vs warm, per prefix length."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.table import Table
+
+from evalctl.cli.common import console, err, fail
+from evalctl.cli.sweep import _csv_ints, resolve_config
+from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig
+
+EXIT_FAIL = 1
+EXIT_NOT_RUN = 3
+EXIT_INCONCLUSIVE = 4
+
+
+def _policy(path: Path | None, max_tokens: int | None, questions: int | None, prefix_tokens: list[int] | None):
+    from pydantic import ValidationError
+
+    from evalctl.probe.policy import ProbePolicy
+
+    data: dict = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise fail(f"cannot read policy {path}: {exc}") from None
+        # A gate policy file keeps the probe's thresholds under `probe:`.
+        data = loaded.get("probe", loaded) if isinstance(loaded, dict) else {}
+    for key, value in (("max_tokens", max_tokens), ("questions_per_bin", questions), ("prefix_tokens", prefix_tokens)):
+        if value is not None:
+            data[key] = value
+    try:
+        return ProbePolicy.model_validate(data)
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise fail(f"invalid probe policy: {fields}") from None
+
+
+def _fmt(value: object, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _bins_table(bins, title: str) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    columns = [("bin", "bin"), ("prefix_tokens", "prefix"), ("cached_tokens", "cached"), ("mismatch", "warm≠"),
+               ("baseline_mismatch", "cold≠"), ("first_divergence", "div@"), ("js", "JS warm"), ("baseline_js", "JS cold"),
+               ("verdict", "verdict")]  # fmt: skip
+    for key, header in columns:
+        table.add_column(header, justify="left" if key in ("bin", "verdict") else "right")
+    style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
+    for row in bins.to_dict("records"):
+        cells = [_fmt(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns]
+        cells[-1] = f"[{style.get(row['verdict'], '')}]{row['verdict']}[/]"
+        table.add_row(*cells)
+    return table
+
+
+def probe(
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
+    url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
+    engine: Annotated[
+        Engine, typer.Option(help="With --url: the engine behind it, so the probe can flush or bypass its cache for cold requests.")
+    ] = Engine.external,
+    shots: Annotated[str | None, typer.Option(help="Few-shot counts to probe (default: the config's; 1,2,4,8 with --url alone).")] = None,
+    prefix_tokens: Annotated[str | None, typer.Option(help="Extra synthetic prefix lengths in tokens, comma-separated.")] = None,
+    questions: Annotated[int | None, typer.Option(help="Questions per prefix-length bin (default 1).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Greedy tokens per generation (default 16).")] = None,
+    policy: Annotated[Path | None, typer.Option(help="YAML with probe thresholds (top level or under `probe:`).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Results root; a folder with probe.json is created inside.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Local GSM8K copy (train.jsonl, test.jsonl); env EVALCTL_DATA_DIR.")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar=["EVALCTL_API_KEY", "OPENAI_API_KEY"], show_envvar=True, help="Bearer token; never written.")
+    ] = None,
+) -> None:
+    """Generate each probe prompt greedily cold (twice) and warm (prefix cached), and compare per prefix-length bin.
+
+    Bins: the task's few-shot prefix at each shot count, plus synthetic prefixes just below and
+    above the engine's prefill chunk size when it is known. A bin fails when warm output departs
+    from cold by more than cold departs from a cold repeat, beyond the policy's tolerance.
+    Exit status: 0 pass; 1 fail (a bin diverges); 2 bad input; 3 server or probe could not run;
+    4 inconclusive (the cache hit could not be verified).
+    """
+    from evalctl.manifest import new_run_id
+    from evalctl.probe.runner import ProbeError
+    from evalctl.probe.session import probe_managed
+    from evalctl.servers import adapter_for
+    from evalctl.servers.process import ManagedServer, ServerError
+    from evalctl.tasks.lmeval import LmEvalTask
+
+    overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
+    if model is None and config is None:
+        if url is None:
+            raise fail("give --model NAME, --config FILE or --url URL")
+        cfg = SweepConfig.model_validate(
+            {"model": "external", "shots": [1, 2, 4, 8], **{k: v for k, v in overrides.items() if v is not None},
+             "servers": [ServerProfile(name="external", engine=Engine.external, url=url.rstrip("/"), model_path="external")]}
+        )  # fmt: skip
+    else:
+        cfg = resolve_config(model, config, url, overrides)
+    rules = _policy(policy, max_tokens, questions, _csv_ints(prefix_tokens, "--prefix-tokens"))
+    run_dir = Path(cfg.output_dir) / new_run_id(f"{cfg.model}-probe")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+        task = LmEvalTask(cfg.task, data_dir=cfg.resolved_data_dir(), fewshot="shared", seed=cfg.generation.seed)
+    except OSError as exc:
+        raise fail(f"cannot create {run_dir}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+
+    try:
+        url_adapter = adapter_for(engine) if url is not None else None
+    except NotImplementedError as exc:
+        raise fail(str(exc)) from None
+    verdicts = []
+    for profile in cfg.servers:
+        for variant in cfg.variants:
+            label = f"{profile.name}/{variant.name}"
+            server = ManagedServer(profile, variant, CacheMode.on, run_dir / f"server-{profile.name}-{variant.name}.log")
+            if url_adapter is not None:
+                server.adapter = url_adapter  # the server is external; its engine's cache switches still apply
+            try:
+                with console.status(f"{label}: starting server") as status:
+                    server.start()
+                    step = lambda msg, label=label: status.update(f"{label}: {msg}")  # noqa: E731
+                    result, name = probe_managed(server, task, cfg, run_dir, api_key=api_key, policy=rules, on_step=step)
+            except (ServerError, ProbeError) as exc:
+                died = server.exit_code()
+                note = f" (server exited with code {died})" if died is not None else ""
+                err.print(f"[red]error:[/red] {label}: {exc}{note}", highlight=False)
+                verdicts.append("not run")
+                continue
+            finally:
+                server.stop()
+            console.print(_bins_table(result.bins, f"Probe {label}: cold vs warm by prefix length (tokens)"))
+            for row in result.bins[result.bins["reason"] != ""].to_dict("records"):
+                console.print(f"  {row['bin']}: {row['reason']}", highlight=False)
+            console.print(
+                f"{label}: {result.verdict}; failed bins: {', '.join(result.failed_bins) or 'none'}; "
+                f"{result.generated_tokens} generated tokens in {result.wall_s:.0f}s; {run_dir / name}",
+                highlight=False,
+            )
+            verdicts.append(result.verdict)
+    if "fail" in verdicts:
+        raise typer.Exit(EXIT_FAIL)
+    if "not run" in verdicts:
+        raise typer.Exit(EXIT_NOT_RUN)
+    if "inconclusive" in verdicts:
+        raise typer.Exit(EXIT_INCONCLUSIVE)

@@ -1,0 +1,146 @@
+"""Send the probe: each prompt generated greedily cold twice, then warm once.
+
+Cold: the cache flushed (where the engine can) and switched off per request (where it
+can); the response must report no cached tokens. The second cold run measures the
+engine's own run-to-run disagreement: the baseline. Warm: after a flush, the longest
+prefixes are sent once (one token generated) so the cache holds them; then every prompt,
+longest prefix first, each reusing the nested prefix; the response must report cached
+tokens. Requests go one at a time: the order is what puts state in the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from evalctl.client import Completion, CompletionClient
+from evalctl.config import CacheMode
+from evalctl.probe.policy import ProbePolicy
+from evalctl.probe.prompts import ProbePrompt
+from evalctl.servers.base import EngineAdapter
+
+
+class ProbeError(RuntimeError):
+    """The probe could not run as designed (e.g. no way to make a cold request)."""
+
+
+@dataclass(frozen=True)
+class ProbeSample:
+    prompt: ProbePrompt
+    cold: Completion
+    cold_repeat: Completion
+    warm: Completion
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    samples: list[ProbeSample]
+    seeds: list[Completion]
+    flushed: bool  # whether the engine could flush its cache
+
+    @property
+    def generated_tokens(self) -> int:
+        completions = [c for s in self.samples for c in (s.cold, s.cold_repeat, s.warm)] + self.seeds
+        return sum(c.completion_tokens or 0 for c in completions)
+
+
+def _maximal_prefixes(prompts: list[ProbePrompt]) -> list[str]:
+    """Prefixes no other prefix extends: caching these caches every prefix."""
+    prefixes = sorted({p.prefix for p in prompts}, key=len, reverse=True)
+    kept: list[str] = []
+    for prefix in prefixes:
+        if not any(k.startswith(prefix) for k in kept):
+            kept.append(prefix)
+    return kept
+
+
+class ProbeRunner:
+    def __init__(
+        self,
+        base_url: str,
+        adapter: EngineAdapter,
+        policy: ProbePolicy,
+        *,
+        model: str,
+        timeout_s: float = 600.0,
+        api_key: str | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ):
+        self.base_url = base_url
+        self.adapter = adapter
+        self.policy = policy
+        self.model = model
+        self.timeout_s = timeout_s
+        self.api_key = api_key
+        self.on_step = on_step or (lambda _msg: None)
+
+    def _params(self, prompt: ProbePrompt, cache: CacheMode) -> dict:
+        params: dict = {"max_tokens": self.policy.max_tokens, "temperature": 0.0, **self.adapter.request_fields(cache)}
+        if self.policy.top_logprobs:
+            params["logprobs"] = self.policy.top_logprobs
+        if prompt.stop:
+            params["stop"] = list(prompt.stop)
+        return params
+
+    def _flush(self) -> bool:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            with httpx.Client(base_url=self.base_url, timeout=30.0, headers=headers) as http:
+                return self.adapter.flush(http)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return False
+
+    def run(self, prompts: list[ProbePrompt]) -> ProbeRun:
+        if not prompts:
+            raise ProbeError("no probe prompts: every prefix was shorter than min_prefix_tokens")
+        return asyncio.run(self._run(prompts))
+
+    async def _run(self, prompts: list[ProbePrompt]) -> ProbeRun:
+        client = CompletionClient(
+            self.base_url,
+            model=self.model,
+            concurrency=1,
+            timeout_s=self.timeout_s,
+            max_retries=2,
+            cached_tokens_if_missing=self.adapter.cached_tokens_if_missing,
+            api_key=self.api_key,
+        )
+        async with client:
+            colds = []
+            flushed = True
+            for i, prompt in enumerate(prompts, 1):
+                self.on_step(f"cold {i}/{len(prompts)}: {prompt.bin}")
+                pair = []
+                for _ in range(2):
+                    flushed = self._flush() and flushed
+                    pair.append(await self._cold(client, prompt))
+                colds.append(pair)
+            self.on_step("seeding the cache with the shared prefixes")
+            self._flush()
+            seeds = []
+            for prefix in _maximal_prefixes(prompts):
+                seed = await client.complete(prefix, max_tokens=1, temperature=0.0, **self.adapter.request_fields(CacheMode.on))
+                if seed.error:
+                    raise ProbeError(f"seeding the prefix cache failed: {seed.error}")
+                seeds.append(seed)
+            warms: dict[int, Completion] = {}
+            order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].prefix), reverse=True)
+            for n, i in enumerate(order, 1):
+                self.on_step(f"warm {n}/{len(prompts)}: {prompts[i].bin}")
+                warms[i] = await client.complete(prompts[i].text, **self._params(prompts[i], CacheMode.on))
+        samples = [ProbeSample(p, cold, again, warms[i]) for i, (p, (cold, again)) in enumerate(zip(prompts, colds))]
+        return ProbeRun(samples, seeds, flushed)
+
+    async def _cold(self, client: CompletionClient, prompt: ProbePrompt) -> Completion:
+        completion = await client.complete(prompt.text, **self._params(prompt, CacheMode.off))
+        if completion.error:
+            raise ProbeError(f"cold request ({prompt.bin}) failed: {completion.error}")
+        if completion.cached_tokens:
+            raise ProbeError(
+                f"a cold request ({prompt.bin}) reused {completion.cached_tokens} cached tokens: this engine can neither flush "
+                f"its cache nor switch it off per request here (with --url, name the engine: --engine)"
+            )
+        return completion

@@ -1,0 +1,134 @@
+"""One probe of one running server: prompts -> cold/warm generations -> verdicts -> probe.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pandas as pd
+
+from evalctl.config import ServerProfile, SweepConfig
+from evalctl.probe.policy import ProbePolicy
+from evalctl.probe.prompts import build_prompts
+from evalctl.probe.runner import ProbeError, ProbeRunner
+from evalctl.probe.verdict import bin_verdicts, overall, sample_rows
+from evalctl.servers.base import EngineAdapter
+from evalctl.servers.process import ManagedServer
+from evalctl.tasks.lmeval import LmEvalTask
+from evalctl.tokens import TokenCounter
+
+PROBE_FILE = "probe.json"
+
+
+@dataclass
+class ProbeResult:
+    verdict: str  # pass | fail | inconclusive
+    bins: pd.DataFrame
+    rows: pd.DataFrame
+    generated_tokens: int
+    wall_s: float
+    info: dict
+
+    @property
+    def failed_bins(self) -> list[str]:
+        return list(self.bins.loc[self.bins["verdict"] == "fail", "bin"])
+
+    def to_dict(self) -> dict:
+        return {
+            "verdict": self.verdict,
+            "failed_bins": self.failed_bins,
+            "generated_tokens": self.generated_tokens,
+            "wall_s": round(self.wall_s, 2),
+            **self.info,
+            # to_json turns NaN into null
+            "bins": json.loads(self.bins.to_json(orient="records")),
+            "prompts": json.loads(self.rows.to_json(orient="records")),
+        }
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2))
+        os.replace(tmp, path)
+
+
+def probe_server(
+    base_url: str,
+    adapter: EngineAdapter,
+    task: LmEvalTask,
+    shots: list[int],
+    policy: ProbePolicy,
+    *,
+    model: str,
+    profile: ServerProfile | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 600.0,
+    on_step: Callable[[str], None] | None = None,
+) -> ProbeResult:
+    started = time.monotonic()
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=base_url, timeout=30.0, headers=headers) as http:
+        counter = TokenCounter(http, model)
+        try:
+            chunk = adapter.prefill_chunk_tokens(http, profile)
+        except (httpx.HTTPError, ValueError, KeyError):
+            chunk = None
+        prompts = build_prompts(task, shots, policy, counter, chunk)
+    run = ProbeRunner(base_url, adapter, policy, model=model, timeout_s=timeout_s, api_key=api_key, on_step=on_step).run(prompts)
+    rows = sample_rows(run.samples)
+    bins = bin_verdicts(rows, policy)
+    info = {
+        "url": base_url,
+        "engine": adapter.name,
+        "prefill_chunk_tokens": chunk,
+        "token_counts": "server /tokenize" if counter.exact else "estimated (chars/token)",
+        "cache_flushed": run.flushed,
+        "divergence_unit": "tokens" if rows["logprobs"].all() else "characters (no logprobs returned)",
+        "policy": policy.model_dump(),
+    }
+    return ProbeResult(overall(bins), bins, rows, run.generated_tokens, time.monotonic() - started, info)
+
+
+def probe_managed(
+    server: ManagedServer,
+    task: LmEvalTask,
+    config: SweepConfig,
+    out_dir: Path,
+    *,
+    api_key: str | None = None,
+    policy: ProbePolicy | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> tuple[ProbeResult, str]:
+    """Probe a started server of a sweep config; writes probe.json (probe-<profile>-<variant>.json when several)."""
+    single = len(config.servers) * len(config.variants) == 1
+    name = PROBE_FILE if single else f"probe-{server.profile.name}-{server.variant.name}.json"
+    result = probe_server(
+        server.base_url, server.adapter, task, config.shots, policy or ProbePolicy(), model=server.profile.model_path,
+        profile=server.profile, api_key=api_key, timeout_s=config.request_timeout_s, on_step=on_step,
+    )  # fmt: skip
+    result.write(out_dir / name)
+    return result, name
+
+
+def sweep_probe(
+    server: ManagedServer, task: LmEvalTask, config: SweepConfig, run_dir: Path, *, api_key: str | None, warn: Callable[[str], None]
+) -> dict:
+    """The sweep's hook (`probe: true`): probe a cache-on server before its cells; the manifest entry it returns."""
+    try:
+        result, name = probe_managed(server, task, config, run_dir, api_key=api_key)
+    except ProbeError as exc:
+        warn(f"probe of {server.base_url} could not run: {exc}")
+        return {"verdict": "inconclusive", "error": str(exc)}
+    if result.verdict != "pass":
+        warn(f"probe {result.verdict} on {server.profile.name}/{server.variant.name}: bins {', '.join(result.failed_bins) or '-'}")
+    return {
+        "file": name,
+        "verdict": result.verdict,
+        "failed_bins": result.failed_bins,
+        "generated_tokens": result.generated_tokens,
+        "wall_s": round(result.wall_s, 2),
+    }

@@ -1,0 +1,85 @@
+"""The canary's fault semantics: prompt rewriting (pure) and one real proxied request."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+import pytest
+
+from evalctl.canary.faults import MIN_SHARED_CHARS, PromptMemory, corrupt_cached_suffix, lost_prefix, truncate_prompt
+from evalctl.canary.proxy import Canary, CanaryServer, _is_flush
+from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.servers.process import ManagedServer
+
+PREFIX = "Question: Ann has 3 apples and buys 4 more. How many?\nAnswer: 3 + 4 = 7. #### 7\n\n"
+
+
+def test_lost_prefix_forwards_only_the_unshared_part():
+    prompt = PREFIX + "Question: Bob has 2 pears.\nAnswer:"
+    rewrite = lost_prefix(prompt, len(PREFIX), 0)
+    assert rewrite.prompt == "Question: Bob has 2 pears.\nAnswer:"
+    assert rewrite.cached_chars == len(PREFIX)
+    # a prompt seen whole before still computes its last character, like a cache hit does
+    assert lost_prefix(prompt, len(prompt), 0).prompt == ":"
+    # a coincidental short overlap is not a cache hit
+    assert lost_prefix(prompt, MIN_SHARED_CHARS - 1, 0).prompt == prompt
+
+
+def test_corrupt_cached_suffix_garbles_the_end_of_the_shared_prefix():
+    prompt = PREFIX + "Question: Bob?\nAnswer:"
+    rewrite = corrupt_cached_suffix(prompt, len(PREFIX), 10)
+    assert len(rewrite.prompt) == len(prompt)
+    assert rewrite.prompt[: len(PREFIX) - 10] == PREFIX[:-10]
+    assert rewrite.prompt[len(PREFIX) - 10 : len(PREFIX)] == PREFIX[-10:][::-1]
+    assert rewrite.prompt.endswith("Question: Bob?\nAnswer:")
+
+
+def test_truncate_prompt_keeps_the_tail():
+    assert truncate_prompt("abcdef", 0, 4).prompt == "cdef"
+    assert truncate_prompt("abc", 0, 4).prompt == "abc"
+
+
+def test_memory_and_flush_paths():
+    memory = PromptMemory()
+    memory.add(PREFIX + "Q1")
+    assert memory.longest_shared(PREFIX + "Q2") == len(PREFIX) + 1  # "Q" is shared too
+    memory.clear()
+    assert memory.longest_shared(PREFIX + "Q2") == 0
+    assert _is_flush("POST", "/slots/0?action=erase") and _is_flush("POST", "/flush_cache") and _is_flush("POST", "/reset_prefix_cache")
+    assert not _is_flush("GET", "/slots") and not _is_flush("POST", "/slots/0?action=save")
+
+
+@pytest.mark.server
+def test_lost_prefix_through_a_real_server(tmp_path, no_orphans):
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=1024, parallel=1, startup_timeout_s=120)
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
+    server.start()
+    proxy = CanaryServer(Canary(server.base_url, "lost-prefix"))
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(base_url=proxy.url, timeout=120) as http:
+            assert http.get("/health").status_code == 200  # passed through
+            body = {"max_tokens": 2, "temperature": 0}
+            first = http.post("/v1/completions", json={**body, "prompt": PREFIX + "Question: Bob has 2 pears.\nAnswer:"})
+            assert first.headers["x-evalctl-canary"] == "lost-prefix; clean"
+            prompt = PREFIX + "Question: Cy has 5 plums.\nAnswer:"
+            second = http.post("/v1/completions", json={**body, "prompt": prompt})
+            forwarded = len(prompt) - len(PREFIX) - len("Question: ")
+            assert second.headers["x-evalctl-canary"] == f"lost-prefix; forwarded {forwarded}/{len(prompt)} chars"
+            usage = second.json()["usage"]
+            full = len(http.post("/tokenize", json={"content": prompt}).json()["tokens"])
+            assert usage["prompt_tokens"] == full  # looks like the whole prompt was served
+            assert usage["prompt_tokens_details"]["cached_tokens"] >= full - 15  # and claims the prefix hit the cache
+            # a cold request is not faulted; a flush (passed through) empties the canary's memory
+            cold = http.post("/v1/completions", json={**body, "prompt": prompt, "cache_prompt": False})
+            assert cold.headers["x-evalctl-canary"] == "lost-prefix; clean"
+            assert http.post("/slots/0", params={"action": "erase"}).status_code == 200
+            again = http.post("/v1/completions", json={**body, "prompt": prompt})
+            assert again.headers["x-evalctl-canary"] == "lost-prefix; clean"
+        assert proxy.canary.rewritten == 1
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        server.stop()

@@ -1,0 +1,101 @@
+"""The probe against real CPU llama.cpp servers: healthy passes, behind the lost-prefix canary fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from test_sweep_cpu import evalctl, only_run
+
+from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.servers.process import ManagedServer, free_port
+
+pytestmark = pytest.mark.server
+
+# Two small few-shot bins and no chunk-boundary bins keep these tests to seconds of prefill.
+FAST_POLICY = "chunk_offsets: []\nmax_tokens: 8\n"
+
+
+def probe_json(root: Path) -> dict:
+    return json.loads((only_run(root) / "probe.json").read_text())
+
+
+def test_probe_passes_on_healthy_server(tmp_path, data_dir, no_orphans):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(FAST_POLICY)
+    out = evalctl("probe", "--model", "smollm2-135m", "--shots", "1,2", "--policy", str(policy),
+                  "--data-dir", str(data_dir), "--output", str(tmp_path / "out"))  # fmt: skip
+    assert out.returncode == 0, out.stderr + out.stdout
+    result = probe_json(tmp_path / "out")
+    assert result["verdict"] == "pass" and result["failed_bins"] == []
+    assert [b["bin"] for b in result["bins"]] == ["1-shot", "2-shot"]
+    assert all(b["cached_tokens"] > 0 for b in result["bins"])  # warm requests really hit the cache
+    assert result["divergence_unit"] == "tokens" and result["token_counts"] == "server /tokenize"
+    assert 0 < result["generated_tokens"] <= 2 * 3 * 8 + 1
+    assert "Probe cpu/default" in out.stdout
+
+
+@pytest.fixture
+def cpu_server(tmp_path):
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, startup_timeout_s=120)
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, cpu_server, no_orphans):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(FAST_POLICY)
+    port = free_port()
+    canary = subprocess.Popen(
+        [sys.executable, "-m", "evalctl.cli", "canary", "--upstream", cpu_server.base_url, "--fault", "lost-prefix", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert canary.stdout.readline().startswith(f"canary: http://127.0.0.1:{port}")
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(url + "/health").status_code == 200
+        out = evalctl("probe", "--url", url, "--engine", "llamacpp", "--shots", "1", "--prefix-tokens", "200", "--policy", str(policy),
+                      "--data-dir", str(data_dir), "--output", str(tmp_path / "out"))  # fmt: skip
+    finally:
+        canary.terminate()
+        _, stderr = canary.communicate(timeout=30)
+    assert out.returncode == 1, out.stderr + out.stdout
+    result = probe_json(tmp_path / "out")
+    assert result["verdict"] == "fail"
+    assert result["failed_bins"] == ["1-shot", "prefix-200"]  # named, shortest prefix first
+    assert all(b["cached_tokens"] > 0 and b["mismatch"] == 1.0 for b in result["bins"])
+    assert "failed bins: 1-shot, prefix-200" in out.stdout.replace("\n", " ")
+    assert "rewritten by lost-prefix" in stderr
+
+
+def test_sweep_with_probe_true_writes_probe_json(tmp_path, data_dir, no_orphans):
+    cfg = tmp_path / "probe-sweep.yaml"
+    cfg.write_text(
+        f"""
+model: smollm2-135m
+shots: [1]
+cache: ["on"]
+limit: 1
+probe: true
+data_dir: {data_dir}
+output_dir: {tmp_path / "out"}
+generation: {{max_tokens: 8}}
+servers:
+  - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 2048, parallel: 1}}
+"""
+    )
+    out = evalctl("sweep", "--config", str(cfg))
+    assert out.returncode == 0, out.stderr
+    run = only_run(tmp_path / "out")
+    manifest = json.loads((run / "manifest.json").read_text())
+    entry = manifest["servers"][0]["probe"]
+    assert entry["file"] == "probe.json" and entry["verdict"] == "pass"
+    assert json.loads((run / "probe.json").read_text())["bins"][0]["bin"] == "1-shot"

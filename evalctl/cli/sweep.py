@@ -218,9 +218,7 @@ def sweep(
     verdict = finish_run(result.run_dir)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure['server']}: {failure['error']}")
-    console.print(
-        f"gate (default policy): [{STATUS_STYLE[verdict.verdict]}]{verdict.verdict}[/] - details: evalctl gate {result.run_dir}"
-    )
+    console.print(f"gate (default policy): [{STATUS_STYLE[verdict.verdict]}]{verdict.verdict}[/] - details: evalctl gate {result.run_dir}")
     console.print(f"report: {result.run_dir / 'report.html'}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:

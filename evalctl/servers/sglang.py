@@ -65,3 +65,10 @@ class SGLangAdapter(EngineAdapter):
         settings = {k: info[k] for k in _INFO_KEYS if k in info}
         settings.update({k: v for k, v in info.items() if k.startswith("mamba")})
         return {"engine": "sglang", "version": info.get("version"), "settings": settings}
+
+    def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
+        # The profile's setting when pinned; else what the server resolved (SGLang picks it by GPU memory).
+        if profile is not None and profile.chunked_prefill_size:
+            return profile.chunked_prefill_size
+        size = self.server_info(http)["settings"].get("chunked_prefill_size")
+        return int(size) if size else None

@@ -74,3 +74,17 @@ def test_tuning_fields_prefix_env_and_extra_args_order():
 
 def test_readiness_waits_for_a_generated_token():
     assert SGLangAdapter.health_path == "/health_generate"
+
+
+def test_prefill_chunk_comes_from_the_profile_else_the_server():
+    # SGLang cannot run here: a stand-in /server_info answers what a real one resolved.
+    import httpx
+
+    from evalctl.servers.sglang import SGLangAdapter
+
+    info = {"version": "0.5.23", "chunked_prefill_size": 8192}
+    http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=info)), base_url="http://sglang")
+    adapter = SGLangAdapter()
+    assert adapter.prefill_chunk_tokens(http, None) == 8192
+    pinned = ServerProfile(name="g", engine="sglang", model_path="m", chunked_prefill_size=4096)
+    assert adapter.prefill_chunk_tokens(http, pinned) == 4096

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import httpx
 import pytest
 
 from evalctl.config import CacheMode, ServerProfile, Variant, load_config
@@ -78,10 +79,6 @@ def test_readiness_waits_for_a_generated_token():
 
 def test_prefill_chunk_comes_from_the_profile_else_the_server():
     # SGLang cannot run here: a stand-in /server_info answers what a real one resolved.
-    import httpx
-
-    from evalctl.servers.sglang import SGLangAdapter
-
     info = {"version": "0.5.23", "chunked_prefill_size": 8192}
     http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=info)), base_url="http://sglang")
     adapter = SGLangAdapter()

@@ -48,7 +48,8 @@ def cpu_server(tmp_path):
     server.stop()
 
 
-def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, cpu_server, no_orphans):
+def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, cpu_server):
+    # no_orphans before cpu_server: the server fixture stops its server before the leftover check runs
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY)
     port = free_port()

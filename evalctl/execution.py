@@ -6,9 +6,12 @@ import asyncio
 import datetime as dt
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+import httpx
 
 from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
@@ -270,12 +273,17 @@ class Sweep:
             except ServerError as exc:
                 code = exc.exit_code
 
-    def _server_info(self, server: ManagedServer) -> dict:
+    @staticmethod
+    def _for_the_record(server: ManagedServer, what: str, ask: Callable[[httpx.Client], dict]) -> dict:
+        """Ask the server for something kept only for the record: a failure is noted, never fatal."""
         try:
             with server.http() as http:
-                return server.adapter.server_info(http)
-        except Exception as exc:  # info is for the record; a server without it still serves
-            return {"error": f"server info unavailable: {exc}"}
+                return ask(http)
+        except Exception as exc:  # a server without info or metrics still serves
+            return {"error": f"{what} unavailable: {exc}"}
+
+    def _server_info(self, server: ManagedServer) -> dict:
+        return self._for_the_record(server, "server info", server.adapter.server_info)
 
     def _client(self, server: ManagedServer) -> CompletionClient:
         return CompletionClient(
@@ -346,11 +354,7 @@ class Sweep:
         """The engine's Prometheus counters now (cache hit rate, cached tokens); {} for engines without."""
         if server.exit_code() is not None:
             return {}
-        try:
-            with server.http() as http:
-                return server.adapter.scrape_metrics(http)
-        except Exception as exc:  # metrics are for the record; a cell without them still counts
-            return {"error": f"metrics unavailable: {exc}"}
+        return self._for_the_record(server, "metrics", server.adapter.scrape_metrics)
 
     def _flush(self, server: ManagedServer) -> bool:
         try:

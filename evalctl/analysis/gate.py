@@ -155,6 +155,19 @@ def _cell(row: Any) -> dict[str, Any]:
     }
 
 
+def _paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
+    """A paired comparison's figures as a check reports them: the drop, its test, the flips."""
+    return {
+        "value": float(row["acc_drop"]),
+        "threshold": policy.max_accuracy_drop,
+        "p_value": float(row["p_value"]),
+        "p_adjusted": float(row["p_adjusted"]),
+        "b": int(row["b"]),
+        "c": int(row["c"]),
+        "n": int(row["n"]),
+    }
+
+
 def completeness_checks(run: RunFrames, role: str) -> list[Check]:
     """Not pass when the run stopped early or a planned cell is short of questions."""
     status = run.manifest.get("status")
@@ -245,13 +258,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[C
                 reason,
                 **_cell(row),
                 metric=f"{policy.metric} accuracy drop",
-                value=float(row["acc_drop"]),
-                threshold=policy.max_accuracy_drop,
-                p_value=float(row["p_value"]),
-                p_adjusted=float(row["p_adjusted"]),
-                b=int(row["b"]),
-                c=int(row["c"]),
-                n=int(row["n"]),
+                **_paired_drop(row, policy),
             )
         )
     return checks
@@ -322,13 +329,7 @@ def cliff_checks(table: pd.DataFrame, policy: GatePolicy) -> list[Check]:
                 cache="on",
                 pass_index=int(row["pass_index"]),
                 metric=f"{row['column']} bin {row['bin']}",
-                value=float(row["acc_drop"]),
-                threshold=policy.max_accuracy_drop,
-                p_value=float(row["p_value"]),
-                p_adjusted=float(row["p_adjusted"]),
-                b=int(row["b"]),
-                c=int(row["c"]),
-                n=int(row["n"]),
+                **_paired_drop(row, policy),
             )
         )
     return checks

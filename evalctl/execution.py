@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import httpx
 
@@ -29,18 +28,9 @@ from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
 
 
-class Progress(Protocol):
-    """What execution tells the user; the CLI renders it (Rich), tests may ignore it."""
+class Progress:
+    """What execution tells the user: this base says nothing (tests, jobs); the CLI's renders it with Rich."""
 
-    def server_starting(self, label: str, elapsed_s: float) -> None: ...
-    def server_ready(self, label: str) -> None: ...
-    def cell_started(self, label: str, total: int) -> None: ...
-    def request_done(self, ok: bool) -> None: ...
-    def cell_done(self, label: str) -> None: ...
-    def warn(self, message: str) -> None: ...
-
-
-class SilentProgress:
     def server_starting(self, label: str, elapsed_s: float) -> None: ...
     def server_ready(self, label: str) -> None: ...
     def cell_started(self, label: str, total: int) -> None: ...
@@ -92,7 +82,7 @@ class Sweep:
         part: str | None = None,
     ):
         self.config = config
-        self.progress = progress or SilentProgress()
+        self.progress = progress or Progress()
         self.api_key = api_key
         self.shutdown = shutdown or Shutdown()
         self.resuming = resume is not None

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO.parent / "shared" / "datasets" / "gsm8k"
@@ -43,3 +44,25 @@ def no_orphans(tmp_path):
     for proc in left:
         proc.kill()
     assert not left, f"processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"
+
+
+def cpu_profile(name: str = "cpu", **fields: object) -> dict:
+    """A llama.cpp server profile serving the bundled SmolLM2-135M; fields override."""
+    return {"name": name, "engine": "llamacpp", "model_path": "bundled:smollm2-135m", **fields}
+
+
+def write_sweep_config(tmp_path: Path, data_dir: Path, servers: list[dict], **fields: object) -> Path:
+    """A small sweep config (1 shot, cache on, 1 question, results under tmp_path/out); fields override."""
+    config = {
+        "model": "smollm2-135m",
+        "shots": [1],
+        "cache": ["on"],
+        "limit": 1,
+        "data_dir": str(data_dir),
+        "output_dir": str(tmp_path / "out"),
+        **fields,
+        "servers": servers,
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import cpu_profile, write_sweep_config
 
 pytestmark = pytest.mark.server
 
@@ -58,19 +59,8 @@ def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):
 
 
 def test_prompt_longer_than_context_is_an_error_row(tmp_path, data_dir, no_orphans):
-    cfg = tmp_path / "small-ctx.yaml"
-    cfg.write_text(
-        f"""
-model: smollm2-135m
-shots: [8]
-cache: ["off"]
-limit: 2
-data_dir: {data_dir}
-output_dir: {tmp_path / "out"}
-generation: {{max_tokens: 8}}
-servers:
-  - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 512, parallel: 1}}
-"""
+    cfg = write_sweep_config(
+        tmp_path, data_dir, [cpu_profile(context_length=512, parallel=1)], shots=[8], cache=["off"], limit=2, generation={"max_tokens": 8}
     )
     out = evalctl("sweep", "--config", str(cfg))
     assert out.returncode == 0, out.stderr
@@ -82,19 +72,7 @@ servers:
 
 
 def test_server_that_never_becomes_healthy_reports_log_tail(tmp_path, data_dir, no_orphans):
-    cfg = tmp_path / "bad-model.yaml"
-    cfg.write_text(
-        f"""
-model: broken
-shots: [1]
-cache: ["on"]
-limit: 1
-data_dir: {data_dir}
-output_dir: {tmp_path / "out"}
-servers:
-  - {{name: cpu, engine: llamacpp, model_path: {tmp_path / "missing.gguf"}, startup_timeout_s: 60}}
-"""
-    )
+    cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(model_path=str(tmp_path / "missing.gguf"), startup_timeout_s=60)])
     out = evalctl("sweep", "--config", str(cfg))
     assert out.returncode == 3, out.stdout + out.stderr
     assert "exited with code" in out.stderr
@@ -108,19 +86,7 @@ def test_port_in_use_is_a_clear_error(tmp_path, data_dir, no_orphans):
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        cfg = tmp_path / "port.yaml"
-        cfg.write_text(
-            f"""
-model: smollm2-135m
-shots: [1]
-cache: ["on"]
-limit: 1
-data_dir: {data_dir}
-output_dir: {tmp_path / "out"}
-servers:
-  - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", port: {port}}}
-"""
-        )
+        cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(port=port)])
         out = evalctl("sweep", "--config", str(cfg))
     assert out.returncode == 3
     assert f"port {port} on 127.0.0.1 is already in use" in out.stderr

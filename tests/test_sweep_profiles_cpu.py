@@ -6,29 +6,18 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import cpu_profile, write_sweep_config
 from test_sweep_cpu import evalctl, only_run
 
 pytestmark = pytest.mark.server
 
 
 def test_dead_profile_is_reported_and_next_profile_runs_two_warm_passes(tmp_path, data_dir, no_orphans):
-    cfg = tmp_path / "two-profiles.yaml"
-    cfg.write_text(
-        f"""
-model: smollm2-135m
-shots: [1]
-cache: ["on"]
-limit: 2
-passes: 2
-concurrency: 2
-data_dir: {data_dir}
-output_dir: {tmp_path / "out"}
-generation: {{max_tokens: 8}}
-servers:
-  - {{name: broken, engine: llamacpp, model_path: {tmp_path / "missing.gguf"}, startup_timeout_s: 60}}
-  - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 2048, parallel: 2}}
-"""
-    )
+    broken = cpu_profile("broken", model_path=str(tmp_path / "missing.gguf"), startup_timeout_s=60)
+    cfg = write_sweep_config(
+        tmp_path, data_dir, [broken, cpu_profile(context_length=2048, parallel=2)],
+        limit=2, passes=2, concurrency=2, generation={"max_tokens": 8},
+    )  # fmt: skip
     out = evalctl("sweep", "--config", str(cfg))
     assert out.returncode == 3, out.stdout + out.stderr
     assert "failed: broken/default cache=on" in " ".join(out.stderr.split())

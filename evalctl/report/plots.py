@@ -26,20 +26,24 @@ def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str) -> None:
     ax.errorbar(x, y, yerr=yerr, marker="o" if cache == "on" else "s", linestyle="-" if cache == "on" else "--", capsize=3, label=label)
 
 
+def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool) -> Path:
+    ax.set(xlabel=xlabel, ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     first_pass = table[table["pass_index"] == table["pass_index"].min()] if len(table) else table
     for label, cache, group in _series(first_pass):
         group = group.sort_values("shots")
         _errorbar(ax, group["shots"], group, label, cache)
-    ax.set(xlabel="few-shot examples", ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
-    ax.grid(alpha=0.3)
-    if len(first_pass):
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, legend=len(first_pass) > 0)
 
 
 def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None) -> Path:
@@ -49,14 +53,7 @@ def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_pre
         _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache)
     if chunked_prefill:
         ax.axvline(chunked_prefill, color="grey", linestyle=":", label=f"chunked prefill {chunked_prefill}")
-    ax.set(xlabel="prompt tokens (bin centre)", ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
-    ax.grid(alpha=0.3)
-    if len(table):
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish_accuracy_plot(fig, ax, path, "prompt tokens (bin centre)", title, legend=len(table) > 0)
 
 
 def history_trend(table: pd.DataFrame, path: Path, title: str, ylabel: str = "accuracy (strict, 95% Wilson)") -> Path:

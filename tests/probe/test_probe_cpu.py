@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import cpu_profile, write_sweep_config
 from test_sweep_cpu import evalctl, only_run
 
 from evalctl.config import CacheMode, ServerProfile, Variant
@@ -78,21 +79,7 @@ def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, c
 
 
 def test_sweep_with_probe_true_writes_probe_json(tmp_path, data_dir, no_orphans):
-    cfg = tmp_path / "probe-sweep.yaml"
-    cfg.write_text(
-        f"""
-model: smollm2-135m
-shots: [1]
-cache: ["on"]
-limit: 1
-probe: true
-data_dir: {data_dir}
-output_dir: {tmp_path / "out"}
-generation: {{max_tokens: 8}}
-servers:
-  - {{name: cpu, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 2048, parallel: 1}}
-"""
-    )
+    cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(context_length=2048, parallel=1)], probe=True, generation={"max_tokens": 8})
     out = evalctl("sweep", "--config", str(cfg))
     assert out.returncode == 0, out.stderr
     run = only_run(tmp_path / "out")

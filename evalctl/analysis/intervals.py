@@ -47,10 +47,11 @@ def tango_score_statistic(b: int, c: int, n_pairs: int, delta0: float) -> float:
     return float(tango_scores(b, c, n, delta0))
 
 
-def tango_scores(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: float) -> np.ndarray:
+def tango_scores(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: float, continuity: float = 0.0) -> np.ndarray:
     """`tango_score_statistic` over arrays of counts, unchecked; NaN counts give NaN.
 
-    The sequential gate scores thousands of looks at once with it.
+    The sequential gate scores thousands of looks at once with it. `continuity` is subtracted
+    from the numerator b - c - n delta0: 0.5 is the half-unit correction for an upper-tail test.
     """
     b, c, n = (np.asarray(x, dtype=float) for x in (b, c, n_pairs))
     # Constrained MLE of p_c: the non-negative root of A x^2 + B x + C = 0.
@@ -58,7 +59,7 @@ def tango_scores(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: float) 
     bq = -b - c + (2.0 * n - b + c) * delta0
     cq = -c * delta0 * (1.0 - delta0)
     disc = np.sqrt(np.maximum(0.0, bq * bq - 4.0 * a * cq))
-    numerator = b - c - n * delta0
+    numerator = b - c - n * delta0 - continuity
     with np.errstate(divide="ignore", invalid="ignore"):
         # Two algebraically equal forms; pick the one without cancellation.
         p_c = np.where(bq <= 0, (disc - bq) / (2.0 * a), -2.0 * cq / (bq + disc))

@@ -28,7 +28,7 @@ import pandas as pd
 from evalctl.analysis.lengths import length_bins
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact
-from evalctl.analysis.pairing import Comparison, Metric, align, scored_pairs
+from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
 
 LengthColumn = Literal["prompt_tokens", "cached_tokens"]
 GROUP = ["profile", "variant", "pass_index"]
@@ -61,7 +61,7 @@ def paired_by_length(
     """Per (profile, variant, pass, length bin): pairs, flips, both accuracies, the bin's one-sided
     McNemar p, and the same for the tail (this bin and all longer ones). `min_tokens` is the
     shortest length seen in the bin, sharper than its lower edge."""
-    pairs = scored_pairs(align(cache_comparison), metric)
+    pairs = judged_pairs(align(cache_comparison), metric)
     pairs = pairs[pairs[column].notna()]
     if pairs.empty:
         return pd.DataFrame(columns=BIN_COLUMNS)

@@ -6,7 +6,11 @@ estimated by (b - c) / n. With a tolerance `tol` two one-sided tests are run on 
 both with Tango's (1998) score statistic Z(tol) (`intervals.tango_score_statistic`), whose
 variance comes from the cell probabilities fitted under the null (constrained MLE):
 
-- beyond (regression): H0: delta <= tol against H1: delta > tol; p = 1 - Phi(Z(tol));
+- beyond (regression): H0: delta <= tol against H1: delta > tol; p = 1 - Phi(Z(tol)), with
+  a half-unit continuity correction on b - c. The flips are a skewed count whose upper tail
+  the normal approximation underestimates, and Holm tests the first cell at alpha / m, far
+  in that tail: uncorrected, the test's size there was 1.4 times nominal (n = 200,
+  discordance 0.036, 13 cells); corrected, at most nominal in every setting simulated;
 - within (pass): H0: delta >= tol against H1: delta < tol; p = Phi(Z(tol)). This is the
   matched-pairs non-inferiority test of Nam (1997) and Tango (1998).
 
@@ -50,6 +54,9 @@ from evalctl.analysis.intervals import tango_score_statistic
 from evalctl.analysis.multiple import holm_rows
 
 
+CONTINUITY = 0.5  # subtracted from b - c in the regression test; see the module docstring
+
+
 class DropStatus(str, Enum):
     passed = "pass"
     regression = "regression"
@@ -57,8 +64,8 @@ class DropStatus(str, Enum):
 
 
 def p_beyond_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float) -> np.ndarray:
-    """One-sided p-value for H0: drop <= tolerance (small: the drop is beyond it)."""
-    return ndtr(-np.asarray(tango_score_statistic(b, c, n, tolerance)))
+    """One-sided p-value for H0: drop <= tolerance (small: the drop is beyond it), continuity-corrected."""
+    return ndtr(-np.asarray(tango_score_statistic(b, c, n, tolerance, continuity=CONTINUITY)))
 
 
 def p_within_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float) -> np.ndarray:

@@ -50,7 +50,7 @@ def constrained_flip_rate(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0
         return np.where(bq <= 0, (disc - bq) / (2.0 * a), -2.0 * cq / (bq + disc))
 
 
-def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike) -> Any:
+def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0) -> Any:
     """Tango (1998) score statistic for H0: drop = delta0 in paired data.
 
     The drop is ``p_b - p_c``: the probability of a right->wrong flip minus
@@ -64,11 +64,13 @@ def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0
     delta0 = 0) it returns -inf / +inf by the sign of the numerator, and 0
     when the numerator vanishes too (the data agree exactly with the null).
     Scalars in, a float out; arrays broadcast and give an array (the gate's
-    simulation tests thousands of cells at once).
+    simulation tests thousands of cells at once). `continuity` is subtracted
+    from the numerator b - c - n delta0: 0.5 is the half-unit correction for
+    an upper-tail test.
     """
     b, c, n, d = _counts(b, c, n_pairs, delta0)
     p_c = constrained_flip_rate(b, c, n, d)
-    numerator = b - c - n * d
+    numerator = b - c - n * d - continuity
     variance = n * (2.0 * p_c + d * (1.0 - d))
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(variance > 0.0, numerator / np.sqrt(np.where(variance > 0.0, variance, 1.0)), np.sign(numerator) * np.inf)

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from evalctl.analysis.drop_rule import CONTINUITY
 from evalctl.analysis.intervals import constrained_flip_rate, tango_score_statistic
 
 
@@ -126,9 +127,9 @@ def mde_beyond_tolerance(
     right->wrong direction, so p_b = q + d and p_c = q, and the discordance grows with d
     (unlike `mde_paired`, which holds it fixed and so has no answer for d above it).
 
-    Power is from the normal approximation of the score statistic,
-    Phi((sqrt(n) (d - tol) - z sqrt(V0)) / sqrt(V1)), with V0 the null variance at the
-    constrained MLE and V1 = p_b + p_c - d^2, solved for d. `scripts/bench_gate.py`
+    Power is from the normal approximation of the continuity-corrected score statistic,
+    Phi((sqrt(n) (d - tol) - c / sqrt(n) - z sqrt(V0)) / sqrt(V1)), with c = 1/2, V0 the
+    null variance at the constrained MLE and V1 = p_b + p_c - d^2, solved for d. `scripts/bench_gate.py`
     compares it with the simulated rule.
     """
     if not 0.0 <= noise_discordance < 1.0:
@@ -142,7 +143,7 @@ def mde_beyond_tolerance(
         p_c0 = float(constrained_flip_rate(q + d, q, 1.0, tolerance))  # the null fit's limit
         v0 = 2 * p_c0 + tolerance * (1 - tolerance)
         v1 = 2 * q + d - d * d
-        return math.sqrt(n) * (d - tolerance) - z_a * math.sqrt(v0) - z_b * math.sqrt(v1)
+        return math.sqrt(n) * (d - tolerance) - CONTINUITY / math.sqrt(n) - z_a * math.sqrt(v0) - z_b * math.sqrt(v1)
 
     top = 1.0 - 2 * q  # every right answer flips
     if gap(top) < 0:

@@ -252,7 +252,7 @@ def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
         f"{row['ref_acc']:.3f} [{row['ref_lo']:.3f},{row['ref_hi']:.3f}]; flips {b} right->wrong{errors}, {c} wrong->right"
     )
     if n < policy.min_n:
-        return f"only {n} scored pairs (min_n {policy.min_n}); {versus}"
+        return f"only {n} pairs (min_n {policy.min_n}); {versus}"
     bounds = f"drop {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['drop_lower']:.3f},{row['drop_upper']:.3f}]"
     if row["status"] == "regression":
         return f"drop beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks); {versus}"

@@ -18,6 +18,9 @@ Inverting them gives the rank-based (Hodges-Lehmann) confidence bounds on the ra
 are independent, and the candidate's distribution is the reference's scaled by a factor
 (a shift on the log scale); concurrency and a shared machine weaken the first, so the
 reported median ratio is a description and the p-values are approximate.
+
+`throughput_ratios` is the description `evalctl compare` prints: cell-wide rates and
+latency percentiles, candidate over reference, no test.
 """
 
 from __future__ import annotations
@@ -28,8 +31,25 @@ import numpy as np
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from evalctl.analysis.pairing import Comparison
+from evalctl.analysis.pairing import Comparison, match
 from evalctl.records import CELL_KEYS
+
+# Higher is better for rates, lower for latencies; `slowdown` puts both on one scale.
+RATES = ("requests_per_s", "output_tokens_per_s")
+LATENCIES = ("latency_p50_s", "latency_p90_s", "ttft_p50_s")
+RATIO_COLUMNS = [
+    "kind",
+    "comparison",
+    "reference",
+    *CELL_KEYS,
+    "measure",
+    "ref_value",
+    "cand_value",
+    "ratio",
+    "slowdown",
+    "ref_requests",
+    "cand_requests",
+]
 
 # Per-request measures; True where higher is better.
 MEASURES = {"output_tokens_per_s": True, "latency_s": False, "ttft_s": False}
@@ -101,3 +121,34 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float) -> pd.DataFr
                     }
                 )
     return pd.DataFrame(rows, columns=TEST_COLUMNS)
+
+
+def throughput_ratios(comparisons: list[Comparison]) -> pd.DataFrame:
+    """Long table, one row per (comparison, candidate cell, measure): both values, candidate/reference
+    ratio, and the slowdown as a fraction of the reference throughput: 1 - ratio for rates,
+    1 - 1/ratio for latencies (a latency twice as long is a slowdown of 0.5, as is half the rate).
+    Measures missing on either side (no streamed TTFT) are left out.
+    """
+    parts = []
+    for comp in comparisons:
+        cells = match(comp)
+        for measure in (*RATES, *LATENCIES):
+            part = cells[[*CELL_KEYS, f"{measure}_ref", measure, "requests_ref", "requests"]].dropna(subset=[f"{measure}_ref", measure])
+            part = part.rename(
+                columns={f"{measure}_ref": "ref_value", measure: "cand_value", "requests_ref": "ref_requests", "requests": "cand_requests"}
+            )
+            part = part[part["ref_value"] > 0]
+            ratio = part["cand_value"] / part["ref_value"]
+            part = part.assign(
+                kind=comp.kind,
+                comparison=comp.name,
+                reference=comp.reference_label,
+                measure=measure,
+                ratio=ratio,
+                slowdown=1 - ratio if measure in RATES else 1 - 1 / ratio,
+            )
+            parts.append(part)
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=RATIO_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[RATIO_COLUMNS]

@@ -5,7 +5,8 @@ import pytest
 from frames import sweep_frame
 
 from evalctl.analysis.pairing import within_run
-from evalctl.analysis.throughput_checks import slowdown_tests
+from evalctl.analysis.throughput import throughput_table
+from evalctl.analysis.throughput_checks import slowdown_tests, throughput_ratios
 
 
 def timed(seed: int, slow: float) -> object:
@@ -32,3 +33,17 @@ def test_a_slowdown_at_the_tolerance_is_not_shown_beyond_or_within_it():
     assert row["p_slower"] > 0.01 and row["p_within"] > 0.01
     fast = slowdown_tests(within_run(timed(3, 1.0)), 0.2).set_index("measure").loc["latency_s"]
     assert fast["p_within"] < 1e-6 and fast["p_slower"] > 0.5
+
+
+def test_ratios_per_cell_with_slowdown_for_rates_and_latencies():
+    df = sweep_frame(n=20, shots=(8,))
+    on = df["cache"] == "on"
+    df.loc[on, "latency_s"] = 2.0  # cache on: every request twice as slow
+    df.loc[on, "started_at"] = df.loc[on, "started_at"].min() + (df.loc[on, "started_at"] - df.loc[on, "started_at"].min()) * 2
+    table = throughput_ratios(within_run(throughput_table(df))).set_index("measure")
+    assert table.loc["latency_p50_s", "ratio"] == pytest.approx(2.0)
+    assert table.loc["latency_p50_s", "slowdown"] == pytest.approx(0.5)
+    assert table.loc["requests_per_s", "ratio"] == pytest.approx(0.5)
+    assert table.loc["requests_per_s", "slowdown"] == pytest.approx(0.5)
+    assert (table["cache"] == "on").all() and (table["reference"] == "cache off").all()
+    assert "ttft_p50_s" not in table.index  # not streamed: no TTFT to compare

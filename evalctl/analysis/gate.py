@@ -74,12 +74,14 @@ class GatePolicy(BaseModel):
 
     metric: Literal["strict", "flexible"] = Field("strict", description="GSM8K answer extraction scored: strict (#### N) or flexible.")
     max_accuracy_drop: float = Field(0.03, ge=0, lt=1, description="Largest tolerated paired accuracy drop, absolute.")
-    alpha: float = Field(0.05, gt=0, lt=1, description="Significance level, after Holm adjustment across cells.")
-    min_n: int = Field(30, ge=1, description="Fewer scored pairs per cell than this: inconclusive.")
+    alpha: float = Field(
+        0.05, gt=0, lt=0.5, description="Largest chance of a false regression (Holm over the accuracy checks) and of a false pass."
+    )
+    min_n: int = Field(30, ge=1, description="Fewer question pairs (or timed requests) per cell than this: inconclusive.")
     max_invalid_rate: float = Field(0.10, ge=0, le=1, description="Largest share of scored answers with no extractable answer.")
-    max_error_rate: float = Field(0.02, ge=0, le=1, description="Largest share of requests that got no answer (HTTP errors, timeouts).")
+    max_error_rate: float = Field(0.02, ge=0, le=1, description="Largest share of requests that got no answer (HTTP errors, timeouts); each also counts as a wrong answer in the paired test.")
     max_throughput_drop: float | None = Field(
-        0.20, ge=0, lt=1, description="Largest tolerated slowdown (fraction of the reference's throughput); null disables."
+        0.20, ge=0, lt=1, description="Largest tolerated per-request slowdown (fraction of the reference's throughput); null disables."
     )
 
 

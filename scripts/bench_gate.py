@@ -138,7 +138,8 @@ def main() -> None:
             shown_before = mde_paired(n, disc, ALPHA, POWER).mde
             shown_now = mde_beyond_tolerance(n, disc, TOL, ALPHA, POWER, CELLS)
             sim_before, sim_now = (detected_80(rng, rule, args.runs, n, disc) for rule in RULES.values())
-            print(f"{n:>5} {disc:>6} | {shown_before:>14.3f} {sim_before:>9.3f} | {shown_now:>11.3f} {sim_now:>10.3f} {shown_now / sim_now:>10.2f}")
+            before, now = f"{shown_before:>14.3f} {sim_before:>9.3f}", f"{shown_now:>11.3f} {sim_now:>10.3f} {shown_now / sim_now:>10.2f}"
+            print(f"{n:>5} {disc:>6} | {before} | {now}")
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 

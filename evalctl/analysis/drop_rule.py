@@ -53,7 +53,6 @@ from scipy.special import ndtr
 from evalctl.analysis.intervals import tango_score_statistic
 from evalctl.analysis.multiple import holm_rows
 
-
 CONTINUITY = 0.5  # subtracted from b - c in the regression test; see the module docstring
 
 

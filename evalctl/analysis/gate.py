@@ -79,7 +79,12 @@ class GatePolicy(BaseModel):
     )
     min_n: int = Field(30, ge=1, description="Fewer question pairs (or timed requests) per cell than this: inconclusive.")
     max_invalid_rate: float = Field(0.10, ge=0, le=1, description="Largest share of scored answers with no extractable answer.")
-    max_error_rate: float = Field(0.02, ge=0, le=1, description="Largest share of requests that got no answer (HTTP errors, timeouts); each also counts as a wrong answer in the paired test.")
+    max_error_rate: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Largest share of requests that got no answer (HTTP errors, timeouts); each also counts as wrong when paired.",
+    )
     max_throughput_drop: float | None = Field(
         0.20, ge=0, lt=1, description="Largest tolerated per-request slowdown (fraction of the reference's throughput); null disables."
     )
@@ -278,8 +283,8 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[C
         p_value=decided.p_beyond,
         p_adjusted=decided.p_adjusted,
         p_within=decided.p_within,
-        drop_lower=[paired_drop_lower_bound(b, c, n, 1 - policy.alpha) if n else math.nan for b, c, n in zip(table["b"], table["c"], table["n"])],
-        drop_upper=[paired_drop_upper_bound(b, c, n, 1 - policy.alpha) if n else math.nan for b, c, n in zip(table["b"], table["c"], table["n"])],
+        drop_lower=[paired_drop_lower_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
+        drop_upper=[paired_drop_upper_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
     )
     tests = int(decided.tests) if len(table) else 0
     checks = [

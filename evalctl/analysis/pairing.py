@@ -199,7 +199,8 @@ PAIRED_COLUMNS = [
 
 def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -> pd.DataFrame:
     """One row per candidate cell of each comparison: judged pairs n (`judged_pairs`: a candidate's
-    request error counts as wrong; `cand_errors` of them), flips b (right->wrong) and c (wrong->right), both accuracies with 95% Wilson bounds, the paired drop (reference minus
+    request error counts as wrong; `cand_errors` of them), flips b (right->wrong) and c
+    (wrong->right), both accuracies with 95% Wilson bounds, the paired drop (reference minus
     candidate) with its 95% upper bound (Tango), and exact McNemar p-values: one-sided for a drop
     (`p_value`) and two-sided. No multiple-comparison adjustment here: the caller picks the family."""
     parts = []
@@ -237,7 +238,8 @@ def unpaired_cells(comparison: Comparison, metric: Metric = "strict") -> pd.Data
     label = comparison.reference_label
     reasons = [
         f"no question of this cell was answered by the {label}" if pd.notna(q)
-        else f"the {label} asked other prompts in this cell (no common doc_id and prompt_hash): other shots, few-shot mode or task data?"
+        else f"the {label} asked other prompts in this cell (no common doc_id and prompt_hash): "
+        "other shots, few-shot mode or task data?"
         if pd.notna(c) else f"the {label} has no such cell"
         for c, q in zip(missing["has_cell"], missing["has_question"])
     ]  # fmt: skip

@@ -20,11 +20,15 @@ def gate(
         Path | None, typer.Option("--output", "-o", help="Folder for gate.json, gate-junit.xml, gate-summary.md (default: the run folder).")
     ] = None,
 ) -> None:
-    """Check a run against the gate policy: paired accuracy (cache on vs off, variants, passes, baseline run), error/invalid rates, per-request throughput, completeness; the length cliff is reported, not judged.
+    """Check a run against the gate policy: paired accuracy (cache on vs off, variants, passes, baseline run),
+    error/invalid rates, per-request throughput, completeness; the length cliff is reported, not judged.
 
-    A regression is a drop shown to exceed the tolerance (Holm over all accuracy checks); a pass needs every cell's drop shown to be within it.
+    A regression is a drop shown to exceed the tolerance (Holm over all accuracy checks); a pass needs every
+    cell's drop shown to be within it.
 
-    Exit status: 0 pass; 1 regression; 2 inconclusive (too few questions, an incomplete run, a drop neither shown beyond nor within the tolerance, a cell with nothing to pair) or unusable input (missing or corrupt run folder, bad policy, runs without common questions).
+    Exit status: 0 pass; 1 regression; 2 inconclusive (too few questions, an incomplete run, a drop neither
+    shown beyond nor within the tolerance, a cell with nothing to pair) or unusable input (missing or corrupt
+    run folder, bad policy, runs without common questions).
     """
     from evalctl.analysis.gate import PolicyError, evaluate, load_policy
     from evalctl.analysis.pairing import NoOverlapError, align_runs

@@ -6,9 +6,9 @@ Each run has `cells` candidate cells (a nightly sweep's 7 shot counts, cache on 
 paired with its reference on `questions` questions. Baseline accuracy is 0.9; a healthy pair
 disagrees on a share `discordance` of the questions (half each way); a drop of d adds d to the
 right->wrong flips. "Long cells" are the last three. Both gates see the same simulated answers:
-the fixed-n gate is `sequential.decide` with one look at N and no e-process, which is the rule of
-`evalctl gate`. Prints the verdicts, the error rates and the requests used, then the issue's
-targets, each marked met or not.
+the fixed-n gate is `evalctl gate`'s accuracy rule (`drop_rule.decide_drops`) on all questions.
+Prints the verdicts, the error rates and the requests used, then the issue's targets, each
+marked met or not.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from evalctl.analysis.drop_rule import decide_drops
 from evalctl.analysis.sequential import CellStatus, Design, decide
 
 LONG_CELLS = 3
@@ -84,7 +85,6 @@ def main() -> None:
         regression_gamma=args.regression_gamma,
         e_share=args.e_share,
     )
-    fixed_design = Design(args.questions, args.tolerance, args.alpha, min_n=args.questions, e_share=0.0)
     sizes = design.look_sizes
     long_cells = np.arange(args.cells) >= args.cells - LONG_CELLS
     scenarios = {
@@ -111,8 +111,9 @@ def main() -> None:
             seq = decide(b, c, n, design)
             used = np.take_along_axis(n, seq.look[..., None], axis=-1)[..., 0]
             seq_sum = summarise(seq.status, used, drops, args.tolerance, args.questions)
-            fixed = decide(b[..., -1:], c[..., -1:], n[..., -1:], fixed_design)
-            fixed_sum = summarise(fixed.status, np.full(used.shape, args.questions), drops, args.tolerance, args.questions)
+            fixed = decide_drops(b[..., -1], c[..., -1], n[..., -1], args.tolerance, args.alpha).status
+            fixed = np.select([fixed == "pass", fixed == "regression"], [CellStatus.PASS, CellStatus.REGRESSION], CellStatus.INCONCLUSIVE)
+            fixed_sum = summarise(fixed, np.full(used.shape, args.questions), drops, args.tolerance, args.questions)
             results[(name, discordance)] = (seq_sum, fixed_sum)
             for label, s in (("seq", seq_sum), ("fixed", fixed_sum)):
                 row = [s[k] for k in ("pass", "regression", "inconclusive", "false_regression", "detected", "healthy_cell_pass")]

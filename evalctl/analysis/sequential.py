@@ -18,9 +18,9 @@ X_i = ref_i - cand_i in {-1, 0, 1}, with mean d. Each is built to keep its level
 cell stops, for whichever reason, at any of the looks.
 
 **Group-sequential part** (both sides). At look k the statistic is Tango's score statistic
-Z_k = Z(b_k, c_k, n_k; tol) of `intervals.tango_scores` (b_k, c_k the right->wrong and
-wrong->right flips among the first n_k questions), the statistic of the fixed-n gate; on the
-regression side, as there, with half a flip taken off b - c (continuity correction).
+Z_k = Z(b_k, c_k, n_k; tol) of `intervals.tango_score_statistic` (b_k, c_k the right->wrong and
+wrong->right flips among the first n_k questions), the statistic of the fixed-n gate
+(`drop_rule`); on the regression side, as there, with half a flip taken off b - c.
 Under d = tol, (Z_1, ..., Z_K) is asymptotically multivariate normal with
 cov(Z_j, Z_k) = sqrt(t_j / t_k), t_k = n_k / N (Brownian motion on the information scale;
 Jennison & Turnbull 2000, ch. 3). Boundaries c_1..c_K come from an alpha-spending function
@@ -94,16 +94,14 @@ from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 from scipy.special import logsumexp, ndtr
 
-from evalctl.analysis.intervals import tango_scores
+from evalctl.analysis.drop_rule import CONTINUITY
+from evalctl.analysis.intervals import tango_score_statistic
 
 # Score-scale grid of the numerical integration: spacing as a share of the narrowest increment's
 # standard deviation, and how far below zero the continuation density is carried (in sd units).
 _GRID_STEP = 1 / 12
 _GRID_LOW = 9.0
 BETS = np.arange(1, 9) / 9
-# Half a flip off b - c in the regression statistic, as in the fixed-n gate's rule: early looks
-# test far in the upper tail of a skewed count, which the normal approximation underestimates.
-CONTINUITY = 0.5
 
 
 class CellStatus(IntEnum):
@@ -236,9 +234,9 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     fractions = design.fractions
     if seen > len(fractions):
         raise ValueError(f"{seen} looks given, the design has {len(fractions)}")
-    z = tango_scores(b, c, n, design.tolerance)
+    z = tango_score_statistic(b, c, n, design.tolerance)
     first_pass = _first(z <= -upper_bounds(fractions, design.alpha, design.pass_gamma)[:seen])
-    z = tango_scores(b, c, n, design.tolerance, continuity=CONTINUITY)
+    z = tango_score_statistic(b, c, n, design.tolerance, continuity=CONTINUITY)
     log_e = np.fmax.accumulate(regression_log_e(b, c, n, design.tolerance), axis=-1) if design.e_share else None
     # First look at which each cell's regression test rejects, at every Holm level a/(m - r).
     first_regression = []

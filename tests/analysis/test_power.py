@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
-from evalctl.analysis.intervals import paired_drop_upper_bound, tango_score_statistic, tango_scores
+from evalctl.analysis.intervals import paired_drop_upper_bound, tango_score_statistic
 from evalctl.analysis.power import (
     PairedMDE,
     SingleProportionMDE,
@@ -180,17 +180,6 @@ def test_tango_constrained_mle_matches_numeric(b, c, n, delta0):
     pc = minimize_scalar(neg_loglik, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
     z = (b - c - n * delta0) / math.sqrt(n * (2 * pc + delta0 * (1 - delta0)))
     assert tango_score_statistic(b, c, n, delta0) == pytest.approx(z, abs=1e-5)
-
-
-def test_tango_over_arrays_matches_each_count_and_keeps_gaps():
-    # Both roots of the constrained MLE, a degenerate null (no flips at 0) and a look not reached (NaN).
-    counts = [(2, 0, 10, 0.05), (30, 4, 1319, 0.03), (3, 9, 40, -0.1), (0, 0, 50, 0.0), (60, 2, 100, 0.03)]
-    b, c, n, delta0 = zip(*counts)
-    for d in set(delta0):
-        picked = [i for i, x in enumerate(delta0) if x == d]
-        scores = tango_scores([b[i] for i in picked], [c[i] for i in picked], [n[i] for i in picked], d)
-        assert list(scores) == pytest.approx([tango_score_statistic(b[i], c[i], n[i], d) for i in picked])
-    assert math.isnan(tango_scores([float("nan")], [1], [10], 0.03)[0])
 
 
 @settings(max_examples=200, deadline=None)

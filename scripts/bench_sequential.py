@@ -111,6 +111,8 @@ def main() -> None:
             seq = decide(b, c, n, design)
             used = np.take_along_axis(n, seq.look[..., None], axis=-1)[..., 0]
             seq_sum = summarise(seq.status, used, drops, args.tolerance, args.questions)
+            regressions = seq.status == CellStatus.REGRESSION
+            seq_sum["by_e_process"] = float(seq.by_e_process[regressions].mean()) if regressions.any() else float("nan")
             fixed = decide_drops(b[..., -1], c[..., -1], n[..., -1], args.tolerance, args.alpha).status
             fixed = np.select([fixed == "pass", fixed == "regression"], [CellStatus.PASS, CellStatus.REGRESSION], CellStatus.INCONCLUSIVE)
             fixed_sum = summarise(fixed, np.full(used.shape, args.questions), drops, args.tolerance, args.questions)
@@ -125,6 +127,10 @@ def main() -> None:
                 cols += " " + " ".join(f"{v:>6.1%}" if not np.isnan(v) else f"{'-':>6}" for v in req[1:2])
                 cols += f" {req[2]:>7.1%}" + (f" {agree:>6.1%}" if not np.isnan(agree) else f" {'-':>6}")
                 print(f"{name if label == 'seq' else '':<24} {discordance if label == 'seq' else '':>5} {label:<6} {cols}")
+    print()
+    for discordance in (REALISTIC, STRESS):
+        shares = "; ".join(f"{name} {results[(name, discordance)][0]['by_e_process']:.0%}" for name in list(scenarios)[2:])
+        print(f"regressions shown by the e-process rather than the bound, disc {discordance}: {shares}")
     print()
     print("falseR: runs with a false regression; okPass: healthy cells passed; reqDrop/reqOK/reqAll: share of")
     print("planned requests in dropped cells / healthy cells / all cells; agree: same verdict where both decide")

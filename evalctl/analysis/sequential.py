@@ -151,10 +151,15 @@ class Design:
 
 @dataclass(frozen=True)
 class Decisions:
-    """Per cell (the arrays' shape is the counts' minus the looks axis): status and the look it was decided at (-1 while running)."""
+    """Per cell (arrays shaped like the counts without the looks axis), what `decide` found.
+
+    `look` is the look a cell was decided at (-1 while running); `by_e_process` says whether a
+    regression was shown by the e-process rather than the group-sequential bound.
+    """
 
     status: np.ndarray
     look: np.ndarray
+    by_e_process: np.ndarray
 
 
 def spending(t: ArrayLike, alpha: float, gamma: float) -> np.ndarray:
@@ -238,28 +243,29 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     first_pass = _first(z <= -upper_bounds(fractions, design.alpha, design.pass_gamma)[:seen])
     z = tango_score_statistic(b, c, n, design.tolerance, continuity=CONTINUITY)
     log_e = np.fmax.accumulate(regression_log_e(b, c, n, design.tolerance), axis=-1) if design.e_share else None
-    # First look at which each cell's regression test rejects, at every Holm level a/(m - r).
-    first_regression = []
+    # First look at which each cell's regression test rejects, at every Holm level a/(m - r),
+    # through the group-sequential bound and through the e-process.
+    first_bound, first_e = [], []
     for level in design.alpha / (cells - np.arange(cells)):
         bound = upper_bounds(fractions, (1 - design.e_share) * level, design.regression_gamma)[:seen]
-        hit = np.maximum.accumulate(np.nan_to_num(z - bound, nan=-np.inf), axis=-1) >= 0
-        if log_e is not None:
-            hit |= log_e >= -np.log(design.e_share * level)
-        first_regression.append(_first(hit))
-    first_regression = np.stack(first_regression, axis=-1)
+        first_bound.append(_first(np.maximum.accumulate(np.nan_to_num(z - bound, nan=-np.inf), axis=-1) >= 0))
+        first_e.append(_first(log_e >= -np.log(design.e_share * level)) if log_e is not None else np.full(z.shape[:-1], seen))
+    first_bound, first_e = np.stack(first_bound, axis=-1), np.stack(first_e, axis=-1)
     status = np.full(b.shape[:-1], CellStatus.RUNNING, dtype=np.int8)
     look = np.full(b.shape[:-1], -1)
+    by_e = np.zeros(b.shape[:-1], dtype=bool)
     for k in range(seen):
         while True:  # Holm: each rejection raises the level of the cells still running
             rejected = np.minimum((status == CellStatus.REGRESSION).sum(axis=-1, keepdims=True), cells - 1)
-            at_level = np.take_along_axis(first_regression, np.broadcast_to(rejected[..., None], (*status.shape, 1)), axis=-1)[..., 0]
-            new = (status == CellStatus.RUNNING) & (at_level <= k)
+            index = np.broadcast_to(rejected[..., None], (*status.shape, 1))
+            e_hit = np.take_along_axis(first_e, index, axis=-1)[..., 0] <= k
+            new = (status == CellStatus.RUNNING) & (e_hit | (np.take_along_axis(first_bound, index, axis=-1)[..., 0] <= k))
             if not new.any():
                 break
-            status[new], look[new] = CellStatus.REGRESSION, k
+            status[new], look[new], by_e[new] = CellStatus.REGRESSION, k, e_hit[new]
         new = (status == CellStatus.RUNNING) & (first_pass == k)
         status[new], look[new] = CellStatus.PASS, k
     if seen == len(fractions):
         out = (status == CellStatus.RUNNING) & ~np.isnan(n[..., -1])
         status[out], look[out] = CellStatus.INCONCLUSIVE, seen - 1
-    return Decisions(status, look)
+    return Decisions(status, look, by_e)

@@ -89,6 +89,7 @@ def test_a_collapse_stops_early_and_a_healthy_cell_passes_before_the_end():
     b, c, n = cumulative(np.stack([collapse, healthy]), design)
     result = decide(b, c, n, design)
     assert list(result.status) == [CellStatus.REGRESSION, CellStatus.PASS]
+    assert result.by_e_process[0]  # the e-process, not the group-sequential bound, caught the collapse
     used = design.look_sizes[result.look]
     assert used[0] <= 200 and used[1] < 1319
 

@@ -79,7 +79,7 @@ def test_stop_event_sends_no_new_requests(fault_url):
 
 
 def test_sweep_against_misbehaving_server_completes_with_error_counts(tmp_path, fault_url, data_dir, no_orphans):
-    from test_sweep_cpu import evalctl, only_run
+    from conftest import evalctl, only_run
 
     cfg = tmp_path / "faults.yaml"
     cfg.write_text(

@@ -94,7 +94,7 @@ def test_recorded_prompts_must_be_todays():
 
 
 def test_cli_resume_with_other_shots_exits_2_naming_the_field(tmp_path, data_dir):
-    from test_sweep_cpu import evalctl
+    from conftest import evalctl
 
     run, _ = make_run(tmp_path, data_dir)
     out = evalctl("sweep", "--resume", str(run), "--shots", "5")

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import cpu_profile, write_sweep_config
-from test_sweep_cpu import evalctl, only_run
+from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.servers.process import ManagedServer, free_port

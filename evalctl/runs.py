@@ -7,11 +7,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from evalctl.analysis.gate import RunFrames
+from evalctl.errors import BadInput
 from evalctl.manifest import read_manifest
 from evalctl.records import COLUMNS, load_samples
 
 
-class RunFolderError(ValueError):
+class RunFolderError(BadInput):
     """A run folder that is missing, incomplete on disk, or corrupt; the message says which."""
 
 

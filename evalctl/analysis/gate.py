@@ -40,6 +40,7 @@ from evalctl.analysis.pairing import Comparison, between_runs, paired_table, wit
 from evalctl.analysis.power import can_exclude_drop, mde_paired
 from evalctl.analysis.throughput import throughput_table
 from evalctl.analysis.throughput_checks import RATES, throughput_ratios
+from evalctl.errors import BadInput
 
 Status = Literal["pass", "regression", "inconclusive"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
@@ -63,7 +64,7 @@ class GatePolicy(BaseModel):
     )
 
 
-class PolicyError(ValueError):
+class PolicyError(BadInput):
     """A gate policy file that cannot be used; the message names the cause."""
 
 

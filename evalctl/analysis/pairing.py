@@ -22,6 +22,7 @@ import pandas as pd
 from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
+from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS
 
 Metric = Literal["strict", "flexible"]
@@ -29,7 +30,7 @@ Metric = Literal["strict", "flexible"]
 QUESTION_KEYS = ["doc_id", "prompt_hash"]
 
 
-class NoOverlapError(ValueError):
+class NoOverlapError(BadInput):
     """Two runs share no (cell, question) pairs, so nothing can be compared."""
 
 

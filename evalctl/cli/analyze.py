@@ -7,21 +7,18 @@ from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console, fail
+from evalctl.cli.common import console
 
 
 def print_run(run_dir: Path, policy_file: Path | None = None) -> None:
-    from evalctl.analysis.gate import PolicyError, baseline_variant, cliffs, load_policy
+    from evalctl.analysis.gate import baseline_variant, cliffs, load_policy
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
     from evalctl.report.outputs import write_run_summary
     from evalctl.report.terminal import accuracy_view, frame_table, paired_view, throughput_view
-    from evalctl.runs import RunFolderError, load_run
+    from evalctl.runs import load_run
 
-    try:
-        policy = load_policy(policy_file)
-        run = load_run(run_dir)
-    except (PolicyError, RunFolderError) as exc:
-        raise fail(str(exc)) from None
+    policy = load_policy(policy_file)
+    run = load_run(run_dir)
     samples, manifest = run.samples, run.manifest
     summary = write_run_summary(run, run_dir)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))

@@ -22,17 +22,14 @@ def compare(
 
     Exit status: 0 compared; 2 unusable input (missing or corrupt run folder, runs without common questions).
     """
-    from evalctl.analysis.pairing import NoOverlapError, align_runs, between_runs, flips, paired_table, with_holm
+    from evalctl.analysis.pairing import align_runs, between_runs, flips, paired_table, with_holm
     from evalctl.analysis.throughput import throughput_table
     from evalctl.analysis.throughput_checks import throughput_ratios
     from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view
-    from evalctl.runs import RunFolderError, load_run
+    from evalctl.runs import load_run
 
-    try:
-        ref, cand = load_run(base), load_run(candidate)
-        pairs = align_runs(ref.samples, cand.samples)
-    except (RunFolderError, NoOverlapError) as exc:
-        raise fail(str(exc)) from None
+    ref, cand = load_run(base), load_run(candidate)
+    pairs = align_runs(ref.samples, cand.samples)
     comparison = between_runs(ref.samples, cand.samples)
     table = with_holm(paired_table([comparison], metric))
     console.print(frame_table(paired_view(table), f"{metric} accuracy: {cand.run_id} vs baseline {ref.run_id} (paired questions only)"))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.config import ConfigError, SweepConfig
+from evalctl.config import SweepConfig
 
 if TYPE_CHECKING:
     from evalctl.resume import ResumePoint
@@ -19,16 +19,11 @@ EXIT_NO_GATE = 1
 
 
 def sweep_on_slurm(config: SweepConfig, resume: ResumePoint | None, api_key: str | None, wait: bool) -> None:
-    from evalctl.cluster.slurm import SlurmUnavailable, wait_until_ended
+    from evalctl.cluster.slurm import wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit
     from evalctl.report.gate_outputs import GATE_JSON
 
-    try:
-        sub = submit(config, resume=resume, api_key=api_key)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-    except (SlurmUnavailable, OSError) as exc:
-        raise fail(str(exc), 1) from None
+    sub = submit(config, resume=resume, api_key=api_key)
     console.print(f"run id: {sub.run_id}")
     for part, job_id in sub.part_jobs.items():
         console.print(f"job {job_id}: {part}")

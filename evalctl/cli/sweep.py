@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
-from evalctl.config import CacheMode, ConfigError, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, SweepConfig, load_config, with_external_url
 
 if TYPE_CHECKING:
     from evalctl.resume import ResumePoint
@@ -55,10 +55,7 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
 
 
 def resolve_config(model: str | None, config: Path | None, url: str | None, overrides: dict) -> SweepConfig:
-    try:
-        resolved = load_config(model=model, config_file=config, overrides=overrides)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    resolved = load_config(model=model, config_file=config, overrides=overrides)
     return with_external_url(resolved, url) if url else resolved
 
 
@@ -69,10 +66,7 @@ def resolve_resume(
     from evalctl.resume import resume_config
 
     given = resolve_config(model, config, None, overrides) if model or config else None
-    try:
-        return resume_config(run_dir, given, overrides, url)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    return resume_config(run_dir, given, overrides, url)
 
 
 def sweep(
@@ -157,18 +151,14 @@ def sweep(
     from evalctl.report.finish import finish_run
     from evalctl.report.progress import RichProgress
     from evalctl.report.terminal import STATUS_STYLE
-    from evalctl.servers.process import ServerError
     from evalctl.signals import Interrupted, Shutdown
 
     if wait and executor is not Executor.slurm:
         raise fail("--wait applies to --executor slurm only")
     if executor is Executor.slurm:
-        from evalctl.cluster.slurm import SlurmUnavailable, require_slurm
+        from evalctl.cluster.slurm import require_slurm
 
-        try:
-            require_slurm()  # before anything is resolved, written or submitted
-        except SlurmUnavailable as exc:
-            raise fail(str(exc)) from None
+        require_slurm()  # before anything is resolved, written or submitted
     overrides = config_overrides(
         cache=cache,
         variants=variants,
@@ -209,10 +199,6 @@ def sweep(
     except Interrupted as exc:
         err.print(f"interrupted by {exc.args[0]}; records so far are in {runner.run_dir} (finish with --resume {runner.run_dir})")
         raise typer.Exit(exc.exit_code) from None
-    except ConfigError as exc:  # e.g. more GPUs asked for than visible: found before any launch
-        raise fail(str(exc)) from None
-    except (ServerError, OSError) as exc:
-        raise fail(str(exc), 1) from None
 
     print_run(result.run_dir)
     verdict = finish_run(result.run_dir)

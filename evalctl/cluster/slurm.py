@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from evalctl.errors import EvalctlError
+
 # States after which a job never runs again (REQUEUED / PREEMPTED jobs go back to PENDING).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
 # What a job Slurm no longer knows (purged after MinJobAge, no accounting) is shown as.
@@ -21,7 +23,7 @@ UNKNOWN = "UNKNOWN"
 COMMAND_TIMEOUT_S = 30
 
 
-class SlurmUnavailable(RuntimeError):
+class SlurmUnavailable(EvalctlError):
     """Slurm's commands are not on PATH, or its controller does not answer."""
 
 

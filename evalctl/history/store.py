@@ -18,6 +18,7 @@ import duckdb
 import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
+from evalctl.errors import BadInput
 from evalctl.manifest import MANIFEST_FILE
 from evalctl.records import RECORDS_FILE, SAMPLES_FILE
 
@@ -117,7 +118,7 @@ class HistoryStore:
 
     def folders(self) -> list[RunFolder]:
         if not self.root.is_dir():
-            raise FileNotFoundError(f"results root {self.root} is not a directory")
+            raise BadInput(f"results root {self.root} is not a directory")
         return [inspect_run(p) for p in sorted(self.root.iterdir()) if p.is_dir()]
 
     def _query(self, folders: list[RunFolder], sql: str, params: list | None = None) -> pd.DataFrame:

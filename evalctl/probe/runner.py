@@ -18,12 +18,13 @@ import httpx
 
 from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode
+from evalctl.errors import EvalctlError
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import ProbePrompt
 from evalctl.servers.base import EngineAdapter
 
 
-class ProbeError(RuntimeError):
+class ProbeError(EvalctlError):
     """The probe could not run as designed (e.g. no way to make a cold request)."""
 
 

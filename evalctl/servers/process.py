@@ -22,11 +22,12 @@ from pathlib import Path
 import httpx
 
 from evalctl.config import CacheMode, Engine, ServerProfile, Variant
+from evalctl.errors import EvalctlError
 from evalctl.servers import adapter_for
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 
 
-class ServerError(RuntimeError):
+class ServerError(EvalctlError):
     """A server that would not start or that died; carries its log tail."""
 
     def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = ""):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
 import time
 from collections.abc import Callable
@@ -15,7 +14,22 @@ import httpx
 from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
-from evalctl.manifest import evalctl_info, host_info, new_run_id, read_part_state, write_manifest, write_part_state
+from evalctl.manifest import (
+    CellEntry,
+    Failure,
+    Manifest,
+    RestartEntry,
+    ResumeEntry,
+    RunState,
+    ServerEntry,
+    evalctl_info,
+    host_info,
+    new_run_id,
+    now,
+    read_part_state,
+    write_manifest,
+    write_part_state,
+)
 from evalctl.plan import Cell, ServerLaunch, expand
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, record_files
@@ -43,7 +57,7 @@ class Progress:
 class SweepResult:
     run_dir: Path
     run_id: str
-    failures: list[dict] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
 
 
 # Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.
@@ -51,10 +65,6 @@ STOP_GRACE_S = 10.0
 STOP_GRACE_INTERRUPTED_S = 3.0
 # First wait before restarting a dead server; doubles per restart of the same launch.
 RESTART_BACKOFF_S = 1.0
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
 def _prompt_text_prefix(prompts: list[Prompt]) -> str:
@@ -89,16 +99,16 @@ class Sweep:
         self.part = part
         if part is not None and resume is None:
             raise ValueError("a part runs in an existing run folder: give resume=")
+        self.state: RunState  # what `_save` writes: the run's manifest, or the part's state when `part` is set
         if resume is not None:
-            self.manifest = resume.manifest
+            self.state = resume.manifest
             self.run_dir = resume.run_dir
-            self.run_id = self.manifest.get("run_id") or resume.run_dir.name
+            self.run_id = resume.manifest.run_id
         else:
-            self.manifest = {}
             self.run_id = new_run_id(config.model)
             self.run_dir = Path(config.output_dir) / self.run_id
         if part is not None:
-            self.manifest = read_part_state(self.run_dir, part)  # what `_save` writes: the part's state, not the manifest
+            self.state = read_part_state(self.run_dir, part)
         self.finished: set[RequestKey] = set()
         # After `prepare` of a resumed run: the requests still to send (None: a new run sends all).
         self.remaining: set[RequestKey] | None = None
@@ -113,13 +123,13 @@ class Sweep:
             with RecordWriter(self.run_dir, self.part) as writer:
                 for launch in launches:
                     result.failures.extend(self._run_launch(launch, task, writer))
-            self.manifest["status"] = "failed" if result.failures else "complete"
+            self.state.status = "failed" if result.failures else "complete"
         except BaseException:
-            self.manifest["status"] = "interrupted"
+            self.state.status = "interrupted"
             raise
         finally:
-            self.manifest["finished_at"] = _now()
-            self.manifest["failures"] = result.failures
+            self.state.finished_at = now()
+            self.state.failures = result.failures
             self._save()
             if self.part is None and record_files(self.run_dir):
                 compact(self.run_dir)
@@ -139,25 +149,23 @@ class Sweep:
 
     def _save(self) -> None:
         if self.part is None:
-            write_manifest(self.run_dir, self.manifest)
+            write_manifest(self.run_dir, self.state)
         else:
-            write_part_state(self.run_dir, self.part, self.manifest)
+            write_part_state(self.run_dir, self.part, self.state)
 
     def _create_run_folder(self) -> None:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise OSError(f"cannot create run folder {self.run_dir}: {exc.strerror}") from exc
-        self.manifest = {
-            "run_id": self.run_id,
-            "created_at": _now(),
-            "status": "running",
-            "evalctl": evalctl_info(),
-            "host": host_info(),
-            "config": redact_config(self.config.model_dump(mode="json")),
-            "data_fingerprint": data_fingerprint(self.config.resolved_data_dir()),
-            "servers": [],
-        }
+        self.state = Manifest(
+            run_id=self.run_id,
+            created_at=now(),
+            evalctl=evalctl_info(),
+            host=host_info(),
+            config=redact_config(self.config.model_dump(mode="json")),
+            data_fingerprint=data_fingerprint(self.config.resolved_data_dir()),
+        )
         self._save()
 
     def _prepare_resume(self, task: LmEvalTask, launches: list[ServerLaunch]) -> None:
@@ -167,13 +175,11 @@ class Sweep:
         self.finished = {key for key in finished_keys(self.run_dir) if key[:2] in parts}
         check_same_prompts(self.finished, planned)
         self.remaining = planned - self.finished
-        self.manifest.setdefault("resumes", []).append(
-            {"at": _now(), "finished_requests": len(self.finished), "remaining_requests": len(self.remaining)}
-        )
-        self.manifest["status"] = "running"
+        self.state.resumes.append(ResumeEntry(at=now(), finished_requests=len(self.finished), remaining_requests=len(self.remaining)))
+        self.state.status = "running"
         self._save()
 
-    def _run_launch(self, launch: ServerLaunch, task: LmEvalTask, writer: RecordWriter) -> list[dict]:
+    def _run_launch(self, launch: ServerLaunch, task: LmEvalTask, writer: RecordWriter) -> list[Failure]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
         cells = [cell for cell in launch.cells if self._unfinished(cell, task)]
         if not cells:
@@ -181,82 +187,78 @@ class Sweep:
         slug = f"{launch.profile.name}-{launch.variant.name}-cache-{launch.cache.value}"
         devices = tuple(self.gpus.get(launch.profile.name, ()))
         server = ManagedServer(launch.profile, launch.variant, launch.cache, self.run_dir / f"server-{slug}.log", devices)
-        entry: dict = {
-            "profile": launch.profile.name,
-            "variant": launch.variant.name,
-            "cache": launch.cache.value,
-            "engine": launch.profile.engine.value,
-            "gpu": launch.profile.gpu,
-            "devices": list(devices),
-            "variant_git_revision": launch.variant.git_revision,
-            "restarts": 0,
-            "cells": [],
-        }
-        self.manifest.setdefault("servers", []).append(entry)
+        entry = ServerEntry(
+            profile=launch.profile.name,
+            variant=launch.variant.name,
+            cache=launch.cache.value,
+            engine=launch.profile.engine.value,
+            gpu=launch.profile.gpu,
+            devices=list(devices),
+            variant_git_revision=launch.variant.git_revision,
+        )
+        self.state.servers.append(entry)
         cell = None
         try:
             self._start(server, launch, entry)
             if self.config.probe and launch.cache is CacheMode.on:
-                entry["probe"] = sweep_probe(server, task, self.config, self.run_dir, api_key=self.api_key, warn=self.progress.warn)
+                entry.probe = sweep_probe(server, task, self.config, self.run_dir, api_key=self.api_key, warn=self.progress.warn)
                 self._save()
             if not server.launched and launch.cache is CacheMode.off:
                 self.progress.warn(
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )
             for cell in cells:
-                while server.exit_code() is not None or not self._run_cell(cell, server, task, writer, entry["cells"]):
+                while server.exit_code() is not None or not self._run_cell(cell, server, task, writer, entry.cells):
                     self._restart(server, launch, entry, cell)
-            entry["status"] = "ok"
+            entry.status = "ok"
             return []
         except ServerError as exc:
             failed = cells[cells.index(cell) :] if cell else cells
             if cell is not None:
                 self._record_server_died(cell, task, writer, exc)
-            entry.update(status="failed", error=str(exc.args[0]), exit_code=exc.exit_code, log_tail=exc.log_tail)
+            entry.status, entry.error, entry.exit_code, entry.log_tail = "failed", str(exc.args[0]), exc.exit_code, exc.log_tail
             self.progress.warn(f"{launch.label}: {exc.args[0]}")
             return [
-                {
-                    "server": launch.label,
-                    "error": exc.args[0],
-                    "exit_code": exc.exit_code,
-                    "log_tail": exc.log_tail,
-                    "failed_cells": [c.label for c in failed],
-                }
+                Failure(
+                    server=launch.label,
+                    error=exc.args[0],
+                    exit_code=exc.exit_code,
+                    log_tail=exc.log_tail,
+                    failed_cells=[c.label for c in failed],
+                )
             ]
         finally:
             server.stop(grace_s=STOP_GRACE_INTERRUPTED_S if self.shutdown.requested else STOP_GRACE_S)
             self._save()
 
-    def _start(self, server: ManagedServer, launch: ServerLaunch, entry: dict) -> None:
+    def _start(self, server: ManagedServer, launch: ServerLaunch, entry: ServerEntry) -> None:
         server.start(on_tick=lambda elapsed: self.progress.server_starting(launch.label, elapsed))
-        entry.update(
-            argv=redact_argv(server.spec.argv) if server.spec else None,
-            env=redact_env(server.spec.env) if server.spec else {},
-            url=server.base_url,
-            log=server.log_path.name if server.launched else None,
-            info=self._server_info(server),
-        )
-        entry["engine_version"] = entry["info"].get("version")
+        entry.argv = redact_argv(server.spec.argv) if server.spec else None
+        entry.env = redact_env(server.spec.env) if server.spec else {}
+        entry.url = server.base_url
+        entry.log = server.log_path.name if server.launched else None
+        entry.info = self._server_info(server)
+        entry.engine_version = entry.info.get("version")
         self._save()
         self.progress.server_ready(launch.label)
 
-    def _restart(self, server: ManagedServer, launch: ServerLaunch, entry: dict, cell: Cell) -> None:
+    def _restart(self, server: ManagedServer, launch: ServerLaunch, entry: ServerEntry, cell: Cell) -> None:
         """Start a server that died during `cell` again, with backoff; ServerError once restarts are spent."""
         code = server.exit_code()
         while True:
-            if entry["restarts"] >= self.config.max_restarts:
+            if entry.restarts >= self.config.max_restarts:
                 raise ServerError(
-                    f"server {launch.label} died during {cell.label} (exit code {code}) after {entry['restarts']} restart(s)"
+                    f"server {launch.label} died during {cell.label} (exit code {code}) after {entry.restarts} restart(s)"
                     f" (max_restarts: {self.config.max_restarts})",
                     exit_code=code,
                     log_tail=tail(server.log_path),
                 )
-            entry["restarts"] += 1
-            entry.setdefault("restart_log", []).append({"at": _now(), "cell": cell.label, "exit_code": code})
-            attempt = f"restart {entry['restarts']} of {self.config.max_restarts}"
+            entry.restarts += 1
+            entry.restart_log.append(RestartEntry(at=now(), cell=cell.label, exit_code=code))
+            attempt = f"restart {entry.restarts} of {self.config.max_restarts}"
             self.progress.warn(f"{launch.label}: server died during {cell.label} (exit code {code}); {attempt}")
             server.stop()  # reap what is left of its process group
-            time.sleep(min(RESTART_BACKOFF_S * 2 ** (entry["restarts"] - 1), 60.0))
+            time.sleep(min(RESTART_BACKOFF_S * 2 ** (entry.restarts - 1), 60.0))
             try:
                 self._start(server, launch, entry)
                 return
@@ -296,7 +298,7 @@ class Sweep:
     def _unfinished(self, cell: Cell, task: LmEvalTask) -> list[Prompt]:
         return [p for p in task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
 
-    def _run_cell(self, cell: Cell, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[dict]) -> bool:
+    def _run_cell(self, cell: Cell, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[CellEntry]) -> bool:
         """Send the cell's unfinished requests; False when the server died before they all got a row."""
         prompts = self._unfinished(cell, task)
         if not prompts:
@@ -311,13 +313,9 @@ class Sweep:
             and self._prewarm(server, task.prompts(cell.shots, self.config.limit), params)
         )
         self.progress.cell_started(cell.label, len(prompts))
-        cell_entry = {
-            "shots": cell.shots,
-            "pass_index": cell.pass_index,
-            "flushed": flushed,
-            "prewarmed": prewarmed,
-            "metrics_before": self._metrics(server),
-        }
+        cell_entry = CellEntry(
+            shots=cell.shots, pass_index=cell.pass_index, flushed=flushed, prewarmed=prewarmed, metrics_before=self._metrics(server)
+        )
         cell_log.append(cell_entry)
 
         def on_complete(index: int, completion: Completion) -> None:
@@ -329,7 +327,7 @@ class Sweep:
 
         lm = ServedLM(lambda: self._client(server), params, on_complete)
         outcome = asyncio.run(send_watched(lm, [(p.text, {"until": list(p.stop)}) for p in prompts], server, self.shutdown))
-        cell_entry["metrics_after"] = self._metrics(server)
+        cell_entry.metrics_after = self._metrics(server)
         self.progress.cell_done(cell.label)
         self.shutdown.check()
         return outcome is Outcome.done

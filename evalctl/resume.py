@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
-from evalctl.manifest import read_manifest
+from evalctl.manifest import Manifest, ManifestError, read_manifest
 from evalctl.plan import Cell
 from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.secrets import REDACTED, redact_config
@@ -74,7 +74,7 @@ class ResumePoint:
     """An interrupted run to finish: its folder and the manifest it left."""
 
     run_dir: Path
-    manifest: dict
+    manifest: Manifest
 
 
 def resume_config(
@@ -88,10 +88,10 @@ def resume_config(
     """
     try:
         manifest = read_manifest(run_dir)
-    except (FileNotFoundError, ValueError, OSError) as exc:
+    except ManifestError as exc:
         raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
-    recorded = manifest.get("config")
-    if not isinstance(recorded, dict):
+    recorded = manifest.config
+    if not recorded:
         raise ConfigError(f"cannot resume {run_dir}: its manifest has no config")
     if given is None:
         hidden = sorted(k for k, v in _flatten(recorded).items() if v == REDACTED or (isinstance(v, list) and REDACTED in v))
@@ -109,8 +109,7 @@ def resume_config(
             f"cannot resume {run_dir}: the config differs from the recorded one in {', '.join(changed)};"
             " records would mix incompatible settings (start a new run instead)"
         )
-    recorded_data = manifest.get("data_fingerprint")
-    if recorded_data != data_fingerprint(given.resolved_data_dir()):
+    if manifest.data_fingerprint != data_fingerprint(given.resolved_data_dir()):
         raise ConfigError(f"cannot resume {run_dir}: the dataset files differ from the ones the run started with")
     return given, ResumePoint(run_dir, manifest)
 

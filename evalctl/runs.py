@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from evalctl.analysis.gate import RunFrames
 from evalctl.errors import BadInput
-from evalctl.manifest import read_manifest
+from evalctl.manifest import Manifest, read_manifest
 from evalctl.records import COLUMNS, load_samples
 
 
@@ -24,17 +24,15 @@ def load_run(run_dir: Path) -> RunFrames:
         samples = load_samples(run_dir)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise RunFolderError(f"cannot read run folder {run_dir}: {exc}") from None
-    if not isinstance(manifest, dict):
-        raise RunFolderError(f"{run_dir}/manifest.json is corrupt: not a JSON object")
     missing = [c for c in COLUMNS if c not in samples.columns]
     if missing:
         raise RunFolderError(f"{run_dir}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
-    return RunFrames(str(manifest.get("run_id") or run_dir.name), samples, manifest)
+    return RunFrames(manifest.run_id, samples, manifest)
 
 
-def chunked_prefill_size(manifest: dict) -> int | None:
+def chunked_prefill_size(manifest: Manifest) -> int | None:
     """The engine's chunked-prefill size, when a server profile sets it (the first one that does)."""
-    for profile in (manifest.get("config") or {}).get("servers") or []:
+    for profile in manifest.config.get("servers") or []:
         size = profile.get("chunked_prefill_size") if isinstance(profile, dict) else None
         if isinstance(size, int) and size > 0:
             return size

@@ -29,7 +29,7 @@ def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool
     with RecordWriter(run) as writer:
         for row in df.to_dict("records"):
             writer.write(SampleRecord(**{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
-    write_manifest(run, {**manifest_for(df), "run_id": name, "status": status})
+    write_manifest(run, manifest_for(df).model_copy(update={"run_id": name, "status": status}))
     if parquet:
         compact(run)
     return run

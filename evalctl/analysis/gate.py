@@ -41,6 +41,7 @@ from evalctl.analysis.power import can_exclude_drop, mde_paired
 from evalctl.analysis.throughput import throughput_table
 from evalctl.analysis.throughput_checks import RATES, throughput_ratios
 from evalctl.errors import BadInput
+from evalctl.manifest import Manifest
 
 Status = Literal["pass", "regression", "inconclusive"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
@@ -129,7 +130,7 @@ class RunFrames:
 
     run_id: str
     samples: pd.DataFrame
-    manifest: dict
+    manifest: Manifest
 
 
 @dataclass
@@ -171,7 +172,7 @@ def _paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
 
 def completeness_checks(run: RunFrames, role: str) -> list[Check]:
     """Not pass when the run stopped early or a planned cell is short of questions."""
-    status = run.manifest.get("status")
+    status = run.manifest.status
     checks = []
     if status != "complete":
         checks.append(
@@ -183,7 +184,7 @@ def completeness_checks(run: RunFrames, role: str) -> list[Check]:
             )
         )
     try:
-        counts = cell_counts(run.samples, run.manifest.get("config") or {})
+        counts = cell_counts(run.samples, run.manifest.config)
     except ValueError as exc:
         return [*checks, Check(f"{role} cells complete", "completeness", "inconclusive", f"incomplete: cannot tell which cells: {exc}")]
     for _, row in counts[counts["found"] < counts["expected"]].iterrows():
@@ -336,9 +337,9 @@ def cliff_checks(table: pd.DataFrame, policy: GatePolicy) -> list[Check]:
     return checks
 
 
-def baseline_variant(manifest: dict) -> str | None:
+def baseline_variant(manifest: Manifest) -> str | None:
     """The config's first variant is the baseline the others are compared with."""
-    variants = (manifest.get("config") or {}).get("variants") or []
+    variants = manifest.config.get("variants") or []
     return variants[0].get("name") if variants and isinstance(variants[0], dict) else None
 
 

@@ -10,7 +10,6 @@ submitter is still writing.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ import submitit
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import SlurmUnavailable, release, require_slurm
 from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
-from evalctl.manifest import write_manifest
+from evalctl.manifest import JobEntry, now, write_manifest
 from evalctl.resume import ResumePoint
 
 SUBMITIT_DIR = "slurm"  # job scripts, pickled calls (may hold the config's secrets: owner-only), job logs
@@ -84,9 +83,9 @@ def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: s
     if api_key:
         os.environ["EVALCTL_API_KEY"] = api_key  # sbatch passes the environment on; never written to the run folder
     slurm = config.slurm
-    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    submitted_at = now()
     jobs: list[submitit.Job] = []
-    entries: list[dict] = []
+    entries: list[JobEntry] = []
     try:
         for profile_name, variant_name in pairs:
             if left is not None and (profile_name, variant_name) not in left:
@@ -95,19 +94,19 @@ def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: s
             part = part_name(profile, variant)
             executor = part_executor(folder, config, profile, part)
             jobs.append(executor.submit(PartJob(), str(sweep.run_dir), part_config(config, profile, variant), part))
-            entries.append({"part": part, "job_id": jobs[-1].job_id, "submitted_at": now})
+            entries.append(JobEntry(part=part, job_id=jobs[-1].job_id, submitted_at=submitted_at))
         after = {"dependency": "afterany:" + ":".join(j.job_id for j in jobs)} if jobs else {}
         executor = _executor(folder, slurm, f"evalctl-{AGGREGATE}", slurm.aggregate_time, 1, hold=True, **after)
         jobs.append(executor.submit(aggregate, str(sweep.run_dir)))
-        entries.append({"part": AGGREGATE, "job_id": jobs[-1].job_id, "submitted_at": now})
+        entries.append(JobEntry(part=AGGREGATE, job_id=jobs[-1].job_id, submitted_at=submitted_at))
     except Exception as exc:  # sbatch refused (partition, account, limits): leave nothing queued
         for job in jobs:
             job.cancel(check=False)
-        sweep.manifest.update(status="failed", error=f"submission failed: {exc}")
-        write_manifest(sweep.run_dir, sweep.manifest)
+        sweep.state.status, sweep.state.error = "failed", f"submission failed: {exc}"
+        write_manifest(sweep.run_dir, sweep.state)
         raise SlurmUnavailable(f"submission to Slurm failed: {exc}") from exc
-    sweep.manifest.update(executor="slurm", status="submitted")
-    sweep.manifest.setdefault("jobs", []).extend(entries)
-    write_manifest(sweep.run_dir, sweep.manifest)
-    release(entries[-1]["job_id"])
-    return Submission(sweep.run_dir, sweep.run_id, {e["part"]: e["job_id"] for e in entries[:-1]}, entries[-1]["job_id"])
+    sweep.state.executor, sweep.state.status = "slurm", "submitted"
+    sweep.state.jobs.extend(entries)
+    write_manifest(sweep.run_dir, sweep.state)
+    release(entries[-1].job_id)
+    return Submission(sweep.run_dir, sweep.run_id, {e.part: e.job_id for e in entries[:-1]}, entries[-1].job_id)

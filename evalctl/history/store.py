@@ -9,7 +9,6 @@ by DuckDB straight from every run's `samples.parquet`.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
 from evalctl.errors import BadInput
-from evalctl.manifest import MANIFEST_FILE
+from evalctl.manifest import MANIFEST_FILE, Manifest, ManifestError, parse_manifest
 from evalctl.records import RECORDS_FILE, SAMPLES_FILE
 
 METRICS = ("accuracy", "strict", "flexible", "throughput")
@@ -70,14 +69,12 @@ def _from_name(name: str) -> tuple[str | None, dt.datetime | None]:
 
 def inspect_run(path: Path) -> RunFolder:
     manifest_path, parquet, jsonl = path / MANIFEST_FILE, path / SAMPLES_FILE, path / RECORDS_FILE
-    manifest, notes = None, []
+    manifest: Manifest | None = None
+    notes: list[str] = []
     if manifest_path.is_file():
         try:
-            manifest = json.loads(manifest_path.read_text())
-            if not isinstance(manifest, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:
-            manifest = None
+            manifest = parse_manifest(manifest_path.read_text(), MANIFEST_FILE)
+        except (OSError, ManifestError) as exc:
             notes.append(f"unreadable {MANIFEST_FILE}: {exc}")
     has_parquet, has_jsonl = parquet.is_file(), jsonl.is_file()
     good_parquet = has_parquet and _looks_like_parquet(parquet)
@@ -92,19 +89,17 @@ def inspect_run(path: Path) -> RunFolder:
         if not manifest_path.is_file():
             notes.append(f"no {MANIFEST_FILE}")
     else:
-        status = str(manifest.get("status", "unknown"))
+        status = manifest.status
         if not has_parquet and status != "running":
             status = "partial"
             notes.append(f"{RECORDS_FILE} only, not compacted" if has_jsonl else "no samples")
-    manifest = manifest or {}
-    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     name_model, name_time = _from_name(path.name)
     return RunFolder(
-        run_id=str(manifest.get("run_id") or path.name),
+        run_id=manifest.run_id if manifest else path.name,
         path=path,
         status=status,
-        model=config.get("model") or name_model,
-        created_at=_parse_time(manifest.get("created_at")) or name_time,
+        model=(manifest.model if manifest else None) or name_model,
+        created_at=(_parse_time(manifest.created_at) if manifest else None) or name_time,
         note="; ".join(notes),
         parquet=parquet if good_parquet else None,
     )

@@ -27,7 +27,7 @@ import pandas as pd
 from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.throughput import throughput_ratio
 from evalctl.history.store import HistoryStore
-from evalctl.manifest import read_manifest
+from evalctl.manifest import Manifest, read_manifest
 from evalctl.records import load_samples
 from evalctl.report.outputs import RunSummary, summarize
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots, history_trend
@@ -62,7 +62,7 @@ class Table:
 @dataclass(frozen=True)
 class Run:
     path: Path
-    manifest: dict
+    manifest: Manifest
     samples: pd.DataFrame
     summary: RunSummary
 
@@ -73,11 +73,11 @@ class Run:
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.path.name)
+        return self.manifest.run_id
 
     @property
     def config(self) -> dict:
-        return self.manifest.get("config") or {}
+        return self.manifest.config
 
 
 def load_gate(run_dir: Path) -> dict | None:
@@ -136,16 +136,16 @@ def _header(run: Run) -> dict:
     m = run.manifest
     profiles = {p.get("name"): p for p in run.config.get("servers", [])}
     variants = {v.get("name"): v for v in run.config.get("variants", [])}
-    evalctl = m.get("evalctl") or {}
+    evalctl = m.evalctl
     return {
         "model": run.config.get("model", "?"),
         "task": run.config.get("task", ""),
         "run_id": run.run_id,
-        "created_at": m.get("created_at"),
-        "finished_at": m.get("finished_at"),
-        "status": m.get("status"),
+        "created_at": m.created_at,
+        "finished_at": m.finished_at,
+        "status": m.status,
         "evalctl": f"{evalctl.get('version', '?')} @ {evalctl.get('git_revision') or 'unknown revision'}",
-        "host": ", ".join(f"{k}={v}" for k, v in (m.get("host") or {}).items()),
+        "host": ", ".join(f"{k}={v}" for k, v in m.host.items()),
         "gpus": sorted({str(p.get("gpu")) for p in profiles.values() if p.get("gpu")}) or ["none recorded"],
         "variants": [(name, v.get("git_revision") or "-") for name, v in variants.items()],
         "settings": {k: run.config.get(k) for k in ("fewshot", "limit", "passes", "concurrency", "generation")},
@@ -156,21 +156,20 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
     profiles = {p.get("name"): p for p in run.config.get("servers", [])}
     variants = {v.get("name"): v for v in run.config.get("variants", [])}
     rows = []
-    for s in run.manifest.get("servers", []):
-        profile = profiles.get(s.get("profile"), {})
-        log = s.get("log")
-        info = s.get("info") or {}
+    for s in run.manifest.servers:
+        profile = profiles.get(s.profile, {})
+        log = s.log
         rows.append({
-            "label": f"{s.get('profile')}/{s.get('variant')} cache {s.get('cache')}",
-            "engine": s.get("engine"),
-            "engine_info": ", ".join(f"{k}={v}" for k, v in info.items()),
+            "label": s.label,
+            "engine": s.engine,
+            "engine_info": ", ".join(f"{k}={v}" for k, v in s.info.items()),
             "gpu": profile.get("gpu") or "-",
             "tp": profile.get("tp", "-"),
             "quantization": profile.get("quantization") or profile.get("dtype") or "-",
-            "git_revision": (variants.get(s.get("variant")) or {}).get("git_revision") or "-",
-            "status": s.get("status", "-"),
-            "error": s.get("error"),
-            "argv": shlex.join(s["argv"]) if s.get("argv") else "(not launched by evalctl)",
+            "git_revision": (variants.get(s.variant) or {}).get("git_revision") or "-",
+            "status": s.status or "-",
+            "error": s.error,
+            "argv": shlex.join(s.argv) if s.argv else "(not launched by evalctl)",
             "log": log,
             "log_href": quote(os.path.relpath(run.path / log, out_dir)) if log else None,
         })  # fmt: skip
@@ -229,7 +228,7 @@ def _history(run: Run, root: Path | None) -> dict | None:
     cache = "on" if "on" in set(run.samples["cache"]) else str(run.samples["cache"].iloc[0])
     model = run.config.get("model")
     trend = HistoryStore(root).history(model, "accuracy", shots=shots, cache=cache)
-    created = pd.to_datetime(run.manifest.get("created_at"), utc=True, errors="coerce")
+    created = pd.to_datetime(run.manifest.created_at, utc=True, errors="coerce")
     if not pd.isna(created):
         trend = trend[trend["created_at"] <= created]  # the past of this run, not later nights
     if trend["run_id"].nunique() < 2:

@@ -48,7 +48,7 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
 def write_run_summary(run: RunFrames, run_dir: Path) -> RunSummary:
     """Summarize a loaded run and write its summary files and plots into its folder, titled from its manifest."""
     summary = summarize(run.samples)
-    cfg = run.manifest.get("config", {})
+    cfg = run.manifest.config
     title = f"{cfg.get('model', '?')} {cfg.get('task', '')} ({run.run_id})"
     write_outputs(run_dir, summary, title=title, chunked_prefill=chunked_prefill_size(run.manifest))
     return summary

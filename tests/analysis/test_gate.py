@@ -61,11 +61,11 @@ def test_incomplete_run_is_not_pass(how):
     df = sweep_frame()
     manifest = manifest_for(df)
     if how == "status":
-        manifest["status"] = "interrupted"
+        manifest.status = "interrupted"
     elif how == "short cell":
         df = df[~((df["cache"] == "on") & (df["shots"] == 20) & (df["doc_id"] >= 150))]
     else:
-        manifest["config"]["shots"] = [8, 16, 20, 24]
+        manifest.config["shots"] = [8, 16, 20, 24]
     result = gate(df, manifest)
     assert result.exit_code != 0
     incomplete = [c for c in result.checks if c.kind == "completeness" and c.status != "pass"]
@@ -109,10 +109,10 @@ def test_default_policy_file_matches_the_model_and_bad_policies_name_the_field(t
 def test_completeness_reads_manifests_with_fields_this_version_does_not_know():
     df = sweep_frame(n=40)
     manifest = manifest_for(df)
-    manifest["config"]["servers"][0]["future_profile_field"] = 8192
-    manifest["config"]["future_option"] = True
+    manifest.config["servers"][0]["future_profile_field"] = 8192
+    manifest.config["future_option"] = True
     checks = [c for c in gate(df, manifest).checks if c.kind == "completeness"]
     assert [(c.status, c.reason) for c in checks] == [("pass", "all 6 planned cells have every question")]
-    manifest["config"]["shots"] = "eight"
+    manifest.config["shots"] = "eight"
     (broken,) = [c for c in gate(df, manifest).checks if c.kind == "completeness"]
     assert broken.status == "inconclusive" and "shots" in broken.reason

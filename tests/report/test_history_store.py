@@ -12,7 +12,7 @@ import pytest
 from run_folders import cell_rows, make_run
 
 from evalctl.history.store import HistoryStore
-from evalctl.manifest import new_run_id, write_manifest
+from evalctl.manifest import Manifest, new_run_id, write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
@@ -104,19 +104,14 @@ def _write_run(root: str, model: str, rows: int, barrier) -> str:
     os.mkdir(run)  # exist_ok=False: a clash fails loudly rather than sharing a folder
     from pathlib import Path
 
-    manifest = {
-        "run_id": run_id,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "status": "running",
-        "config": {"model": model},
-    }
+    manifest = Manifest(run_id=run_id, created_at=dt.datetime.now(dt.timezone.utc).isoformat(), config={"model": model})
     write_manifest(Path(run), manifest)
     with RecordWriter(Path(run)) as writer:
         for i in range(rows):
             writer.write(SampleRecord(run_id, "cpu", "default", "on", 8, 1, i, f"h{i}", "q", "1", False, 10, 100, 0, 5, 0.0, 1.0, None,
                                       "stop", "#### 1", "1", "1", True, True, 1, None, None))  # fmt: skip
             write_manifest(Path(run), manifest)  # rewritten while others read, as a sweep does
-    manifest["status"] = "complete"
+    manifest.status = "complete"
     write_manifest(Path(run), manifest)
     compact(Path(run))
     return run_id

@@ -40,6 +40,11 @@ class Completion:
     error_kind: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None  # only when the request asked for `logprobs`
 
+    @classmethod
+    def failed(cls, error: str, kind: str, started_at: float, latency_s: float | None = None, attempts: int = 0) -> Completion:
+        """A request that got no answer: why (`error`), and what kind of failure it was."""
+        return cls(None, None, None, None, None, started_at, latency_s, attempts, error=error, error_kind=kind)
+
 
 class CompletionClient:
     """Bounded-concurrency client: at most `concurrency` requests in flight."""
@@ -96,7 +101,7 @@ class CompletionClient:
                 error = f"HTTP {response.status_code}: {_server_message(response)}"
                 retry = response.status_code in RETRYABLE_STATUS
             if not retry or attempt > self.max_retries:
-                return Completion(None, None, None, None, None, started, time.perf_counter() - t0, attempt, error, kind)
+                return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt)
             # Exponential backoff with full jitter, so retries from many slots spread out.
             await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
 
@@ -106,7 +111,7 @@ class CompletionClient:
         except ValueError as exc:
             snippet = response.text[:200].replace("\n", " ")
             error = f"malformed response: {exc}: {snippet!r}"
-            return Completion(None, None, None, None, None, started, latency, attempts, error, "bad_response")
+            return Completion.failed(error, "bad_response", started, latency, attempts)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")

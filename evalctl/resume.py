@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
 from evalctl.manifest import Manifest, ManifestError, read_manifest
@@ -24,11 +24,26 @@ from evalctl.tasks.lmeval import LmEvalTask, Prompt
 OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm"}
 OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
 
-RequestKey = tuple
+
+class RequestKey(NamedTuple):
+    """One request of a run: its cell and its question (the columns `records.RECORD_KEYS`)."""
+
+    profile: str
+    variant: str
+    cache: str
+    shots: int
+    pass_index: int
+    doc_id: int
+    prompt_hash: str
+
+    @property
+    def part(self) -> tuple[str, str]:
+        """The profile x variant it belongs to (one cluster job's share)."""
+        return self.profile, self.variant
 
 
 def request_key(cell: Cell, prompt: Prompt) -> RequestKey:
-    return (cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index, prompt.doc_id, prompt.prompt_hash)
+    return RequestKey(cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index, prompt.doc_id, prompt.prompt_hash)
 
 
 def data_fingerprint(data_dir: Path | None) -> str | None:
@@ -117,7 +132,7 @@ def resume_config(
 def finished_keys(run_dir: Path) -> set[RequestKey]:
     """Keys of the requests the records settle (see module doc); empty for a run with no records yet."""
     df = read_records(run_dir)
-    return set(df.loc[is_final(df), RECORD_KEYS].itertuples(index=False, name=None))
+    return {RequestKey._make(row) for row in df.loc[is_final(df), RECORD_KEYS].itertuples(index=False, name=None)}
 
 
 def planned_keys(cells: list[Cell], task: LmEvalTask, limit: int | None) -> set[RequestKey]:
@@ -131,6 +146,6 @@ def check_same_prompts(finished: set[RequestKey], planned: set[RequestKey]) -> N
     if stray:
         example = sorted(stray)[0]
         raise ConfigError(
-            f"cannot resume: {len(stray)} recorded request(s) match no prompt of today's plan (e.g. {example[:5]} doc {example[5]});"
+            f"cannot resume: {len(stray)} recorded request(s) match no prompt of today's plan (e.g. {example});"
             " the dataset, few-shot exemplars or lm-eval changed: start a new run"
         )

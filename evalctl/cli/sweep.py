@@ -181,23 +181,25 @@ def sweep(
         },
     )
     if resume is None:
-        resolved, manifest = resolve_config(model, config, url, overrides), None
+        resolved, resume_point = resolve_config(model, config, url, overrides), None
     else:
-        resolved, manifest = resolve_resume(resume, model, config, url, overrides)
+        resolved, resume_point = resolve_resume(resume, model, config, url, overrides)
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
-        sweep_on_slurm(resolved, manifest, api_key, wait)
+        sweep_on_slurm(resolved, resume_point, api_key, wait)
         return
 
     shutdown = Shutdown()
-    runner = Sweep(resolved, api_key=api_key, shutdown=shutdown, resume=manifest)
+    progress = RichProgress(console)
+    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point)
     try:
-        with shutdown.install(), RichProgress(console) as progress:
-            runner.progress = progress
+        with shutdown.install(), progress:
             result = runner.run()
     except Interrupted as exc:
-        err.print(f"interrupted by {exc.args[0]}; records so far are in {runner.run_dir} (finish with --resume {runner.run_dir})")
+        where = runner.run_dir
+        kept = f"records so far are in {where} (finish with --resume {where})" if where else "before the run folder was created"
+        err.print(f"interrupted by {exc.args[0]}; {kept}")
         raise typer.Exit(exc.exit_code) from None
 
     print_run(result.run_dir)

@@ -19,7 +19,7 @@ import submitit
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import SlurmUnavailable, release, require_slurm
 from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
-from evalctl.manifest import JobEntry, now, write_manifest
+from evalctl.manifest import JobEntry, now
 from evalctl.resume import ResumePoint
 
 SUBMITIT_DIR = "slurm"  # job scripts, pickled calls (may hold the config's secrets: owner-only), job logs
@@ -69,16 +69,16 @@ def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, par
 
 def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: str | None = None) -> Submission:
     """Create (or take up) the run folder and submit its jobs; returns at once with the job ids."""
-    from evalctl.execution import Sweep
+    from evalctl.execution.folder import prepare
 
     require_slurm()
-    sweep = Sweep(config, resume=resume)
-    _, launches = sweep.prepare()
-    left = {key[:2] for key in sweep.remaining} if sweep.remaining is not None else None
-    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in launches))
+    run = prepare(config, resume)
+    folder = run.folder
+    left = {key.part for key in run.remaining} if run.remaining is not None else None
+    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.launches))
     profiles = {p.name: p for p in config.servers}
     variants = {v.name: v for v in config.variants}
-    folder = sweep.run_dir / SUBMITIT_DIR
+    folder = folder.path / SUBMITIT_DIR
     folder.mkdir(mode=0o700, exist_ok=True)
     if api_key:
         os.environ["EVALCTL_API_KEY"] = api_key  # sbatch passes the environment on; never written to the run folder
@@ -93,20 +93,20 @@ def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: s
             profile, variant = profiles[profile_name], variants[variant_name]
             part = part_name(profile, variant)
             executor = part_executor(folder, config, profile, part)
-            jobs.append(executor.submit(PartJob(), str(sweep.run_dir), part_config(config, profile, variant), part))
+            jobs.append(executor.submit(PartJob(), str(folder.path), part_config(config, profile, variant), part))
             entries.append(JobEntry(part=part, job_id=jobs[-1].job_id, submitted_at=submitted_at))
         after = {"dependency": "afterany:" + ":".join(j.job_id for j in jobs)} if jobs else {}
         executor = _executor(folder, slurm, f"evalctl-{AGGREGATE}", slurm.aggregate_time, 1, hold=True, **after)
-        jobs.append(executor.submit(aggregate, str(sweep.run_dir)))
+        jobs.append(executor.submit(aggregate, str(folder.path)))
         entries.append(JobEntry(part=AGGREGATE, job_id=jobs[-1].job_id, submitted_at=submitted_at))
     except Exception as exc:  # sbatch refused (partition, account, limits): leave nothing queued
         for job in jobs:
             job.cancel(check=False)
-        sweep.state.status, sweep.state.error = "failed", f"submission failed: {exc}"
-        write_manifest(sweep.run_dir, sweep.state)
+        folder.state.status, folder.state.error = "failed", f"submission failed: {exc}"
+        folder.save()
         raise SlurmUnavailable(f"submission to Slurm failed: {exc}") from exc
-    sweep.state.executor, sweep.state.status = "slurm", "submitted"
-    sweep.state.jobs.extend(entries)
-    write_manifest(sweep.run_dir, sweep.state)
+    folder.state.executor, folder.state.status = "slurm", "submitted"
+    folder.state.jobs.extend(entries)
+    folder.save()
     release(entries[-1].job_id)
-    return Submission(sweep.run_dir, sweep.run_id, {e.part: e.job_id for e in entries[:-1]}, entries[-1].job_id)
+    return Submission(folder.path, folder.run_id, {e.part: e.job_id for e in entries[:-1]}, entries[-1].job_id)

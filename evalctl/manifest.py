@@ -67,7 +67,7 @@ class ServerEntry(_Entry):
     profile: str
     variant: str
     cache: str
-    engine: str
+    engine: str | None = None
     gpu: str | None = None
     devices: list[str] = Field(default_factory=list)
     variant_git_revision: str | None = None

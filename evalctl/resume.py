@@ -8,14 +8,14 @@ answer (`records.RETRYABLE_ERROR_KINDS`) are sent again; compaction keeps one ro
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
-from evalctl.manifest import Manifest, ManifestError, read_manifest
+from evalctl.errors import BadInput
 from evalctl.plan import Cell
 from evalctl.records import RECORD_KEYS, is_final, read_records
+from evalctl.runs import Run, open_run
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
@@ -84,27 +84,18 @@ def differing_fields(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[s
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
-@dataclass(frozen=True)
-class ResumePoint:
-    """An interrupted run to finish: its folder and the manifest it left."""
-
-    run_dir: Path
-    manifest: Manifest
-
-
-def resume_config(
-    run_dir: Path, given: SweepConfig | None, overrides: dict[str, Any], url: str | None = None
-) -> tuple[SweepConfig, ResumePoint]:
-    """The config to finish `run_dir` with, and its manifest; ConfigError when it would mix runs.
+def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str, Any], url: str | None = None) -> tuple[SweepConfig, Run]:
+    """The config to finish `run_dir` with, and the run as it stopped; ConfigError when it would mix runs.
 
     `given` is the config named on the command line (optional: the manifest's is used
     otherwise, with `overrides` applied); `url` points it at an external server. Either
     way its meaning must equal the recorded one.
     """
     try:
-        manifest = read_manifest(run_dir)
-    except ManifestError as exc:
+        run = open_run(run_dir)
+    except BadInput as exc:
         raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
+    manifest = run.manifest
     recorded = manifest.config
     if not recorded:
         raise ConfigError(f"cannot resume {run_dir}: its manifest has no config")
@@ -126,7 +117,7 @@ def resume_config(
         )
     if manifest.data_fingerprint != data_fingerprint(given.resolved_data_dir()):
         raise ConfigError(f"cannot resume {run_dir}: the dataset files differ from the ones the run started with")
-    return given, ResumePoint(run_dir, manifest)
+    return given, run
 
 
 def finished_keys(run_dir: Path) -> set[RequestKey]:

@@ -34,7 +34,7 @@ def test_resume_from_manifest_applies_operational_overrides(tmp_path, data_dir):
     run, _ = make_run(tmp_path, data_dir)
     config, point = resume_config(run, None, {"concurrency": 1, "max_restarts": 0})
     assert (config.concurrency, config.max_restarts, config.limit) == (1, 0, 2)
-    assert point.run_dir == run and point.manifest.run_id == run.name
+    assert point.path == run and point.run_id == run.name
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ from evalctl.analysis.throughput import throughput_table
 from evalctl.analysis.throughput_checks import RATES, throughput_ratios
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest
+from evalctl.runs import Run
 
 Status = Literal["pass", "regression", "inconclusive"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
@@ -124,15 +125,6 @@ def plain(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-@dataclass(frozen=True)
-class RunFrames:
-    """What the gate needs of a run: its id, samples and manifest."""
-
-    run_id: str
-    samples: pd.DataFrame
-    manifest: Manifest
-
-
 @dataclass
 class GateResult:
     verdict: Status
@@ -170,7 +162,7 @@ def _paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
     }
 
 
-def completeness_checks(run: RunFrames, role: str) -> list[Check]:
+def completeness_checks(run: Run, role: str) -> list[Check]:
     """Not pass when the run stopped early or a planned cell is short of questions."""
     status = run.manifest.status
     checks = []
@@ -343,7 +335,7 @@ def baseline_variant(manifest: Manifest) -> str | None:
     return variants[0].get("name") if variants and isinstance(variants[0], dict) else None
 
 
-def evaluate(run: RunFrames, policy: GatePolicy, baseline: RunFrames | None = None) -> GateResult:
+def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
     """Every check on `run` (and against `baseline`, if given) and the verdict."""
     comparisons = within_run(run.samples, baseline_variant(run.manifest))
     if baseline is not None:

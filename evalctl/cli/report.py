@@ -33,8 +33,9 @@ def report(
         if path is not None and not path.is_dir():
             raise fail(f"{label} {path} is not a directory")
     out = output or run / "report.html"
+    loaded, reference = load_run(run), load_run(baseline) if baseline else None
     gate = load_gate(run)
     if gate is None:
-        gate = gate_document(evaluate(load_run(run), load_policy(policy), load_run(baseline) if baseline else None))
-    write_report(run, out, baseline_dir=baseline, gate=gate)
+        gate = gate_document(evaluate(loaded, load_policy(policy), reference))
+    write_report(loaded, out, baseline=reference, gate=gate)
     console.print(f"report: {out}")

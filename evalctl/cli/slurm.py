@@ -13,12 +13,12 @@ from evalctl.cli.common import console, err, fail
 from evalctl.config import SweepConfig
 
 if TYPE_CHECKING:
-    from evalctl.resume import ResumePoint
+    from evalctl.runs import Run
 
 EXIT_NO_GATE = 1
 
 
-def sweep_on_slurm(config: SweepConfig, resume: ResumePoint | None, api_key: str | None, wait: bool) -> None:
+def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool) -> None:
     from evalctl.cluster.slurm import wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit
     from evalctl.report.gate_outputs import GATE_JSON

@@ -12,7 +12,7 @@ from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
 from evalctl.config import CacheMode, SweepConfig, load_config, with_external_url
 
 if TYPE_CHECKING:
-    from evalctl.resume import ResumePoint
+    from evalctl.runs import Run
 
 
 def _csv_ints(text: str | None, name: str) -> list[int] | None:
@@ -59,9 +59,7 @@ def resolve_config(model: str | None, config: Path | None, url: str | None, over
     return with_external_url(resolved, url) if url else resolved
 
 
-def resolve_resume(
-    run_dir: Path, model: str | None, config: Path | None, url: str | None, overrides: dict
-) -> tuple[SweepConfig, ResumePoint]:
+def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: str | None, overrides: dict) -> tuple[SweepConfig, Run]:
     """The config to finish `run_dir` with (its manifest's, or the one named again) and where it stopped."""
     from evalctl.resume import resume_config
 
@@ -146,11 +144,13 @@ def sweep(
     (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
     submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
     """
-    from evalctl.cli.analyze import print_run
+    from evalctl.analysis.gate import load_policy
+    from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
-    from evalctl.report.finish import finish_run
+    from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
     from evalctl.report.terminal import STATUS_STYLE
+    from evalctl.runs import load_run
     from evalctl.signals import Interrupted, Shutdown
 
     if wait and executor is not Executor.slurm:
@@ -202,12 +202,13 @@ def sweep(
         err.print(f"interrupted by {exc.args[0]}; {kept}")
         raise typer.Exit(exc.exit_code) from None
 
-    print_run(result.run_dir)
-    verdict = finish_run(result.run_dir)
+    run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
+    gate = finish_run(run, load_policy(None))
+    print_run_tables(run, gate.policy)
     for failure in result.failures:
-        err.print(f"[red]failed:[/red] {failure['server']}: {failure['error']}")
-    console.print(f"gate (default policy): [{STATUS_STYLE[verdict.verdict]}]{verdict.verdict}[/] - details: evalctl gate {result.run_dir}")
-    console.print(f"report: {result.run_dir / 'report.html'}")
+        err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
+    console.print(f"gate (default policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
+    console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:
         raise typer.Exit(EXIT_FAILED_CELLS)

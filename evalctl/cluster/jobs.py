@@ -28,7 +28,6 @@ from evalctl.manifest import (
     write_part_state,
 )
 from evalctl.records import compact
-from evalctl.resume import ResumePoint
 from evalctl.signals import Shutdown
 
 AGGREGATE = "aggregate"
@@ -43,6 +42,7 @@ class PartJob(submitit.helpers.Checkpointable):
 
     def __call__(self, run_dir: str, config: SweepConfig, part: str) -> str:
         from evalctl.execution import Sweep
+        from evalctl.runs import open_run
 
         folder = Path(run_dir)
         state = read_part_state(folder, part)
@@ -52,7 +52,7 @@ class PartJob(submitit.helpers.Checkpointable):
         write_part_state(folder, part, state)
         shutdown = Shutdown()  # scancel / preemption send SIGTERM: stop servers, keep records
         api_key = os.environ.get("EVALCTL_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        sweep = Sweep(config, api_key=api_key, shutdown=shutdown, resume=ResumePoint(folder, read_manifest(folder)), part=part)
+        sweep = Sweep(config, api_key=api_key, shutdown=shutdown, resume=open_run(folder), part=part)
         with shutdown.install():
             result = sweep.run()
         return "failed" if result.failures else "complete"
@@ -98,13 +98,14 @@ def fold_jobs(run_dir: Path, manifest: Manifest) -> None:
 def aggregate(run_dir: str) -> int:
     """The aggregation job: fold job states into the manifest, compact, finish the run; the gate's exit code."""
     from evalctl.report.finish import finish_run
+    from evalctl.runs import load_run
 
     folder = Path(run_dir)
     manifest = read_manifest(folder)
     fold_jobs(folder, manifest)
     write_manifest(folder, manifest)
     compact(folder)
-    result = finish_run(folder)
+    result = finish_run(load_run(folder))
     manifest.gate = GateSummary(verdict=result.verdict, exit_code=result.exit_code)
     for entry in manifest.jobs:
         if entry.job_id == os.environ.get("SLURM_JOB_ID"):

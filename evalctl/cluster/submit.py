@@ -20,7 +20,7 @@ from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import SlurmUnavailable, release, require_slurm
 from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
 from evalctl.manifest import JobEntry, now
-from evalctl.resume import ResumePoint
+from evalctl.runs import Run
 
 SUBMITIT_DIR = "slurm"  # job scripts, pickled calls (may hold the config's secrets: owner-only), job logs
 
@@ -67,7 +67,7 @@ def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, par
     return _executor(folder, slurm, f"evalctl-{part}", slurm.time, slurm.cpus_per_task, gpus, requeue=True)
 
 
-def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: str | None = None) -> Submission:
+def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | None = None) -> Submission:
     """Create (or take up) the run folder and submit its jobs; returns at once with the job ids."""
     from evalctl.execution.folder import prepare
 

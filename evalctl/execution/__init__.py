@@ -19,7 +19,7 @@ from evalctl.manifest import Failure
 from evalctl.plan import ServerLaunch
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, record_files
-from evalctl.resume import ResumePoint
+from evalctl.runs import Run
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.signals import Shutdown
@@ -48,7 +48,7 @@ class Sweep:
         progress: SweepProgress | None = None,
         api_key: str | None = None,
         shutdown: Shutdown | None = None,
-        resume: ResumePoint | None = None,
+        resume: Run | None = None,
         part: str | None = None,
     ):
         self.config = config

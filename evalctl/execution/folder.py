@@ -25,7 +25,8 @@ from evalctl.manifest import (
     write_part_state,
 )
 from evalctl.plan import ServerLaunch, expand
-from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys
+from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, finished_keys, planned_keys
+from evalctl.runs import Run
 from evalctl.secrets import redact_config
 from evalctl.tasks.lmeval import LmEvalTask
 
@@ -60,9 +61,9 @@ class RunFolder:
         return folder
 
     @classmethod
-    def take_up(cls, resume: ResumePoint, part: str | None = None) -> RunFolder:
-        state = resume.manifest if part is None else read_part_state(resume.run_dir, part)
-        return cls(resume.run_dir, resume.manifest.run_id, state, part)
+    def take_up(cls, run: Run, part: str | None = None) -> RunFolder:
+        state = run.manifest if part is None else read_part_state(run.path, part)
+        return cls(run.path, run.run_id, state, part)
 
     def save(self) -> None:
         if self.part is None:
@@ -92,7 +93,7 @@ class PreparedRun:
     remaining: set[RequestKey] | None  # still to send; None: a new run sends all
 
 
-def prepare(config: SweepConfig, resume: ResumePoint | None = None, part: str | None = None) -> PreparedRun:
+def prepare(config: SweepConfig, resume: Run | None = None, part: str | None = None) -> PreparedRun:
     """Check task and data, then create the run folder (or take up the interrupted one); nothing is launched."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")

@@ -28,7 +28,7 @@ _RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
 
 
 @dataclass(frozen=True)
-class RunFolder:
+class RunListing:
     """What a run folder holds, judged without trusting any of it."""
 
     run_id: str
@@ -67,7 +67,7 @@ def _from_name(name: str) -> tuple[str | None, dt.datetime | None]:
     return match["model"], dt.datetime.strptime(match["stamp"], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
 
 
-def inspect_run(path: Path) -> RunFolder:
+def inspect_run(path: Path) -> RunListing:
     manifest_path, parquet, jsonl = path / MANIFEST_FILE, path / SAMPLES_FILE, path / RECORDS_FILE
     manifest: Manifest | None = None
     notes: list[str] = []
@@ -94,7 +94,7 @@ def inspect_run(path: Path) -> RunFolder:
             status = "partial"
             notes.append(f"{RECORDS_FILE} only, not compacted" if has_jsonl else "no samples")
     name_model, name_time = _from_name(path.name)
-    return RunFolder(
+    return RunListing(
         run_id=manifest.run_id if manifest else path.name,
         path=path,
         status=status,
@@ -111,12 +111,12 @@ class HistoryStore:
     def __init__(self, root: Path):
         self.root = Path(root)
 
-    def folders(self) -> list[RunFolder]:
+    def folders(self) -> list[RunListing]:
         if not self.root.is_dir():
             raise BadInput(f"results root {self.root} is not a directory")
         return [inspect_run(p) for p in sorted(self.root.iterdir()) if p.is_dir()]
 
-    def _query(self, folders: list[RunFolder], sql: str, params: list | None = None) -> pd.DataFrame:
+    def _query(self, folders: list[RunListing], sql: str, params: list | None = None) -> pd.DataFrame:
         """Run `sql` over a view `samples` of the given runs' parquet files (with a `path` column).
 
         A file that passes the magic check but still cannot be read would fail the whole
@@ -164,7 +164,7 @@ class HistoryStore:
         for f in folders:
             samples, cells = by_path.get(str(f.path), (None, None))
             if f.parquet is not None and samples is None and f.status != "corrupt":
-                f = RunFolder(f.run_id, f.path, "corrupt", f.model, f.created_at, f"{SAMPLES_FILE} unreadable", None)
+                f = RunListing(f.run_id, f.path, "corrupt", f.model, f.created_at, f"{SAMPLES_FILE} unreadable", None)
             rows.append([f.run_id, f.status, f.model, f.created_at, samples, cells, f.note, str(f.path)])
         out = pd.DataFrame(rows, columns=RUN_COLUMNS)
         out["created_at"] = pd.to_datetime(out["created_at"], utc=True)

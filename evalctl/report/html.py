@@ -27,12 +27,10 @@ import pandas as pd
 from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.throughput import throughput_ratio
 from evalctl.history.store import HistoryStore
-from evalctl.manifest import Manifest, read_manifest
-from evalctl.records import load_samples
-from evalctl.report.outputs import RunSummary, summarize
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
+from evalctl.runs import Run
 
 GATE_FILE = "gate.json"
 PROBE_GLOB = "probe*.json"
@@ -57,27 +55,6 @@ class Table:
     @classmethod
     def of(cls, df: pd.DataFrame) -> Table:
         return cls([str(c) for c in df.columns], [[_fmt(v, str(c)) for v, c in zip(row, df.columns)] for row in df.itertuples(index=False)])
-
-
-@dataclass(frozen=True)
-class Run:
-    path: Path
-    manifest: Manifest
-    samples: pd.DataFrame
-    summary: RunSummary
-
-    @classmethod
-    def load(cls, path: Path) -> Run:
-        samples = load_samples(path)
-        return cls(path, read_manifest(path), samples, summarize(samples))
-
-    @property
-    def run_id(self) -> str:
-        return self.manifest.run_id
-
-    @property
-    def config(self) -> dict:
-        return self.manifest.config
 
 
 def load_gate(run_dir: Path) -> dict | None:
@@ -171,7 +148,7 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
             "error": s.error,
             "argv": shlex.join(s.argv) if s.argv else "(not launched by evalctl)",
             "log": log,
-            "log_href": quote(os.path.relpath(run.path / log, out_dir)) if log else None,
+            "log_href": quote(os.path.relpath(run.path.resolve() / log, out_dir)) if log else None,
         })  # fmt: skip
     return rows
 
@@ -241,14 +218,12 @@ def _history(run: Run, root: Path | None) -> dict | None:
     }
 
 
-def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = None, gate: dict | None = None) -> str:
+def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: dict | None = None) -> str:
     """The report's HTML. `out_dir` is where it will live (log links are relative to it).
 
-    `gate` is the gate's result (gate.json's schema); None reads `run_dir/gate.json`.
+    `gate` is the gate's result (gate.json's schema); None reads the run's gate.json.
     """
-    run_dir = Path(run_dir).resolve()
-    run = Run.load(run_dir)
-    baseline = Run.load(Path(baseline_dir).resolve()) if baseline_dir is not None else None
+    run_dir = run.path.resolve()
     gate = gate if gate is not None else load_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     acc, by_length = run.summary.accuracy, run.summary.by_length
@@ -278,10 +253,10 @@ def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = No
     )
 
 
-def write_report(run_dir: Path, out: Path, *, baseline_dir: Path | None = None, gate: dict | None = None) -> Path:
+def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: dict | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
     out = Path(out)
-    html = build_report(Path(run_dir), out.resolve().parent, baseline_dir=baseline_dir, gate=gate)
+    html = build_report(run, out.resolve().parent, baseline=baseline, gate=gate)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(html, encoding="utf-8")
     os.replace(tmp, out)

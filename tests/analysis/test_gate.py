@@ -7,13 +7,14 @@ import pytest
 import yaml
 from frames import manifest_for, sweep_frame
 
-from evalctl.analysis.gate import DEFAULT_POLICY_FILE, GatePolicy, PolicyError, RunFrames, evaluate, load_policy
+from evalctl.analysis.gate import DEFAULT_POLICY_FILE, GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.runs import Run
 
 POLICY = GatePolicy()
 
 
 def gate(df, manifest=None, baseline=None, policy=POLICY):
-    run = RunFrames("r", df, manifest if manifest is not None else manifest_for(df))
+    run = Run(Path("r"), manifest if manifest is not None else manifest_for(df), df)
     return evaluate(run, policy, baseline)
 
 
@@ -77,7 +78,7 @@ def test_incomplete_run_is_not_pass(how):
 def test_baseline_run_comparison_per_cell():
     base = sweep_frame(run_id="base")
     cand = sweep_frame(run_id="cand", to_wrong={8: set(range(25))})
-    result = gate(cand, baseline=RunFrames("base", base, manifest_for(base)))
+    result = gate(cand, baseline=Run(Path("base"), manifest_for(base), base))
     assert result.baseline == "base"
     run_regressions = {c.shots for c in result.checks if c.name == "run vs baseline" and c.status == "regression"}
     assert run_regressions == {8}

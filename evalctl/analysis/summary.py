@@ -1,0 +1,22 @@
+"""A run's summary tables: accuracy per cell, accuracy by prefill length, throughput per cell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from evalctl.analysis.accuracy import accuracy_table
+from evalctl.analysis.lengths import accuracy_by_length
+from evalctl.analysis.throughput import throughput_table
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    accuracy: pd.DataFrame
+    by_length: pd.DataFrame
+    throughput: pd.DataFrame
+
+
+def summarize(samples: pd.DataFrame) -> RunSummary:
+    return RunSummary(accuracy_table(samples), accuracy_by_length(samples), throughput_table(samples))

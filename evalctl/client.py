@@ -11,9 +11,14 @@ import random
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
+# Why a request got no answer. The retryable kinds are where the server gave none (it may next
+# time): the client retries them, a resumed run or a restarted server sends them again.
+ErrorKind = Literal["http_4xx", "http_5xx", "timeout", "connection", "bad_response", "server_died"]
+RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"timeout", "connection", "http_5xx", "server_died"})
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
@@ -37,11 +42,11 @@ class Completion:
     latency_s: float | None
     attempts: int
     error: str | None = None
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None  # only when the request asked for `logprobs`
 
     @classmethod
-    def failed(cls, error: str, kind: str, started_at: float, latency_s: float | None = None, attempts: int = 0) -> Completion:
+    def failed(cls, error: str, kind: ErrorKind, started_at: float, latency_s: float | None = None, attempts: int = 0) -> Completion:
         """A request that got no answer: why (`error`), and what kind of failure it was."""
         return cls(None, None, None, None, None, started_at, latency_s, attempts, error=error, error_kind=kind)
 

@@ -2,7 +2,7 @@
 
 A request is done when the records hold a final row for its key (`records.RECORD_KEYS`):
 an answer, a 4xx refusal or a malformed response. Rows whose error says the server gave no
-answer (`records.RETRYABLE_ERROR_KINDS`) are sent again; compaction keeps one row per key.
+answer (`client.RETRYABLE_ERROR_KINDS`) are sent again; compaction keeps one row per key.
 """
 
 from __future__ import annotations

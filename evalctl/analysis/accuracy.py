@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
-
-GROUP = ["profile", "variant", "cache", "shots", "pass_index"]
+from evalctl.records import CELL_KEYS
 
 
 def scored(df: pd.DataFrame) -> pd.DataFrame:
@@ -27,7 +26,7 @@ def _accuracy_row(group: pd.DataFrame) -> pd.Series:
 
 def accuracy_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """One row per group: n scored, errors, invalid, strict/flexible accuracy with 95% Wilson bounds."""
-    by = by or GROUP
+    by = by or CELL_KEYS
     if df.empty:
         return pd.DataFrame(
             columns=[*by, "n", "errors", "invalid", "strict_acc", "strict_lo", "strict_hi", "flexible_acc", "flexible_lo", "flexible_hi"]

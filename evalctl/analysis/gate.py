@@ -32,7 +32,6 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalctl.analysis.accuracy import GROUP as CELL
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.completeness import cell_counts
 from evalctl.analysis.multiple import holm
@@ -42,9 +41,11 @@ from evalctl.analysis.throughput import throughput_table
 from evalctl.analysis.throughput_checks import RATES, throughput_ratios
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest
+from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
 Status = Literal["pass", "regression", "inconclusive"]
+CheckKind = Literal["completeness", "error_rate", "invalid_rate", "accuracy", "throughput", "cliff"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
@@ -90,7 +91,7 @@ def load_policy(path: Path | None = None) -> GatePolicy:
 @dataclass
 class Check:
     name: str
-    kind: str  # completeness | error_rate | invalid_rate | accuracy | throughput | cliff
+    kind: CheckKind
     status: Status
     reason: str
     profile: str | None = None
@@ -201,8 +202,8 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
 def rate_checks(samples: pd.DataFrame, policy: GatePolicy) -> list[Check]:
     """Request errors and unextractable answers, per cell, against the policy's maxima."""
     checks = []
-    for key, group in samples.groupby(CELL, sort=True):
-        cell = dict(zip(CELL, key))
+    for key, group in samples.groupby(CELL_KEYS, sort=True):
+        cell = dict(zip(CELL_KEYS, key))
         cell = {**cell, "shots": int(cell["shots"]), "pass_index": int(cell["pass_index"])}
         errors = int(group["error"].notna().sum())
         scored = group[group["error"].isna()]

@@ -23,9 +23,11 @@ from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
 from evalctl.errors import BadInput
-from evalctl.records import CELL_KEYS
+from evalctl.records import CELL_KEYS, cell_keys
 
 Metric = Literal["strict", "flexible"]
+# What differs between the two sides of a comparison: the cache mode, the variant, the pass, or the run.
+ComparisonKind = Literal["cache", "variant", "pass", "run"]
 # A question is the same question only with the same prompt: same shots, doc and few-shot text.
 QUESTION_KEYS = ["doc_id", "prompt_hash"]
 
@@ -36,7 +38,7 @@ class NoOverlapError(BadInput):
 
 @dataclass(frozen=True)
 class Comparison:
-    kind: str  # "cache" | "variant" | "pass" | "run"
+    kind: ComparisonKind
     name: str  # what a reader sees: "cache on vs off"
     reference: pd.DataFrame
     candidate: pd.DataFrame
@@ -58,7 +60,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
                 "cache on vs off",
                 df[df["cache"] == "off"],
                 df[df["cache"] == "on"],
-                ("profile", "variant", "shots", "pass_index"),
+                tuple(cell_keys("cache")),
                 "cache off",
             )
         )
@@ -72,7 +74,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
                     f"variant {variant} vs {baseline}",
                     df[df["variant"] == baseline],
                     df[df["variant"] == variant],
-                    ("profile", "cache", "shots", "pass_index"),
+                    tuple(cell_keys("variant")),
                     f"variant {baseline}",
                 )
             )
@@ -83,7 +85,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
                 f"pass {pass_index} vs 1",
                 df[df["pass_index"] == 1],
                 df[df["pass_index"] == pass_index],
-                ("profile", "variant", "cache", "shots"),
+                tuple(cell_keys("pass_index")),
                 "pass 1",
             )
         )

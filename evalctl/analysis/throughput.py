@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-GROUP = ["profile", "variant", "cache", "shots", "pass_index"]
+from evalctl.records import CELL_KEYS
 
 
 def _throughput_row(group: pd.DataFrame) -> pd.Series:
@@ -35,7 +35,7 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
 
 
 def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    by = by or GROUP
+    by = by or CELL_KEYS
     if df.empty:
         return pd.DataFrame(
             columns=[

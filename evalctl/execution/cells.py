@@ -10,14 +10,14 @@ import asyncio
 import os
 import time
 
-from evalctl.client import Completion, CompletionClient
+from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
 from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
 from evalctl.manifest import CellEntry
 from evalctl.plan import Cell
-from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord
+from evalctl.records import RecordWriter, SampleRecord
 from evalctl.resume import RequestKey, request_key
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown

@@ -19,7 +19,7 @@ import pandas as pd
 from evalctl.analysis.intervals import wilson_interval
 from evalctl.errors import BadInput
 from evalctl.manifest import MANIFEST_FILE, Manifest, ManifestError, parse_manifest
-from evalctl.records import RECORDS_FILE, SAMPLES_FILE
+from evalctl.records import CELL_KEYS, RECORDS_FILE, SAMPLES_FILE
 
 METRICS = ("accuracy", "strict", "flexible", "throughput")
 RUN_COLUMNS = ["run_id", "status", "model", "created_at", "samples", "cells", "note", "path"]
@@ -156,8 +156,7 @@ class HistoryStore:
         ]
         counts = self._query(
             folders,
-            "SELECT path, count(*) AS samples, count(DISTINCT (profile, variant, cache, shots, pass_index)) AS cells "
-            "FROM samples GROUP BY path",
+            f"SELECT path, count(*) AS samples, count(DISTINCT ({', '.join(CELL_KEYS)})) AS cells FROM samples GROUP BY path",
         )
         by_path = {row.path: (int(row.samples), int(row.cells)) for row in counts.itertuples()} if len(counts) else {}
         rows = []

@@ -27,6 +27,7 @@ import pandas as pd
 from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.throughput import throughput_ratio
 from evalctl.history.store import HistoryStore
+from evalctl.records import CELL_KEYS, cell_keys
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
@@ -170,13 +171,13 @@ def _ratio_table(df: pd.DataFrame) -> Table:
 
 def _throughput(run: Run, baseline: Run | None) -> dict:
     tp = run.summary.throughput
-    keys = ["profile", "variant", "shots", "pass_index"]
+    keys = cell_keys("cache")
     on, off = tp[tp["cache"] == "on"].drop(columns="cache"), tp[tp["cache"] == "off"].drop(columns="cache")
     out = {"cells": Table.of(throughput_view(tp)), "cache_ratio": None, "baseline_ratio": None}
     if len(on) and len(off):
         out["cache_ratio"] = _ratio_table(throughput_ratio(on, off, keys))
     if baseline is not None:
-        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary.throughput, ["cache", *keys]))
+        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary.throughput, CELL_KEYS))
     return out
 
 
@@ -184,10 +185,10 @@ def _flips(run: Run, baseline: Run | None) -> list[dict]:
     sections = []
     df = run.samples
     if {"on", "off"} <= set(df["cache"]):
-        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], ["profile", "variant", "shots", "pass_index"])
+        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], cell_keys("cache"))
         sections.append({"title": "cache on vs cache off", "reference": "cache off", "candidate": "cache on", "table": table})
     if baseline is not None:
-        table = flipped_questions(baseline.samples, df, ["profile", "variant", "cache", "shots", "pass_index"])
+        table = flipped_questions(baseline.samples, df, CELL_KEYS)
         sections.append(
             {"title": f"this run vs baseline {baseline.run_id}", "reference": "baseline", "candidate": "this run", "table": table}
         )

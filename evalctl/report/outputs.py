@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalctl.analysis.summary import RunSummary
+from evalctl.records import CELL_KEYS
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots
 from evalctl.runs import Run
 
@@ -16,8 +17,7 @@ PLOT_PREFILL = "accuracy_vs_prefill_length.png"
 
 
 def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefill: int | None = None) -> list[Path]:
-    keys = ["profile", "variant", "cache", "shots", "pass_index"]
-    merged = summary.accuracy.merge(summary.throughput, on=keys, how="left")
+    merged = summary.accuracy.merge(summary.throughput, on=CELL_KEYS, how="left")
     merged.to_csv(run_dir / SUMMARY_FILE, index=False)
     summary.by_length.to_csv(run_dir / LENGTH_FILE, index=False)
     summary.throughput.to_csv(run_dir / THROUGHPUT_FILE, index=False)

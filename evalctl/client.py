@@ -22,6 +22,11 @@ RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"timeout", "connection"
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The bearer header every request to a server carries when a key is given."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 @dataclass(frozen=True)
 class TokenLogprob:
     """One generated token with the server's top alternatives (token -> logprob)."""
@@ -71,10 +76,9 @@ class CompletionClient:
         self.max_retries = max_retries
         self.cached_tokens_if_missing = cached_tokens_if_missing
         self.backoff_s = backoff_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(
             base_url=base_url,
-            headers=headers,
+            headers=auth_headers(api_key),
             timeout=httpx.Timeout(timeout_s, connect=10.0),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )

@@ -97,7 +97,7 @@ def test_compare_side_by_side_with_flips(runs, tmp_path):
     flipped = pd.read_csv(tmp_path / "flips.csv")
     assert len(flipped) == 60 and set(flipped["shots"]) == {16, 20} and set(flipped["direction"]) == {"right->wrong"}
     first = flipped.iloc[0]
-    assert (first.question, first.answer_ref, first.answer, first.response) == ("question 0?", 0, -1, "#### -1")
+    assert (first.question, first.reference_answer, first.candidate_answer, first.candidate_response) == ("question 0?", 0, -1, "#### -1")
 
 
 def test_analyze_adds_paired_table_and_cliff(runs):

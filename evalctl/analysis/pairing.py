@@ -209,14 +209,3 @@ def with_holm(table: pd.DataFrame, column: str = "p_two_sided") -> pd.DataFrame:
     """`table` plus `<column>_holm`: the p-values Holm-adjusted over all its rows (one family)."""
     adjusted = holm(table[column].to_numpy(dtype=float)) if len(table) else []
     return table.assign(**{f"{column}_holm": adjusted})
-
-
-def flips(pairs: pd.DataFrame, metric: Metric = "strict") -> pd.DataFrame:
-    """The questions whose outcome changed, with the question, target and both answers."""
-    col = f"{metric}_correct"
-    scored = scored_pairs(pairs, metric)
-    changed = scored[scored[f"{col}_ref"].astype(bool) != scored[col].astype(bool)]
-    out = changed[[*CELL_KEYS, "doc_id", "question", "target", f"{metric}_answer_ref", f"{metric}_answer", "response_ref", "response"]]
-    out = out.rename(columns={f"{metric}_answer_ref": "answer_ref", f"{metric}_answer": "answer"})
-    out.insert(len(CELL_KEYS) + 1, "direction", ["right->wrong" if r else "wrong->right" for r in changed[f"{col}_ref"].astype(bool)])
-    return out.sort_values([*CELL_KEYS, "doc_id"]).reset_index(drop=True)

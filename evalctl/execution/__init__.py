@@ -93,7 +93,15 @@ class Sweep:
             return []
         assert self.prepared is not None
         folder = self.prepared.folder
-        launch = Launch(plan, folder.path, devices, max_restarts=self.config.max_restarts, progress=self.progress, save=folder.save)
+        launch = Launch(
+            plan,
+            folder.path,
+            devices,
+            api_key=self.api_key,
+            max_restarts=self.config.max_restarts,
+            progress=self.progress,
+            save=folder.save,
+        )
         folder.state.servers.append(launch.entry)
         cell = None
         try:

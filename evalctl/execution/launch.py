@@ -50,6 +50,7 @@ class Launch:
         run_dir: Path,
         devices: tuple[str, ...],
         *,
+        api_key: str | None,
         max_restarts: int,
         progress: SweepProgress,
         save: Callable[[], None],
@@ -57,7 +58,7 @@ class Launch:
         self.launch = launch
         self.label = launch.label
         slug = f"{launch.profile.name}-{launch.variant.name}-cache-{launch.cache.value}"
-        self.server = ManagedServer(launch.profile, launch.variant, launch.cache, run_dir / f"server-{slug}.log", devices)
+        self.server = ManagedServer(launch.profile, launch.variant, launch.cache, run_dir / f"server-{slug}.log", devices, api_key)
         self.entry = ServerEntry(
             profile=launch.profile.name,
             variant=launch.variant.name,

@@ -17,9 +17,10 @@ import duckdb
 import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
+from evalctl.analysis.throughput import THROUGHPUT_INPUTS, throughput_table
 from evalctl.errors import BadInput
 from evalctl.manifest import MANIFEST_FILE, Manifest, ManifestError, parse_manifest
-from evalctl.records import CELL_KEYS, RECORDS_FILE, SAMPLES_FILE
+from evalctl.records import CELL_KEYS, RECORDS_FILE, SAMPLES_FILE, cell_keys
 
 METRICS = ("accuracy", "strict", "flexible", "throughput")
 RUN_COLUMNS = ["run_id", "status", "model", "created_at", "samples", "cells", "note", "path"]
@@ -199,9 +200,7 @@ class HistoryStore:
             SELECT path, profile, variant, cache, shots,
                    count(*) FILTER (WHERE error IS NULL) AS n,
                    count(*) FILTER (WHERE error IS NULL AND {column}) AS hits,
-                   count(*) FILTER (WHERE error IS NOT NULL) AS errors,
-                   sum(completion_tokens) FILTER (WHERE error IS NULL) AS out_tokens,
-                   max(started_at + coalesce(latency_s, 0)) - min(started_at) AS wall_s
+                   count(*) FILTER (WHERE error IS NOT NULL) AS errors
             FROM samples WHERE {" AND ".join(where)}
             GROUP BY ALL
             """,
@@ -214,7 +213,11 @@ class HistoryStore:
         table["run_id"] = [meta[p].run_id for p in table["path"]]
         table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
         if metric == "throughput":
-            table["value"] = [t / w if w and w > 0 else float("nan") for t, w in zip(table["out_tokens"].fillna(0), table["wall_s"])]
+            # The rows themselves, so throughput has one definition (`analysis.throughput`).
+            rows = self._query(folders, f"SELECT path, {', '.join(THROUGHPUT_INPUTS)} FROM samples WHERE {' AND '.join(where)}", params)
+            keys = ["path", *cell_keys("pass_index")]
+            rates = throughput_table(rows, by=keys)[[*keys, "output_tokens_per_s"]]
+            table = table.merge(rates, on=keys, how="left").rename(columns={"output_tokens_per_s": "value"})
             table["lo"] = table["hi"] = float("nan")
         else:
             table["value"] = [h / n if n else float("nan") for h, n in zip(table["hits"], table["n"])]

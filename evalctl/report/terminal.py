@@ -125,6 +125,7 @@ def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
     view = _drop_constant_keys(flipped[[*keys, "doc_id", "direction"]].copy())
     view["question"] = [_short(q, width) for q in flipped["question"]]
     view["target"] = flipped["target"]
-    view["reference answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(flipped["answer_ref"], flipped["response_ref"])]
-    view["candidate answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(flipped["answer"], flipped["response"])]
+    for side in ("reference", "candidate"):
+        answers, responses = flipped[f"{side}_answer"], flipped[f"{side}_response"]
+        view[f"{side} answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
     return view

@@ -102,7 +102,7 @@ def test_probes_cache_flips_ratios_and_relative_log_links(tmp_path):
     out_dir.mkdir()
     html = render(run, out_dir / "r.html")
     assert "probe-prefix.json" in html and "<th>prefix_tokens</th>" in html and "4096" in html
-    assert "cache on vs cache off: 1 flipped" in html and "right→wrong" in html
+    assert "cache on vs cache off: 1 flipped" in html and "right-&gt;wrong" in html
     assert "Cache on / cache off" in html and "req/s ratio" in html
     assert "python -m srv --cache on" in html
     hrefs = re.findall(r'class="log" href="([^"]+)"', html)

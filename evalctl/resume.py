@@ -100,7 +100,7 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
     if not recorded:
         raise ConfigError(f"cannot resume {run_dir}: its manifest has no config")
     if given is None:
-        hidden = sorted(k for k, v in _flatten(recorded).items() if v == REDACTED or (isinstance(v, list) and REDACTED in v))
+        hidden = sorted(k for k, v in _flatten(recorded).items() if REDACTED in str(v))
         if hidden:
             raise ConfigError(
                 f"cannot resume {run_dir} from its manifest alone: secrets were redacted there ({', '.join(hidden)});"

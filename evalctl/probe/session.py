@@ -13,7 +13,7 @@ import httpx
 import pandas as pd
 
 from evalctl.client import auth_headers
-from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig
+from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig, Variant
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import build_prompts
 from evalctl.probe.runner import ProbeError, ProbeRunner
@@ -94,6 +94,12 @@ def probe_server(
     return ProbeResult(overall(bins), bins, rows, run.generated_tokens, time.monotonic() - started, info)
 
 
+def probe_file(config: SweepConfig, profile: ServerProfile, variant: Variant) -> str:
+    """probe.json when the config runs one server profile x variant, else probe-<profile>-<variant>.json."""
+    single = len(config.servers) * len(config.active_variants()) == 1
+    return PROBE_FILE if single else f"probe-{profile.name}-{variant.name}.json"
+
+
 def probe_managed(
     server: ManagedServer,
     task: LmEvalTask,
@@ -104,9 +110,8 @@ def probe_managed(
     policy: ProbePolicy | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> tuple[ProbeResult, str]:
-    """Probe a started server of a sweep config; writes probe.json (probe-<profile>-<variant>.json when it runs several)."""
-    single = len(config.servers) * len(config.active_variants()) == 1
-    name = PROBE_FILE if single else f"probe-{server.profile.name}-{server.variant.name}.json"
+    """Probe a started server of a sweep config; writes its `probe_file`."""
+    name = probe_file(config, server.profile, server.variant)
     result = probe_server(
         server.base_url, server.adapter, task, config.shots, policy or ProbePolicy(), model=server.profile.model_path,
         profile=server.profile, api_key=api_key, timeout_s=config.request_timeout_s, on_step=on_step,

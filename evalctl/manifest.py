@@ -30,6 +30,8 @@ PARTS_DIR = "jobs"
 
 RunStatus = Literal["running", "complete", "failed", "interrupted", "submitted", "incomplete"]
 PartStatus = Literal["running", "complete", "failed", "interrupted"]
+# A run in these states is still being written (locally, or by its cluster jobs): no samples.parquet yet is normal.
+STILL_WRITING: tuple[RunStatus, ...] = ("running", "submitted")
 
 
 class ManifestError(BadInput):

@@ -19,8 +19,8 @@ import pandas as pd
 from evalctl.analysis.intervals import wilson_interval
 from evalctl.analysis.throughput import THROUGHPUT_INPUTS, throughput_table
 from evalctl.errors import BadInput
-from evalctl.manifest import MANIFEST_FILE, Manifest, ManifestError, parse_manifest
-from evalctl.records import CELL_KEYS, RECORDS_FILE, SAMPLES_FILE, cell_keys
+from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, ManifestError, parse_manifest
+from evalctl.records import CELL_KEYS, SAMPLES_FILE, cell_keys, record_files
 
 METRICS = ("accuracy", "strict", "flexible", "throughput")
 RUN_COLUMNS = ["run_id", "status", "model", "created_at", "samples", "cells", "note", "path"]
@@ -69,7 +69,7 @@ def _from_name(name: str) -> tuple[str | None, dt.datetime | None]:
 
 
 def inspect_run(path: Path) -> RunListing:
-    manifest_path, parquet, jsonl = path / MANIFEST_FILE, path / SAMPLES_FILE, path / RECORDS_FILE
+    manifest_path, parquet = path / MANIFEST_FILE, path / SAMPLES_FILE
     manifest: Manifest | None = None
     notes: list[str] = []
     if manifest_path.is_file():
@@ -77,7 +77,7 @@ def inspect_run(path: Path) -> RunListing:
             manifest = parse_manifest(manifest_path.read_text(), MANIFEST_FILE)
         except (OSError, ManifestError) as exc:
             notes.append(f"unreadable {MANIFEST_FILE}: {exc}")
-    has_parquet, has_jsonl = parquet.is_file(), jsonl.is_file()
+    has_parquet, has_jsonl = parquet.is_file(), bool(record_files(path))  # the run's records, or its cluster parts
     good_parquet = has_parquet and _looks_like_parquet(parquet)
     if has_parquet and not good_parquet:
         notes.append(f"{SAMPLES_FILE} is truncated or not parquet")
@@ -91,9 +91,9 @@ def inspect_run(path: Path) -> RunListing:
             notes.append(f"no {MANIFEST_FILE}")
     else:
         status = manifest.status
-        if not has_parquet and status != "running":
+        if not has_parquet and status not in STILL_WRITING:
             status = "partial"
-            notes.append(f"{RECORDS_FILE} only, not compacted" if has_jsonl else "no samples")
+            notes.append("records only, not compacted" if has_jsonl else "no samples")
     name_model, name_time = _from_name(path.name)
     return RunListing(
         run_id=manifest.run_id if manifest else path.name,

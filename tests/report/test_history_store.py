@@ -18,6 +18,16 @@ from evalctl.records import RecordWriter, SampleRecord, compact
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 
 
+def test_slurm_run_whose_parts_are_still_writing_is_listed_as_submitted(tmp_path):
+    run = make_run(tmp_path, "m", DAY, cell_rows([True]), status="submitted")
+    (run / "samples.parquet").rename(run / "records-cpu-default.jsonl")  # a part job's records; aggregation compacts later
+    (row,) = HistoryStore(tmp_path).runs().to_dict("records")
+    assert (row["status"], row["note"]) == ("submitted", "")
+    (run / "records-cpu-default.jsonl").unlink()  # submitted, no part has started: still not broken
+    (row,) = HistoryStore(tmp_path).runs().to_dict("records")
+    assert row["status"] == "submitted"
+
+
 def test_runs_lists_good_and_broken_folders_without_failing(tmp_path):
     good = make_run(tmp_path, "m", DAY, cell_rows([True, False]))
     partial = make_run(tmp_path, "m", DAY + dt.timedelta(days=1), cell_rows([True]))
@@ -36,7 +46,7 @@ def test_runs_lists_good_and_broken_folders_without_failing(tmp_path):
     assert len(runs) == 6
     assert runs.loc[str(good), "status"] == "complete"
     assert runs.loc[str(good), "samples"] == 2 and runs.loc[str(good), "cells"] == 1
-    assert runs.loc[str(partial), "status"] == "partial" and "records.jsonl only" in runs.loc[str(partial), "note"]
+    assert runs.loc[str(partial), "status"] == "partial" and "records only" in runs.loc[str(partial), "note"]
     assert runs.loc[str(bad_manifest), "status"] == "corrupt" and "unreadable manifest.json" in runs.loc[str(bad_manifest), "note"]
     # the model of a folder with a lost manifest comes from its run id
     assert runs.loc[str(bad_manifest), "model"] == "m"

@@ -15,11 +15,19 @@ from typing import Literal
 
 import httpx
 
-# Why a request got no answer. The retryable kinds are where the server gave none (it may next
-# time): the client retries them, a resumed run or a restarted server sends them again.
-ErrorKind = Literal["http_4xx", "http_5xx", "timeout", "connection", "bad_response", "server_died"]
-RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"timeout", "connection", "http_5xx", "server_died"})
-RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+# Why a request got no answer. One rule for retrying: the retryable kinds are those where the
+# server gave no answer yet may next time (any 5xx, 408/429 "try later", timeouts, dropped
+# connections, a dead server). The client retries them; a resumed run or a restarted server
+# sends them again. A 4xx refusal or a malformed answer is final.
+ErrorKind = Literal["http_4xx", "http_try_later", "http_5xx", "timeout", "connection", "bad_response", "server_died"]
+RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"http_try_later", "http_5xx", "timeout", "connection", "server_died"})
+TRY_LATER_STATUS = {408, 429}
+
+
+def http_error_kind(status: int) -> ErrorKind:
+    if status >= 500:
+        return "http_5xx"
+    return "http_try_later" if status in TRY_LATER_STATUS else "http_4xx"
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -96,20 +104,19 @@ class CompletionClient:
         attempt = 0
         while True:
             attempt += 1
-            error, kind, retry = None, None, False
+            kind: ErrorKind
             try:
                 response = await self._http.post("/v1/completions", json=body)
             except httpx.TimeoutException as exc:
-                error, kind, retry = f"timeout: {type(exc).__name__}", "timeout", True
+                error, kind = f"timeout: {type(exc).__name__}", "timeout"
             except httpx.TransportError as exc:
-                error, kind, retry = f"connection error: {exc}", "connection", True
+                error, kind = f"connection error: {exc}", "connection"
             else:
                 if response.status_code == 200:
                     return self._parse(response, started, time.perf_counter() - t0, attempt)
-                kind = "http_5xx" if response.status_code >= 500 else "http_4xx"
+                kind = http_error_kind(response.status_code)
                 error = f"HTTP {response.status_code}: {_server_message(response)}"
-                retry = response.status_code in RETRYABLE_STATUS
-            if not retry or attempt > self.max_retries:
+            if kind not in RETRYABLE_ERROR_KINDS or attempt > self.max_retries:
                 return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt)
             # Exponential backoff with full jitter, so retries from many slots spread out.
             await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))

@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -21,6 +22,9 @@ from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
+
+# The answer extraction an accuracy is scored by (GSM8K: `#### N` strict, or the last number).
+Metric = Literal["strict", "flexible"]
 
 # Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
 CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]

@@ -13,7 +13,7 @@ import pyarrow as pa
 from evalctl.analysis.summary import RunSummary, summarize
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
-from evalctl.records import COLUMNS, load_samples
+from evalctl.records import COLUMNS, Metric, load_samples
 
 
 class RunFolderError(BadInput):
@@ -31,6 +31,7 @@ class Run:
     path: Path
     manifest: Manifest
     given_samples: pd.DataFrame | None = field(default=None, repr=False)
+    summaries: dict[str, RunSummary] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -54,9 +55,11 @@ class Run:
             raise RunFolderError(f"{self.path}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
         return samples
 
-    @cached_property
-    def summary(self) -> RunSummary:
-        return summarize(self.samples)
+    def summary(self, metric: Metric = "strict") -> RunSummary:
+        """The summary tables, computed once per metric (`invalid` follows the metric)."""
+        if metric not in self.summaries:
+            self.summaries[metric] = summarize(self.samples, metric)
+        return self.summaries[metric]
 
     @property
     def chunked_prefill_size(self) -> int | None:

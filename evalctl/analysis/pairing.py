@@ -23,9 +23,8 @@ from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
 from evalctl.errors import BadInput
-from evalctl.records import CELL_KEYS, cell_keys
+from evalctl.records import CELL_KEYS, Metric, cell_keys
 
-Metric = Literal["strict", "flexible"]
 # What differs between the two sides of a comparison: the cache mode, the variant, the pass, or the run.
 ComparisonKind = Literal["cache", "variant", "pass", "run"]
 # A question is the same question only with the same prompt: same shots, doc and few-shot text.

@@ -9,6 +9,7 @@ import pandas as pd
 from evalctl.analysis.accuracy import accuracy_table
 from evalctl.analysis.lengths import accuracy_by_length
 from evalctl.analysis.throughput import throughput_table
+from evalctl.records import Metric
 
 
 @dataclass(frozen=True)
@@ -18,5 +19,6 @@ class RunSummary:
     throughput: pd.DataFrame
 
 
-def summarize(samples: pd.DataFrame) -> RunSummary:
-    return RunSummary(accuracy_table(samples), accuracy_by_length(samples), throughput_table(samples))
+def summarize(samples: pd.DataFrame, metric: Metric = "strict") -> RunSummary:
+    """The tables; `metric` is the one the gate judges, which the `invalid` counts follow."""
+    return RunSummary(accuracy_table(samples, metric=metric), accuracy_by_length(samples, metric=metric), throughput_table(samples))

@@ -20,7 +20,7 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
     from evalctl.report.terminal import accuracy_view, frame_table, paired_view, throughput_view
 
-    samples, manifest, summary = run.samples, run.manifest, run.summary
+    samples, manifest, summary = run.samples, run.manifest, run.summary(policy.metric)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
     console.print(
         frame_table(accuracy_view(summary.by_length.drop(columns=["bin_lo", "bin_hi"])), "Accuracy by prefill length (prompt tokens)")
@@ -55,6 +55,6 @@ def analyze(
 
     rules = load_policy(policy)
     loaded = load_run(run)
-    write_run_summary(loaded)
+    write_run_summary(loaded, rules.metric)
     print_run_tables(loaded, rules)
     console.print(f"run folder: {run}")

@@ -17,8 +17,9 @@ REPORT_FILE = "report.html"
 
 def finish_run(run: Run, policy: GatePolicy | None = None) -> GateResult:
     """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result."""
-    write_run_summary(run)
-    result = evaluate(run, policy or load_policy(None))
+    policy = policy or load_policy(None)
+    write_run_summary(run, policy.metric)
+    result = evaluate(run, policy)
     write_gate_outputs(result, run.path)
     write_report(run, run.path / REPORT_FILE, gate=gate_document(result))
     return result

@@ -170,14 +170,14 @@ def _ratio_table(df: pd.DataFrame) -> Table:
 
 
 def _throughput(run: Run, baseline: Run | None) -> dict:
-    tp = run.summary.throughput
+    tp = run.summary().throughput
     keys = cell_keys("cache")
     on, off = tp[tp["cache"] == "on"].drop(columns="cache"), tp[tp["cache"] == "off"].drop(columns="cache")
     out = {"cells": Table.of(throughput_view(tp)), "cache_ratio": None, "baseline_ratio": None}
     if len(on) and len(off):
         out["cache_ratio"] = _ratio_table(throughput_ratio(on, off, keys))
     if baseline is not None:
-        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary.throughput, CELL_KEYS))
+        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary().throughput, CELL_KEYS))
     return out
 
 
@@ -227,10 +227,12 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
     run_dir = run.path.resolve()
     gate = gate if gate is not None else load_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
-    acc, by_length = run.summary.accuracy, run.summary.by_length
+    metric = (gate or {}).get("policy", {}).get("metric", "strict")  # the tables' invalid counts follow the gate's
+    summary = run.summary(metric)
+    acc, by_length = summary.accuracy, summary.by_length
     if baseline is not None:
-        acc = pd.concat([acc, _as_baseline(baseline.summary.accuracy)], ignore_index=True)
-        by_length = pd.concat([by_length, _as_baseline(baseline.summary.by_length)], ignore_index=True)
+        acc = pd.concat([acc, _as_baseline(baseline.summary(metric).accuracy)], ignore_index=True)
+        by_length = pd.concat([by_length, _as_baseline(baseline.summary(metric).by_length)], ignore_index=True)
     checks = gate.get("checks", []) if gate is not None else None
     return _env.get_template("report.html.j2").render(
         title=title,
@@ -241,8 +243,8 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         gate_cliffs=Table.of(pd.DataFrame([{k: _cell(v) for k, v in c.items()} for c in gate.get("cliffs") or []]))
         if gate and gate.get("cliffs")
         else None,
-        matrix=signoff_matrix(run.summary.accuracy, checks),
-        accuracy=Table.of(accuracy_view(run.summary.accuracy)),
+        matrix=signoff_matrix(summary.accuracy, checks),
+        accuracy=Table.of(accuracy_view(summary.accuracy)),
         plot_shots=_png(accuracy_vs_shots, acc, title=title),
         plot_prefill=_png(accuracy_vs_prefill, by_length, title=title),
         throughput=_throughput(run, baseline),

@@ -78,8 +78,8 @@ def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | Non
     pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.launches))
     profiles = {p.name: p for p in config.servers}
     variants = {v.name: v for v in config.variants}
-    folder = folder.path / SUBMITIT_DIR
-    folder.mkdir(mode=0o700, exist_ok=True)
+    scripts = folder.path / SUBMITIT_DIR
+    scripts.mkdir(mode=0o700, exist_ok=True)
     if api_key:
         os.environ["EVALCTL_API_KEY"] = api_key  # sbatch passes the environment on; never written to the run folder
     slurm = config.slurm
@@ -92,11 +92,11 @@ def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | Non
                 continue
             profile, variant = profiles[profile_name], variants[variant_name]
             part = part_name(profile, variant)
-            executor = part_executor(folder, config, profile, part)
+            executor = part_executor(scripts, config, profile, part)
             jobs.append(executor.submit(PartJob(), str(folder.path), part_config(config, profile, variant), part))
             entries.append(JobEntry(part=part, job_id=jobs[-1].job_id, submitted_at=submitted_at))
         after = {"dependency": "afterany:" + ":".join(j.job_id for j in jobs)} if jobs else {}
-        executor = _executor(folder, slurm, f"evalctl-{AGGREGATE}", slurm.aggregate_time, 1, hold=True, **after)
+        executor = _executor(scripts, slurm, f"evalctl-{AGGREGATE}", slurm.aggregate_time, 1, hold=True, **after)
         jobs.append(executor.submit(aggregate, str(folder.path)))
         entries.append(JobEntry(part=AGGREGATE, job_id=jobs[-1].job_id, submitted_at=submitted_at))
     except Exception as exc:  # sbatch refused (partition, account, limits): leave nothing queued

@@ -135,4 +135,9 @@ class Sweep:
                 )
             ]
         finally:
+            if self.shutdown.requested:
+                # Say so before the slow part (stopping the server): a cluster job may be killed
+                # a few seconds after its SIGTERM (Slurm's KillWait).
+                folder.state.status = "interrupted"
+                folder.save()
             launch.stop(interrupted=self.shutdown.requested)

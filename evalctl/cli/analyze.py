@@ -18,7 +18,7 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     """The run's tables on the terminal: accuracy, by prefill length, throughput, paired comparisons, cliffs."""
     from evalctl.analysis.gate import baseline_variant, cliffs
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
-    from evalctl.report.terminal import accuracy_view, frame_table, paired_view, throughput_view
+    from evalctl.report.terminal import accuracy_view, cliffs_table, frame_table, paired_view, throughput_view
 
     samples, manifest, summary = run.samples, run.manifest, run.summary(policy.metric)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
@@ -32,8 +32,7 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
         console.print(frame_table(paired_view(paired), title))
     found = cliffs(samples, policy)
     if len(found):
-        view = found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
-        console.print(frame_table(view, f"Cliffs: cache-on accuracy below cache-off by > {policy.max_accuracy_drop} from this length on"))
+        console.print(cliffs_table(found, policy.max_accuracy_drop))
     elif len(paired):
         console.print(f"no cliff: cache-on accuracy does not fall below cache-off by > {policy.max_accuracy_drop} at any length")
 

@@ -97,7 +97,14 @@ def prepare(config: SweepConfig, resume: Run | None = None, part: str | None = N
     """Check task and data, then create the run folder (or take up the interrupted one); nothing is launched."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")
-    task = LmEvalTask(config.task, data_dir=config.resolved_data_dir(), fewshot=config.fewshot, seed=config.generation.seed)
+    task = LmEvalTask(
+        config.task,
+        data_dir=config.resolved_data_dir(),
+        fewshot=config.fewshot,
+        seed=config.generation.seed,
+        limit_order=config.limit_order,
+        limit_seed=config.limit_seed,
+    )
     launches = expand(config)
     if resume is None:
         return PreparedRun(RunFolder.create(config), task, launches, set(), None)

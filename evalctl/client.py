@@ -11,10 +11,28 @@ import random
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
-RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+# Why a request got no answer. One rule for retrying: the retryable kinds are those where the
+# server gave no answer yet may next time (any 5xx, 408/429 "try later", timeouts, dropped
+# connections, a dead server). The client retries them; a resumed run or a restarted server
+# sends them again. A 4xx refusal or a malformed answer is final.
+ErrorKind = Literal["http_4xx", "http_try_later", "http_5xx", "timeout", "connection", "bad_response", "server_died"]
+RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"http_try_later", "http_5xx", "timeout", "connection", "server_died"})
+TRY_LATER_STATUS = {408, 429}
+
+
+def http_error_kind(status: int) -> ErrorKind:
+    if status >= 500:
+        return "http_5xx"
+    return "http_try_later" if status in TRY_LATER_STATUS else "http_4xx"
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The bearer header every request to a server carries when a key is given."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 @dataclass(frozen=True)
@@ -37,8 +55,13 @@ class Completion:
     latency_s: float | None
     attempts: int
     error: str | None = None
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None  # only when the request asked for `logprobs`
+
+    @classmethod
+    def failed(cls, error: str, kind: ErrorKind, started_at: float, latency_s: float | None = None, attempts: int = 0) -> Completion:
+        """A request that got no answer: why (`error`), and what kind of failure it was."""
+        return cls(None, None, None, None, None, started_at, latency_s, attempts, error=error, error_kind=kind)
 
 
 class CompletionClient:
@@ -61,10 +84,9 @@ class CompletionClient:
         self.max_retries = max_retries
         self.cached_tokens_if_missing = cached_tokens_if_missing
         self.backoff_s = backoff_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(
             base_url=base_url,
-            headers=headers,
+            headers=auth_headers(api_key),
             timeout=httpx.Timeout(timeout_s, connect=10.0),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
@@ -82,21 +104,20 @@ class CompletionClient:
         attempt = 0
         while True:
             attempt += 1
-            error, kind, retry = None, None, False
+            kind: ErrorKind
             try:
                 response = await self._http.post("/v1/completions", json=body)
             except httpx.TimeoutException as exc:
-                error, kind, retry = f"timeout: {type(exc).__name__}", "timeout", True
+                error, kind = f"timeout: {type(exc).__name__}", "timeout"
             except httpx.TransportError as exc:
-                error, kind, retry = f"connection error: {exc}", "connection", True
+                error, kind = f"connection error: {exc}", "connection"
             else:
                 if response.status_code == 200:
                     return self._parse(response, started, time.perf_counter() - t0, attempt)
-                kind = "http_5xx" if response.status_code >= 500 else "http_4xx"
+                kind = http_error_kind(response.status_code)
                 error = f"HTTP {response.status_code}: {_server_message(response)}"
-                retry = response.status_code in RETRYABLE_STATUS
-            if not retry or attempt > self.max_retries:
-                return Completion(None, None, None, None, None, started, time.perf_counter() - t0, attempt, error, kind)
+            if kind not in RETRYABLE_ERROR_KINDS or attempt > self.max_retries:
+                return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt)
             # Exponential backoff with full jitter, so retries from many slots spread out.
             await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
 
@@ -106,7 +127,7 @@ class CompletionClient:
         except ValueError as exc:
             snippet = response.text[:200].replace("\n", " ")
             error = f"malformed response: {exc}: {snippet!r}"
-            return Completion(None, None, None, None, None, started, latency, attempts, error, "bad_response")
+            return Completion.failed(error, "bad_response", started, latency, attempts)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")

@@ -17,11 +17,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evalctl.errors import BadInput
+
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInput):
     """A config that cannot be used; the message names the cause."""
 
 

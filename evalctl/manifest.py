@@ -1,8 +1,11 @@
-"""`manifest.json`: what a run was (config, servers, versions, host), written atomically.
+"""`manifest.json`: what a run was (config, servers, versions, host), typed and written atomically.
 
 A run split into parts that run at once (cluster jobs) keeps each part's state (its job,
 node, servers, failures, status) in `jobs/<part>.json`, written only by that part, so no two
 writers share a file; the aggregation step folds them into the manifest.
+
+Every model allows fields it does not know: a manifest written by a newer evalctl still
+loads, and rewriting it keeps them. One that fails validation is a `ManifestError`.
 """
 
 from __future__ import annotations
@@ -15,11 +18,152 @@ import socket
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import evalctl
+from evalctl.errors import BadInput
 
 MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "jobs"
+
+RunStatus = Literal["running", "complete", "failed", "interrupted", "submitted", "incomplete"]
+PartStatus = Literal["running", "complete", "failed", "interrupted"]
+# A run in these states is still being written (locally, or by its cluster jobs): no samples.parquet yet is normal.
+STILL_WRITING: tuple[RunStatus, ...] = ("running", "submitted")
+
+
+class ManifestError(BadInput):
+    """A manifest.json that is missing, unreadable or not an evalctl manifest."""
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class CellEntry(_Entry):
+    """One cell as its server ran it: cache state going in, the engine's counters around it."""
+
+    shots: int
+    pass_index: int
+    flushed: bool = False
+    prewarmed: bool = False
+    metrics_before: dict[str, Any] = Field(default_factory=dict)
+    metrics_after: dict[str, Any] = Field(default_factory=dict)
+
+
+class RestartEntry(_Entry):
+    at: str
+    cell: str
+    exit_code: int | None = None
+
+
+class ServerEntry(_Entry):
+    """One server launch (profile x variant x cache) and what became of it."""
+
+    profile: str
+    variant: str
+    cache: str
+    engine: str | None = None
+    gpu: str | None = None
+    devices: list[str] = Field(default_factory=list)
+    variant_git_revision: str | None = None
+    argv: list[str] | None = None  # redacted
+    env: dict[str, str] = Field(default_factory=dict)  # redacted
+    url: str | None = None
+    log: str | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+    engine_version: str | None = None
+    probe: dict[str, Any] | None = None
+    restarts: int = 0
+    restart_log: list[RestartEntry] = Field(default_factory=list)
+    cells: list[CellEntry] = Field(default_factory=list)
+    status: Literal["ok", "failed"] | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    log_tail: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.profile}/{self.variant} cache {self.cache}"
+
+
+class Failure(_Entry):
+    """A server that failed for good, and the cells it left unrun."""
+
+    server: str
+    error: str
+    exit_code: int | None = None
+    log_tail: str = ""
+    failed_cells: list[str] = Field(default_factory=list)
+
+
+class ResumeEntry(_Entry):
+    at: str
+    finished_requests: int
+    remaining_requests: int
+
+
+class RunState(_Entry):
+    """What one writer of a run folder records as it runs: the run's manifest or a part's state."""
+
+    status: str = "running"
+    servers: list[ServerEntry] = Field(default_factory=list)
+    failures: list[Failure] = Field(default_factory=list)
+    resumes: list[ResumeEntry] = Field(default_factory=list)
+    finished_at: str | None = None
+
+
+class PartState(RunState):
+    """`jobs/<part>.json`: one cluster job's share of a run (empty before the part first ran)."""
+
+    status: PartStatus | Literal["not started"] = "not started"
+    part: str | None = None
+    job_id: str | None = None
+    node: str | None = None
+    started_at: str | None = None
+    attempts: int = 0
+
+
+class JobEntry(_Entry):
+    """A Slurm job of the run, with its state as last recorded."""
+
+    part: str
+    job_id: str
+    submitted_at: str | None = None
+    slurm_state: str | None = None
+    node: str | None = None
+    reason: str | None = None
+    run_state: str | None = None
+
+
+class GateSummary(_Entry):
+    verdict: str
+    exit_code: int
+
+
+class Manifest(RunState):
+    run_id: str
+    status: RunStatus = "running"
+    created_at: str | None = None
+    evalctl: dict[str, Any] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)  # redacted (`secrets.redact_config`)
+    data_fingerprint: str | None = None
+    executor: Literal["local", "slurm"] = "local"
+    error: str | None = None
+    jobs: list[JobEntry] = Field(default_factory=list)
+    parts: dict[str, str] = Field(default_factory=dict)
+    gate: GateSummary | None = None
+
+    @property
+    def model(self) -> str | None:
+        return self.config.get("model")
 
 
 def new_run_id(model: str) -> str:
@@ -48,34 +192,61 @@ def evalctl_info() -> dict:
     return {"version": evalctl.__version__, "git_revision": git_revision(Path(evalctl.__file__).parent)}
 
 
-def _write_json(path: Path, data: dict) -> None:
+def _write_json(path: Path, state: BaseModel) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.write_text(state.model_dump_json(indent=2))
     os.replace(tmp, path)
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> None:
+def write_manifest(run_dir: Path, manifest: Manifest) -> None:
     _write_json(run_dir / MANIFEST_FILE, manifest)
 
 
-def write_part_state(run_dir: Path, part: str, state: dict) -> None:
+def part_state_path(run_dir: Path, part: str) -> Path:
+    return run_dir / PARTS_DIR / f"{part}.json"
+
+
+def write_part_state(run_dir: Path, part: str, state: PartState) -> None:
     (run_dir / PARTS_DIR).mkdir(exist_ok=True)
-    _write_json(run_dir / PARTS_DIR / f"{part}.json", state)
+    _write_json(part_state_path(run_dir, part), state)
 
 
-def read_part_state(run_dir: Path, part: str) -> dict:
-    """A part's state; {} before the part first ran (or when its file is unreadable: the part rewrites it)."""
+def read_part_state(run_dir: Path, part: str) -> PartState:
+    """A part's state; empty before the part first ran (or when its file is unreadable: the part rewrites it)."""
     try:
-        return json.loads((run_dir / PARTS_DIR / f"{part}.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
+        return PartState.model_validate_json(part_state_path(run_dir, part).read_text())
+    except (OSError, ValidationError):
+        return PartState(part=part)
 
 
-def read_manifest(run_dir: Path) -> dict:
+def part_states(run_dir: Path) -> dict[str, PartState]:
+    return {p.stem: read_part_state(run_dir, p.stem) for p in sorted((run_dir / PARTS_DIR).glob("*.json"))}
+
+
+def parse_manifest(text: str, where: str | Path) -> Manifest:
+    """A manifest from its JSON text; ManifestError naming what is wrong."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{where} is corrupt: {exc}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{where} is corrupt: not a JSON object")
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"])) or "(top level)"
+        raise ManifestError(
+            f"{where} is not an evalctl manifest this version can read: {field}: {first['msg']} ({exc.error_count()} error(s))"
+        ) from None
+
+
+def read_manifest(run_dir: Path) -> Manifest:
     path = run_dir / MANIFEST_FILE
     try:
-        return json.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
-        raise FileNotFoundError(f"{run_dir} has no {MANIFEST_FILE}: not a run folder") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is corrupt: {exc}") from None
+        raise ManifestError(f"{run_dir} has no {MANIFEST_FILE}: not a run folder") from None
+    except OSError as exc:
+        raise ManifestError(f"cannot read {path}: {exc.strerror}") from None
+    return parse_manifest(text, path)

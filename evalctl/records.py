@@ -13,20 +13,30 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
+
+from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind
 
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
 
+# The answer extraction an accuracy is scored by (GSM8K: `#### N` strict, or the last number).
+Metric = Literal["strict", "flexible"]
+
 # Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
 CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]
+
+
+def cell_keys(*without: str) -> list[str]:
+    """CELL_KEYS less the named ones, in order: e.g. the keys that pair cache on with cache off."""
+    return [k for k in CELL_KEYS if k not in without]
+
+
 # Columns that identify one request: at most one row per key survives compaction.
 RECORD_KEYS = [*CELL_KEYS, "doc_id", "prompt_hash"]
-# Error kinds where the server gave no answer: a resumed run or a restarted server sends
-# these requests again. Answers, 4xx refusals and malformed responses are final.
-RETRYABLE_ERROR_KINDS = frozenset({"timeout", "connection", "http_5xx", "server_died"})
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ class SampleRecord:
     flexible_correct: bool | None
     attempts: int
     error: str | None  # None for a scored answer; else why there is none
-    error_kind: str | None  # "http_4xx" | "http_5xx" | "timeout" | "connection" | "bad_response" | "server_died"
+    error_kind: ErrorKind | None
 
 
 COLUMNS = [f.name for f in fields(SampleRecord)]

@@ -2,20 +2,20 @@
 
 A request is done when the records hold a final row for its key (`records.RECORD_KEYS`):
 an answer, a 4xx refusal or a malformed response. Rows whose error says the server gave no
-answer (`records.RETRYABLE_ERROR_KINDS`) are sent again; compaction keeps one row per key.
+answer (`client.RETRYABLE_ERROR_KINDS`) are sent again; compaction keeps one row per key.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
-from evalctl.manifest import read_manifest
+from evalctl.errors import BadInput
 from evalctl.plan import Cell
 from evalctl.records import RECORD_KEYS, is_final, read_records
+from evalctl.runs import Run, open_run
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
@@ -24,11 +24,26 @@ from evalctl.tasks.lmeval import LmEvalTask, Prompt
 OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm"}
 OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
 
-RequestKey = tuple
+
+class RequestKey(NamedTuple):
+    """One request of a run: its cell and its question (the columns `records.RECORD_KEYS`)."""
+
+    profile: str
+    variant: str
+    cache: str
+    shots: int
+    pass_index: int
+    doc_id: int
+    prompt_hash: str
+
+    @property
+    def part(self) -> tuple[str, str]:
+        """The profile x variant it belongs to (one cluster job's share)."""
+        return self.profile, self.variant
 
 
 def request_key(cell: Cell, prompt: Prompt) -> RequestKey:
-    return (cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index, prompt.doc_id, prompt.prompt_hash)
+    return RequestKey(cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index, prompt.doc_id, prompt.prompt_hash)
 
 
 def data_fingerprint(data_dir: Path | None) -> str | None:
@@ -69,32 +84,23 @@ def differing_fields(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[s
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
-@dataclass(frozen=True)
-class ResumePoint:
-    """An interrupted run to finish: its folder and the manifest it left."""
-
-    run_dir: Path
-    manifest: dict
-
-
-def resume_config(
-    run_dir: Path, given: SweepConfig | None, overrides: dict[str, Any], url: str | None = None
-) -> tuple[SweepConfig, ResumePoint]:
-    """The config to finish `run_dir` with, and its manifest; ConfigError when it would mix runs.
+def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str, Any], url: str | None = None) -> tuple[SweepConfig, Run]:
+    """The config to finish `run_dir` with, and the run as it stopped; ConfigError when it would mix runs.
 
     `given` is the config named on the command line (optional: the manifest's is used
     otherwise, with `overrides` applied); `url` points it at an external server. Either
     way its meaning must equal the recorded one.
     """
     try:
-        manifest = read_manifest(run_dir)
-    except (FileNotFoundError, ValueError, OSError) as exc:
+        run = open_run(run_dir)
+    except BadInput as exc:
         raise ConfigError(f"cannot resume {run_dir}: {exc}") from None
-    recorded = manifest.get("config")
-    if not isinstance(recorded, dict):
+    manifest = run.manifest
+    recorded = manifest.config
+    if not recorded:
         raise ConfigError(f"cannot resume {run_dir}: its manifest has no config")
     if given is None:
-        hidden = sorted(k for k, v in _flatten(recorded).items() if v == REDACTED or (isinstance(v, list) and REDACTED in v))
+        hidden = sorted(k for k, v in _flatten(recorded).items() if REDACTED in str(v))
         if hidden:
             raise ConfigError(
                 f"cannot resume {run_dir} from its manifest alone: secrets were redacted there ({', '.join(hidden)});"
@@ -109,16 +115,15 @@ def resume_config(
             f"cannot resume {run_dir}: the config differs from the recorded one in {', '.join(changed)};"
             " records would mix incompatible settings (start a new run instead)"
         )
-    recorded_data = manifest.get("data_fingerprint")
-    if recorded_data != data_fingerprint(given.resolved_data_dir()):
+    if manifest.data_fingerprint != data_fingerprint(given.resolved_data_dir()):
         raise ConfigError(f"cannot resume {run_dir}: the dataset files differ from the ones the run started with")
-    return given, ResumePoint(run_dir, manifest)
+    return given, run
 
 
 def finished_keys(run_dir: Path) -> set[RequestKey]:
     """Keys of the requests the records settle (see module doc); empty for a run with no records yet."""
     df = read_records(run_dir)
-    return set(df.loc[is_final(df), RECORD_KEYS].itertuples(index=False, name=None))
+    return {RequestKey._make(row) for row in df.loc[is_final(df), RECORD_KEYS].itertuples(index=False, name=None)}
 
 
 def planned_keys(cells: list[Cell], task: LmEvalTask, limit: int | None) -> set[RequestKey]:
@@ -132,6 +137,6 @@ def check_same_prompts(finished: set[RequestKey], planned: set[RequestKey]) -> N
     if stray:
         example = sorted(stray)[0]
         raise ConfigError(
-            f"cannot resume: {len(stray)} recorded request(s) match no prompt of today's plan (e.g. {example[:5]} doc {example[5]});"
+            f"cannot resume: {len(stray)} recorded request(s) match no prompt of today's plan (e.g. {example});"
             " the dataset, few-shot exemplars or lm-eval changed: start a new run"
         )

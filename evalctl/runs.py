@@ -1,40 +1,85 @@
-"""Open a run folder for analysis: its manifest and samples, or one clear error."""
+"""The loaded run: one run folder as every reader sees it (analysis, gate, reports, resume), or one clear error."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 
-from evalctl.analysis.gate import RunFrames
-from evalctl.manifest import read_manifest
-from evalctl.records import COLUMNS, load_samples
+from evalctl.analysis.summary import RunSummary, summarize
+from evalctl.errors import BadInput
+from evalctl.manifest import Manifest, read_manifest
+from evalctl.records import COLUMNS, Metric, load_samples
 
 
-class RunFolderError(ValueError):
+class RunFolderError(BadInput):
     """A run folder that is missing, incomplete on disk, or corrupt; the message says which."""
 
 
-def load_run(run_dir: Path) -> RunFrames:
+@dataclass(eq=False)
+class Run:
+    """A run folder: its manifest, and its samples and their summary, each loaded once on first use.
+
+    `samples` may be given (tests, or a caller that already holds them); otherwise they are
+    read from the folder (`records.load_samples`) when first asked for.
+    """
+
+    path: Path
+    manifest: Manifest
+    given_samples: pd.DataFrame | None = field(default=None, repr=False)
+    summaries: dict[str, RunSummary] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's config as recorded (secrets redacted)."""
+        return self.manifest.config
+
+    @cached_property
+    def samples(self) -> pd.DataFrame:
+        if self.given_samples is not None:
+            return self.given_samples
+        try:
+            samples = load_samples(self.path)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise RunFolderError(f"cannot read run folder {self.path}: {exc}") from None
+        missing = [c for c in COLUMNS if c not in samples.columns]
+        if missing:
+            raise RunFolderError(f"{self.path}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
+        return samples
+
+    def summary(self, metric: Metric = "strict") -> RunSummary:
+        """The summary tables, computed once per metric (`invalid` follows the metric)."""
+        if metric not in self.summaries:
+            self.summaries[metric] = summarize(self.samples, metric)
+        return self.summaries[metric]
+
+    @property
+    def chunked_prefill_size(self) -> int | None:
+        """The engine's chunked-prefill size, when a server profile sets it (the first one that does)."""
+        for profile in self.config.get("servers") or []:
+            size = profile.get("chunked_prefill_size") if isinstance(profile, dict) else None
+            if isinstance(size, int) and size > 0:
+                return size
+        return None
+
+
+def open_run(run_dir: Path) -> Run:
+    """A run folder with a readable manifest; its samples are read when first used."""
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir} is not a directory")
-    try:
-        manifest = read_manifest(run_dir)
-        samples = load_samples(run_dir)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise RunFolderError(f"cannot read run folder {run_dir}: {exc}") from None
-    if not isinstance(manifest, dict):
-        raise RunFolderError(f"{run_dir}/manifest.json is corrupt: not a JSON object")
-    missing = [c for c in COLUMNS if c not in samples.columns]
-    if missing:
-        raise RunFolderError(f"{run_dir}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
-    return RunFrames(str(manifest.get("run_id") or run_dir.name), samples, manifest)
+    return Run(run_dir, read_manifest(run_dir))
 
 
-def chunked_prefill_size(manifest: dict) -> int | None:
-    """The engine's chunked-prefill size, when a server profile sets it (the first one that does)."""
-    for profile in (manifest.get("config") or {}).get("servers") or []:
-        size = profile.get("chunked_prefill_size") if isinstance(profile, dict) else None
-        if isinstance(size, int) and size > 0:
-            return size
-    return None
+def load_run(run_dir: Path) -> Run:
+    """A run folder with a readable manifest and samples, read now (a reader's way in)."""
+    run = open_run(run_dir)
+    run.samples  # noqa: B018 - read now, so an unreadable folder fails before any output
+    return run

@@ -8,6 +8,8 @@ from typing import Any
 REDACTED = "<redacted>"
 # Names that hold credentials: OPENAI_API_KEY, HF_TOKEN, --api-key, db_password, client_secret ...
 _SECRET_NAME = re.compile(r"key|token|secret|passw(or)?d|credential", re.IGNORECASE)
+# An environment assignment in a command line: `env HF_TOKEN=x ...`, `docker run -e HF_TOKEN=x ...`.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def is_secret_name(name: str) -> bool:
@@ -19,14 +21,14 @@ def redact_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """Hide the values of secret-looking options: `--api-key X` and `--api-key=X`."""
+    """Hide the values of secret-looking options and assignments: `--api-key X`, `--api-key=X`, `HF_TOKEN=X`."""
     out: list[str] = []
     hide_next = False
     for arg in argv:
         if hide_next and not arg.startswith("--"):
             out.append(REDACTED)
             hide_next = False
-        elif arg.startswith("-") and "=" in arg and is_secret_name(arg.split("=", 1)[0]):
+        elif (arg.startswith("-") or _ASSIGNMENT.match(arg)) and "=" in arg and is_secret_name(arg.split("=", 1)[0]):
             out.append(arg.split("=", 1)[0] + "=" + REDACTED)
         else:
             out.append(arg)
@@ -35,10 +37,18 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 
 def redact_config(dump: dict[str, Any]) -> dict[str, Any]:
-    """A `SweepConfig.model_dump()` with profile env values and secret-looking args hidden."""
+    """A `SweepConfig.model_dump()` with secret env values and secret-looking args hidden, in profiles and variants."""
     dump = dict(dump)
     dump["servers"] = [
         {**s, "env": redact_env(s.get("env") or {}), "extra_args": redact_argv(s.get("extra_args") or [])} for s in dump.get("servers", [])
     ]
-    dump["variants"] = [{**v, "extra_args": redact_argv(v.get("extra_args") or [])} for v in dump.get("variants", [])]
+    dump["variants"] = [
+        {
+            **v,
+            "env": redact_env(v.get("env") or {}),
+            "extra_args": redact_argv(v.get("extra_args") or []),
+            "command_prefix": redact_argv(v.get("command_prefix") or []),
+        }
+        for v in dump.get("variants", [])
+    ]
     return dump

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from evalctl.history.store import HistoryStore
-from evalctl.manifest import write_manifest
+from evalctl.manifest import Manifest, write_manifest
 from evalctl.records import COLUMNS
 
 SHOTS = [8, 10, 12, 14, 16, 18, 20]
@@ -54,7 +54,7 @@ def build_store(root: Path, runs: int, questions: int) -> None:
         run_id = f"{created:%Y%m%d-%H%M%S}-nemotron-nano-9b-{i:06x}"
         run = root / run_id
         run.mkdir()
-        manifest = {"run_id": run_id, "created_at": created.isoformat(), "status": "complete", "config": {"model": "nemotron-nano-9b"}}
+        manifest = Manifest(run_id=run_id, created_at=created.isoformat(), status="complete", config={"model": "nemotron-nano-9b"})
         write_manifest(run, manifest)
         synthetic_samples(run_id, questions, rng).to_parquet(run / "samples.parquet", index=False)
     # broken folders: listed with a status, never fatal

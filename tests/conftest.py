@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -66,3 +68,15 @@ def write_sweep_config(tmp_path: Path, data_dir: Path, servers: list[dict], **fi
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def evalctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the evalctl CLI as a user would, in a child process."""
+    return subprocess.run([sys.executable, "-m", "evalctl.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def only_run(root: Path) -> Path:
+    """The one run folder under a results root."""
+    runs = [p for p in root.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]

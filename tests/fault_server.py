@@ -53,13 +53,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        mode, attempt = _assign(str(body.get("prompt")))
+        prompt = str(body.get("prompt"))
+        mode, attempt = _assign(prompt) if not prompt.startswith("status ") else (prompt, 0)
         try:
             self._answer(mode, attempt)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout): fine
             pass
 
     def _answer(self, mode: str, attempt: int) -> None:
+        if mode.startswith("status "):  # a prompt "status NNN" always gets HTTP NNN
+            self._send(int(mode.split()[1]), json.dumps({"error": {"message": mode}}).encode())
+            return
         ok = json.dumps(
             {
                 "choices": [{"text": " 2 + 2 = 4.\n#### 4", "finish_reason": "stop"}],

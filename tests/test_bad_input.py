@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_sweep_cpu import evalctl
+from conftest import evalctl
 
 from evalctl.config import ConfigError, load_config
 

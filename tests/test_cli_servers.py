@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from test_sweep_cpu import evalctl
+from conftest import evalctl
 
 TWO_PROFILES = """
 model: m

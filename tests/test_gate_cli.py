@@ -29,7 +29,7 @@ def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool
     with RecordWriter(run) as writer:
         for row in df.to_dict("records"):
             writer.write(SampleRecord(**{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
-    write_manifest(run, {**manifest_for(df), "run_id": name, "status": status})
+    write_manifest(run, manifest_for(df).model_copy(update={"run_id": name, "status": status}))
     if parquet:
         compact(run)
     return run
@@ -97,7 +97,7 @@ def test_compare_side_by_side_with_flips(runs, tmp_path):
     flipped = pd.read_csv(tmp_path / "flips.csv")
     assert len(flipped) == 60 and set(flipped["shots"]) == {16, 20} and set(flipped["direction"]) == {"right->wrong"}
     first = flipped.iloc[0]
-    assert (first.question, first.answer_ref, first.answer, first.response) == ("question 0?", 0, -1, "#### -1")
+    assert (first.question, first.reference_answer, first.candidate_answer, first.candidate_response) == ("question 0?", 0, -1, "#### -1")
 
 
 def test_analyze_adds_paired_table_and_cliff(runs):

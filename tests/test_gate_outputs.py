@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pandas as pd
 
 from evalctl.analysis.gate import Check, GatePolicy, GateResult
+from evalctl.manifest import Manifest
 from evalctl.report.gate_outputs import gate_document, junit_xml, markdown_summary, write_gate_outputs
-from evalctl.runs import chunked_prefill_size
+from evalctl.runs import Run
 
 NASTY = 'answer <"42"> & ]]> | pipe'
 
@@ -49,6 +51,9 @@ def test_markdown_lists_what_did_not_pass_and_escapes_pipes():
 
 
 def test_chunked_prefill_size_read_defensively():
-    assert chunked_prefill_size({"config": {"servers": [{"name": "a"}, {"name": "b", "chunked_prefill_size": 8192}]}}) == 8192
-    assert chunked_prefill_size({"config": {"servers": [{"name": "a", "chunked_prefill_size": None}]}}) is None
-    assert chunked_prefill_size({}) is None
+    def size(config: dict) -> int | None:
+        return Run(Path("r"), Manifest(run_id="r", config=config)).chunked_prefill_size
+
+    assert size({"servers": [{"name": "a"}, {"name": "b", "chunked_prefill_size": 8192}]}) == 8192
+    assert size({"servers": [{"name": "a", "chunked_prefill_size": None}]}) is None
+    assert size({}) is None

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SERVER_MODULE, processes_of
-from test_sweep_cpu import evalctl, only_run
+from conftest import SERVER_MODULE, evalctl, only_run, processes_of
 
 from evalctl.records import CELL_KEYS, RECORD_KEYS, RECORDS_FILE
 

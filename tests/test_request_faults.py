@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from fault_server import BAD_REQUEST_MESSAGE, MODES
 
-from evalctl.client import CompletionClient
+from evalctl.client import Completion, CompletionClient
+from evalctl.records import is_final
 
 HERE = Path(__file__).resolve().parent
 # What each fault becomes after retries: the error kind of its row (None: answered).
@@ -58,6 +59,18 @@ def test_client_turns_every_fault_into_a_counted_row(fault_url):
     assert sorted(c.attempts for c in completions if c.error is None) == [1, 2]  # the 500-then-ok one was retried
 
 
+@pytest.mark.parametrize("status", [400, 404, 408, 429, 500, 501, 503, 505])
+def test_client_retries_exactly_what_a_resumed_run_sends_again(fault_url, status):
+    async def run() -> Completion:
+        async with CompletionClient(fault_url, model="m", concurrency=1, timeout_s=5.0, max_retries=1, backoff_s=0.01) as client:
+            return await client.complete(f"status {status}", max_tokens=4)
+
+    completion = asyncio.run(run())
+    retried_now = completion.attempts == 2
+    sent_again_on_resume = not is_final(pd.DataFrame({"error_kind": [completion.error_kind]})).iloc[0]
+    assert retried_now == sent_again_on_resume == (status >= 500 or status in (408, 429)), completion
+
+
 def test_malformed_responses_name_what_is_wrong(fault_url):
     async def run() -> list:
         async with CompletionClient(fault_url, model="m", concurrency=1, timeout_s=1.0, max_retries=0) as client:
@@ -79,7 +92,7 @@ def test_stop_event_sends_no_new_requests(fault_url):
 
 
 def test_sweep_against_misbehaving_server_completes_with_error_counts(tmp_path, fault_url, data_dir, no_orphans):
-    from test_sweep_cpu import evalctl, only_run
+    from conftest import evalctl, only_run
 
     cfg = tmp_path / "faults.yaml"
     cfg.write_text(

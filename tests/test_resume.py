@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from evalctl.config import ConfigError, load_config
-from evalctl.manifest import write_manifest
+from evalctl.manifest import Manifest, write_manifest
 from evalctl.resume import check_same_prompts, data_fingerprint, differing_fields, resume_config
 from evalctl.secrets import redact_config
 
@@ -16,12 +16,7 @@ def make_run(tmp_path, data_dir, **overrides):
     config = load_config(model="smollm2-135m", overrides={"data_dir": data_dir, "output_dir": tmp_path, "limit": 2, **overrides})
     run = tmp_path / "20260101-000000-smollm2-135m-abcdef"
     run.mkdir()
-    manifest = {
-        "run_id": run.name,
-        "config": redact_config(config.model_dump(mode="json")),
-        "data_fingerprint": data_fingerprint(data_dir),
-        "servers": [],
-    }
+    manifest = Manifest(run_id=run.name, config=redact_config(config.model_dump(mode="json")), data_fingerprint=data_fingerprint(data_dir))
     write_manifest(run, manifest)
     return run, config
 
@@ -39,7 +34,7 @@ def test_resume_from_manifest_applies_operational_overrides(tmp_path, data_dir):
     run, _ = make_run(tmp_path, data_dir)
     config, point = resume_config(run, None, {"concurrency": 1, "max_restarts": 0})
     assert (config.concurrency, config.max_restarts, config.limit) == (1, 0, 2)
-    assert point.run_dir == run and point.manifest["run_id"] == run.name
+    assert point.path == run and point.run_id == run.name
 
 
 @pytest.mark.parametrize(
@@ -73,7 +68,7 @@ def test_redacted_secrets_need_the_config_again(tmp_path, data_dir):
     from evalctl.manifest import read_manifest
 
     manifest = read_manifest(run)
-    manifest["config"] = redact_config(cfg.model_copy(update={"servers": servers, "limit": 2}).model_dump(mode="json"))
+    manifest.config = redact_config(cfg.model_copy(update={"servers": servers, "limit": 2}).model_dump(mode="json"))
     write_manifest(run, manifest)
     with pytest.raises(ConfigError, match=r"secrets were redacted there \(servers.0.env.HF_TOKEN\)"):
         resume_config(run, None, {})
@@ -94,7 +89,7 @@ def test_recorded_prompts_must_be_todays():
 
 
 def test_cli_resume_with_other_shots_exits_2_naming_the_field(tmp_path, data_dir):
-    from test_sweep_cpu import evalctl
+    from conftest import evalctl
 
     run, _ = make_run(tmp_path, data_dir)
     out = evalctl("sweep", "--resume", str(run), "--shots", "5")

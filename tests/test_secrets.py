@@ -23,3 +23,20 @@ def test_config_dump_redacts_profile_env_and_args():
     assert out["servers"][0]["extra_args"] == ["--api-key", REDACTED]
     assert out["variants"][0]["extra_args"] == ["--token", REDACTED]
     assert dump["servers"][0]["env"]["HF_TOKEN"] == "t"  # the caller's dump is untouched
+
+
+def test_config_dump_redacts_variant_env_and_command_prefix():
+    dump = {
+        "model": "m",
+        "servers": [],
+        "variants": [{"name": "patched", "env": {"HF_TOKEN": "t", "CUDA_LAUNCH_BLOCKING": "1"},
+                      "command_prefix": ["docker", "run", "-e", "HF_TOKEN=t", "--env", "API_KEY=k", "img"]}],
+    }  # fmt: skip
+    variant = redact_config(dump)["variants"][0]
+    assert variant["env"] == {"HF_TOKEN": REDACTED, "CUDA_LAUNCH_BLOCKING": "1"}
+    assert variant["command_prefix"] == ["docker", "run", "-e", f"HF_TOKEN={REDACTED}", "--env", f"API_KEY={REDACTED}", "img"]
+
+
+def test_argv_environment_assignments_with_secret_names_are_redacted():
+    argv = ["env", "HF_TOKEN=abc", "OMP_NUM_THREADS=2", "python", "-m", "server"]
+    assert redact_argv(argv) == ["env", f"HF_TOKEN={REDACTED}", "OMP_NUM_THREADS=2", "python", "-m", "server"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import evalctl, only_run
 from test_reliability_cpu import start, wait_for
-from test_sweep_cpu import evalctl, only_run
 
 from evalctl.cluster.slurm import job_states, wait_until_ended
 from evalctl.records import RECORD_KEYS, is_final, read_records

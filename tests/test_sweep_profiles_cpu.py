@@ -6,8 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, write_sweep_config
-from test_sweep_cpu import evalctl, only_run
+from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 pytestmark = pytest.mark.server
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
-
-GROUP = ["profile", "variant", "cache", "shots", "pass_index"]
+from evalctl.records import CELL_KEYS, Metric
 
 
 def scored(df: pd.DataFrame) -> pd.DataFrame:
@@ -14,10 +13,10 @@ def scored(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["error"].isna()]
 
 
-def _accuracy_row(group: pd.DataFrame) -> pd.Series:
+def _accuracy_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
     ok = scored(group)
     n = len(ok)
-    row = {"n": n, "errors": int(group["error"].notna().sum()), "invalid": int(ok["strict_answer"].isna().sum())}
+    row = {"n": n, "errors": int(group["error"].notna().sum()), "invalid": int(ok[f"{metric}_answer"].isna().sum())}
     for metric in ("strict", "flexible"):
         hits = int(ok[f"{metric}_correct"].astype(bool).sum())
         lo, hi = wilson_interval(hits, n)
@@ -25,14 +24,17 @@ def _accuracy_row(group: pd.DataFrame) -> pd.Series:
     return pd.Series(row)
 
 
-def accuracy_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    """One row per group: n scored, errors, invalid, strict/flexible accuracy with 95% Wilson bounds."""
-    by = by or GROUP
+def accuracy_table(df: pd.DataFrame, by: list[str] | None = None, metric: Metric = "strict") -> pd.DataFrame:
+    """One row per group: n scored, errors, invalid, strict/flexible accuracy with 95% Wilson bounds.
+
+    `invalid` counts scored answers with no `metric` answer extracted: the metric the gate judges.
+    """
+    by = by or CELL_KEYS
     if df.empty:
         return pd.DataFrame(
             columns=[*by, "n", "errors", "invalid", "strict_acc", "strict_lo", "strict_hi", "flexible_acc", "flexible_lo", "flexible_hi"]
         )
-    out = df.groupby(by, sort=True, dropna=False).apply(_accuracy_row, include_groups=False).reset_index()
+    out = df.groupby(by, sort=True, dropna=False).apply(_accuracy_row, metric=metric, include_groups=False).reset_index()
     for col in ("n", "errors", "invalid"):
         out[col] = out[col].astype(int)
     return out

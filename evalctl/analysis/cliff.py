@@ -32,9 +32,10 @@ from evalctl.analysis.lengths import length_bins
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact
 from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
+from evalctl.records import cell_keys
 
 LengthColumn = Literal["prompt_tokens", "cached_tokens"]
-GROUP = ["profile", "variant", "pass_index"]
+GROUP = cell_keys("cache", "shots")
 BIN_COLUMNS = [
     *GROUP,
     "bin",

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import pandas as pd
 
+RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right->wrong", "wrong->right"
 FLIP_COLUMNS = [
     "doc_id",
+    "direction",
     "question",
     "target",
     "reference_answer",
     "candidate_answer",
     "reference_response",
     "candidate_response",
-    "direction",
 ]
 
 
 def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list[str], metric: str = "strict") -> pd.DataFrame:
     """Pairs (same `on` keys, doc and prompt) scored in both where exactly one is correct.
 
-    `direction` is "right→wrong" when the candidate lost a question the reference got.
-    Error rows are not answers and so are never flips. Right→wrong first (they matter most).
+    `direction` is "right->wrong" when the candidate lost a question the reference got.
+    Error rows are not answers and so are never flips. Right->wrong first (they matter most).
     """
     keys = [*on, "doc_id", "prompt_hash"]
     cols = [*keys, "question", "target", f"{metric}_answer", "response", f"{metric}_correct"]
@@ -32,7 +33,7 @@ def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list
     ref_ok = pairs[f"{metric}_correct_ref"].astype(bool)
     cand_ok = pairs[f"{metric}_correct_cand"].astype(bool)
     flipped = ref_ok != cand_ok
-    flips = pairs[flipped].assign(direction=ref_ok[flipped].map({True: "right→wrong", False: "wrong→right"}).to_numpy())
+    flips = pairs[flipped].assign(direction=ref_ok[flipped].map({True: RIGHT_TO_WRONG, False: WRONG_TO_RIGHT}).to_numpy())
     flips = flips.rename(
         columns={
             f"{metric}_answer_ref": "reference_answer",

@@ -52,7 +52,6 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalctl.analysis.accuracy import GROUP as CELL
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.completeness import cell_counts
 from evalctl.analysis.drop_rule import decide, decide_drops
@@ -60,8 +59,13 @@ from evalctl.analysis.intervals import paired_drop_lower_bound, paired_drop_uppe
 from evalctl.analysis.pairing import Comparison, between_runs, paired_table, unpaired_cells, within_run
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
+from evalctl.errors import BadInput
+from evalctl.manifest import Manifest
+from evalctl.records import CELL_KEYS
+from evalctl.runs import Run
 
 Status = Literal["pass", "regression", "inconclusive"]
+CheckKind = Literal["completeness", "error_rate", "invalid_rate", "accuracy", "throughput"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
@@ -90,7 +94,7 @@ class GatePolicy(BaseModel):
     )
 
 
-class PolicyError(ValueError):
+class PolicyError(BadInput):
     """A gate policy file that cannot be used; the message names the cause."""
 
 
@@ -114,7 +118,7 @@ def load_policy(path: Path | None = None) -> GatePolicy:
 @dataclass
 class Check:
     name: str
-    kind: str  # completeness | error_rate | invalid_rate | accuracy | throughput
+    kind: CheckKind
     status: Status
     reason: str
     profile: str | None = None
@@ -147,15 +151,6 @@ def plain(value: Any) -> Any:
     if hasattr(value, "item"):
         value = value.item()
     return None if isinstance(value, float) and math.isnan(value) else value
-
-
-@dataclass(frozen=True)
-class RunFrames:
-    """What the gate needs of a run: its id, samples and manifest."""
-
-    run_id: str
-    samples: pd.DataFrame
-    manifest: dict
 
 
 @dataclass
@@ -195,9 +190,9 @@ def _paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
     }
 
 
-def completeness_checks(run: RunFrames, role: str) -> list[Check]:
+def completeness_checks(run: Run, role: str) -> list[Check]:
     """Not pass when the run stopped early or a planned cell is short of questions."""
-    status = run.manifest.get("status")
+    status = run.manifest.status
     checks = []
     if status != "complete":
         checks.append(
@@ -209,7 +204,7 @@ def completeness_checks(run: RunFrames, role: str) -> list[Check]:
             )
         )
     try:
-        counts = cell_counts(run.samples, run.manifest.get("config") or {})
+        counts = cell_counts(run.samples, run.manifest.config)
     except ValueError as exc:
         return [*checks, Check(f"{role} cells complete", "completeness", "inconclusive", f"incomplete: cannot tell which cells: {exc}")]
     for _, row in counts[counts["found"] < counts["expected"]].iterrows():
@@ -234,8 +229,8 @@ def completeness_checks(run: RunFrames, role: str) -> list[Check]:
 def rate_checks(samples: pd.DataFrame, policy: GatePolicy) -> list[Check]:
     """Request errors and unextractable answers, per cell, against the policy's maxima."""
     checks = []
-    for key, group in samples.groupby(CELL, sort=True):
-        cell = dict(zip(CELL, key))
+    for key, group in samples.groupby(CELL_KEYS, sort=True):
+        cell = dict(zip(CELL_KEYS, key))
         cell = {**cell, "shots": int(cell["shots"]), "pass_index": int(cell["pass_index"])}
         errors = int(group["error"].notna().sum())
         scored = group[group["error"].isna()]
@@ -358,13 +353,13 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
     return pd.concat([f for f in found if not f.empty] or found[:1], ignore_index=True)
 
 
-def baseline_variant(manifest: dict) -> str | None:
+def baseline_variant(manifest: Manifest) -> str | None:
     """The config's first variant is the baseline the others are compared with."""
-    variants = (manifest.get("config") or {}).get("variants") or []
+    variants = manifest.config.get("variants") or []
     return variants[0].get("name") if variants and isinstance(variants[0], dict) else None
 
 
-def evaluate(run: RunFrames, policy: GatePolicy, baseline: RunFrames | None = None) -> GateResult:
+def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
     """Every check on `run` (and against `baseline`, if given) and the verdict."""
     comparisons = within_run(run.samples, baseline_variant(run.manifest))
     if baseline is not None:

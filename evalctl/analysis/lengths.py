@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from evalctl.analysis.accuracy import accuracy_table
+from evalctl.records import Metric, cell_keys
 
 
 def length_bins(tokens: pd.Series, n_bins: int = 6) -> np.ndarray:
@@ -20,16 +21,18 @@ def length_bins(tokens: pd.Series, n_bins: int = 6) -> np.ndarray:
     return edges if len(edges) > 1 else np.array([lo, hi + 1])
 
 
-def accuracy_by_length(df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None) -> pd.DataFrame:
+def accuracy_by_length(
+    df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None, metric: Metric = "strict"
+) -> pd.DataFrame:
     """Accuracy per (group, length bin); `column` is prompt_tokens or cached_tokens."""
-    by = by or ["profile", "variant", "cache"]
+    by = by or cell_keys("shots", "pass_index")
     data = df[df[column].notna()].copy()
     if data.empty:
-        return accuracy_table(data.assign(bin=[], bin_lo=[], bin_hi=[]), by=[*by, "bin_lo", "bin_hi"])
+        return accuracy_table(data.assign(bin=[], bin_lo=[], bin_hi=[]), by=[*by, "bin_lo", "bin_hi"], metric=metric)
     edges = length_bins(data[column], n_bins)
     idx = np.clip(np.digitize(data[column].astype(float), edges) - 1, 0, len(edges) - 2)
     data["bin_lo"] = edges[idx].astype(int)
     data["bin_hi"] = edges[idx + 1].astype(int)
-    table = accuracy_table(data, by=[*by, "bin_lo", "bin_hi"])
+    table = accuracy_table(data, by=[*by, "bin_lo", "bin_hi"], metric=metric)
     table.insert(len(by), "bin", [f"{lo}-{hi}" for lo, hi in zip(table["bin_lo"], table["bin_hi"])])
     return table

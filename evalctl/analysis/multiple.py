@@ -5,7 +5,7 @@ once; at alpha = 0.05, twenty independent null comparisons produce one false
 "regression" on average. Adjusted p-values let the gate keep its error rate
 over the whole sweep rather than per cell.
 
-Both functions return adjusted p-values in the input order, so they can be
+`holm` returns adjusted p-values in the input order, so they can be
 compared directly with alpha (reject where adjusted <= alpha).
 """
 
@@ -62,27 +62,4 @@ def holm_rows(p_values: np.ndarray, tested: np.ndarray) -> np.ndarray:
     adjusted_sorted = np.where(rank < m, adjusted_sorted, np.nan)
     out = np.empty_like(adjusted_sorted)
     np.put_along_axis(out, order, adjusted_sorted, axis=1)
-    return out
-
-
-def benjamini_hochberg(p_values: Sequence[float]) -> np.ndarray:
-    """Benjamini-Hochberg step-up adjusted p-values (false discovery rate).
-
-    Use it for exploratory sweeps where a small fraction of false flags is
-    acceptable in exchange for power. FDR control is guaranteed for
-    independent or positively dependent tests (PRDS), which covers cells of a
-    sweep that share a model and question set.
-
-    With sorted p_(1) <= ... <= p_(m), adjusted_(i) = min_{j>=i} min(1,
-    m p_(j) / j); the running minimum from the largest p keeps the order.
-    """
-    p = _as_pvalues(p_values)
-    m = p.size
-    if m == 0:
-        return p.copy()
-    order = np.argsort(p, kind="stable")
-    scaled = p[order] * m / np.arange(1, m + 1)
-    adjusted_sorted = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
-    out = np.empty(m)
-    out[order] = adjusted_sorted
     return out

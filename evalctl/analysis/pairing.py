@@ -22,20 +22,22 @@ import pandas as pd
 from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
-from evalctl.records import CELL_KEYS
+from evalctl.errors import BadInput
+from evalctl.records import CELL_KEYS, Metric, cell_keys
 
-Metric = Literal["strict", "flexible"]
+# What differs between the two sides of a comparison: the cache mode, the variant, the pass, or the run.
+ComparisonKind = Literal["cache", "variant", "pass", "run"]
 # A question is the same question only with the same prompt: same shots, doc and few-shot text.
 QUESTION_KEYS = ["doc_id", "prompt_hash"]
 
 
-class NoOverlapError(ValueError):
+class NoOverlapError(BadInput):
     """Two runs share no (cell, question) pairs, so nothing can be compared."""
 
 
 @dataclass(frozen=True)
 class Comparison:
-    kind: str  # "cache" | "variant" | "pass" | "run"
+    kind: ComparisonKind
     name: str  # what a reader sees: "cache on vs off"
     reference: pd.DataFrame
     candidate: pd.DataFrame
@@ -57,7 +59,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
                 "cache on vs off",
                 df[df["cache"] == "off"],
                 df[df["cache"] == "on"],
-                ("profile", "variant", "shots", "pass_index"),
+                tuple(cell_keys("cache")),
                 "cache off",
             )
         )
@@ -71,7 +73,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
                     f"variant {variant} vs {baseline}",
                     df[df["variant"] == baseline],
                     df[df["variant"] == variant],
-                    ("profile", "cache", "shots", "pass_index"),
+                    tuple(cell_keys("variant")),
                     f"variant {baseline}",
                 )
             )
@@ -82,7 +84,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
                 f"pass {pass_index} vs 1",
                 df[df["pass_index"] == 1],
                 df[df["pass_index"] == pass_index],
-                ("profile", "variant", "cache", "shots"),
+                tuple(cell_keys("pass_index")),
                 "pass 1",
             )
         )
@@ -250,14 +252,3 @@ def with_holm(table: pd.DataFrame, column: str = "p_two_sided") -> pd.DataFrame:
     """`table` plus `<column>_holm`: the p-values Holm-adjusted over all its rows (one family)."""
     adjusted = holm(table[column].to_numpy(dtype=float)) if len(table) else []
     return table.assign(**{f"{column}_holm": adjusted})
-
-
-def flips(pairs: pd.DataFrame, metric: Metric = "strict") -> pd.DataFrame:
-    """The questions whose outcome changed, with the question, target and both answers."""
-    col = f"{metric}_correct"
-    scored = scored_pairs(pairs, metric)
-    changed = scored[scored[f"{col}_ref"].astype(bool) != scored[col].astype(bool)]
-    out = changed[[*CELL_KEYS, "doc_id", "question", "target", f"{metric}_answer_ref", f"{metric}_answer", "response_ref", "response"]]
-    out = out.rename(columns={f"{metric}_answer_ref": "answer_ref", f"{metric}_answer": "answer"})
-    out.insert(len(CELL_KEYS) + 1, "direction", ["right->wrong" if r else "wrong->right" for r in changed[f"{col}_ref"].astype(bool)])
-    return out.sort_values([*CELL_KEYS, "doc_id"]).reset_index(drop=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
@@ -41,20 +40,6 @@ class PairedMDE:
     mde: float
 
 
-@dataclass(frozen=True)
-class SingleProportionMDE:
-    """Smallest drop below a fixed accuracy ``p`` detectable from one run.
-
-    ``mde`` is ``math.inf`` when even a drop to 0 would not be detected.
-    """
-
-    n: int
-    p: float
-    alpha: float
-    power: float
-    mde: float
-
-
 def _z_values(alpha: float, power: float) -> tuple[float, float]:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
@@ -63,23 +48,6 @@ def _z_values(alpha: float, power: float) -> tuple[float, float]:
         # closed forms below also assume z_beta >= 0.
         raise ValueError(f"power must lie in [0.5, 1), got {power}")
     return float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))
-
-
-def required_pairs(delta: float, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> int:
-    """Questions needed to detect a paired drop ``delta`` (Connor 1987).
-
-    n = (z_a sqrt(pd) + z_b sqrt(pd - delta^2))^2 / delta^2, one-sided z_a,
-    rounded up. Requires 0 < delta <= pd: a drop larger than the discordance
-    rate is impossible (every discordant pair would have to be a loss).
-    """
-    z_a, z_b = _z_values(alpha, power)
-    pd = discordance_rate
-    if not 0.0 < pd <= 1.0:
-        raise ValueError(f"discordance_rate must lie in (0, 1], got {pd}")
-    if not 0.0 < delta <= pd:
-        raise ValueError(f"delta must lie in (0, discordance_rate], got {delta}")
-    n = (z_a * math.sqrt(pd) + z_b * math.sqrt(pd - delta * delta)) ** 2 / (delta * delta)
-    return math.ceil(n - 1e-9)
 
 
 def mde_paired(n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> PairedMDE:
@@ -149,43 +117,6 @@ def mde_beyond_tolerance(
     if gap(top) < 0:
         return math.inf
     return float(brentq(gap, tolerance, top, xtol=1e-9))
-
-
-def mde_single_proportion(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> SingleProportionMDE:
-    """Minimum detectable drop of one run's accuracy below a fixed value ``p``.
-
-    For the unpaired case: a run compared with a known reference accuracy
-    (a published score), not with another run on the same questions. Uses
-    the one-sample normal test with the variance evaluated under each
-    hypothesis, n = (z_a sqrt(p q) + z_b sqrt(p1 q1))^2 / d^2 with
-    p1 = p - d, solved for d numerically (the smallest root, because for p
-    near 1 and small n the equation can have several).
-
-    Assumptions: ``p`` is known exactly (uncertainty in a reference run's
-    own accuracy is ignored, so this is optimistic for run-vs-run
-    comparisons, which should use the paired form), independent questions,
-    and the normal approximation, which is poor when n p (1 - p) is small.
-    """
-    z_a, z_b = _z_values(alpha, power)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must lie strictly inside (0, 1), got {p}")
-    if n <= 0:
-        raise ValueError(f"n must be positive, got {n}")
-    root_n = math.sqrt(n)
-
-    def gap(d: float) -> float:
-        p1 = p - d
-        return d * root_n - z_a * math.sqrt(p * (1 - p)) - z_b * math.sqrt(max(0.0, p1 * (1 - p1)))
-
-    grid = np.linspace(0.0, p, 2001)
-    values = np.array([gap(d) for d in grid])
-    crossings = np.nonzero(values >= 0)[0]
-    if crossings.size == 0:
-        mde = math.inf
-    else:
-        i = int(crossings[0])  # values[0] < 0, so i >= 1
-        mde = float(brentq(gap, grid[i - 1], grid[i], xtol=1e-12, rtol=1e-12))
-    return SingleProportionMDE(n=n, p=p, alpha=alpha, power=power, mde=mde)
 
 
 def can_exclude_drop(b: int, c: int, n_pairs: int, tolerated_drop: float, alpha: float = 0.05) -> bool:

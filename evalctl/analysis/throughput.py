@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-GROUP = ["profile", "variant", "cache", "shots", "pass_index"]
+from evalctl.records import CELL_KEYS
+
+# The record columns throughput is computed from.
+THROUGHPUT_INPUTS = [*CELL_KEYS, "error", "started_at", "latency_s", "ttft_s", "prompt_tokens", "cached_tokens", "completion_tokens"]
 
 
 def _throughput_row(group: pd.DataFrame) -> pd.Series:
@@ -35,7 +38,7 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
 
 
 def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    by = by or GROUP
+    by = by or CELL_KEYS
     if df.empty:
         return pd.DataFrame(
             columns=[

@@ -11,7 +11,7 @@ import typer
 
 from evalctl import __version__
 from evalctl.cli import analyze, canary, compare, gate, history, probe, report, runs, servers, slurm, sweep
-from evalctl.cli.common import console
+from evalctl.cli.common import console, handle_errors
 
 app = typer.Typer(
     help="Catch accuracy regressions in served language models: sweep few-shot count x prefix cache "
@@ -46,3 +46,4 @@ app.command()(history.history)
 app.command()(report.report)
 app.command()(probe.probe)
 app.command()(canary.canary)
+handle_errors(app)

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalctl.cli.common import console, fail
+from evalctl.cli.common import console
+
+if TYPE_CHECKING:
+    from evalctl.analysis.gate import GatePolicy
+    from evalctl.runs import Run
 
 
-def print_run(run_dir: Path, policy_file: Path | None = None) -> None:
-    from evalctl.analysis.gate import PolicyError, baseline_variant, cliffs, load_policy
+def print_run_tables(run: Run, policy: GatePolicy) -> None:
+    """The run's tables on the terminal: accuracy, by prefill length, throughput, paired comparisons, cliffs."""
+    from evalctl.analysis.gate import baseline_variant, cliffs
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
-    from evalctl.report.outputs import write_run_summary
     from evalctl.report.terminal import accuracy_view, cliffs_table, frame_table, paired_view, throughput_view
-    from evalctl.runs import RunFolderError, load_run
 
-    try:
-        policy = load_policy(policy_file)
-        run = load_run(run_dir)
-    except (PolicyError, RunFolderError) as exc:
-        raise fail(str(exc)) from None
-    samples, manifest = run.samples, run.manifest
-    summary = write_run_summary(run, run_dir)
+    samples, manifest, summary = run.samples, run.manifest, run.summary(policy.metric)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
     console.print(
         frame_table(accuracy_view(summary.by_length.drop(columns=["bin_lo", "bin_hi"])), "Accuracy by prefill length (prompt tokens)")
@@ -51,5 +48,12 @@ def analyze(
 
     Exit status: 0 done; 2 unusable input (missing or corrupt run folder, bad policy).
     """
-    print_run(run, policy)
+    from evalctl.analysis.gate import load_policy
+    from evalctl.report.outputs import write_run_summary
+    from evalctl.runs import load_run
+
+    rules = load_policy(policy)
+    loaded = load_run(run)
+    write_run_summary(loaded, rules.metric)
+    print_run_tables(loaded, rules)
     console.print(f"run folder: {run}")

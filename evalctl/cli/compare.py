@@ -22,23 +22,22 @@ def compare(
 
     Exit status: 0 compared; 2 unusable input (missing or corrupt run folder, runs without common questions).
     """
-    from evalctl.analysis.pairing import NoOverlapError, align_runs, between_runs, flips, paired_table, with_holm
+    from evalctl.analysis.flips import flipped_questions
+    from evalctl.analysis.pairing import align_runs, between_runs, paired_table, with_holm
     from evalctl.analysis.throughput import throughput_table
     from evalctl.analysis.throughput_checks import throughput_ratios
+    from evalctl.records import CELL_KEYS
     from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view
-    from evalctl.runs import RunFolderError, load_run
+    from evalctl.runs import load_run
 
-    try:
-        ref, cand = load_run(base), load_run(candidate)
-        pairs = align_runs(ref.samples, cand.samples)
-    except (RunFolderError, NoOverlapError) as exc:
-        raise fail(str(exc)) from None
+    ref, cand = load_run(base), load_run(candidate)
+    pairs = align_runs(ref.samples, cand.samples)
     comparison = between_runs(ref.samples, cand.samples)
     table = with_holm(paired_table([comparison], metric))
     console.print(frame_table(paired_view(table), f"{metric} accuracy: {cand.run_id} vs baseline {ref.run_id} (paired questions only)"))
     ratios = throughput_ratios([between_runs(throughput_table(ref.samples), throughput_table(cand.samples))])
     console.print(frame_table(ratio_view(ratios), "Throughput, candidate / baseline"))
-    flipped = flips(pairs, metric)
+    flipped = flipped_questions(ref.samples, cand.samples, CELL_KEYS, metric)
     console.print(frame_table(flips_view(flipped.head(show)), f"Flipped questions ({min(show, len(flipped))} of {len(flipped)})"))
     if flips_csv is not None:
         try:

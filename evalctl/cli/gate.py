@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console, fail
+from evalctl.cli.common import console
 
 
 def gate(
@@ -30,28 +30,22 @@ def gate(
     shown beyond nor within the tolerance, a cell with nothing to pair) or unusable input (missing or corrupt
     run folder, bad policy, runs without common questions).
     """
-    from evalctl.analysis.gate import PolicyError, evaluate, load_policy
-    from evalctl.analysis.pairing import NoOverlapError, align_runs
+    from evalctl.analysis.gate import evaluate, load_policy
+    from evalctl.analysis.pairing import align_runs
     from evalctl.report.gate_outputs import write_gate_outputs
     from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table
-    from evalctl.runs import RunFolderError, load_run
+    from evalctl.runs import load_run
 
-    try:
-        rules = load_policy(policy)
-        candidate = load_run(run)
-        reference = load_run(baseline) if baseline is not None else None
-        if reference is not None:
-            align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass
-    except (PolicyError, RunFolderError, NoOverlapError) as exc:
-        raise fail(str(exc)) from None
+    rules = load_policy(policy)
+    candidate = load_run(run)
+    reference = load_run(baseline) if baseline is not None else None
+    if reference is not None:
+        align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass
     result = evaluate(candidate, rules, reference)
     console.print(checks_table(result.checks, f"Gate checks for {result.run}" + (f" vs {result.baseline}" if result.baseline else "")))
     if len(result.cliffs):
         console.print(cliffs_table(result.cliffs, rules.max_accuracy_drop))
-    try:
-        files = write_gate_outputs(result, output or run)
-    except OSError as exc:
-        raise fail(f"cannot write gate files: {exc}") from None
+    files = write_gate_outputs(result, output or run)
     console.print(f"wrote {', '.join(str(f) for f in files)}")
     console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {result.exit_code})")
     raise typer.Exit(result.exit_code)

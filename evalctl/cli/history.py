@@ -28,10 +28,7 @@ def history(
         raise fail(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
     if cache is not None and cache not in ("on", "off"):
         raise fail(f"--cache must be on or off, got {cache!r}")
-    try:
-        trend = HistoryStore(root).history(model, metric, shots=shots, cache=cache, profile=profile, variant=variant)
-    except FileNotFoundError as exc:
-        raise fail(str(exc)) from None
+    trend = HistoryStore(root).history(model, metric, shots=shots, cache=cache, profile=profile, variant=variant)
     if trend.empty:
         console.print(f"no compacted runs of {model} in {root} at that cell")
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
@@ -11,7 +11,10 @@ from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
 from evalctl.cli.sweep import _csv_ints, resolve_config
-from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig
+from evalctl.config import Engine, ServerProfile, SweepConfig
+
+if TYPE_CHECKING:
+    from evalctl.probe.session import ServerProbe
 
 EXIT_FAIL = 1
 EXIT_NOT_RUN = 3
@@ -91,10 +94,7 @@ def probe(
     4 inconclusive (the cache hit could not be verified).
     """
     from evalctl.manifest import new_run_id
-    from evalctl.probe.runner import ProbeError
-    from evalctl.probe.session import probe_managed
-    from evalctl.servers import adapter_for
-    from evalctl.servers.process import ManagedServer, ServerError
+    from evalctl.probe.session import probe_servers
     from evalctl.tasks.lmeval import LmEvalTask
 
     overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
@@ -108,51 +108,36 @@ def probe(
     else:
         cfg = resolve_config(model, config, url, overrides)
     rules = _policy(policy, max_tokens, questions, _csv_ints(prefix_tokens, "--prefix-tokens"))
+    task = LmEvalTask(cfg.task, data_dir=cfg.resolved_data_dir(), fewshot="shared", seed=cfg.generation.seed)
     run_dir = Path(cfg.output_dir) / new_run_id(f"{cfg.model}-probe")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=False)
-        task = LmEvalTask(cfg.task, data_dir=cfg.resolved_data_dir(), fewshot="shared", seed=cfg.generation.seed)
-    except OSError as exc:
-        raise fail(f"cannot create {run_dir}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-
-    try:
-        url_adapter = adapter_for(engine) if url is not None else None
-    except NotImplementedError as exc:
-        raise fail(str(exc)) from None
+    run_dir.mkdir(parents=True, exist_ok=False)
     verdicts = []
-    for profile in cfg.servers:
-        for variant in cfg.variants:
-            label = f"{profile.name}/{variant.name}"
-            server = ManagedServer(profile, variant, CacheMode.on, run_dir / f"server-{profile.name}-{variant.name}.log")
-            if url_adapter is not None:
-                server.adapter = url_adapter  # the server is external; its engine's cache switches still apply
-            try:
-                with console.status(f"{label}: starting server") as status:
-                    server.start()
-                    step = lambda msg, label=label: status.update(f"{label}: {msg}")  # noqa: E731
-                    result, name = probe_managed(server, task, cfg, run_dir, api_key=api_key, policy=rules, on_step=step)
-            except (ServerError, ProbeError) as exc:
-                died = server.exit_code()
-                note = f" (server exited with code {died})" if died is not None else ""
-                err.print(f"[red]error:[/red] {label}: {exc}{note}", highlight=False)
-                verdicts.append("not run")
-                continue
-            finally:
-                server.stop()
-            console.print(_bins_table(result.bins, f"Probe {label}: cold vs warm by prefix length (tokens)"))
-            for row in result.bins[result.bins["reason"] != ""].to_dict("records"):
-                console.print(f"  {row['bin']}: {row['reason']}", highlight=False)
-            console.print(
-                f"{label}: {result.verdict}; failed bins: {', '.join(result.failed_bins) or 'none'}; "
-                f"{result.generated_tokens} generated tokens in {result.wall_s:.0f}s; {run_dir / name}",
-                highlight=False,
-            )
-            verdicts.append(result.verdict)
+    with console.status("probing") as status:
+        probes = probe_servers(
+            cfg, task, run_dir, url_engine=engine if url is not None else None, api_key=api_key, policy=rules, on_step=status.update
+        )
+        for probed in probes:
+            verdicts.append(_print_probe(probed, run_dir))
     if "fail" in verdicts:
         raise typer.Exit(EXIT_FAIL)
     if "not run" in verdicts:
         raise typer.Exit(EXIT_NOT_RUN)
     if "inconclusive" in verdicts:
         raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+def _print_probe(probed: ServerProbe, run_dir: Path) -> str:
+    """Print one server's probe (or why it did not run); its verdict, "not run" when it did not."""
+    result = probed.result
+    if result is None:
+        err.print(f"[red]error:[/red] {probed.label}: {probed.error}", highlight=False)
+        return "not run"
+    console.print(_bins_table(result.bins, f"Probe {probed.label}: cold vs warm by prefix length (tokens)"))
+    for row in result.bins[result.bins["reason"] != ""].to_dict("records"):
+        console.print(f"  {row['bin']}: {row['reason']}", highlight=False)
+    console.print(
+        f"{probed.label}: {result.verdict}; failed bins: {', '.join(result.failed_bins) or 'none'}; "
+        f"{result.generated_tokens} generated tokens in {result.wall_s:.0f}s; {run_dir / probed.file}",
+        highlight=False,
+    )
+    return result.verdict

@@ -24,22 +24,18 @@ def report(
     The gate verdict is the run's gate.json when `evalctl gate` wrote one; otherwise the gate is
     evaluated now (against --baseline when given) for the report only.
     """
-    from evalctl.analysis.gate import PolicyError, evaluate, load_policy
+    from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.report.gate_outputs import gate_document
     from evalctl.report.html import load_gate, write_report
-    from evalctl.runs import RunFolderError, load_run
+    from evalctl.runs import load_run
 
     for label, path in (("run", run), ("baseline", baseline)):
         if path is not None and not path.is_dir():
             raise fail(f"{label} {path} is not a directory")
     out = output or run / "report.html"
-    try:
-        gate = load_gate(run)
-        if gate is None:
-            gate = gate_document(evaluate(load_run(run), load_policy(policy), load_run(baseline) if baseline else None))
-        write_report(run, out, baseline_dir=baseline, gate=gate)
-    except (PolicyError, RunFolderError) as exc:
-        raise fail(str(exc)) from None
-    except (FileNotFoundError, ValueError, OSError) as exc:
-        raise fail(str(exc), 1) from None
+    loaded, reference = load_run(run), load_run(baseline) if baseline else None
+    gate = load_gate(run)
+    if gate is None:
+        gate = gate_document(evaluate(loaded, load_policy(policy), reference))
+    write_report(loaded, out, baseline=reference, gate=gate)
     console.print(f"report: {out}")

@@ -32,10 +32,7 @@ def list_runs(
     from evalctl.history.store import HistoryStore
     from evalctl.report.terminal import frame_table
 
-    try:
-        runs = HistoryStore(root).runs(model=model, since=parse_date(since))
-    except FileNotFoundError as exc:
-        raise fail(str(exc)) from None
+    runs = HistoryStore(root).runs(model=model, since=parse_date(since))
     if runs.empty:
         console.print(f"no runs in {root}" + (f" for model {model}" if model else ""))
         return

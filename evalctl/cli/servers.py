@@ -8,9 +8,8 @@ from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console, fail
+from evalctl.cli.common import console
 from evalctl.cli.sweep import GPUS_HELP, config_overrides, resolve_config
-from evalctl.config import ConfigError
 from evalctl.plan import expand
 from evalctl.servers import adapter_for
 from evalctl.servers.gpus import gpu_assignment
@@ -35,19 +34,13 @@ def show(
     `$PORT` stands for the port the sweep picks when the profile fixes none.
     """
     resolved = resolve_config(model, config, None, config_overrides(cache=cache, variants=variants, gpus=gpus))
-    try:
-        assignment = gpu_assignment(resolved)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    assignment = gpu_assignment(resolved)
     for launch in expand(resolved):
         profile = launch.profile
         adapter = adapter_for(profile.engine)
         devices = assignment.get(profile.name, [])
         port = str(profile.port) if profile.port else PORT_PLACEHOLDER
-        try:
-            spec = adapter.launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
-        except ConfigError as exc:
-            raise fail(str(exc)) from None
+        spec = adapter.launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
         console.rule(f"{launch.label}  [{profile.engine.value}]", style="cyan")
         where = f"{profile.gpu or 'GPU'} x{len(devices)}: CUDA_VISIBLE_DEVICES={','.join(devices)}" if devices else "no GPUs assigned"
         console.print(f"gpus:    {where}", highlight=False, markup=False)

@@ -10,25 +10,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.config import ConfigError, SweepConfig
+from evalctl.config import SweepConfig
 
 if TYPE_CHECKING:
-    from evalctl.resume import ResumePoint
+    from evalctl.runs import Run
 
 EXIT_NO_GATE = 1
 
 
-def sweep_on_slurm(config: SweepConfig, resume: ResumePoint | None, api_key: str | None, wait: bool) -> None:
-    from evalctl.cluster.slurm import SlurmUnavailable, wait_until_ended
+def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool) -> None:
+    from evalctl.cluster.slurm import wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit
     from evalctl.report.gate_outputs import GATE_JSON
 
-    try:
-        sub = submit(config, resume=resume, api_key=api_key)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-    except (SlurmUnavailable, OSError) as exc:
-        raise fail(str(exc), 1) from None
+    sub = submit(config, resume=resume, api_key=api_key)
     console.print(f"run id: {sub.run_id}")
     for part, job_id in sub.part_jobs.items():
         console.print(f"job {job_id}: {part}")
@@ -53,10 +48,15 @@ def sweep_on_slurm(config: SweepConfig, resume: ResumePoint | None, api_key: str
 
 
 def _latest_run(root: Path) -> Path:
-    runs = sorted((p for p in root.glob("*/manifest.json")), key=lambda p: p.stat().st_mtime)
-    for manifest in reversed(runs):
-        if json.loads(manifest.read_text()).get("jobs"):
-            return manifest.parent
+    from evalctl.manifest import ManifestError, read_manifest
+
+    runs = sorted((p.parent for p in root.glob("*/manifest.json")), key=lambda p: p.stat().st_mtime)
+    for run in reversed(runs):
+        try:
+            if read_manifest(run).jobs:
+                return run
+        except ManifestError:
+            continue
     raise fail(f"no run submitted to Slurm under {root}; give a run folder")
 
 
@@ -74,19 +74,16 @@ def jobs(
     from evalctl.manifest import read_manifest
 
     run_dir = run or _latest_run(output)
-    try:
-        manifest = read_manifest(run_dir)
-    except (FileNotFoundError, ValueError) as exc:
-        raise fail(str(exc)) from None
-    if not manifest.get("jobs"):
+    manifest = read_manifest(run_dir)
+    if not manifest.jobs:
         raise fail(f"{run_dir} was not submitted to Slurm (its manifest lists no jobs)")
     live = shutil.which("squeue") is not None
-    table = Table(title=f"Jobs of {manifest.get('run_id', run_dir.name)}" + ("" if live else " (no squeue here: states as last recorded)"))
+    table = Table(title=f"Jobs of {manifest.run_id}" + ("" if live else " (no squeue here: states as last recorded)"))
     for column in ("part", "job id", "slurm state", "node", "run state", "reason", "submitted"):
         table.add_column(column)
     for row in job_rows(run_dir, manifest, live=live):
-        cells = (row["part"], row["job_id"], row["slurm_state"], row["node"], row["run_state"], row["reason"], row["submitted_at"])
+        cells = (row.part, row.job_id, row.slurm_state, row.node, row.run_state, row.reason, row.submitted_at)
         table.add_row(*(str(c) if c is not None else "-" for c in cells))
     console.print(table)
-    gate = manifest.get("gate")
-    console.print(f"run status: {manifest.get('status')}" + (f"; gate: {gate['verdict']}" if gate else ""))
+    gate = manifest.gate
+    console.print(f"run status: {manifest.status}" + (f"; gate: {gate.verdict}" if gate else ""))

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
-from evalctl.config import CacheMode, ConfigError, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, SweepConfig, load_config, with_external_url
 
 if TYPE_CHECKING:
-    from evalctl.resume import ResumePoint
+    from evalctl.runs import Run
 
 
 def _csv_ints(text: str | None, name: str) -> list[int] | None:
@@ -55,24 +55,16 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
 
 
 def resolve_config(model: str | None, config: Path | None, url: str | None, overrides: dict) -> SweepConfig:
-    try:
-        resolved = load_config(model=model, config_file=config, overrides=overrides)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    resolved = load_config(model=model, config_file=config, overrides=overrides)
     return with_external_url(resolved, url) if url else resolved
 
 
-def resolve_resume(
-    run_dir: Path, model: str | None, config: Path | None, url: str | None, overrides: dict
-) -> tuple[SweepConfig, ResumePoint]:
+def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: str | None, overrides: dict) -> tuple[SweepConfig, Run]:
     """The config to finish `run_dir` with (its manifest's, or the one named again) and where it stopped."""
     from evalctl.resume import resume_config
 
     given = resolve_config(model, config, None, overrides) if model or config else None
-    try:
-        return resume_config(run_dir, given, overrides, url)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+    return resume_config(run_dir, given, overrides, url)
 
 
 def sweep(
@@ -158,23 +150,21 @@ def sweep(
     (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
     submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
     """
-    from evalctl.cli.analyze import print_run
+    from evalctl.analysis.gate import load_policy
+    from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
-    from evalctl.report.finish import finish_run
+    from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
     from evalctl.report.terminal import STATUS_STYLE
-    from evalctl.servers.process import ServerError
+    from evalctl.runs import load_run
     from evalctl.signals import Interrupted, Shutdown
 
     if wait and executor is not Executor.slurm:
         raise fail("--wait applies to --executor slurm only")
     if executor is Executor.slurm:
-        from evalctl.cluster.slurm import SlurmUnavailable, require_slurm
+        from evalctl.cluster.slurm import require_slurm
 
-        try:
-            require_slurm()  # before anything is resolved, written or submitted
-        except SlurmUnavailable as exc:
-            raise fail(str(exc)) from None
+        require_slurm()  # before anything is resolved, written or submitted
     overrides = config_overrides(
         cache=cache,
         variants=variants,
@@ -198,35 +188,34 @@ def sweep(
         },
     )
     if resume is None:
-        resolved, manifest = resolve_config(model, config, url, overrides), None
+        resolved, resume_point = resolve_config(model, config, url, overrides), None
     else:
-        resolved, manifest = resolve_resume(resume, model, config, url, overrides)
+        resolved, resume_point = resolve_resume(resume, model, config, url, overrides)
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
-        sweep_on_slurm(resolved, manifest, api_key, wait)
+        sweep_on_slurm(resolved, resume_point, api_key, wait)
         return
 
     shutdown = Shutdown()
-    runner = Sweep(resolved, api_key=api_key, shutdown=shutdown, resume=manifest)
+    progress = RichProgress(console)
+    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point)
     try:
-        with shutdown.install(), RichProgress(console) as progress:
-            runner.progress = progress
+        with shutdown.install(), progress:
             result = runner.run()
     except Interrupted as exc:
-        err.print(f"interrupted by {exc.args[0]}; records so far are in {runner.run_dir} (finish with --resume {runner.run_dir})")
+        where = runner.run_dir
+        kept = f"records so far are in {where} (finish with --resume {where})" if where else "before the run folder was created"
+        err.print(f"interrupted by {exc.args[0]}; {kept}")
         raise typer.Exit(exc.exit_code) from None
-    except ConfigError as exc:  # e.g. more GPUs asked for than visible: found before any launch
-        raise fail(str(exc)) from None
-    except (ServerError, OSError) as exc:
-        raise fail(str(exc), 1) from None
 
-    print_run(result.run_dir)
-    verdict = finish_run(result.run_dir)
+    run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
+    gate = finish_run(run, load_policy(None))
+    print_run_tables(run, gate.policy)
     for failure in result.failures:
-        err.print(f"[red]failed:[/red] {failure['server']}: {failure['error']}")
-    console.print(f"gate (default policy): [{STATUS_STYLE[verdict.verdict]}]{verdict.verdict}[/] - details: evalctl gate {result.run_dir}")
-    console.print(f"report: {result.run_dir / 'report.html'}")
+        err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
+    console.print(f"gate (default policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
+    console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:
         raise typer.Exit(EXIT_FAILED_CELLS)

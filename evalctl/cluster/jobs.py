@@ -8,7 +8,6 @@ state file into the manifest, compacts the records and finishes the run (outputs
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
 from pathlib import Path
@@ -17,16 +16,21 @@ import submitit
 
 from evalctl.cluster.slurm import JobState, job_states
 from evalctl.config import SweepConfig
-from evalctl.manifest import PARTS_DIR, read_manifest, read_part_state, write_manifest, write_part_state
+from evalctl.manifest import (
+    GateSummary,
+    JobEntry,
+    Manifest,
+    now,
+    part_states,
+    read_manifest,
+    read_part_state,
+    write_manifest,
+    write_part_state,
+)
 from evalctl.records import compact
-from evalctl.resume import ResumePoint
 from evalctl.signals import Shutdown
 
 AGGREGATE = "aggregate"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
 
 
 class PartJob(submitit.helpers.Checkpointable):
@@ -38,80 +42,73 @@ class PartJob(submitit.helpers.Checkpointable):
 
     def __call__(self, run_dir: str, config: SweepConfig, part: str) -> str:
         from evalctl.execution import Sweep
+        from evalctl.runs import open_run
 
         folder = Path(run_dir)
         state = read_part_state(folder, part)
-        state.update(
-            part=part,
-            job_id=os.environ.get("SLURM_JOB_ID"),
-            node=socket.gethostname(),
-            started_at=_now(),
-            status="running",
-            attempts=state.get("attempts", 0) + 1,  # requeues and resubmissions of this part
-        )
+        state.part, state.job_id, state.node = part, os.environ.get("SLURM_JOB_ID"), socket.gethostname()
+        state.started_at, state.status = now(), "running"
+        state.attempts += 1  # requeues and resubmissions of this part
         write_part_state(folder, part, state)
         shutdown = Shutdown()  # scancel / preemption send SIGTERM: stop servers, keep records
         api_key = os.environ.get("EVALCTL_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        sweep = Sweep(config, api_key=api_key, shutdown=shutdown, resume=ResumePoint(folder, read_manifest(folder)), part=part)
+        sweep = Sweep(config, api_key=api_key, shutdown=shutdown, resume=open_run(folder), part=part)
         with shutdown.install():
             result = sweep.run()
         return "failed" if result.failures else "complete"
 
 
-def job_rows(run_dir: Path, manifest: dict, live: bool = True) -> list[dict]:
+def job_rows(run_dir: Path, manifest: Manifest, live: bool = True) -> list[JobEntry]:
     """One row per job the run submitted: Slurm's state (live: asked now) and the part's own state file."""
-    entries = manifest.get("jobs") or []
-    states: dict[str, JobState] = job_states(e["job_id"] for e in entries) if live and entries else {}
+    states: dict[str, JobState] = job_states(e.job_id for e in manifest.jobs) if live and manifest.jobs else {}
     rows = []
-    for entry in entries:
-        part_state = read_part_state(run_dir, entry["part"]) if entry["part"] != AGGREGATE else {}
-        mine = part_state.get("job_id") == entry["job_id"]  # a later resubmission of the part owns the file now
-        slurm = states.get(entry["job_id"])
+    for entry in manifest.jobs:
+        part_state = read_part_state(run_dir, entry.part) if entry.part != AGGREGATE else None
+        mine = part_state is not None and part_state.job_id == entry.job_id  # a later resubmission of the part owns the file now
+        slurm = states.get(entry.job_id)
         rows.append(
-            {
-                **entry,
-                "slurm_state": slurm.state if slurm else entry.get("slurm_state"),
-                "node": (part_state.get("node") if mine else None) or (slurm.node if slurm else entry.get("node")),
-                "reason": slurm.reason if slurm else entry.get("reason"),
-                "run_state": part_state.get("status") if mine else entry.get("run_state"),
-            }
+            entry.model_copy(
+                update={
+                    "slurm_state": slurm.state if slurm else entry.slurm_state,
+                    "node": (part_state.node if mine else None) or (slurm.node if slurm else entry.node),
+                    "reason": slurm.reason if slurm else entry.reason,
+                    "run_state": part_state.status if mine else entry.run_state,
+                }
+            )
         )
     return rows
 
 
-def part_states(run_dir: Path) -> dict[str, dict]:
-    return {p.stem: read_part_state(run_dir, p.stem) for p in sorted((run_dir / PARTS_DIR).glob("*.json"))}
-
-
-def fold_jobs(run_dir: Path, manifest: dict) -> None:
+def fold_jobs(run_dir: Path, manifest: Manifest) -> None:
     """Bring the parts' states into the manifest: job states, servers, failures, and the run's status."""
-    manifest["jobs"] = job_rows(run_dir, manifest)
+    manifest.jobs = job_rows(run_dir, manifest)
     parts = part_states(run_dir)
-    submitted = {e["part"] for e in manifest["jobs"]} - {AGGREGATE}
-    manifest["servers"] = [server for state in parts.values() for server in state.get("servers", [])]
-    manifest["failures"] = [failure for state in parts.values() for failure in state.get("failures", [])]
-    statuses = {part: parts.get(part, {}).get("status", "not started") for part in submitted}
-    manifest["parts"] = statuses
+    submitted = {e.part for e in manifest.jobs} - {AGGREGATE}
+    manifest.servers = [server for state in parts.values() for server in state.servers]
+    manifest.failures = [failure for state in parts.values() for failure in state.failures]
+    statuses = {part: parts[part].status if part in parts else "not started" for part in submitted}
+    manifest.parts = statuses
     if all(s == "complete" for s in statuses.values()):
-        manifest["status"] = "complete"
+        manifest.status = "complete"
     else:
-        manifest["status"] = "failed" if "failed" in statuses.values() else "incomplete"
-    manifest["finished_at"] = _now()
+        manifest.status = "failed" if "failed" in statuses.values() else "incomplete"
+    manifest.finished_at = now()
 
 
 def aggregate(run_dir: str) -> int:
     """The aggregation job: fold job states into the manifest, compact, finish the run; the gate's exit code."""
     from evalctl.report.finish import finish_run
+    from evalctl.runs import load_run
 
     folder = Path(run_dir)
     manifest = read_manifest(folder)
     fold_jobs(folder, manifest)
     write_manifest(folder, manifest)
     compact(folder)
-    result = finish_run(folder)
-    manifest["gate"] = {"verdict": result.verdict, "exit_code": result.exit_code}
-    for entry in manifest["jobs"]:
-        if entry["job_id"] == os.environ.get("SLURM_JOB_ID"):
-            entry["run_state"] = "complete"
+    result = finish_run(load_run(folder))
+    manifest.gate = GateSummary(verdict=result.verdict, exit_code=result.exit_code)
+    for entry in manifest.jobs:
+        if entry.job_id == os.environ.get("SLURM_JOB_ID"):
+            entry.run_state = "complete"
     write_manifest(folder, manifest)
     return result.exit_code

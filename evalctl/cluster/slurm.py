@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from evalctl.errors import BadInput, EvalctlError
+
 # States after which a job never runs again (REQUEUED / PREEMPTED jobs go back to PENDING).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
 # What a job Slurm no longer knows (purged after MinJobAge, no accounting) is shown as.
@@ -21,8 +23,12 @@ UNKNOWN = "UNKNOWN"
 COMMAND_TIMEOUT_S = 30
 
 
-class SlurmUnavailable(RuntimeError):
-    """Slurm's commands are not on PATH, or its controller does not answer."""
+class SlurmUnavailable(EvalctlError):
+    """Slurm refused or did not answer (submission, release): exit 1."""
+
+
+class NoSlurm(BadInput):
+    """`--executor slurm` on a host without Slurm's commands: a usage error (exit 2), found before anything is written."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ def require_slurm() -> None:
     """Fail before anything is written or submitted when this host cannot submit Slurm jobs."""
     missing = [cmd for cmd in ("sbatch", "squeue", "scontrol") if shutil.which(cmd) is None]
     if missing:
-        raise SlurmUnavailable(
+        raise NoSlurm(
             f"--executor slurm needs Slurm's commands on PATH, but {', '.join(missing)} not found; "
             "run on a Slurm login node (or use --executor local)"
         )

@@ -10,7 +10,6 @@ submitter is still writing.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,8 @@ import submitit
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import SlurmUnavailable, release, require_slurm
 from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
-from evalctl.manifest import write_manifest
-from evalctl.resume import ResumePoint
+from evalctl.manifest import JobEntry, now
+from evalctl.runs import Run
 
 SUBMITIT_DIR = "slurm"  # job scripts, pickled calls (may hold the config's secrets: owner-only), job logs
 
@@ -68,46 +67,46 @@ def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, par
     return _executor(folder, slurm, f"evalctl-{part}", slurm.time, slurm.cpus_per_task, gpus, requeue=True)
 
 
-def submit(config: SweepConfig, *, resume: ResumePoint | None = None, api_key: str | None = None) -> Submission:
+def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | None = None) -> Submission:
     """Create (or take up) the run folder and submit its jobs; returns at once with the job ids."""
-    from evalctl.execution import Sweep
+    from evalctl.execution.folder import prepare
 
     require_slurm()
-    sweep = Sweep(config, resume=resume)
-    _, launches = sweep.prepare()
-    left = {key[:2] for key in sweep.remaining} if sweep.remaining is not None else None
-    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in launches))
+    run = prepare(config, resume)
+    folder = run.folder
+    left = {key.part for key in run.remaining} if run.remaining is not None else None
+    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.launches))
     profiles = {p.name: p for p in config.servers}
     variants = {v.name: v for v in config.variants}
-    folder = sweep.run_dir / SUBMITIT_DIR
-    folder.mkdir(mode=0o700, exist_ok=True)
+    scripts = folder.path / SUBMITIT_DIR
+    scripts.mkdir(mode=0o700, exist_ok=True)
     if api_key:
         os.environ["EVALCTL_API_KEY"] = api_key  # sbatch passes the environment on; never written to the run folder
     slurm = config.slurm
-    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    submitted_at = now()
     jobs: list[submitit.Job] = []
-    entries: list[dict] = []
+    entries: list[JobEntry] = []
     try:
         for profile_name, variant_name in pairs:
             if left is not None and (profile_name, variant_name) not in left:
                 continue
             profile, variant = profiles[profile_name], variants[variant_name]
             part = part_name(profile, variant)
-            executor = part_executor(folder, config, profile, part)
-            jobs.append(executor.submit(PartJob(), str(sweep.run_dir), part_config(config, profile, variant), part))
-            entries.append({"part": part, "job_id": jobs[-1].job_id, "submitted_at": now})
+            executor = part_executor(scripts, config, profile, part)
+            jobs.append(executor.submit(PartJob(), str(folder.path), part_config(config, profile, variant), part))
+            entries.append(JobEntry(part=part, job_id=jobs[-1].job_id, submitted_at=submitted_at))
         after = {"dependency": "afterany:" + ":".join(j.job_id for j in jobs)} if jobs else {}
-        executor = _executor(folder, slurm, f"evalctl-{AGGREGATE}", slurm.aggregate_time, 1, hold=True, **after)
-        jobs.append(executor.submit(aggregate, str(sweep.run_dir)))
-        entries.append({"part": AGGREGATE, "job_id": jobs[-1].job_id, "submitted_at": now})
+        executor = _executor(scripts, slurm, f"evalctl-{AGGREGATE}", slurm.aggregate_time, 1, hold=True, **after)
+        jobs.append(executor.submit(aggregate, str(folder.path)))
+        entries.append(JobEntry(part=AGGREGATE, job_id=jobs[-1].job_id, submitted_at=submitted_at))
     except Exception as exc:  # sbatch refused (partition, account, limits): leave nothing queued
         for job in jobs:
             job.cancel(check=False)
-        sweep.manifest.update(status="failed", error=f"submission failed: {exc}")
-        write_manifest(sweep.run_dir, sweep.manifest)
+        folder.state.status, folder.state.error = "failed", f"submission failed: {exc}"
+        folder.save()
         raise SlurmUnavailable(f"submission to Slurm failed: {exc}") from exc
-    sweep.manifest.update(executor="slurm", status="submitted")
-    sweep.manifest.setdefault("jobs", []).extend(entries)
-    write_manifest(sweep.run_dir, sweep.manifest)
-    release(entries[-1]["job_id"])
-    return Submission(sweep.run_dir, sweep.run_id, {e["part"]: e["job_id"] for e in entries[:-1]}, entries[-1]["job_id"])
+    folder.state.executor, folder.state.status = "slurm", "submitted"
+    folder.state.jobs.extend(entries)
+    folder.save()
+    release(entries[-1].job_id)
+    return Submission(folder.path, folder.run_id, {e.part: e.job_id for e in entries[:-1]}, entries[-1].job_id)

@@ -9,7 +9,6 @@ by DuckDB straight from every run's `samples.parquet`.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +17,10 @@ import duckdb
 import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
-from evalctl.manifest import MANIFEST_FILE
-from evalctl.records import RECORDS_FILE, SAMPLES_FILE
+from evalctl.analysis.throughput import THROUGHPUT_INPUTS, throughput_table
+from evalctl.errors import BadInput
+from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, ManifestError, parse_manifest
+from evalctl.records import CELL_KEYS, SAMPLES_FILE, cell_keys, record_files
 
 METRICS = ("accuracy", "strict", "flexible", "throughput")
 RUN_COLUMNS = ["run_id", "status", "model", "created_at", "samples", "cells", "note", "path"]
@@ -28,7 +29,7 @@ _RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
 
 
 @dataclass(frozen=True)
-class RunFolder:
+class RunListing:
     """What a run folder holds, judged without trusting any of it."""
 
     run_id: str
@@ -67,18 +68,16 @@ def _from_name(name: str) -> tuple[str | None, dt.datetime | None]:
     return match["model"], dt.datetime.strptime(match["stamp"], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
 
 
-def inspect_run(path: Path) -> RunFolder:
-    manifest_path, parquet, jsonl = path / MANIFEST_FILE, path / SAMPLES_FILE, path / RECORDS_FILE
-    manifest, notes = None, []
+def inspect_run(path: Path) -> RunListing:
+    manifest_path, parquet = path / MANIFEST_FILE, path / SAMPLES_FILE
+    manifest: Manifest | None = None
+    notes: list[str] = []
     if manifest_path.is_file():
         try:
-            manifest = json.loads(manifest_path.read_text())
-            if not isinstance(manifest, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:
-            manifest = None
+            manifest = parse_manifest(manifest_path.read_text(), MANIFEST_FILE)
+        except (OSError, ManifestError) as exc:
             notes.append(f"unreadable {MANIFEST_FILE}: {exc}")
-    has_parquet, has_jsonl = parquet.is_file(), jsonl.is_file()
+    has_parquet, has_jsonl = parquet.is_file(), bool(record_files(path))  # the run's records, or its cluster parts
     good_parquet = has_parquet and _looks_like_parquet(parquet)
     if has_parquet and not good_parquet:
         notes.append(f"{SAMPLES_FILE} is truncated or not parquet")
@@ -91,19 +90,17 @@ def inspect_run(path: Path) -> RunFolder:
         if not manifest_path.is_file():
             notes.append(f"no {MANIFEST_FILE}")
     else:
-        status = str(manifest.get("status", "unknown"))
-        if not has_parquet and status != "running":
+        status = manifest.status
+        if not has_parquet and status not in STILL_WRITING:
             status = "partial"
-            notes.append(f"{RECORDS_FILE} only, not compacted" if has_jsonl else "no samples")
-    manifest = manifest or {}
-    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+            notes.append("records only, not compacted" if has_jsonl else "no samples")
     name_model, name_time = _from_name(path.name)
-    return RunFolder(
-        run_id=str(manifest.get("run_id") or path.name),
+    return RunListing(
+        run_id=manifest.run_id if manifest else path.name,
         path=path,
         status=status,
-        model=config.get("model") or name_model,
-        created_at=_parse_time(manifest.get("created_at")) or name_time,
+        model=(manifest.model if manifest else None) or name_model,
+        created_at=(_parse_time(manifest.created_at) if manifest else None) or name_time,
         note="; ".join(notes),
         parquet=parquet if good_parquet else None,
     )
@@ -115,12 +112,12 @@ class HistoryStore:
     def __init__(self, root: Path):
         self.root = Path(root)
 
-    def folders(self) -> list[RunFolder]:
+    def folders(self) -> list[RunListing]:
         if not self.root.is_dir():
-            raise FileNotFoundError(f"results root {self.root} is not a directory")
+            raise BadInput(f"results root {self.root} is not a directory")
         return [inspect_run(p) for p in sorted(self.root.iterdir()) if p.is_dir()]
 
-    def _query(self, folders: list[RunFolder], sql: str, params: list | None = None) -> pd.DataFrame:
+    def _query(self, folders: list[RunListing], sql: str, params: list | None = None) -> pd.DataFrame:
         """Run `sql` over a view `samples` of the given runs' parquet files (with a `path` column).
 
         A file that passes the magic check but still cannot be read would fail the whole
@@ -160,15 +157,14 @@ class HistoryStore:
         ]
         counts = self._query(
             folders,
-            "SELECT path, count(*) AS samples, count(DISTINCT (profile, variant, cache, shots, pass_index)) AS cells "
-            "FROM samples GROUP BY path",
+            f"SELECT path, count(*) AS samples, count(DISTINCT ({', '.join(CELL_KEYS)})) AS cells FROM samples GROUP BY path",
         )
         by_path = {row.path: (int(row.samples), int(row.cells)) for row in counts.itertuples()} if len(counts) else {}
         rows = []
         for f in folders:
             samples, cells = by_path.get(str(f.path), (None, None))
             if f.parquet is not None and samples is None and f.status != "corrupt":
-                f = RunFolder(f.run_id, f.path, "corrupt", f.model, f.created_at, f"{SAMPLES_FILE} unreadable", None)
+                f = RunListing(f.run_id, f.path, "corrupt", f.model, f.created_at, f"{SAMPLES_FILE} unreadable", None)
             rows.append([f.run_id, f.status, f.model, f.created_at, samples, cells, f.note, str(f.path)])
         out = pd.DataFrame(rows, columns=RUN_COLUMNS)
         out["created_at"] = pd.to_datetime(out["created_at"], utc=True)
@@ -204,9 +200,7 @@ class HistoryStore:
             SELECT path, profile, variant, cache, shots,
                    count(*) FILTER (WHERE error IS NULL) AS n,
                    count(*) FILTER (WHERE error IS NULL AND {column}) AS hits,
-                   count(*) FILTER (WHERE error IS NOT NULL) AS errors,
-                   sum(completion_tokens) FILTER (WHERE error IS NULL) AS out_tokens,
-                   max(started_at + coalesce(latency_s, 0)) - min(started_at) AS wall_s
+                   count(*) FILTER (WHERE error IS NOT NULL) AS errors
             FROM samples WHERE {" AND ".join(where)}
             GROUP BY ALL
             """,
@@ -219,7 +213,11 @@ class HistoryStore:
         table["run_id"] = [meta[p].run_id for p in table["path"]]
         table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
         if metric == "throughput":
-            table["value"] = [t / w if w and w > 0 else float("nan") for t, w in zip(table["out_tokens"].fillna(0), table["wall_s"])]
+            # The rows themselves, so throughput has one definition (`analysis.throughput`).
+            rows = self._query(folders, f"SELECT path, {', '.join(THROUGHPUT_INPUTS)} FROM samples WHERE {' AND '.join(where)}", params)
+            keys = ["path", *cell_keys("pass_index")]
+            rates = throughput_table(rows, by=keys)[[*keys, "output_tokens_per_s"]]
+            table = table.merge(rates, on=keys, how="left").rename(columns={"output_tokens_per_s": "value"})
             table["lo"] = table["hi"] = float("nan")
         else:
             table["value"] = [h / n if n else float("nan") for h, n in zip(table["hits"], table["n"])]

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Comparison:
+class TokenComparison:
+    """How a warm generation departs from a cold one, token by token."""
+
     exact: bool  # identical token sequences
     first_divergence: int | None  # first position whose tokens differ (None: identical)
     aligned: int  # positions compared for the distribution measures
@@ -64,7 +66,7 @@ def compare(
     b: Sequence[Hashable],
     a_top: Sequence[Mapping[str, float]] | None = None,
     b_top: Sequence[Mapping[str, float]] | None = None,
-) -> Comparison:
+) -> TokenComparison:
     """Tokens `a` vs `b`, and where both are given, their per-position top-k logprobs."""
     div = first_divergence(a, b)
     aligned = min(len(a), len(b)) if div is None else min(div + 1, len(a), len(b))
@@ -75,4 +77,4 @@ def compare(
             top1 = sum(_argmax(p) == _argmax(q) for p, q in pairs) / len(pairs)
             js = [js_divergence(p, q) for p, q in pairs]
             js_mean, js_max = sum(js) / len(js), max(js)
-    return Comparison(div is None, div, aligned, top1, js_mean, js_max)
+    return TokenComparison(div is None, div, aligned, top1, js_mean, js_max)

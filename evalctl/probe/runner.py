@@ -16,14 +16,15 @@ from dataclasses import dataclass
 
 import httpx
 
-from evalctl.client import Completion, CompletionClient
+from evalctl.client import Completion, CompletionClient, auth_headers
 from evalctl.config import CacheMode
+from evalctl.errors import EvalctlError
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import ProbePrompt
 from evalctl.servers.base import EngineAdapter
 
 
-class ProbeError(RuntimeError):
+class ProbeError(EvalctlError):
     """The probe could not run as designed (e.g. no way to make a cold request)."""
 
 
@@ -86,9 +87,8 @@ class ProbeRunner:
         return params
 
     def _flush(self) -> bool:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
-            with httpx.Client(base_url=self.base_url, timeout=30.0, headers=headers) as http:
+            with httpx.Client(base_url=self.base_url, timeout=30.0, headers=auth_headers(self.api_key)) as http:
                 return self.adapter.flush(http)
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return False

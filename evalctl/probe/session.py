@@ -1,24 +1,26 @@
-"""One probe of one running server: prompts -> cold/warm generations -> verdicts -> probe.json."""
+"""Probing servers: prompts -> cold/warm generations -> verdicts -> probe.json, per server; and the servers to probe."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pandas as pd
 
-from evalctl.config import ServerProfile, SweepConfig
+from evalctl.client import auth_headers
+from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig, Variant
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import build_prompts
 from evalctl.probe.runner import ProbeError, ProbeRunner
 from evalctl.probe.verdict import bin_verdicts, overall, sample_rows
+from evalctl.servers import adapter_for
 from evalctl.servers.base import EngineAdapter
-from evalctl.servers.process import ManagedServer
+from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.tasks.lmeval import LmEvalTask
 from evalctl.tokens import TokenCounter
 
@@ -70,8 +72,7 @@ def probe_server(
     on_step: Callable[[str], None] | None = None,
 ) -> ProbeResult:
     started = time.monotonic()
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    with httpx.Client(base_url=base_url, timeout=30.0, headers=headers) as http:
+    with httpx.Client(base_url=base_url, timeout=30.0, headers=auth_headers(api_key)) as http:
         counter = TokenCounter(http, model)
         try:
             chunk = adapter.prefill_chunk_tokens(http, profile)
@@ -93,6 +94,12 @@ def probe_server(
     return ProbeResult(overall(bins), bins, rows, run.generated_tokens, time.monotonic() - started, info)
 
 
+def probe_file(config: SweepConfig, profile: ServerProfile, variant: Variant) -> str:
+    """probe.json when the config runs one server profile x variant, else probe-<profile>-<variant>.json."""
+    single = len(config.servers) * len(config.active_variants()) == 1
+    return PROBE_FILE if single else f"probe-{profile.name}-{variant.name}.json"
+
+
 def probe_managed(
     server: ManagedServer,
     task: LmEvalTask,
@@ -103,15 +110,63 @@ def probe_managed(
     policy: ProbePolicy | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> tuple[ProbeResult, str]:
-    """Probe a started server of a sweep config; writes probe.json (probe-<profile>-<variant>.json when several)."""
-    single = len(config.servers) * len(config.variants) == 1
-    name = PROBE_FILE if single else f"probe-{server.profile.name}-{server.variant.name}.json"
+    """Probe a started server of a sweep config; writes its `probe_file`."""
+    name = probe_file(config, server.profile, server.variant)
     result = probe_server(
         server.base_url, server.adapter, task, config.shots, policy or ProbePolicy(), model=server.profile.model_path,
         profile=server.profile, api_key=api_key, timeout_s=config.request_timeout_s, on_step=on_step,
     )  # fmt: skip
     result.write(out_dir / name)
     return result, name
+
+
+@dataclass(frozen=True)
+class ServerProbe:
+    """The probe of one profile x variant: its result and file, or why it could not run."""
+
+    label: str
+    result: ProbeResult | None = None
+    file: str | None = None
+    error: str | None = None
+
+
+def probe_servers(
+    config: SweepConfig,
+    task: LmEvalTask,
+    out_dir: Path,
+    *,
+    url_engine: Engine | None = None,
+    api_key: str | None = None,
+    policy: ProbePolicy | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> Iterator[ServerProbe]:
+    """Start each profile x variant the config runs (cache on), probe it, stop it; one ServerProbe each, as they finish.
+
+    `url_engine` names the engine behind an external server (`--url`), so the probe can still
+    flush or bypass its cache.
+    """
+    url_adapter = adapter_for(url_engine) if url_engine is not None else None
+    step = on_step or (lambda message: None)
+    for profile in config.servers:
+        for variant in config.active_variants():
+            label = f"{profile.name}/{variant.name}"
+            log = out_dir / f"server-{profile.name}-{variant.name}.log"
+            server = ManagedServer(profile, variant, CacheMode.on, log, api_key=api_key)
+            if url_adapter is not None:
+                server.adapter = url_adapter
+            try:
+                step(f"{label}: starting server")
+                server.start()
+                result, name = probe_managed(
+                    server, task, config, out_dir, api_key=api_key, policy=policy, on_step=lambda msg, label=label: step(f"{label}: {msg}")
+                )
+                outcome = ServerProbe(label, result, name)
+            except (ServerError, ProbeError) as exc:
+                died = server.exit_code()
+                outcome = ServerProbe(label, error=f"{exc}" + (f" (server exited with code {died})" if died is not None else ""))
+            finally:
+                server.stop()
+            yield outcome
 
 
 def sweep_probe(

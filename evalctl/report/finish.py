@@ -6,23 +6,20 @@ job); new per-run outputs (e.g. an HTML report) belong here so every such run ha
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from evalctl.analysis.gate import GatePolicy, GateResult, evaluate, load_policy
 from evalctl.report.gate_outputs import gate_document, write_gate_outputs
 from evalctl.report.html import write_report
 from evalctl.report.outputs import write_run_summary
-from evalctl.runs import load_run
+from evalctl.runs import Run
+
+REPORT_FILE = "report.html"
 
 
-def finish_run(run_dir: Path, policy: GatePolicy | None = None) -> GateResult:
-    """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result.
-
-    RunFolderError for an unreadable run.
-    """
-    run = load_run(run_dir)
-    write_run_summary(run, run_dir)
-    result = evaluate(run, policy or load_policy(None))
-    write_gate_outputs(result, run_dir)
-    write_report(run_dir, run_dir / "report.html", gate=gate_document(result))
+def finish_run(run: Run, policy: GatePolicy | None = None) -> GateResult:
+    """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result."""
+    policy = policy or load_policy(None)
+    write_run_summary(run, policy.metric)
+    result = evaluate(run, policy)
+    write_gate_outputs(result, run.path)
+    write_report(run, run.path / REPORT_FILE, gate=gate_document(result))
     return result

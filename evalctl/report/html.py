@@ -27,12 +27,11 @@ import pandas as pd
 from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.throughput import throughput_ratio
 from evalctl.history.store import HistoryStore
-from evalctl.manifest import read_manifest
-from evalctl.records import load_samples
-from evalctl.report.outputs import RunSummary, summarize
+from evalctl.records import CELL_KEYS, cell_keys
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
+from evalctl.runs import Run
 
 GATE_FILE = "gate.json"
 PROBE_GLOB = "probe*.json"
@@ -57,27 +56,6 @@ class Table:
     @classmethod
     def of(cls, df: pd.DataFrame) -> Table:
         return cls([str(c) for c in df.columns], [[_fmt(v, str(c)) for v, c in zip(row, df.columns)] for row in df.itertuples(index=False)])
-
-
-@dataclass(frozen=True)
-class Run:
-    path: Path
-    manifest: dict
-    samples: pd.DataFrame
-    summary: RunSummary
-
-    @classmethod
-    def load(cls, path: Path) -> Run:
-        samples = load_samples(path)
-        return cls(path, read_manifest(path), samples, summarize(samples))
-
-    @property
-    def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.path.name)
-
-    @property
-    def config(self) -> dict:
-        return self.manifest.get("config") or {}
 
 
 def load_gate(run_dir: Path) -> dict | None:
@@ -136,16 +114,16 @@ def _header(run: Run) -> dict:
     m = run.manifest
     profiles = {p.get("name"): p for p in run.config.get("servers", [])}
     variants = {v.get("name"): v for v in run.config.get("variants", [])}
-    evalctl = m.get("evalctl") or {}
+    evalctl = m.evalctl
     return {
         "model": run.config.get("model", "?"),
         "task": run.config.get("task", ""),
         "run_id": run.run_id,
-        "created_at": m.get("created_at"),
-        "finished_at": m.get("finished_at"),
-        "status": m.get("status"),
+        "created_at": m.created_at,
+        "finished_at": m.finished_at,
+        "status": m.status,
         "evalctl": f"{evalctl.get('version', '?')} @ {evalctl.get('git_revision') or 'unknown revision'}",
-        "host": ", ".join(f"{k}={v}" for k, v in (m.get("host") or {}).items()),
+        "host": ", ".join(f"{k}={v}" for k, v in m.host.items()),
         "gpus": sorted({str(p.get("gpu")) for p in profiles.values() if p.get("gpu")}) or ["none recorded"],
         "variants": [(name, v.get("git_revision") or "-") for name, v in variants.items()],
         "settings": {k: run.config.get(k) for k in ("fewshot", "limit", "passes", "concurrency", "generation")},
@@ -156,23 +134,22 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
     profiles = {p.get("name"): p for p in run.config.get("servers", [])}
     variants = {v.get("name"): v for v in run.config.get("variants", [])}
     rows = []
-    for s in run.manifest.get("servers", []):
-        profile = profiles.get(s.get("profile"), {})
-        log = s.get("log")
-        info = s.get("info") or {}
+    for s in run.manifest.servers:
+        profile = profiles.get(s.profile, {})
+        log = s.log
         rows.append({
-            "label": f"{s.get('profile')}/{s.get('variant')} cache {s.get('cache')}",
-            "engine": s.get("engine"),
-            "engine_info": ", ".join(f"{k}={v}" for k, v in info.items()),
+            "label": s.label,
+            "engine": s.engine,
+            "engine_info": ", ".join(f"{k}={v}" for k, v in s.info.items()),
             "gpu": profile.get("gpu") or "-",
             "tp": profile.get("tp", "-"),
             "quantization": profile.get("quantization") or profile.get("dtype") or "-",
-            "git_revision": (variants.get(s.get("variant")) or {}).get("git_revision") or "-",
-            "status": s.get("status", "-"),
-            "error": s.get("error"),
-            "argv": shlex.join(s["argv"]) if s.get("argv") else "(not launched by evalctl)",
+            "git_revision": (variants.get(s.variant) or {}).get("git_revision") or "-",
+            "status": s.status or "-",
+            "error": s.error,
+            "argv": shlex.join(s.argv) if s.argv else "(not launched by evalctl)",
             "log": log,
-            "log_href": quote(os.path.relpath(run.path / log, out_dir)) if log else None,
+            "log_href": quote(os.path.relpath(run.path.resolve() / log, out_dir)) if log else None,
         })  # fmt: skip
     return rows
 
@@ -193,14 +170,14 @@ def _ratio_table(df: pd.DataFrame) -> Table:
 
 
 def _throughput(run: Run, baseline: Run | None) -> dict:
-    tp = run.summary.throughput
-    keys = ["profile", "variant", "shots", "pass_index"]
+    tp = run.summary().throughput
+    keys = cell_keys("cache")
     on, off = tp[tp["cache"] == "on"].drop(columns="cache"), tp[tp["cache"] == "off"].drop(columns="cache")
     out = {"cells": Table.of(throughput_view(tp)), "cache_ratio": None, "baseline_ratio": None}
     if len(on) and len(off):
         out["cache_ratio"] = _ratio_table(throughput_ratio(on, off, keys))
     if baseline is not None:
-        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary.throughput, ["cache", *keys]))
+        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary().throughput, CELL_KEYS))
     return out
 
 
@@ -208,10 +185,10 @@ def _flips(run: Run, baseline: Run | None) -> list[dict]:
     sections = []
     df = run.samples
     if {"on", "off"} <= set(df["cache"]):
-        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], ["profile", "variant", "shots", "pass_index"])
+        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], cell_keys("cache"))
         sections.append({"title": "cache on vs cache off", "reference": "cache off", "candidate": "cache on", "table": table})
     if baseline is not None:
-        table = flipped_questions(baseline.samples, df, ["profile", "variant", "cache", "shots", "pass_index"])
+        table = flipped_questions(baseline.samples, df, CELL_KEYS)
         sections.append(
             {"title": f"this run vs baseline {baseline.run_id}", "reference": "baseline", "candidate": "this run", "table": table}
         )
@@ -229,7 +206,7 @@ def _history(run: Run, root: Path | None) -> dict | None:
     cache = "on" if "on" in set(run.samples["cache"]) else str(run.samples["cache"].iloc[0])
     model = run.config.get("model")
     trend = HistoryStore(root).history(model, "accuracy", shots=shots, cache=cache)
-    created = pd.to_datetime(run.manifest.get("created_at"), utc=True, errors="coerce")
+    created = pd.to_datetime(run.manifest.created_at, utc=True, errors="coerce")
     if not pd.isna(created):
         trend = trend[trend["created_at"] <= created]  # the past of this run, not later nights
     if trend["run_id"].nunique() < 2:
@@ -242,20 +219,20 @@ def _history(run: Run, root: Path | None) -> dict | None:
     }
 
 
-def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = None, gate: dict | None = None) -> str:
+def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: dict | None = None) -> str:
     """The report's HTML. `out_dir` is where it will live (log links are relative to it).
 
-    `gate` is the gate's result (gate.json's schema); None reads `run_dir/gate.json`.
+    `gate` is the gate's result (gate.json's schema); None reads the run's gate.json.
     """
-    run_dir = Path(run_dir).resolve()
-    run = Run.load(run_dir)
-    baseline = Run.load(Path(baseline_dir).resolve()) if baseline_dir is not None else None
+    run_dir = run.path.resolve()
     gate = gate if gate is not None else load_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
-    acc, by_length = run.summary.accuracy, run.summary.by_length
+    metric = (gate or {}).get("policy", {}).get("metric", "strict")  # the tables' invalid counts follow the gate's
+    summary = run.summary(metric)
+    acc, by_length = summary.accuracy, summary.by_length
     if baseline is not None:
-        acc = pd.concat([acc, _as_baseline(baseline.summary.accuracy)], ignore_index=True)
-        by_length = pd.concat([by_length, _as_baseline(baseline.summary.by_length)], ignore_index=True)
+        acc = pd.concat([acc, _as_baseline(baseline.summary(metric).accuracy)], ignore_index=True)
+        by_length = pd.concat([by_length, _as_baseline(baseline.summary(metric).by_length)], ignore_index=True)
     checks = gate.get("checks", []) if gate is not None else None
     return _env.get_template("report.html.j2").render(
         title=title,
@@ -266,8 +243,8 @@ def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = No
         gate_cliffs=Table.of(pd.DataFrame([{k: _cell(v) for k, v in c.items()} for c in gate.get("cliffs") or []]))
         if gate and gate.get("cliffs")
         else None,
-        matrix=signoff_matrix(run.summary.accuracy, checks),
-        accuracy=Table.of(accuracy_view(run.summary.accuracy)),
+        matrix=signoff_matrix(summary.accuracy, checks),
+        accuracy=Table.of(accuracy_view(summary.accuracy)),
         plot_shots=_png(accuracy_vs_shots, acc, title=title),
         plot_prefill=_png(accuracy_vs_prefill, by_length, title=title),
         throughput=_throughput(run, baseline),
@@ -279,10 +256,10 @@ def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = No
     )
 
 
-def write_report(run_dir: Path, out: Path, *, baseline_dir: Path | None = None, gate: dict | None = None) -> Path:
+def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: dict | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
     out = Path(out)
-    html = build_report(Path(run_dir), out.resolve().parent, baseline_dir=baseline_dir, gate=gate)
+    html = build_report(run, out.resolve().parent, baseline=baseline, gate=gate)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(html, encoding="utf-8")
     os.replace(tmp, out)

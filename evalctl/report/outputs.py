@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
-from evalctl.analysis.accuracy import accuracy_table
-from evalctl.analysis.gate import RunFrames
-from evalctl.analysis.lengths import accuracy_by_length
-from evalctl.analysis.throughput import throughput_table
+from evalctl.analysis.summary import RunSummary
+from evalctl.records import CELL_KEYS, Metric
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots
-from evalctl.runs import chunked_prefill_size
+from evalctl.runs import Run
 
 SUMMARY_FILE = "summary.csv"
 LENGTH_FILE = "accuracy_by_prefill_length.csv"
@@ -21,20 +16,8 @@ PLOT_SHOTS = "accuracy_vs_shots.png"
 PLOT_PREFILL = "accuracy_vs_prefill_length.png"
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    accuracy: pd.DataFrame
-    by_length: pd.DataFrame
-    throughput: pd.DataFrame
-
-
-def summarize(samples: pd.DataFrame) -> RunSummary:
-    return RunSummary(accuracy_table(samples), accuracy_by_length(samples), throughput_table(samples))
-
-
 def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefill: int | None = None) -> list[Path]:
-    keys = ["profile", "variant", "cache", "shots", "pass_index"]
-    merged = summary.accuracy.merge(summary.throughput, on=keys, how="left")
+    merged = summary.accuracy.merge(summary.throughput, on=CELL_KEYS, how="left")
     merged.to_csv(run_dir / SUMMARY_FILE, index=False)
     summary.by_length.to_csv(run_dir / LENGTH_FILE, index=False)
     summary.throughput.to_csv(run_dir / THROUGHPUT_FILE, index=False)
@@ -45,10 +28,9 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
     ]
 
 
-def write_run_summary(run: RunFrames, run_dir: Path) -> RunSummary:
-    """Summarize a loaded run and write its summary files and plots into its folder, titled from its manifest."""
-    summary = summarize(run.samples)
-    cfg = run.manifest.get("config", {})
-    title = f"{cfg.get('model', '?')} {cfg.get('task', '')} ({run.run_id})"
-    write_outputs(run_dir, summary, title=title, chunked_prefill=chunked_prefill_size(run.manifest))
+def write_run_summary(run: Run, metric: Metric = "strict") -> RunSummary:
+    """Write a run's summary files and plots into its folder, titled from its manifest; the summary."""
+    title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
+    summary = run.summary(metric)
+    write_outputs(run.path, summary, title=title, chunked_prefill=run.chunked_prefill_size)
     return summary

@@ -10,7 +10,9 @@ matplotlib.use("Agg")  # files only; no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-SERIES = ["profile", "variant", "cache"]
+from evalctl.records import cell_keys
+
+SERIES = cell_keys("shots", "pass_index")
 
 
 def _series(table: pd.DataFrame):
@@ -59,7 +61,7 @@ def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_pre
 def history_trend(table: pd.DataFrame, path: Path, title: str, ylabel: str = "accuracy (strict, 95% Wilson)") -> Path:
     """A metric per run date, one line per (profile, variant, cache, shots); intervals where known."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, group in table.groupby(["profile", "variant", "cache", "shots"], sort=True):
+    for key, group in table.groupby(cell_keys("pass_index"), sort=True):
         profile, variant, cache, shots = key
         group = group.sort_values("created_at")
         x, y = group["created_at"].dt.tz_localize(None), group["value"]

@@ -5,8 +5,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from evalctl.execution.progress import SweepProgress
 
-class RichProgress:
+
+class RichProgress(SweepProgress):
+    """A sweep's events as Rich progress bars: server start-up, then one bar per cell."""
+
     def __init__(self, console: Console):
         self.console = console
         self.bars = Progress(

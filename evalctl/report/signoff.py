@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from evalctl.records import cell_keys
+
 # Worst first: a cell is as bad as its worst check.
 _SEVERITY = {"regression": 0, "inconclusive": 1, "pass": 2}
-MATCH_KEYS = ("profile", "variant", "cache", "shots")
+MATCH_KEYS = cell_keys("pass_index")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None) -> Signoff
     first = accuracy[accuracy["pass_index"] == accuracy["pass_index"].min()] if len(accuracy) else accuracy
     shots = sorted({int(s) for s in first["shots"]})
     rows = []
-    for (profile, variant, cache), group in first.groupby(["profile", "variant", "cache"], sort=True):
+    for (profile, variant, cache), group in first.groupby(cell_keys("shots", "pass_index"), sort=True):
         acc = {int(r.shots): r.strict_acc for r in group.itertuples()}
         cells = []
         for n in shots:

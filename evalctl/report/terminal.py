@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from rich.table import Table
 
+from evalctl.records import CELL_KEYS
+
 if TYPE_CHECKING:
     from evalctl.analysis.gate import Check
 
@@ -64,7 +66,7 @@ THROUGHPUT_COLUMNS = {
 
 
 def throughput_view(tp: pd.DataFrame) -> pd.DataFrame:
-    keys = [c for c in ("profile", "variant", "cache", "shots", "pass_index") if c in tp]
+    keys = [c for c in CELL_KEYS if c in tp]
     return _drop_constant_keys(tp[keys + list(THROUGHPUT_COLUMNS)]).rename(columns=THROUGHPUT_COLUMNS)
 
 
@@ -87,7 +89,7 @@ def _acc(a: float, lo: float, hi: float) -> str:
 
 def paired_view(table: pd.DataFrame) -> pd.DataFrame:
     """Paired comparisons, one row per candidate cell: both accuracies, the drop, flips, p-values."""
-    keys = [c for c in ("comparison", "profile", "variant", "cache", "shots", "pass_index") if c in table]
+    keys = [c for c in ("comparison", *CELL_KEYS) if c in table]
     view = _drop_constant_keys(table[keys].copy())
     view["n"] = table["n"]
     view["reference"] = [_acc(a, lo, hi) for a, lo, hi in zip(table["ref_acc"], table["ref_lo"], table["ref_hi"])]
@@ -109,7 +111,7 @@ def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:
 
 def ratio_view(ratios: pd.DataFrame) -> pd.DataFrame:
     """Candidate/reference throughput ratios, one column per measure."""
-    keys = [c for c in ("comparison", "profile", "variant", "cache", "shots", "pass_index") if c in ratios]
+    keys = [c for c in ("comparison", *CELL_KEYS) if c in ratios]
     if ratios.empty:
         return pd.DataFrame(columns=keys)
     wide = ratios.pivot_table(index=keys, columns="measure", values="ratio", sort=True).reset_index()
@@ -125,10 +127,11 @@ def _short(text: object, width: int) -> str:
 
 def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
     """Flipped questions: the cell, direction, question, target and both answers, shortened to `width`."""
-    keys = [c for c in ("profile", "variant", "cache", "shots", "pass_index") if c in flipped]
+    keys = [c for c in CELL_KEYS if c in flipped]
     view = _drop_constant_keys(flipped[[*keys, "doc_id", "direction"]].copy())
     view["question"] = [_short(q, width) for q in flipped["question"]]
     view["target"] = flipped["target"]
-    view["reference answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(flipped["answer_ref"], flipped["response_ref"])]
-    view["candidate answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(flipped["answer"], flipped["response"])]
+    for side in ("reference", "candidate"):
+        answers, responses = flipped[f"{side}_answer"], flipped[f"{side}_response"]
+        view[f"{side} answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
     return view

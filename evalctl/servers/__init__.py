@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalctl.config import Engine
+from evalctl.config import ConfigError, Engine
 from evalctl.servers.base import EngineAdapter
 from evalctl.servers.external import ExternalAdapter
 from evalctl.servers.llamacpp import LlamaCppAdapter
@@ -21,4 +21,4 @@ def adapter_for(engine: Engine) -> EngineAdapter:
     try:
         return _ADAPTERS[engine]()
     except KeyError:
-        raise NotImplementedError(f"engine {engine.value!r} is not supported yet") from None
+        raise ConfigError(f"engine {engine.value!r} is not supported yet") from None

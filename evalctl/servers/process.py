@@ -21,12 +21,14 @@ from pathlib import Path
 
 import httpx
 
+from evalctl.client import auth_headers
 from evalctl.config import CacheMode, Engine, ServerProfile, Variant
+from evalctl.errors import EvalctlError
 from evalctl.servers import adapter_for
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 
 
-class ServerError(RuntimeError):
+class ServerError(EvalctlError):
     """A server that would not start or that died; carries its log tail."""
 
     def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = ""):
@@ -73,6 +75,7 @@ class ManagedServer:
     cache: CacheMode
     log_path: Path
     devices: tuple[str, ...] = ()  # GPU ids (CUDA_VISIBLE_DEVICES); see servers.gpus
+    api_key: str | None = field(default=None, repr=False)  # sent on every call, as the sweep's requests are
     adapter: EngineAdapter = field(init=False)
     spec: LaunchSpec | None = field(init=False, default=None)
     base_url: str = field(init=False, default="")
@@ -86,7 +89,7 @@ class ManagedServer:
         return self.process is not None
 
     def http(self, timeout: float = 10.0) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=timeout)
+        return httpx.Client(base_url=self.base_url, timeout=timeout, headers=auth_headers(self.api_key))
 
     def start(self, on_tick: Callable[[float], None] | None = None) -> None:
         """Launch (unless external) and wait until healthy, or raise ServerError."""

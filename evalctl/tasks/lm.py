@@ -1,8 +1,8 @@
-"""The served model as an lm-eval `LM`: concurrent requests with telemetry.
+"""The served model: a cell's prompts sent concurrently, each completion handed on as it arrives.
 
-lm-eval's own API models record no usage, latency or cached tokens and
-left-truncate long prompts silently; this one sends every prompt whole and
-hands each completion to a callback as soon as it arrives.
+Not lm-eval's API models: they record no usage, latency or cached tokens and left-truncate
+long prompts silently; this sends every prompt whole. lm-eval still builds and scores the
+prompts (`tasks.lmeval`).
 """
 
 from __future__ import annotations
@@ -10,24 +10,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from lm_eval.api.model import LM
-from lm_eval.api.registry import register_model
-
 from evalctl.client import Completion, CompletionClient
 
 OnComplete = Callable[[int, Completion], None]
 
 
-@register_model("evalctl-served")
-class ServedLM(LM):
+class ServedLM:
     def __init__(self, make_client: Callable[[], CompletionClient], params: dict, on_complete: OnComplete | None = None):
-        super().__init__()
         self.make_client = make_client
         self.params = params
         self.on_complete = on_complete
-
-    def generate_until(self, requests, disable_tqdm: bool = True) -> list[str]:
-        return asyncio.run(self.agenerate([(inst.args[0], inst.args[1]) for inst in requests]))
 
     async def agenerate(self, requests: list[tuple[str, dict]], stop: asyncio.Event | None = None) -> list[str]:
         """Completions in request order; failures yield "" and reach `on_complete` as errors.
@@ -47,9 +39,3 @@ class ServedLM(LM):
                 if self.on_complete:
                     self.on_complete(index, completion)
         return texts
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError("evalctl scores generation tasks only")
-
-    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError("evalctl scores generation tasks only")

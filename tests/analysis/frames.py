@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from evalctl.manifest import Manifest
 from evalctl.records import COLUMNS
 
 
@@ -52,16 +53,16 @@ def sweep_frame(
     return sample_frame(rows)
 
 
-def manifest_for(df: pd.DataFrame, status: str = "complete", limit: int | None = None) -> dict:
+def manifest_for(df: pd.DataFrame, status: str = "complete", limit: int | None = None) -> Manifest:
     """A manifest whose config plans exactly the cells of `df` (profile cpu, one variant, one pass)."""
-    return {
-        "run_id": str(df["run_id"].iloc[0]),
-        "status": status,
-        "config": {
+    return Manifest(
+        run_id=str(df["run_id"].iloc[0]),
+        status=status,
+        config={
             "model": "test",
             "shots": sorted(int(s) for s in set(df["shots"])),
             "cache": sorted(set(df["cache"])),
             "limit": limit if limit is not None else int(df["doc_id"].nunique()),
             "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "bundled:smollm2-135m"}],
         },
-    }
+    )

@@ -22,7 +22,7 @@ def test_flips_pair_by_question_and_cell_and_skip_errors():
     ])  # fmt: skip
     flips = flipped_questions(off, on, ["profile", "variant", "shots", "pass_index"])
     assert list(flips["doc_id"]) == [0, 1]
-    assert list(flips["direction"]) == ["right→wrong", "wrong→right"]
+    assert list(flips["direction"]) == ["right->wrong", "wrong->right"]
     first = flips.iloc[0]
     assert (first["reference_answer"], first["candidate_answer"], first["candidate_response"], first["target"]) == ("1", "5", "so 5", "1")
 

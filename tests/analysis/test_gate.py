@@ -7,13 +7,14 @@ import pytest
 import yaml
 from frames import manifest_for, sweep_frame
 
-from evalctl.analysis.gate import DEFAULT_POLICY_FILE, GatePolicy, PolicyError, RunFrames, evaluate, load_policy
+from evalctl.analysis.gate import DEFAULT_POLICY_FILE, GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.runs import Run
 
 POLICY = GatePolicy()
 
 
 def gate(df, manifest=None, baseline=None, policy=POLICY):
-    run = RunFrames("r", df, manifest if manifest is not None else manifest_for(df))
+    run = Run(Path("r"), manifest if manifest is not None else manifest_for(df), df)
     return evaluate(run, policy, baseline)
 
 
@@ -61,11 +62,11 @@ def test_incomplete_run_is_not_pass(how):
     df = sweep_frame()
     manifest = manifest_for(df)
     if how == "status":
-        manifest["status"] = "interrupted"
+        manifest.status = "interrupted"
     elif how == "short cell":
         df = df[~((df["cache"] == "on") & (df["shots"] == 20) & (df["doc_id"] >= 150))]
     else:
-        manifest["config"]["shots"] = [8, 16, 20, 24]
+        manifest.config["shots"] = [8, 16, 20, 24]
     result = gate(df, manifest)
     assert result.exit_code != 0
     incomplete = [c for c in result.checks if c.kind == "completeness" and c.status != "pass"]
@@ -77,7 +78,7 @@ def test_incomplete_run_is_not_pass(how):
 def test_baseline_run_comparison_per_cell():
     base = sweep_frame(run_id="base")
     cand = sweep_frame(run_id="cand", to_wrong={8: set(range(25))})
-    result = gate(cand, baseline=RunFrames("base", base, manifest_for(base)))
+    result = gate(cand, baseline=Run(Path("base"), manifest_for(base), base))
     assert result.baseline == "base"
     run_regressions = {c.shots for c in result.checks if c.name == "run vs baseline" and c.status == "regression"}
     assert run_regressions == {8}
@@ -109,10 +110,10 @@ def test_default_policy_file_matches_the_model_and_bad_policies_name_the_field(t
 def test_completeness_reads_manifests_with_fields_this_version_does_not_know():
     df = sweep_frame(n=40)
     manifest = manifest_for(df)
-    manifest["config"]["servers"][0]["future_profile_field"] = 8192
-    manifest["config"]["future_option"] = True
+    manifest.config["servers"][0]["future_profile_field"] = 8192
+    manifest.config["future_option"] = True
     checks = [c for c in gate(df, manifest).checks if c.kind == "completeness"]
     assert [(c.status, c.reason) for c in checks] == [("pass", "all 6 planned cells have every question")]
-    manifest["config"]["shots"] = "eight"
+    manifest.config["shots"] = "eight"
     (broken,) = [c for c in gate(df, manifest).checks if c.kind == "completeness"]
     assert broken.status == "inconclusive" and "shots" in broken.reason

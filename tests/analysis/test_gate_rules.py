@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from frames import manifest_for, sweep_frame
 
 from evalctl.analysis.drop_rule import decide_drops
-from evalctl.analysis.gate import GatePolicy, RunFrames, evaluate
+from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.analysis.power import mde_beyond_tolerance
+from evalctl.runs import Run
 
 POLICY = GatePolicy()
 
 
 def gate(df, baseline=None, policy=POLICY):
-    return evaluate(RunFrames("r", df, manifest_for(df)), policy, baseline)
+    return evaluate(Run(Path("r"), manifest_for(df), df), policy, baseline)
 
 
 def accuracy(result):
@@ -58,14 +60,14 @@ def test_a_baseline_that_pairs_only_some_cells_is_inconclusive_and_says_why():
     cand.loc[worse, "strict_correct"] = False
     base = sweep_frame(run_id="base")
     base["prompt_hash"] = np.where(base["shots"] == 8, base["prompt_hash"], "other-" + base["prompt_hash"])
-    result = gate(cand, baseline=RunFrames("base", base, manifest_for(base)))
+    result = gate(cand, baseline=Run(Path("base"), manifest_for(base), base))
     assert result.verdict == "inconclusive"
     unpaired = [c for c in accuracy(result) if c.name == "run vs baseline" and c.n is None]
     assert {(c.cache, c.shots) for c in unpaired} == {(m, s) for m in ("on", "off") for s in (16, 20)}
     assert all(c.status == "inconclusive" and "other prompts" in c.reason for c in unpaired)
     # No overlap at all, through evaluate() as `evalctl report` calls it: inconclusive, not pass.
     base["prompt_hash"] = "other-" + base["prompt_hash"]
-    result = gate(sweep_frame(run_id="cand"), baseline=RunFrames("base", base, manifest_for(base)))
+    result = gate(sweep_frame(run_id="cand"), baseline=Run(Path("base"), manifest_for(base), base))
     assert result.verdict == "inconclusive"
     assert len([c for c in accuracy(result) if c.name == "run vs baseline" and c.status == "inconclusive"]) == 6
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from frames import sample_frame, sweep_frame
 
-from evalctl.analysis.pairing import NoOverlapError, align, align_runs, flips, paired_table, within_run
+from evalctl.analysis.pairing import NoOverlapError, align_runs, paired_table, within_run
 
 
 def test_cache_pairs_count_flips_per_cell_and_label_the_candidate_cell():
@@ -43,15 +43,6 @@ def test_variant_and_pass_comparisons_use_the_baseline_and_pass_one():
     assert set(variant["variant"]) == {"patched"} and (variant["b"] == 2).all()
     passes = table[table["kind"] == "pass"]
     assert set(passes["pass_index"]) == {2} and (passes["b"] == 0).all()
-
-
-def test_flips_list_direction_question_and_both_answers():
-    df = sweep_frame(n=20, shots=(8,), to_wrong={8: {3}}, to_right={8: {19}})
-    out = flips(align(within_run(df)[0]))
-    assert list(out["doc_id"]) == [3, 19]
-    assert list(out["direction"]) == ["right->wrong", "wrong->right"]
-    first = out.iloc[0]
-    assert (first.question, first.target, first.answer_ref, first.answer) == ("question 3?", "3", "3", "-1")
 
 
 def test_runs_without_common_questions_raise():

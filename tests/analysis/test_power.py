@@ -9,11 +9,8 @@ from scipy.stats import norm
 from evalctl.analysis.intervals import paired_drop_upper_bound, tango_score_statistic
 from evalctl.analysis.power import (
     PairedMDE,
-    SingleProportionMDE,
     can_exclude_drop,
     mde_paired,
-    mde_single_proportion,
-    required_pairs,
 )
 
 Z_A = norm.ppf(0.95)  # 1.6448536...
@@ -38,7 +35,6 @@ def test_mde_gsm8k_pinned():
     assert (r.n, r.discordance_rate, r.alpha, r.power) == (1319, 0.1, 0.05, 0.8)
     # Plugging the MDE back into Connor's formula returns n.
     assert connor_n(r.mde, 0.1) == pytest.approx(1319, rel=1e-9)
-    assert required_pairs(r.mde, 0.1) == 1319
 
 
 @settings(max_examples=200, deadline=None)
@@ -75,47 +71,11 @@ def test_mde_undetectable_is_inf():
     assert mde_paired(1, 0.5).mde == math.inf
 
 
-def test_mde_single_proportion():
-    # p=0.5, n=100: the MDE d must satisfy the defining equation
-    #   d sqrt(n) = z_a sqrt(p q) + z_b sqrt(p1 q1),  p1 = p - d.
-    r = mde_single_proportion(100, 0.5)
-    assert isinstance(r, SingleProportionMDE)
-    p1 = 0.5 - r.mde
-    lhs = r.mde * 10
-    rhs = Z_A * 0.5 + Z_B * math.sqrt(p1 * (1 - p1))
-    assert lhs == pytest.approx(rhs, abs=1e-9)
-    # Null-variance approximation (z_a + z_b) * 0.5 / 10 = 0.1243 is close.
-    assert r.mde == pytest.approx(0.1243, abs=0.002)
-    # GSM8K-sized run against a published 94%: a few points.
-    g = mde_single_proportion(1319, 0.94)
-    assert 0.01 < g.mde < 0.02
-    sizes = [mde_single_proportion(n, 0.9).mde for n in (20, 100, 1000, 10000)]
-    assert all(a > b for a, b in zip(sizes, sizes[1:]))
-    # Unpaired comparison of a run with ~10% churn is less sensitive than paired.
-    assert mde_paired(1319, 0.1).mde < mde_single_proportion(1319, 0.5).mde
-
-
-def test_mde_single_proportion_smallest_root():
-    # Near p=1 with small n the equation can bend back; the returned root must
-    # be the first crossing, so no smaller drop may satisfy it.
-    for n, p in [(5, 0.999), (50, 0.999), (200, 0.99), (3, 0.5)]:
-        r = mde_single_proportion(n, p)
-        if math.isinf(r.mde):
-            continue
-        for d in [r.mde * k / 50 for k in range(1, 50)]:
-            p1 = p - d
-            assert d * math.sqrt(n) < Z_A * math.sqrt(p * (1 - p)) + Z_B * math.sqrt(p1 * (1 - p1))
-
-
 def test_input_validation():
     with pytest.raises(ValueError):
         mde_paired(100, power=0.3)
     with pytest.raises(ValueError):
         mde_paired(100, discordance_rate=0)
-    with pytest.raises(ValueError):
-        mde_single_proportion(100, 1.0)
-    with pytest.raises(ValueError):
-        required_pairs(0.2, 0.1)
     with pytest.raises(ValueError):
         can_exclude_drop(5, 6, 10, 0.05)
     with pytest.raises(ValueError):

@@ -72,3 +72,14 @@ def test_throughput_of_all_error_cell_is_nan_not_crash():
     assert row.requests == 1
     assert row.requests_per_s == 0.0
     assert math.isnan(row.cache_hit_ratio)
+
+
+def test_invalid_counts_follow_the_metric_the_gate_judges():
+    from evalctl.analysis.gate import GatePolicy, rate_checks
+    from evalctl.analysis.summary import summarize
+
+    df = sample_frame([{"doc_id": 0, "strict_answer": None, "strict_correct": False}, {"doc_id": 1}])  # no "#### N", a number though
+    for metric, invalid in (("strict", 1), ("flexible", 0)):
+        summary = summarize(df, metric)
+        (check,) = [c for c in rate_checks(df, GatePolicy(metric=metric)) if c.kind == "invalid_rate"]
+        assert summary.accuracy["invalid"].iloc[0] == summary.by_length["invalid"].sum() == round(check.value * check.n) == invalid

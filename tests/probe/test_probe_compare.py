@@ -141,3 +141,15 @@ def test_logprobs_parsed_from_both_response_shapes():
         (tok,) = _token_logprobs(raw)
         assert tok.token == " 5" and tok.logprob == -0.1 and tok.top == {" 5": -0.1, " 6": -2.5}
     assert _token_logprobs(None) is None and _token_logprobs({"content": [{"bad": 1}]}) is None
+
+
+def test_probe_file_is_probe_json_when_one_profile_x_variant_runs():
+    from evalctl.config import ServerProfile, SweepConfig, Variant
+    from evalctl.probe.session import probe_file
+
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m")
+    variants = [Variant(name="baseline"), Variant(name="patched")]
+    one_runs = SweepConfig(model="m", servers=[profile], variants=variants, run_variants=["baseline"])
+    assert probe_file(one_runs, profile, variants[0]) == "probe.json"  # the documented name
+    both_run = SweepConfig(model="m", servers=[profile], variants=variants, run_variants=["baseline", "patched"])
+    assert probe_file(both_run, profile, variants[1]) == "probe-cpu-patched.json"

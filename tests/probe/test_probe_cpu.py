@@ -9,8 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import cpu_profile, write_sweep_config
-from test_sweep_cpu import evalctl, only_run
+from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.servers.process import ManagedServer, free_port
@@ -76,6 +75,20 @@ def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, c
     assert all(b["cached_tokens"] > 0 and b["mismatch"] == 1.0 for b in result["bins"])
     assert "failed bins: 1-shot, prefix-200" in out.stdout.replace("\n", " ")
     assert "rewritten by lost-prefix" in stderr
+
+
+def test_probe_launches_only_the_variants_the_config_runs(tmp_path, data_dir, no_orphans, monkeypatch):
+    # The variant not run names an interpreter through a variable that is unset here: launching it would fail.
+    monkeypatch.delenv("EVALCTL_TEST_UNSET_PYTHON", raising=False)
+    variants = [{"name": "default"}, {"name": "patched", "python": "${EVALCTL_TEST_UNSET_PYTHON}/bin/python"}]
+    cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(context_length=2048, parallel=2)], variants=variants,
+                             run_variants=["default"])  # fmt: skip
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(FAST_POLICY)
+    out = evalctl("probe", "--config", str(cfg), "--shots", "1", "--policy", str(policy))
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "patched" not in out.stdout + out.stderr
+    assert probe_json(tmp_path / "out")["verdict"] == "pass"  # probe.json: one profile x variant runs
 
 
 def test_sweep_with_probe_true_writes_probe_json(tmp_path, data_dir, no_orphans):

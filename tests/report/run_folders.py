@@ -8,26 +8,28 @@ from pathlib import Path
 import pandas as pd
 from analysis.frames import sample_frame
 
-from evalctl.manifest import new_run_id, write_manifest
+from evalctl.manifest import Manifest, new_run_id, write_manifest
 from evalctl.records import SAMPLES_FILE
 
 
-def manifest_for(run_id: str, model: str, created_at: dt.datetime, status: str = "complete", servers: list | None = None) -> dict:
-    return {
-        "run_id": run_id,
-        "created_at": created_at.isoformat(),
-        "finished_at": created_at.isoformat(),
-        "status": status,
-        "evalctl": {"version": "0.1.0", "git_revision": "abc123"},
-        "host": {"hostname": "test"},
-        "config": {
-            "model": model,
-            "task": "gsm8k",
-            "servers": [{"name": "cpu", "engine": "llamacpp", "gpu": "H100", "tp": 1}],
-            "variants": [{"name": "default", "git_revision": "feedbeef"}],
-        },
-        "servers": servers or [],
-    }
+def manifest_for(run_id: str, model: str, created_at: dt.datetime, status: str = "complete", servers: list | None = None) -> Manifest:
+    return Manifest.model_validate(
+        {
+            "run_id": run_id,
+            "created_at": created_at.isoformat(),
+            "finished_at": created_at.isoformat(),
+            "status": status,
+            "evalctl": {"version": "0.1.0", "git_revision": "abc123"},
+            "host": {"hostname": "test"},
+            "config": {
+                "model": model,
+                "task": "gsm8k",
+                "servers": [{"name": "cpu", "engine": "llamacpp", "gpu": "H100", "tp": 1}],
+                "variants": [{"name": "default", "git_revision": "feedbeef"}],
+            },
+            "servers": servers or [],
+        }
+    )
 
 
 def make_run(

@@ -12,10 +12,20 @@ import pytest
 from run_folders import cell_rows, make_run
 
 from evalctl.history.store import HistoryStore
-from evalctl.manifest import new_run_id, write_manifest
+from evalctl.manifest import Manifest, new_run_id, write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+
+
+def test_slurm_run_whose_parts_are_still_writing_is_listed_as_submitted(tmp_path):
+    run = make_run(tmp_path, "m", DAY, cell_rows([True]), status="submitted")
+    (run / "samples.parquet").rename(run / "records-cpu-default.jsonl")  # a part job's records; aggregation compacts later
+    (row,) = HistoryStore(tmp_path).runs().to_dict("records")
+    assert (row["status"], row["note"]) == ("submitted", "")
+    (run / "records-cpu-default.jsonl").unlink()  # submitted, no part has started: still not broken
+    (row,) = HistoryStore(tmp_path).runs().to_dict("records")
+    assert row["status"] == "submitted"
 
 
 def test_runs_lists_good_and_broken_folders_without_failing(tmp_path):
@@ -36,7 +46,7 @@ def test_runs_lists_good_and_broken_folders_without_failing(tmp_path):
     assert len(runs) == 6
     assert runs.loc[str(good), "status"] == "complete"
     assert runs.loc[str(good), "samples"] == 2 and runs.loc[str(good), "cells"] == 1
-    assert runs.loc[str(partial), "status"] == "partial" and "records.jsonl only" in runs.loc[str(partial), "note"]
+    assert runs.loc[str(partial), "status"] == "partial" and "records only" in runs.loc[str(partial), "note"]
     assert runs.loc[str(bad_manifest), "status"] == "corrupt" and "unreadable manifest.json" in runs.loc[str(bad_manifest), "note"]
     # the model of a folder with a lost manifest comes from its run id
     assert runs.loc[str(bad_manifest), "model"] == "m"
@@ -104,19 +114,14 @@ def _write_run(root: str, model: str, rows: int, barrier) -> str:
     os.mkdir(run)  # exist_ok=False: a clash fails loudly rather than sharing a folder
     from pathlib import Path
 
-    manifest = {
-        "run_id": run_id,
-        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "status": "running",
-        "config": {"model": model},
-    }
+    manifest = Manifest(run_id=run_id, created_at=dt.datetime.now(dt.timezone.utc).isoformat(), config={"model": model})
     write_manifest(Path(run), manifest)
     with RecordWriter(Path(run)) as writer:
         for i in range(rows):
             writer.write(SampleRecord(run_id, "cpu", "default", "on", 8, 1, i, f"h{i}", "q", "1", False, 10, 100, 0, 5, 0.0, 1.0, None,
                                       "stop", "#### 1", "1", "1", True, True, 1, None, None))  # fmt: skip
             write_manifest(Path(run), manifest)  # rewritten while others read, as a sweep does
-    manifest["status"] = "complete"
+    manifest.status = "complete"
     write_manifest(Path(run), manifest)
     compact(Path(run))
     return run_id

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_sweep_cpu import evalctl, only_run
+from conftest import evalctl, only_run
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "results" / "report-screenshot.png"

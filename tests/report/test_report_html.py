@@ -16,6 +16,7 @@ from run_folders import cell_rows, make_run
 from evalctl.analysis.accuracy import accuracy_table
 from evalctl.report.html import write_report
 from evalctl.report.signoff import signoff_matrix
+from evalctl.runs import load_run
 
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 XSS = "<script>alert(1)</script>"
@@ -36,9 +37,9 @@ def paired_run(root: Path, created_at: dt.datetime = DAY, on_correct: list[bool]
     return run
 
 
-def render(run: Path, out: Path | None = None, **kw) -> str:
+def render(run: Path, out: Path | None = None, baseline: Path | None = None, **kw) -> str:
     out = out or run / "report.html"
-    write_report(run, out, **kw)
+    write_report(load_run(run), out, baseline=load_run(baseline) if baseline else None, **kw)
     return out.read_text()
 
 
@@ -101,7 +102,7 @@ def test_probes_cache_flips_ratios_and_relative_log_links(tmp_path):
     out_dir.mkdir()
     html = render(run, out_dir / "r.html")
     assert "probe-prefix.json" in html and "<th>prefix_tokens</th>" in html and "4096" in html
-    assert "cache on vs cache off: 1 flipped" in html and "right→wrong" in html
+    assert "cache on vs cache off: 1 flipped" in html and "right-&gt;wrong" in html
     assert "Cache on / cache off" in html and "req/s ratio" in html
     assert "python -m srv --cache on" in html
     hrefs = re.findall(r'class="log" href="([^"]+)"', html)
@@ -112,7 +113,7 @@ def test_probes_cache_flips_ratios_and_relative_log_links(tmp_path):
 def test_baseline_comparison_and_history_trend(tmp_path):
     base = paired_run(tmp_path, DAY, on_correct=[True, True, False])
     run = paired_run(tmp_path, DAY + dt.timedelta(days=1))
-    html = render(run, baseline_dir=base)
+    html = render(run, baseline=base)
     assert f"this run vs baseline {base.name}: 1 flipped" in html
     assert "This run / baseline" in html
     assert 'id="plot-history"' in html and html.count("data:image/png;base64,") == 3

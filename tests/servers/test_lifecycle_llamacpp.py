@@ -6,7 +6,7 @@ import psutil
 import pytest
 
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer
+from evalctl.servers.process import ManagedServer, ServerError
 
 pytestmark = pytest.mark.server
 
@@ -44,3 +44,19 @@ def test_metrics_scrape_flush_and_restart(tmp_path, no_orphans):
         assert complete(server)["choices"][0]["text"]  # serves again after the restart
     finally:
         server.stop()
+
+
+def test_server_that_never_becomes_healthy_times_out_with_its_log_tail(tmp_path, no_orphans):
+    # A "build" whose interpreter starts, logs and then hangs without ever serving /health.
+    hang = tmp_path / "hanging-python"
+    hang.write_text("#!/bin/sh\necho 'loading weights (never finishes)'\nexec sleep 600\n")
+    hang.chmod(0o755)
+    profile = PROFILE.model_copy(update={"startup_timeout_s": 3})
+    server = ManagedServer(profile, Variant(name="hangs", python=str(hang)), CacheMode.on, tmp_path / "server.log")
+    with pytest.raises(ServerError, match=r"not healthy after 3s") as raised:
+        server.start()
+    assert raised.value.exit_code is None  # still running when the wait gave up: a timeout, not a crash
+    assert "loading weights (never finishes)" in raised.value.log_tail
+    pid = server.process.pid
+    server.stop()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,24 @@
+"""A run's summary tables: accuracy per cell, accuracy by prefill length, throughput per cell."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from evalctl.analysis.accuracy import accuracy_table
+from evalctl.analysis.lengths import accuracy_by_length
+from evalctl.analysis.throughput import throughput_table
+from evalctl.records import Metric
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    accuracy: pd.DataFrame
+    by_length: pd.DataFrame
+    throughput: pd.DataFrame
+
+
+def summarize(samples: pd.DataFrame, metric: Metric = "strict") -> RunSummary:
+    """The tables; `metric` is the one the gate judges, which the `invalid` counts follow."""
+    return RunSummary(accuracy_table(samples, metric=metric), accuracy_by_length(samples, metric=metric), throughput_table(samples))

@@ -1,0 +1,143 @@
+"""Run a plan: one server per launch, its cells against it, records as they complete.
+
+Three pieces, one job each: `folder` (the run folder: create, take up, save state),
+`launch` (a server: start, restart, stop) and `cells` (flush, prewarm, send, record);
+`Sweep` runs them in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalctl.config import CacheMode, SweepConfig
+from evalctl.execution.cells import CellRunner
+from evalctl.execution.folder import PreparedRun, prepare
+from evalctl.execution.launch import Launch
+from evalctl.execution.progress import SweepProgress
+from evalctl.manifest import Failure
+from evalctl.plan import ServerLaunch
+from evalctl.probe.session import sweep_probe
+from evalctl.records import RecordWriter, compact, record_files
+from evalctl.runs import Run
+from evalctl.servers.gpus import gpu_assignment
+from evalctl.servers.process import ServerError
+from evalctl.signals import Shutdown
+
+__all__ = ["Sweep", "SweepProgress", "SweepResult"]
+
+
+@dataclass
+class SweepResult:
+    run_dir: Path
+    run_id: str
+    failures: list[Failure] = field(default_factory=list)
+
+
+class Sweep:
+    """One run: a new run folder, or (`resume=`) the rest of an interrupted one.
+
+    `part=` runs one slice of a run folder (see `execution.folder`): it appends to its own
+    records file and leaves compaction to whoever aggregates the parts.
+    """
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        *,
+        progress: SweepProgress | None = None,
+        api_key: str | None = None,
+        shutdown: Shutdown | None = None,
+        resume: Run | None = None,
+        part: str | None = None,
+    ):
+        self.config = config
+        self.progress = progress or SweepProgress()
+        self.api_key = api_key
+        self.shutdown = shutdown or Shutdown()
+        self.resume = resume
+        self.part = part
+        self.prepared: PreparedRun | None = None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run folder once the run has one."""
+        return self.prepared.folder.path if self.prepared else None
+
+    def run(self) -> SweepResult:
+        # GPUs, task and data first: bad input fails before anything is written or launched.
+        gpus = gpu_assignment(self.config)
+        self.prepared = run = prepare(self.config, self.resume, self.part)
+        folder = run.folder
+        result = SweepResult(folder.path, folder.run_id)
+        status = "interrupted"
+        try:
+            with RecordWriter(folder.path, self.part) as writer:
+                cells = CellRunner(
+                    self.config, run.task, folder.run_id, writer,
+                    finished=run.finished, progress=self.progress, shutdown=self.shutdown, api_key=self.api_key,
+                )  # fmt: skip
+                for launch in run.launches:
+                    result.failures.extend(self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ()))))
+            status = "failed" if result.failures else "complete"
+        finally:
+            folder.finish(status, result.failures)
+            if self.part is None and record_files(folder.path):
+                compact(folder.path)
+        return result
+
+    def _run_launch(self, plan: ServerLaunch, cells: CellRunner, devices: tuple[str, ...]) -> list[Failure]:
+        """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
+        todo = [cell for cell in plan.cells if cells.unfinished(cell)]
+        if not todo:
+            return []
+        assert self.prepared is not None
+        folder = self.prepared.folder
+        launch = Launch(
+            plan,
+            folder.path,
+            devices,
+            api_key=self.api_key,
+            max_restarts=self.config.max_restarts,
+            progress=self.progress,
+            save=folder.save,
+        )
+        folder.state.servers.append(launch.entry)
+        cell = None
+        try:
+            launch.start()
+            if self.config.probe and plan.cache is CacheMode.on:
+                launch.entry.probe = sweep_probe(
+                    launch.server, cells.task, self.config, folder.path, api_key=self.api_key, warn=self.progress.warn
+                )
+                folder.save()
+            if not launch.server.launched and plan.cache is CacheMode.off:
+                self.progress.warn(
+                    f"{plan.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
+                )
+            for cell in todo:
+                while not launch.alive or not cells.run(cell, launch.server, launch.entry.cells):
+                    launch.restart(cell)
+            launch.entry.status = "ok"
+            return []
+        except ServerError as exc:
+            if cell is not None:
+                cells.record_server_died(cell, exc)
+            launch.failed(exc)
+            left = todo[todo.index(cell) :] if cell else todo
+            return [
+                Failure(
+                    server=plan.label,
+                    error=exc.args[0],
+                    exit_code=exc.exit_code,
+                    log_tail=exc.log_tail,
+                    failed_cells=[c.label for c in left],
+                )
+            ]
+        finally:
+            if self.shutdown.requested:
+                # Say so before the slow part (stopping the server): a cluster job may be killed
+                # a few seconds after its SIGTERM (Slurm's KillWait).
+                folder.state.status = "interrupted"
+                folder.save()
+            launch.stop(interrupted=self.shutdown.requested)

@@ -1,0 +1,173 @@
+"""Running a sweep's cells on a started server: flush, prewarm, send, record.
+
+Every request's row is written as it completes (`records.RecordWriter`); requests the
+records settle are not sent again (a resumed run, or a cell re-run after a restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient
+from evalctl.config import CacheMode, SweepConfig
+from evalctl.dispatch import Outcome, send_watched
+from evalctl.execution.launch import server_metrics
+from evalctl.execution.progress import SweepProgress
+from evalctl.manifest import CellEntry
+from evalctl.plan import Cell
+from evalctl.records import RecordWriter, SampleRecord
+from evalctl.resume import RequestKey, request_key
+from evalctl.servers.process import ManagedServer, ServerError
+from evalctl.signals import Shutdown
+from evalctl.tasks.lm import ServedLM
+from evalctl.tasks.lmeval import LmEvalTask, Prompt
+
+
+def shared_prefix(prompts: list[Prompt]) -> str:
+    """The few-shot prefix every prompt shares (empty when prompts differ from the start)."""
+    return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
+
+
+class CellRunner:
+    """Sends cells' requests and writes their rows; remembers which requests are settled."""
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        task: LmEvalTask,
+        run_id: str,
+        writer: RecordWriter,
+        *,
+        finished: set[RequestKey],
+        progress: SweepProgress,
+        shutdown: Shutdown,
+        api_key: str | None,
+    ):
+        self.config = config
+        self.task = task
+        self.run_id = run_id
+        self.writer = writer
+        self.finished = finished
+        self.progress = progress
+        self.shutdown = shutdown
+        self.api_key = api_key
+
+    def unfinished(self, cell: Cell) -> list[Prompt]:
+        return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
+
+    def run(self, cell: Cell, server: ManagedServer, cell_log: list[CellEntry]) -> bool:
+        """Send the cell's unfinished requests; False when the server died before they all got a row."""
+        prompts = self.unfinished(cell)
+        if not prompts:
+            return True
+        params = self._request_params(server, cell.cache)
+        # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
+        flushed = cell.pass_index == 1 and self._flush(server)
+        prewarmed = (
+            cell.pass_index == 1
+            and cell.cache is CacheMode.on
+            and self.config.fewshot == "shared"
+            and self._prewarm(server, self.task.prompts(cell.shots, self.config.limit), params)
+        )
+        self.progress.cell_started(cell.label, len(prompts))
+        entry = CellEntry(
+            shots=cell.shots, pass_index=cell.pass_index, flushed=flushed, prewarmed=prewarmed, metrics_before=server_metrics(server)
+        )
+        cell_log.append(entry)
+
+        def on_complete(index: int, completion: Completion) -> None:
+            record = self._record(cell, prompts[index], completion, prewarmed)
+            self.writer.write(record)
+            if record.error_kind not in RETRYABLE_ERROR_KINDS:
+                self.finished.add(request_key(cell, prompts[index]))
+            self.progress.request_done(completion.error is None)
+
+        lm = ServedLM(lambda: self._client(server), params, on_complete)
+        outcome = asyncio.run(send_watched(lm, [(p.text, {"until": list(p.stop)}) for p in prompts], server, self.shutdown))
+        entry.metrics_after = server_metrics(server)
+        self.progress.cell_done(cell.label)
+        self.shutdown.check()
+        return outcome is Outcome.done
+
+    def record_server_died(self, cell: Cell, exc: ServerError) -> None:
+        """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
+        for prompt in self.unfinished(cell):
+            died = Completion.failed(f"server died: {exc.args[0]}", "server_died", time.time())
+            self.writer.write(self._record(cell, prompt, died, prewarmed=False))
+
+    def _client(self, server: ManagedServer) -> CompletionClient:
+        return CompletionClient(
+            server.base_url,
+            model=server.profile.model_path,
+            concurrency=self.config.concurrency,
+            timeout_s=self.config.request_timeout_s,
+            max_retries=self.config.max_retries,
+            cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
+            api_key=self.api_key,
+        )
+
+    def _request_params(self, server: ManagedServer, cache: CacheMode) -> dict:
+        gen = self.config.generation
+        params = {"max_tokens": gen.max_tokens, "temperature": gen.temperature, "seed": gen.seed, **server.adapter.request_fields(cache)}
+        if gen.stop is not None:
+            params["stop"] = gen.stop
+        return params
+
+    def _flush(self, server: ManagedServer) -> bool:
+        try:
+            with server.http() as http:
+                return server.adapter.flush(http)
+        except Exception as exc:  # a failed flush weakens the cell's claim; say so, go on
+            self.progress.warn(f"cache flush failed on {server.base_url}: {exc}")
+            return False
+
+    def _prewarm(self, server: ManagedServer, prompts: list[Prompt], params: dict) -> bool:
+        """Cache the shared few-shot prefix once, so concurrent requests do not all prefill it cold."""
+        prefix = shared_prefix(prompts)
+        if not prefix:
+            return False
+
+        async def send() -> list[Completion]:
+            async with self._client(server) as client:
+                fields = server.adapter.prewarm_fields(server.profile)
+                return await asyncio.gather(*(client.complete(prefix, **{**params, "max_tokens": 1, **extra}) for extra in fields))
+
+        results = asyncio.run(send())
+        failed = [r.error for r in results if r.error]
+        if failed:
+            self.progress.warn(f"prewarm failed on {server.base_url}: {failed[0]}")
+        return not failed
+
+    def _record(self, cell: Cell, prompt: Prompt, completion: Completion, prewarmed: bool) -> SampleRecord:
+        score = self.task.score(prompt, completion.text) if completion.error is None else None
+        return SampleRecord(
+            run_id=self.run_id,
+            profile=cell.profile,
+            variant=cell.variant,
+            cache=cell.cache.value,
+            shots=cell.shots,
+            pass_index=cell.pass_index,
+            doc_id=prompt.doc_id,
+            prompt_hash=prompt.prompt_hash,
+            question=prompt.question,
+            target=prompt.target,
+            prewarmed=prewarmed,
+            prompt_chars=len(prompt.text),
+            prompt_tokens=completion.prompt_tokens,
+            cached_tokens=completion.cached_tokens,
+            completion_tokens=completion.completion_tokens,
+            started_at=completion.started_at,
+            latency_s=completion.latency_s,
+            ttft_s=None,
+            finish_reason=completion.finish_reason,
+            response=completion.text,
+            strict_answer=score.strict_answer if score else None,
+            flexible_answer=score.flexible_answer if score else None,
+            strict_correct=score.strict_correct if score else None,
+            flexible_correct=score.flexible_correct if score else None,
+            attempts=completion.attempts,
+            error=completion.error,
+            error_kind=completion.error_kind,
+        )

@@ -1,0 +1,120 @@
+"""One server launch of a sweep: start it, restart it when it dies (with backoff), stop it; its manifest entry.
+
+Launched servers are watched while requests run (`dispatch.send_watched`); here they are
+started again, up to `max_restarts` times per launch, before the launch fails.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from evalctl.execution.progress import SweepProgress
+from evalctl.manifest import RestartEntry, ServerEntry, now
+from evalctl.plan import Cell, ServerLaunch
+from evalctl.secrets import redact_argv, redact_env
+from evalctl.servers.process import ManagedServer, ServerError, tail
+
+# Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.
+STOP_GRACE_S = 10.0
+STOP_GRACE_INTERRUPTED_S = 3.0
+# First wait before restarting a dead server; doubles per restart of the same launch.
+RESTART_BACKOFF_S = 1.0
+
+
+def for_the_record(server: ManagedServer, what: str, ask: Callable[[httpx.Client], dict]) -> dict:
+    """Ask the server for something kept only for the record: a failure is noted, never fatal."""
+    try:
+        with server.http() as http:
+            return ask(http)
+    except Exception as exc:  # a server without info or metrics still serves
+        return {"error": f"{what} unavailable: {exc}"}
+
+
+def server_metrics(server: ManagedServer) -> dict:
+    """The engine's Prometheus counters now (cache hit rate, cached tokens); {} for engines without, or a dead server."""
+    if server.exit_code() is not None:
+        return {}
+    return for_the_record(server, "metrics", server.adapter.scrape_metrics)
+
+
+class Launch:
+    """A server for one launch (profile x variant x cache) and its manifest entry, which `save` persists."""
+
+    def __init__(
+        self,
+        launch: ServerLaunch,
+        run_dir: Path,
+        devices: tuple[str, ...],
+        *,
+        api_key: str | None,
+        max_restarts: int,
+        progress: SweepProgress,
+        save: Callable[[], None],
+    ):
+        self.launch = launch
+        self.label = launch.label
+        slug = f"{launch.profile.name}-{launch.variant.name}-cache-{launch.cache.value}"
+        self.server = ManagedServer(launch.profile, launch.variant, launch.cache, run_dir / f"server-{slug}.log", devices, api_key)
+        self.entry = ServerEntry(
+            profile=launch.profile.name,
+            variant=launch.variant.name,
+            cache=launch.cache.value,
+            engine=launch.profile.engine.value,
+            gpu=launch.profile.gpu,
+            devices=list(devices),
+            variant_git_revision=launch.variant.git_revision,
+        )
+        self.max_restarts = max_restarts
+        self.progress = progress
+        self.save = save
+
+    def start(self) -> None:
+        server, entry = self.server, self.entry
+        server.start(on_tick=lambda elapsed: self.progress.server_starting(self.label, elapsed))
+        entry.argv = redact_argv(server.spec.argv) if server.spec else None
+        entry.env = redact_env(server.spec.env) if server.spec else {}
+        entry.url = server.base_url
+        entry.log = server.log_path.name if server.launched else None
+        entry.info = for_the_record(server, "server info", server.adapter.server_info)
+        entry.engine_version = entry.info.get("version")
+        self.save()
+        self.progress.server_ready(self.label)
+
+    @property
+    def alive(self) -> bool:
+        return self.server.exit_code() is None
+
+    def restart(self, cell: Cell) -> None:
+        """Start a server that died during `cell` again, with backoff; ServerError once restarts are spent."""
+        code = self.server.exit_code()
+        while True:
+            if self.entry.restarts >= self.max_restarts:
+                raise ServerError(
+                    f"server {self.label} died during {cell.label} (exit code {code}) after {self.entry.restarts} restart(s)"
+                    f" (max_restarts: {self.max_restarts})",
+                    exit_code=code,
+                    log_tail=tail(self.server.log_path),
+                )
+            self.entry.restarts += 1
+            self.entry.restart_log.append(RestartEntry(at=now(), cell=cell.label, exit_code=code))
+            attempt = f"restart {self.entry.restarts} of {self.max_restarts}"
+            self.progress.warn(f"{self.label}: server died during {cell.label} (exit code {code}); {attempt}")
+            self.server.stop()  # reap what is left of its process group
+            time.sleep(min(RESTART_BACKOFF_S * 2 ** (self.entry.restarts - 1), 60.0))
+            try:
+                self.start()
+                return
+            except ServerError as exc:
+                code = exc.exit_code
+
+    def failed(self, exc: ServerError) -> None:
+        self.entry.status, self.entry.error, self.entry.exit_code, self.entry.log_tail = "failed", exc.args[0], exc.exit_code, exc.log_tail
+        self.progress.warn(f"{self.label}: {exc.args[0]}")
+
+    def stop(self, interrupted: bool) -> None:
+        self.server.stop(grace_s=STOP_GRACE_INTERRUPTED_S if interrupted else STOP_GRACE_S)
+        self.save()

@@ -1,0 +1,79 @@
+"""The typed manifest: manifests written before it load; ones it cannot read fail with a clear error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import evalctl
+
+from evalctl.manifest import Manifest, ManifestError, read_manifest, write_manifest
+
+# A manifest as the untyped writer left it (a local run, one failed server), plus a field no version knows.
+OLD = {
+    "run_id": "20261101-000000-smollm2-135m-abcdef",
+    "created_at": "2026-11-01T00:00:00+00:00",
+    "status": "failed",
+    "evalctl": {"version": "0.1.0", "git_revision": None},
+    "host": {"hostname": "h", "cpus": 2},
+    "config": {"model": "smollm2-135m", "servers": [{"name": "cpu", "engine": "llamacpp"}]},
+    "data_fingerprint": None,
+    "servers": [
+        {
+            "profile": "cpu",
+            "variant": "default",
+            "cache": "on",
+            "engine": "llamacpp",
+            "gpu": None,
+            "devices": [],
+            "variant_git_revision": None,
+            "restarts": 1,
+            "restart_log": [{"at": "t", "cell": "c", "exit_code": -9}],
+            "cells": [{"shots": 1, "pass_index": 1, "flushed": True, "prewarmed": False, "metrics_before": {}}],
+            "status": "failed",
+            "error": "died",
+            "exit_code": -9,
+            "log_tail": "boom",
+        }
+    ],  # fmt: skip
+    "failures": [{"server": "cpu/default cache=on", "error": "died", "exit_code": -9, "log_tail": "boom", "failed_cells": ["c"]}],
+    "finished_at": "2026-11-01T00:01:00+00:00",
+    "from_a_later_version": {"kept": True},
+}
+
+
+def test_manifest_written_before_the_types_loads_and_keeps_unknown_fields(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps(OLD))
+    manifest = read_manifest(tmp_path)
+    assert manifest.executor == "local" and manifest.jobs == [] and manifest.gate is None
+    assert manifest.servers[0].restart_log[0].exit_code == -9 and manifest.servers[0].cells[0].flushed
+    assert manifest.failures[0].failed_cells == ["c"] and manifest.model == "smollm2-135m"
+    write_manifest(tmp_path, manifest)
+    again = json.loads((tmp_path / "manifest.json").read_text())
+    assert again["from_a_later_version"] == {"kept": True}
+    assert {k: again[k] for k in OLD} == {**OLD, "servers": again["servers"]}
+    assert Manifest.model_validate(again) == manifest
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "is corrupt"),
+        ("[1, 2]", "not a JSON object"),
+        (json.dumps({**OLD, "servers": "cpu"}), "servers: Input should be a valid list"),
+        (json.dumps({k: v for k, v in OLD.items() if k != "run_id"}), "run_id: Field required"),
+        (json.dumps({**OLD, "status": "exploded"}), "status: Input should be"),
+    ],
+)
+def test_unreadable_manifest_is_a_clear_error(tmp_path, text, message):
+    (tmp_path / "manifest.json").write_text(text)
+    with pytest.raises(ManifestError, match=message):
+        read_manifest(tmp_path)
+
+
+def test_cli_reports_an_unreadable_manifest_with_exit_2(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({**OLD, "servers": "cpu"}))
+    (tmp_path / "records.jsonl").write_text("")
+    out = evalctl("gate", str(tmp_path))
+    assert out.returncode == 2, out.stderr
+    assert "not an evalctl manifest" in " ".join(out.stderr.split()) and "Traceback" not in out.stderr

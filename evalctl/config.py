@@ -175,6 +175,32 @@ class SlurmConfig(_Strict):
         return value
 
 
+class StoppingMode(str, Enum):
+    fixed = "fixed"
+    sequential = "sequential"
+
+
+class StoppingConfig(_Strict):
+    """When a cell may stop before its last question (`analysis.sequential` holds the rule)."""
+
+    mode: StoppingMode = Field(
+        StoppingMode.fixed, description="fixed: every question; sequential: a cell stops once its comparison with the baseline is decided."
+    )
+    baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with (CLI --baseline).")
+    tolerance: float = Field(0.03, ge=0, lt=1, description="Largest tolerated accuracy drop, as the gate's max_accuracy_drop.")
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="Family-wise chance of a false regression, and of a false pass per cell.")
+    metric: Literal["strict", "flexible"] = Field("strict", description="Answer extraction scored, as the gate's metric.")
+    min_n: int = Field(30, ge=1, description="Paired questions at the first look.")
+    growth: float = Field(1.15, gt=1, description="Each look has this many times the questions of the one before.")
+    e_share: float = Field(0.1, ge=0, lt=1, description="Share of the regression level given to the betting e-process.")
+
+    @model_validator(mode="after")
+    def _baseline_given(self) -> StoppingConfig:
+        if self.mode is StoppingMode.sequential and self.baseline is None:
+            raise ValueError("sequential stopping needs a baseline run (stopping.baseline, or --baseline RUN)")
+        return self
+
+
 class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
     task: Literal["gsm8k"] = "gsm8k"
@@ -202,6 +228,7 @@ class SweepConfig(_Strict):
         None, description="GPU ids the sweep may use, or a count N for 0..N-1; default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
+    stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
 
     @field_validator("gpus", mode="before")
     @classmethod

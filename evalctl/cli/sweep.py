@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
-from evalctl.config import CacheMode, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, StoppingMode, SweepConfig, load_config, with_external_url
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
@@ -131,6 +131,17 @@ def sweep(
     cpus_per_task: Annotated[
         int | None, typer.Option(help="CPUs per profile x variant job (config slurm.cpus_per_task).", rich_help_panel="Slurm")
     ] = None,
+    sequential: Annotated[
+        bool,
+        typer.Option(
+            "--sequential",
+            help="Stop each cell once its comparison with --baseline is decided (config stopping.mode: sequential).",
+        ),
+    ] = False,
+    baseline: Annotated[
+        Path | None,
+        typer.Option("--baseline", help="An earlier complete run folder that each cell is compared with (config stopping.baseline)."),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -153,6 +164,7 @@ def sweep(
     from evalctl.analysis.gate import load_policy
     from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
+    from evalctl.execution.stopping import sequential_baseline
     from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
     from evalctl.report.terminal import STATUS_STYLE
@@ -185,6 +197,8 @@ def sweep(
             "slurm.qos": qos,
             "slurm.time": time_limit,
             "slurm.cpus_per_task": cpus_per_task,
+            "stopping.mode": "sequential" if sequential else None,
+            "stopping.baseline": baseline.resolve() if baseline else None,
         },
     )
     if resume is None:
@@ -194,6 +208,8 @@ def sweep(
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
+        if resolved.stopping.mode is StoppingMode.sequential:
+            raise fail("sequential stopping runs with --executor local only: its cells are decided as one family, in one process")
         sweep_on_slurm(resolved, resume_point, api_key, wait)
         return
 
@@ -210,7 +226,7 @@ def sweep(
         raise typer.Exit(exc.exit_code) from None
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
-    gate = finish_run(run, load_policy(None))
+    gate = finish_run(run, load_policy(None), sequential_baseline(resolved))
     print_run_tables(run, gate.policy)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")

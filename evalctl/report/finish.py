@@ -15,11 +15,11 @@ from evalctl.runs import Run
 REPORT_FILE = "report.html"
 
 
-def finish_run(run: Run, policy: GatePolicy | None = None) -> GateResult:
-    """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result."""
+def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None = None) -> GateResult:
+    """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result (against `baseline`, if given)."""
     policy = policy or load_policy(None)
     write_run_summary(run, policy.metric)
-    result = evaluate(run, policy)
+    result = evaluate(run, policy, baseline)
     write_gate_outputs(result, run.path)
     write_report(run, run.path / REPORT_FILE, gate=gate_document(result))
     return result

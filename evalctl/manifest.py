@@ -57,6 +57,25 @@ class CellEntry(_Entry):
     metrics_after: dict[str, Any] = Field(default_factory=dict)
 
 
+class CellStop(_Entry):
+    """A cell the sequential gate decided before its last question; its unsent requests are saved, not missing."""
+
+    profile: str
+    variant: str
+    cache: str
+    shots: int
+    pass_index: int
+    reason: Literal["regression", "pass"]
+    look: int  # 1-based
+    answered: int  # questions sent (and answered) before the stop
+    planned: int
+    by_e_process: bool = False
+
+    @property
+    def saved(self) -> int:
+        return self.planned - self.answered
+
+
 class RestartEntry(_Entry):
     at: str
     cell: str
@@ -116,6 +135,7 @@ class RunState(_Entry):
     servers: list[ServerEntry] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
     resumes: list[ResumeEntry] = Field(default_factory=list)
+    stops: list[CellStop] = Field(default_factory=list)
     finished_at: str | None = None
 
 

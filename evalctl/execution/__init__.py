@@ -15,6 +15,7 @@ from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
 from evalctl.execution.launch import Launch
 from evalctl.execution.progress import SweepProgress
+from evalctl.execution.stopping import Stopper, sequential_baseline
 from evalctl.manifest import Failure
 from evalctl.plan import ServerLaunch
 from evalctl.probe.session import sweep_probe
@@ -67,6 +68,7 @@ class Sweep:
     def run(self) -> SweepResult:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         gpus = gpu_assignment(self.config)
+        baseline = sequential_baseline(self.config)
         self.prepared = run = prepare(self.config, self.resume, self.part)
         folder = run.folder
         result = SweepResult(folder.path, folder.run_id)
@@ -76,6 +78,7 @@ class Sweep:
                 cells = CellRunner(
                     self.config, run.task, folder.run_id, writer,
                     finished=run.finished, progress=self.progress, shutdown=self.shutdown, api_key=self.api_key,
+                    stopper=self._stopper(baseline, run),
                 )  # fmt: skip
                 for launch in run.launches:
                     result.failures.extend(self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ()))))
@@ -85,6 +88,20 @@ class Sweep:
             if self.part is None and record_files(folder.path):
                 compact(folder.path)
         return result
+
+    def _stopper(self, baseline: Run | None, run: PreparedRun) -> Stopper | None:
+        if baseline is None:
+            return None
+        cells = [cell for launch in run.launches for cell in launch.cells]
+        return Stopper(
+            self.config.stopping,
+            baseline.samples,
+            cells,
+            len(run.task.prompts(cells[0].shots, self.config.limit)),
+            stops=run.folder.state.stops,
+            save=run.folder.save,
+            recorded=self.resume.samples if self.resume is not None else None,
+        )
 
     def _run_launch(self, plan: ServerLaunch, cells: CellRunner, devices: tuple[str, ...]) -> list[Failure]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""

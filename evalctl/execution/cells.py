@@ -15,6 +15,7 @@ from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
 from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
+from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellEntry
 from evalctl.plan import Cell
 from evalctl.records import RecordWriter, SampleRecord
@@ -44,6 +45,7 @@ class CellRunner:
         progress: SweepProgress,
         shutdown: Shutdown,
         api_key: str | None,
+        stopper: Stopper | None = None,
     ):
         self.config = config
         self.task = task
@@ -53,8 +55,11 @@ class CellRunner:
         self.progress = progress
         self.shutdown = shutdown
         self.api_key = api_key
+        self.stopper = stopper
 
     def unfinished(self, cell: Cell) -> list[Prompt]:
+        if self.stopper is not None and self.stopper.stopped(cell):
+            return []  # decided by the sequential gate: its unsent requests are saved, not missing
         return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
 
     def run(self, cell: Cell, server: ManagedServer, cell_log: list[CellEntry]) -> bool:
@@ -76,20 +81,45 @@ class CellRunner:
             shots=cell.shots, pass_index=cell.pass_index, flushed=flushed, prewarmed=prewarmed, metrics_before=server_metrics(server)
         )
         cell_log.append(entry)
-
-        def on_complete(index: int, completion: Completion) -> None:
-            record = self._record(cell, prompts[index], completion, prewarmed)
-            self.writer.write(record)
-            if record.error_kind not in RETRYABLE_ERROR_KINDS:
-                self.finished.add(request_key(cell, prompts[index]))
-            self.progress.request_done(completion.error is None)
-
-        lm = ServedLM(lambda: self._client(server), params, on_complete)
-        outcome = asyncio.run(send_watched(lm, [(p.text, {"until": list(p.stop)}) for p in prompts], server, self.shutdown))
+        done = True
+        for look, wave in enumerate(self._waves(cell, prompts)):
+            lm = self._lm(cell, wave, server, params, prewarmed)
+            if wave and asyncio.run(send_watched(lm, self._requests(wave), server, self.shutdown)) is not Outcome.done:
+                done = False
+                break
+            if self.stopper is not None and self.stopper.check(cell, look):
+                break
         entry.metrics_after = server_metrics(server)
         self.progress.cell_done(cell.label)
         self.shutdown.check()
-        return outcome is Outcome.done
+        return done
+
+    def _waves(self, cell: Cell, todo: list[Prompt]) -> list[list[Prompt]]:
+        """All of `todo` at once; sequentially, the permutation's stretches up to each look."""
+        if self.stopper is None:
+            return [todo]
+        ordered = self.task.in_send_order(self.task.prompts(cell.shots, self.config.limit))
+        self.stopper.start(cell, ordered)
+        pending = {p.prompt_hash for p in todo}
+        bounds = [0, *self.stopper.look_sizes]
+        return [[p for p in ordered[lo:hi] if p.prompt_hash in pending] for lo, hi in zip(bounds, bounds[1:])]
+
+    @staticmethod
+    def _requests(prompts: list[Prompt]) -> list[tuple[str, dict]]:
+        return [(p.text, {"until": list(p.stop)}) for p in prompts]
+
+    def _lm(self, cell: Cell, prompts: list[Prompt], server: ManagedServer, params: dict, prewarmed: bool) -> ServedLM:
+        def on_complete(index: int, completion: Completion) -> None:
+            record = self._record(cell, prompts[index], completion, prewarmed)
+            self.writer.write(record)
+            settled = record.error_kind not in RETRYABLE_ERROR_KINDS
+            if settled:
+                self.finished.add(request_key(cell, prompts[index]))
+            if self.stopper is not None:
+                self.stopper.record(record, settled)
+            self.progress.request_done(completion.error is None)
+
+        return ServedLM(lambda: self._client(server), params, on_complete)
 
     def record_server_died(self, cell: Cell, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""

@@ -101,6 +101,15 @@ class LmEvalTask:
             return list(range(limit))
         return sorted(int(i) for i in np.random.default_rng(self.limit_seed).permutation(total)[:limit])
 
+    def in_send_order(self, prompts: list[Prompt]) -> list[Prompt]:
+        """`prompts` in the order of the `limit_seed` permutation: any prefix is a random sample.
+
+        The sequential gate sends in this order, the same in every cell, so cells stopped at the
+        same look hold the same questions and stay paired.
+        """
+        rank = np.argsort(np.random.default_rng(self.limit_seed).permutation(len(self.task.eval_docs)))
+        return sorted(prompts, key=lambda p: rank[p.doc_id])
+
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
         """The scored prompts at `shots`; identical across cache modes and variants."""
         key = (shots, limit)

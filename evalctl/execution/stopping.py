@@ -1,0 +1,157 @@
+"""Sequential stopping during a sweep: waves at the design's looks, a decision after each.
+
+Every cell of the run is a candidate against the same cell of a baseline run (paired by
+question and prompt hash, as the gate pairs runs). After each wave the whole run's flip counts
+at the looks reached so far go to `analysis.sequential.decide` (one Holm family of all planned
+cells); a cell it decides sends nothing more and is written to the manifest's `stops`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from evalctl.analysis.pairing import QUESTION_KEYS
+from evalctl.analysis.sequential import CellStatus, Design, decide
+from evalctl.config import StoppingConfig, StoppingMode, SweepConfig
+from evalctl.errors import BadInput
+from evalctl.manifest import CellStop
+from evalctl.plan import Cell
+from evalctl.records import CELL_KEYS, SampleRecord
+from evalctl.runs import Run, load_run
+from evalctl.tasks.lmeval import Prompt
+
+CellKey = tuple[str, str, str, int, int]
+QuestionKey = tuple[int, str]
+REASONS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass"}
+
+
+class BaselineError(BadInput):
+    """A baseline run the sequential gate cannot compare with; the message says why."""
+
+
+def sequential_baseline(config: SweepConfig) -> Run | None:
+    """The baseline run a sequential sweep compares with (None for fixed-n), checked before anything is written."""
+    stopping = config.stopping
+    if stopping.mode is not StoppingMode.sequential or stopping.baseline is None:
+        return None
+    baseline = load_run(stopping.baseline)
+    if baseline.manifest.status != "complete":
+        raise BaselineError(f"baseline run {baseline.path} has status {baseline.manifest.status!r}: need a complete one")
+    if baseline.samples.empty:
+        raise BaselineError(f"baseline run {baseline.path} holds no records")
+    return baseline
+
+
+def cell_key(cell: Cell) -> CellKey:
+    return (cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index)
+
+
+def _outcomes(samples: pd.DataFrame, metric: str) -> dict[CellKey, dict[QuestionKey, bool]]:
+    """Per cell and question, whether it was answered right (a failed request counts as wrong, as in the gate)."""
+    if samples.empty:
+        return {}
+    right = samples[f"{metric}_correct"].fillna(False).astype(bool)
+    rows = samples[[*CELL_KEYS, *QUESTION_KEYS]].assign(right=right).drop_duplicates([*CELL_KEYS, *QUESTION_KEYS], keep="last")
+    out: dict[CellKey, dict[QuestionKey, bool]] = {}
+    for values in rows.itertuples(index=False):
+        *cell, doc_id, prompt_hash, ok = values
+        out.setdefault(tuple(cell), {})[(int(doc_id), prompt_hash)] = bool(ok)
+    return out
+
+
+class Stopper:
+    """Decides, after each wave, whether a cell is done; remembers the stops in `stops`."""
+
+    def __init__(
+        self,
+        stopping: StoppingConfig,
+        baseline: pd.DataFrame,
+        cells: list[Cell],
+        questions: int,
+        *,
+        stops: list[CellStop],
+        save: Callable[[], None],
+        recorded: pd.DataFrame | None = None,
+    ):
+        self.metric = stopping.metric
+        self.design = Design(
+            n_max=questions,
+            tolerance=stopping.tolerance,
+            alpha=stopping.alpha,
+            min_n=stopping.min_n,
+            growth=stopping.growth,
+            e_share=stopping.e_share,
+        )
+        self.cells = [cell_key(c) for c in cells]
+        self.reference = _outcomes(baseline, self.metric)
+        self.answers = _outcomes(recorded if recorded is not None else pd.DataFrame(), self.metric)
+        self.order: dict[CellKey, list[QuestionKey]] = {}
+        self.stops = stops
+        self.save = save
+
+    @property
+    def look_sizes(self) -> list[int]:
+        return [int(n) for n in self.design.look_sizes]
+
+    def stopped(self, cell: Cell) -> CellStop | None:
+        key = cell_key(cell)
+        return next((s for s in self.stops if (s.profile, s.variant, s.cache, s.shots, s.pass_index) == key), None)
+
+    def record(self, record: SampleRecord, settled: bool) -> None:
+        """Note a written row; only settled ones (not to be retried) count."""
+        if settled:
+            key = (record.profile, record.variant, record.cache, record.shots, record.pass_index)
+            self.answers.setdefault(key, {})[(record.doc_id, record.prompt_hash)] = bool(getattr(record, f"{self.metric}_correct"))
+
+    def start(self, cell: Cell, ordered: list[Prompt]) -> None:
+        self.order[cell_key(cell)] = [(p.doc_id, p.prompt_hash) for p in ordered]
+
+    def _counts(self, key: CellKey) -> np.ndarray:
+        """Flips b, c and pairs n at each look the cell has fully answered; NaN beyond."""
+        counts = np.full((3, len(self.look_sizes)), np.nan)
+        order, answers, reference = self.order.get(key), self.answers.get(key, {}), self.reference.get(key, {})
+        if order is None:
+            return counts
+        for look, size in enumerate(self.look_sizes):
+            questions = order[:size]
+            if any(q not in answers for q in questions):
+                break
+            pairs = [(reference[q], answers[q]) for q in questions if q in reference]
+            counts[:, look] = (
+                sum(r and not a for r, a in pairs),
+                sum(a and not r for r, a in pairs),
+                len(pairs),
+            )
+        return counts
+
+    def check(self, cell: Cell, look: int) -> CellStop | None:
+        """After the wave up to `look` (0-based): the cell's stop if the run's family decides it now."""
+        key = cell_key(cell)
+        counts = np.stack([self._counts(k) for k in self.cells], axis=1)  # (3, cells, looks)
+        if np.isnan(counts[2, self.cells.index(key), look]):
+            return None
+        decided = decide(*counts, self.design)
+        index = self.cells.index(key)
+        status = CellStatus(int(decided.status[index]))
+        if status not in REASONS:
+            return None
+        stop = CellStop(
+            profile=cell.profile,
+            variant=cell.variant,
+            cache=cell.cache.value,
+            shots=cell.shots,
+            pass_index=cell.pass_index,
+            reason=REASONS[status],
+            look=look + 1,
+            answered=self.look_sizes[look],
+            planned=self.design.n_max,
+            by_e_process=bool(decided.by_e_process[index]),
+        )
+        if look < len(self.look_sizes) - 1:  # decided at the last look is no saving: the cell simply ran
+            self.stops.append(stop)
+            self.save()
+            return stop
+        return None

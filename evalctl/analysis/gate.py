@@ -56,7 +56,7 @@ from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.completeness import cell_counts
 from evalctl.analysis.drop_rule import decide, decide_drops
 from evalctl.analysis.intervals import paired_drop_lower_bound, paired_drop_upper_bound
-from evalctl.analysis.pairing import Comparison, between_runs, paired_table, unpaired_cells, within_run
+from evalctl.analysis.pairing import RUN_VS_BASELINE, Comparison, between_runs, paired_table, unpaired_cells, within_run
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
 from evalctl.errors import BadInput
@@ -65,7 +65,7 @@ from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
 Status = Literal["pass", "regression", "inconclusive"]
-CheckKind = Literal["completeness", "error_rate", "invalid_rate", "accuracy", "throughput"]
+CheckKind = Literal["completeness", "error_rate", "invalid_rate", "accuracy", "throughput", "sequential"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
@@ -207,7 +207,9 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
         counts = cell_counts(run.samples, run.manifest.config)
     except ValueError as exc:
         return [*checks, Check(f"{role} cells complete", "completeness", "inconclusive", f"incomplete: cannot tell which cells: {exc}")]
-    for _, row in counts[counts["found"] < counts["expected"]].iterrows():
+    stopped = {(s.profile, s.variant, s.cache, s.shots, s.pass_index) for s in run.manifest.stops}
+    short = counts[counts["found"] < counts["expected"]]
+    for _, row in short[[tuple(k) not in stopped for k in short[CELL_KEYS].itertuples(index=False)]].iterrows():
         checks.append(
             Check(
                 f"{role} cell complete",
@@ -222,7 +224,42 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
             )
         )
     if not checks:
-        checks.append(Check(f"{role} run complete", "completeness", "pass", f"all {len(counts)} planned cells have every question"))
+        decided = f" ({len(stopped)} stopped early with a sequential decision)" if stopped else ""
+        done = f"all {len(counts)} planned cells have every question{decided}"
+        checks.append(Check(f"{role} run complete", "completeness", "pass", done))
+    return checks
+
+
+def sequential_checks(run: Run) -> list[Check]:
+    """One check per cell the sequential gate stopped: its verdict, when, and the requests it saved."""
+    return [
+        Check(
+            "sequential stop",
+            "sequential",
+            stop.reason,
+            f"stopped at look {stop.look} after {stop.answered} of {stop.planned} questions: {stop.reason}"
+            f"{' (e-process)' if stop.by_e_process else ''}; {stop.saved} requests saved",
+            profile=stop.profile,
+            variant=stop.variant,
+            cache=stop.cache,
+            shots=stop.shots,
+            pass_index=stop.pass_index,
+            metric="requests saved",
+            value=float(stop.saved),
+            n=stop.answered,
+        )
+        for stop in run.manifest.stops
+    ]
+
+
+def _sequential_verdicts(checks: list[Check], run: Run) -> list[Check]:
+    """The run-vs-baseline check of a stopped cell takes the sequential verdict: the fixed-n
+    rule is not valid on a sample whose size the data chose, the sequential one is."""
+    stops = {(s.profile, s.variant, s.cache, s.shots, s.pass_index): s for s in run.manifest.stops}
+    for check in checks:
+        stop = stops.get((check.profile, check.variant, check.cache, check.shots, check.pass_index))
+        if stop is not None and check.name == RUN_VS_BASELINE:
+            check.status, check.reason = stop.reason, f"sequential {stop.reason} at look {stop.look}; {check.reason}"
     return checks
 
 
@@ -378,7 +415,7 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
                 "nothing to compare: the run has no cache on/off, variant or pass pairs, and no baseline run shares its cells",
             )
         ]
-    checks += accuracy
+    checks += _sequential_verdicts(accuracy, run) + sequential_checks(run)
     checks += throughput_checks(comparisons, policy)
     cliff_table = cliffs(run.samples, policy)  # where accuracy departs: described, never a verdict
     statuses = {c.status for c in checks}

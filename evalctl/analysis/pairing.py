@@ -91,9 +91,12 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
     return out
 
 
+RUN_VS_BASELINE = "run vs baseline"
+
+
 def between_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> Comparison:
     """Candidate run vs baseline run, cell by cell."""
-    return Comparison("run", "run vs baseline", baseline, candidate, tuple(CELL_KEYS), "baseline run")
+    return Comparison("run", RUN_VS_BASELINE, baseline, candidate, tuple(CELL_KEYS), "baseline run")
 
 
 def match(comparison: Comparison, extra_keys: Iterable[str] = ()) -> pd.DataFrame:

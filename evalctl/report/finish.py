@@ -21,5 +21,5 @@ def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None 
     write_run_summary(run, policy.metric)
     result = evaluate(run, policy, baseline)
     write_gate_outputs(result, run.path)
-    write_report(run, run.path / REPORT_FILE, gate=gate_document(result))
+    write_report(run, run.path / REPORT_FILE, baseline=baseline, gate=gate_document(result))
     return result

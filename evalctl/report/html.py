@@ -243,6 +243,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         gate_cliffs=Table.of(pd.DataFrame([{k: _cell(v) for k, v in c.items()} for c in gate.get("cliffs") or []]))
         if gate and gate.get("cliffs")
         else None,
+        stops=Table.of(pd.DataFrame([{**s.model_dump(), "saved": s.saved} for s in run.manifest.stops])) if run.manifest.stops else None,
         matrix=signoff_matrix(summary.accuracy, checks),
         accuracy=Table.of(accuracy_view(summary.accuracy)),
         plot_shots=_png(accuracy_vs_shots, acc, title=title),

@@ -12,6 +12,7 @@ from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import Check
+    from evalctl.manifest import CellStop
 
 
 def _fmt(value: object, column: str) -> str:
@@ -101,6 +102,16 @@ def paired_view(table: pd.DataFrame) -> pd.DataFrame:
     if "p_two_sided_holm" in table:
         view["p Holm"] = table["p_two_sided_holm"]
     return view
+
+
+def stops_table(stops: list[CellStop]) -> Table:
+    """Cells the sequential gate stopped: when, why, and the requests that were not sent."""
+    rows = [
+        {**stop.model_dump(exclude={"by_e_process"}), "saved": stop.saved, "shown by": "e-process" if stop.by_e_process else "z bound"}
+        for stop in stops
+    ]
+    saved, planned = sum(s.saved for s in stops), sum(s.planned for s in stops)
+    return frame_table(_drop_constant_keys(pd.DataFrame(rows)), f"Sequential stops vs the baseline: {saved} of {planned} requests saved")
 
 
 def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:

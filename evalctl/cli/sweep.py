@@ -226,11 +226,17 @@ def sweep(
         raise typer.Exit(exc.exit_code) from None
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
-    gate = finish_run(run, load_policy(None), sequential_baseline(resolved))
+    baseline = sequential_baseline(resolved)
+    policy = load_policy(None)
+    if baseline is not None:  # the gate judges with the tolerance, level and metric the cells stopped by
+        stopping = resolved.stopping
+        policy = policy.model_copy(update={"max_accuracy_drop": stopping.tolerance, "alpha": stopping.alpha, "metric": stopping.metric})
+    gate = finish_run(run, policy, baseline)
     print_run_tables(run, gate.policy)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
-    console.print(f"gate (default policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
+    which = "the stopping rule's" if baseline else "default"
+    console.print(f"gate ({which} policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:

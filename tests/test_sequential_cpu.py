@@ -1,0 +1,90 @@
+"""The sequential gate against the real CPU server: a lost prefix stops early as a regression, a healthy run never does.
+
+One llama.cpp server; a healthy complete sweep of it is the `--baseline`. A candidate behind
+`evalctl canary --fault lost-prefix` runs with `--sequential`: recall collapses, so its cell
+must stop with a regression after at most 30% of its planned requests, and the requests it
+did not send must be recorded as saved, not missing. A second, healthy candidate against the
+same baseline must never be judged a regression. prefix-recall, one cell, cache on: the
+questions ask records of one prefix the small model recalls (see RECORDS).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import cpu_profile, evalctl, only_run, write_sweep_config
+from test_prefix_recall_cpu import start_canary
+
+from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.servers.process import ManagedServer
+
+pytestmark = pytest.mark.server
+
+RECORDS = 100  # questions = records (one question per record); the first look, at 30, is 30% of them
+SEED = 1234
+
+
+def sweep(cfg, url: str, out, *extra: str):
+    result = evalctl("sweep", "--config", str(cfg), "--url", url, "--output", str(out), *extra, timeout=1800)
+    assert result.returncode == 0, result.stderr + result.stdout
+    return only_run(out), result.stdout
+
+
+def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_does(tmp_path, no_orphans):
+    server = ManagedServer(
+        ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, startup_timeout_s=120),
+        Variant(),
+        CacheMode.on,
+        tmp_path / "server.log",
+    )
+    server.start()
+    canary = None
+    try:
+        canary, canary_url = start_canary(server.base_url)
+        cfg = write_sweep_config(
+            tmp_path,
+            None,
+            [cpu_profile()],
+            task="prefix-recall",
+            shots=[RECORDS],
+            limit=RECORDS,
+            concurrency=2,
+            generation={"max_tokens": 5, "seed": SEED},
+        )
+        baseline, _ = sweep(cfg, server.base_url, tmp_path / "baseline")
+        faulty, faulty_out = sweep(cfg, canary_url, tmp_path / "faulty", "--sequential", "--baseline", str(baseline))
+        healthy, _ = sweep(cfg, server.base_url, tmp_path / "healthy", "--sequential", "--baseline", str(baseline))
+    finally:
+        if canary is not None:
+            canary.terminate()
+            canary.wait(timeout=30)
+        server.stop()
+
+    base = pd.read_parquet(baseline / "samples.parquet")
+    assert len(base) == RECORDS and base.strict_correct.mean() >= 0.25  # room for a lost prefix to show
+
+    manifest = json.loads((faulty / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    (stop,) = manifest["stops"]
+    assert stop["reason"] == "regression" and stop["planned"] == RECORDS
+    assert stop["answered"] <= 0.3 * RECORDS
+    records = pd.read_parquet(faulty / "samples.parquet")
+    assert len(records) == stop["answered"] and records.error.isna().all()  # the rest were never sent
+    print(f"lost prefix: regression after {stop['answered']} of {RECORDS} questions (look {stop['look']})")
+    assert "Sequential stops" in faulty_out and f"{RECORDS - stop['answered']} of {RECORDS} requests saved" in faulty_out
+
+    gate = json.loads((faulty / "gate.json").read_text())
+    assert gate["verdict"] == "regression"
+    assert [c["status"] for c in gate["checks"] if c["kind"] == "completeness"] == ["pass", "pass"]  # stopped is complete
+    (shown,) = [c for c in gate["checks"] if c["kind"] == "sequential"]
+    assert shown["status"] == "regression" and f"{RECORDS - stop['answered']} requests saved" in shown["reason"]
+    assert "Sequential stops" in (faulty / "report.html").read_text()
+    again = evalctl("gate", str(faulty), "--baseline", str(baseline))
+    assert again.returncode == 1, again.stdout + again.stderr
+
+    calm = json.loads((healthy / "manifest.json").read_text())
+    assert calm["status"] == "complete" and all(s["reason"] == "pass" for s in calm["stops"])
+    verdicts = json.loads((healthy / "gate.json").read_text())["checks"]
+    assert not [c for c in verdicts if c["kind"] in ("accuracy", "sequential") and c["status"] == "regression"]

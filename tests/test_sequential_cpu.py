@@ -23,7 +23,9 @@ from evalctl.servers.process import ManagedServer
 pytestmark = pytest.mark.server
 
 RECORDS = 100  # questions = records (one question per record); the first look, at 30, is 30% of them
-SEED = 1234
+# The drawn prefix sets how much the small model recalls (README, prefix-recall); seed 1's
+# 100 records are recalled about 40% of the time, room for a lost prefix to show by 30 pairs.
+SEED = 1
 
 
 def sweep(cfg, url: str, out, *extra: str):

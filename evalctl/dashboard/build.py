@@ -152,7 +152,8 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
 
 
 def _ledger(catalog: Catalog, model: str) -> dict:
-    table = catalog.store.flip_ledger(catalog.model_folders(model))
+    """Over the model's complete runs: a stopped or running night is not a night's result."""
+    table = catalog.store.flip_ledger([f for f in catalog.model_folders(model) if f.status == "complete"])
     first = table[table["in_latest"] & (table["flips"] == 1)]
     often = table[table["flips"] >= 2]
 
@@ -171,7 +172,7 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
         verdicts = {pd.Timestamp(t): v for t, v in zip(config_runs["created_at"], config_runs["verdict"]) if pd.notna(t)}
         name = f"{model} {profile}/{variant}"
         longest = _longest(here)
-        ttft = metric_trend(longest, "throughput").assign(value=longest["ttft_p50_s"].to_numpy()) if len(longest) else longest
+        ttft = metric_trend(longest, "throughput").assign(value=longest["ttft_p50_s"].to_numpy())
         configs.append({
             "profile": profile, "variant": variant,
             "nights": _nights(catalog, config_runs, here, reports, signoffs),

@@ -11,13 +11,15 @@ from evalctl.cli.common import console, fail
 
 
 def dashboard(
-    root: Annotated[Path, typer.Option("--root", help="Results folder holding the run folders.")] = Path("results"),
+    root: Annotated[
+        list[Path] | None, typer.Option("--root", metavar="DIR", help="Results folder holding run folders; repeat for several (default: results).")
+    ] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the site into (created; pages are replaced).")] = Path(
         "site"
     ),
     latest: Annotated[int, typer.Option(min=1, help="Runs listed per model and configuration on the index page.")] = 14,
 ) -> None:
-    """Write a static site over every run in --root: an index of the latest runs per model and
+    """Write a static site over every run in the --root folders: an index of the latest runs per model and
     configuration with their verdicts, per-model trends and flip ledger, and a sign-off page per
     gated run. It opens offline from a shared disk or a CI artifact (no script, no external asset).
 
@@ -28,7 +30,7 @@ def dashboard(
     if output.exists() and not output.is_dir():
         raise fail(f"--output {output} exists and is not a folder")
     try:
-        result = build_site(root, output, latest)
+        result = build_site(root or [Path("results")], output, latest)
     except FileNotFoundError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:

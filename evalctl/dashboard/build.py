@@ -268,8 +268,8 @@ def _who(folder: RunFolder) -> list[tuple[str, str]]:
 def _signoff_page(catalog: Catalog, folder: RunFolder, reports: dict) -> str:
     gate = catalog.gates[str(folder.path)] or {}
     baseline = catalog.by_run_id(gate.get("baseline"))
-    cells = catalog.cells[catalog.cells["path"] == str(folder.path)]
-    base_cells = catalog.cells[catalog.cells["path"] == str(baseline.path)] if baseline else None
+    cells = catalog.cells_of(folder)
+    base_cells = catalog.cells_of(baseline) if baseline else None
     checks = [c for c in gate.get("checks") or [] if isinstance(c, dict)]
     runs = catalog.runs[catalog.runs["folder"] == folder.path.name]
     return _env.get_template("signoff.html.j2").render(
@@ -307,7 +307,7 @@ def _index_page(catalog: Catalog, latest: int, reports: dict, signoffs: dict, mo
     counts = catalog.runs.drop_duplicates(["folder", "verdict"])["verdict"].value_counts()
     unknown = [{"folder": f.path.name, "status": f.status, "note": f.note} for f in catalog.folders if f.model is None]
     return _env.get_template("index.html.j2").render(
-        root=catalog.root.name or str(catalog.root),
+        root=", ".join(r.name or str(r) for r in catalog.roots),
         sections=sections,
         counts=[(v, int(counts.get(v, 0))) for v in VERDICTS],
         runs=len(catalog.folders),
@@ -321,13 +321,13 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def build_site(root: Path, site: Path, latest: int = 14) -> BuildResult:
-    """Write (or bring up to date) the dashboard of `root` in `site`.
+def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildResult:
+    """Write (or bring up to date) the dashboard of the results root(s) in `site`.
 
-    FileNotFoundError when `root` is not a directory. Pages whose inputs did not change
+    FileNotFoundError when a root is not a directory. Pages whose inputs did not change
     since the last build into `site` are left as they are.
     """
-    catalog = load_catalog(Path(root))
+    catalog = load_catalog([Path(r) for r in (roots if isinstance(roots, list) else [roots])])
     site = Path(site)
     site.mkdir(parents=True, exist_ok=True)
     state_path = site / STATE_FILE

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -86,28 +87,40 @@ def _git_revision(folder: RunFolder, variant: str) -> str:
 
 @dataclass(frozen=True)
 class Catalog:
-    root: Path
-    store: HistoryStore
+    roots: list[Path]
+    store: HistoryStore  # queries any of the folders, whichever root holds them
     folders: list[RunFolder]  # every folder under the root, newest first
     gates: dict[str, dict | None]  # gate.json by folder path; None when not gated
     runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
     cells: pd.DataFrame  # HistoryStore.cells over every run
 
+    @cached_property
+    def _by_name(self) -> dict[str, RunFolder]:
+        return {f.path.name: f for f in self.folders}
+
+    @cached_property
+    def _cells_by_path(self) -> dict[str, pd.DataFrame]:
+        return {str(path): group for path, group in self.cells.groupby("path", sort=False)}
+
     def folder(self, name: str) -> RunFolder:
-        return next(f for f in self.folders if f.path.name == name)
+        return self._by_name[name]
 
     def by_run_id(self, run_id: str | None) -> RunFolder | None:
         return next((f for f in self.folders if f.run_id == run_id), None) if run_id else None
+
+    def cells_of(self, folder: RunFolder) -> pd.DataFrame:
+        return self._cells_by_path.get(str(folder.path), self.cells.iloc[:0])
 
     def model_folders(self, model: str) -> list[RunFolder]:
         return [f for f in self.folders if f.model == model]
 
 
-def load_catalog(root: Path) -> Catalog:
-    """Every run folder under `root` with its configurations and verdicts. FileNotFoundError without a root."""
-    store = HistoryStore(root)
+def load_catalog(roots: list[Path]) -> Catalog:
+    """Every run folder under the roots with its configurations and verdicts. FileNotFoundError for a missing root."""
+    stores = [HistoryStore(root) for root in roots]
     never = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
-    folders = sorted(store.folders(), key=lambda f: (f.created_at or never, f.run_id), reverse=True)
+    folders = sorted((f for s in stores for f in s.folders()), key=lambda f: (f.created_at or never, f.run_id), reverse=True)
+    store = stores[0]
     cells = store.cells(folders)
     gates, rows = {}, []
     for folder in folders:
@@ -123,4 +136,4 @@ def load_catalog(root: Path) -> Catalog:
                          _git_revision(folder, variant), gate is not None, (gate or {}).get("baseline"), note])  # fmt: skip
     runs = pd.DataFrame(rows, columns=RUN_ROW_COLUMNS)
     runs["created_at"] = pd.to_datetime(runs["created_at"], utc=True)
-    return Catalog(Path(root), store, folders, gates, runs, cells)
+    return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells)

@@ -85,11 +85,14 @@ def history_trend(
         name = f"{profile}/{variant}" if variant != "default" else profile
         ax.errorbar(x, y, yerr=yerr, marker="o", capsize=3, label=f"{name} cache {cache} {shots}-shot")
     ax.set(xlabel="run date (UTC)", ylabel=ylabel, title=title)
+    if len(table) and table["created_at"].nunique() == 1:  # one date: a day either side, not matplotlib's years
+        day = table["created_at"].iloc[0].tz_localize(None)
+        ax.set_xlim(day - pd.Timedelta(days=1), day + pd.Timedelta(days=1))
     if "accuracy" in ylabel:
         ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     if len(table):
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best" if len(table) < 500 else "upper left")  # "best" is slow over long histories
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -79,7 +79,7 @@ def test_build_lists_runs_and_rebuilds_only_what_changed(tmp_path):
     gate_json(first, "pass", [{"status": "pass", "profile": "cpu", "variant": "default"}])
     gate_json(second, "regression", [{"status": "regression", "profile": "cpu", "variant": "default"}], baseline=first.name)
     running = make_run(root, "m", DAY + dt.timedelta(days=2), cell_rows([True]), status="running")
-    catalog = load_catalog(root)
+    catalog = load_catalog([root])
     assert dict(zip(catalog.runs["folder"], catalog.runs["verdict"])) == {
         first.name: "pass",
         second.name: "regression",

@@ -32,9 +32,20 @@ def add_gates(root: Path) -> None:
     previous = None
     for i, run in enumerate(sorted(p for p in root.iterdir() if (p / "samples.parquet").is_file() and (p / "manifest.json").is_file())):
         status = "regression" if i % 9 == 8 else "pass"
-        checks = [{"name": "accuracy", "kind": "accuracy", "status": status, "reason": "synthetic", "profile": "h100", "variant": v,
-                   "cache": c, "shots": s, "pass_index": 1} for v in ("baseline", "patched") for c in ("on", "off") for s in SHOTS]  # fmt: skip
-        gate = {"verdict": status, "exit_code": int(status != "pass"), "policy": {}, "run": run.name, "baseline": previous, "checks": checks}
+        cells = [(v, c, s) for v in ("baseline", "patched") for c in ("on", "off") for s in SHOTS]
+        checks = [
+            {"name": "accuracy", "kind": "accuracy", "status": status, "reason": "synthetic", "profile": "h100", "variant": v,
+             "cache": c, "shots": s, "pass_index": 1}
+            for v, c, s in cells
+        ]  # fmt: skip
+        gate = {
+            "verdict": status,
+            "exit_code": int(status != "pass"),
+            "policy": {},
+            "run": run.name,
+            "baseline": previous,
+            "checks": checks,
+        }
         (run / "gate.json").write_text(json.dumps(gate))
         previous = run.name
 

@@ -12,7 +12,8 @@ from evalctl.cli.common import console, fail
 
 def dashboard(
     root: Annotated[
-        list[Path] | None, typer.Option("--root", metavar="DIR", help="Results folder holding run folders; repeat for several (default: results).")
+        list[Path] | None,
+        typer.Option("--root", metavar="DIR", help="Results folder of run folders; repeat for several (default: results)."),
     ] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the site into (created; pages are replaced).")] = Path(
         "site"

@@ -28,7 +28,6 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from evalctl.analysis.intervals import wilson_interval
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
 from evalctl.history.store import RunFolder, metric_trend
 from evalctl.manifest import MANIFEST_FILE
@@ -41,6 +40,7 @@ STATE_FILE = ".dashboard-state.json"
 REPORT_FILE = "report.html"
 # Where a server entry of the manifest keeps the settings the engine resolved at start-up.
 RESOLVED_SETTINGS_KEY = "resolved"
+TREND_RUNS = 60  # runs per configuration in a trend plot
 MAX_LEDGER_ROWS = 100  # per ledger table; the count says how many there were
 CONFIG = ["profile", "variant"]
 
@@ -123,9 +123,30 @@ def _cache_gap(cells: pd.DataFrame) -> pd.DataFrame:
     return both.assign(cache="on − off", value=both["on"] - both["off"], lo=float("nan"), hi=float("nan"), n=0, errors=0)
 
 
-def _plot(table: pd.DataFrame, title: str, ylabel: str, verdicts: dict) -> str | None:
-    table = table.dropna(subset=["value"])
-    return png_uri(history_trend, table, title=title, ylabel=ylabel, verdicts=verdicts) if len(table) else None
+# Per configuration: (key, caption, y label) of each trend plot, in page order.
+TREND_PLOTS = [
+    ("accuracy", "strict accuracy per shots x cache cell", "accuracy (strict, 95% Wilson)"),
+    ("gap", "cache on − off gap at the longest prefix", "strict gap, cache on − off"),
+    ("throughput", "output tokens/s at the longest prefix", "output tokens/s"),
+    ("ttft", "median time to first token at the longest prefix (streamed requests)", "TTFT p50 (s)"),
+]
+
+
+def _trends(cells: pd.DataFrame, title: str, verdicts: dict) -> list[tuple[str, str, str | None]]:
+    """The trend plots of one configuration's cells as (key, caption, data URI or None when nothing was recorded)."""
+    longest = _longest(cells)
+    tables = {
+        "accuracy": metric_trend(cells, "accuracy"),
+        "gap": _cache_gap(cells),
+        "throughput": metric_trend(longest, "throughput"),
+        "ttft": metric_trend(longest, "throughput").assign(value=longest["ttft_p50_s"].to_numpy()),
+    }
+    plots = []
+    for key, caption, ylabel in TREND_PLOTS:
+        table = tables[key].dropna(subset=["value"])
+        uri = png_uri(history_trend, table, title=f"{title}: {caption}", ylabel=ylabel, verdicts=verdicts) if len(table) else None
+        plots.append((key, caption, uri))
+    return plots
 
 
 def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: dict, signoffs: dict) -> list[dict]:
@@ -169,49 +190,46 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
     configs = []
     for (profile, variant), config_runs in runs.groupby(CONFIG, sort=True):
         here = cells[(cells["profile"] == profile) & (cells["variant"] == variant)]
-        verdicts = {pd.Timestamp(t): v for t, v in zip(config_runs["created_at"], config_runs["verdict"]) if pd.notna(t)}
-        name = f"{model} {profile}/{variant}"
-        longest = _longest(here)
-        ttft = metric_trend(longest, "throughput").assign(value=longest["ttft_p50_s"].to_numpy())
+        # Plots show the latest nights (a readable trend, a bounded cost); the table below them lists every night.
+        latest = config_runs.head(TREND_RUNS)
+        recent = {str(catalog.folder(name).path) for name in latest["folder"]}
+        verdicts = {pd.Timestamp(t): v for t, v in zip(latest["created_at"], latest["verdict"]) if pd.notna(t)}
         configs.append({
             "profile": profile, "variant": variant,
             "nights": _nights(catalog, config_runs, here, reports, signoffs),
-            "plots": [
-                ("accuracy", "strict accuracy per shots x cache cell", _plot(metric_trend(here, "accuracy"), f"{name}: strict accuracy", "accuracy (strict, 95% Wilson)", verdicts)),
-                ("gap", "cache on − off gap at the longest prefix", _plot(_cache_gap(here), f"{name}: cache on − off", "strict gap, cache on − off", verdicts)),
-                ("throughput", "output tokens/s at the longest prefix", _plot(metric_trend(longest, "throughput"), f"{name}: throughput", "output tokens/s", verdicts)),
-                ("ttft", "median time to first token at the longest prefix (streamed requests)", _plot(ttft, f"{name}: TTFT p50", "TTFT p50 (s)", verdicts)),
-            ],
+            "plots": _trends(here[here["path"].isin(recent)], f"{model} {profile}/{variant}", verdicts),
         })  # fmt: skip
-    return _env.get_template("model.html.j2").render(model=model, configs=configs, ledger=_ledger(catalog, model), generated=_now())
+    return _env.get_template("model.html.j2").render(
+        model=model, configs=configs, ledger=_ledger(catalog, model), trend_runs=TREND_RUNS, generated=_now()
+    )
 
 
 # ---- sign-off per release candidate ---------------------------------------------------------
 
 
 def _accuracy_frame(cells: pd.DataFrame) -> pd.DataFrame:
-    """Cells in `accuracy_table`'s shape (first pass), for the sign-off matrix."""
-    acc = metric_trend(cells, "accuracy")
-    return acc.assign(pass_index=1, strict_acc=acc["value"])
+    """Catalog cells in `accuracy_table`'s shape (first pass), for the sign-off matrix."""
+    return cells.assign(pass_index=1)
 
 
 def _side_by_side(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> Table:
     keys = ["profile", "variant", "cache", "shots"]
 
     def view(cells: pd.DataFrame, label: str) -> pd.DataFrame:
-        bounds = [wilson_interval(int(h), int(n)) for h, n in zip(cells["strict_hits"], cells["n"])]
-        return cells[keys].assign(**{
-            f"{label} acc": [h / n if n else float("nan") for h, n in zip(cells["strict_hits"], cells["n"])],
-            f"{label} 95%": [f"[{lo:.2f}, {hi:.2f}]" if n else "-" for (lo, hi), n in zip(bounds, cells["n"])],
-            f"{label} n": cells["n"].to_numpy(),
-            f"{label} errors": cells["errors"].to_numpy(),
-        })  # fmt: skip
+        interval = [f"[{lo:.2f}, {hi:.2f}]" if n else "-" for lo, hi, n in zip(cells["strict_lo"], cells["strict_hi"], cells["n"])]
+        columns = {
+            f"{label}_acc": cells["strict_acc"],
+            f"{label} 95%": interval,
+            f"{label} n": cells["n"],
+            f"{label} errors": cells["errors"],
+        }
+        return pd.DataFrame({**{k: cells[k].to_numpy() for k in keys}, **{k: list(v) for k, v in columns.items()}})
 
     table = view(candidate, "candidate")
     if baseline is not None:
         table = table.merge(view(baseline, "baseline"), on=keys, how="outer")
-        table["change_acc"] = table["candidate acc"] - table["baseline acc"]
-    return Table.of(table.rename(columns={"candidate acc": "candidate_acc", "baseline acc": "baseline_acc"}).sort_values(keys))
+        table["change_acc"] = table["candidate_acc"] - table["baseline_acc"]
+    return Table.of(table.sort_values(keys))
 
 
 def settings_diff(candidate: dict, baseline: dict | None) -> list[dict] | None:

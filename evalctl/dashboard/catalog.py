@@ -16,7 +16,7 @@ from typing import Literal, get_args
 
 import pandas as pd
 
-from evalctl.history.store import HistoryStore, RunFolder
+from evalctl.history.store import HistoryStore, RunFolder, metric_trend
 from evalctl.report.html import GATE_FILE, load_gate
 
 Verdict = Literal["pass", "regression", "inconclusive", "incomplete", "running", "not gated"]
@@ -92,7 +92,7 @@ class Catalog:
     folders: list[RunFolder]  # every folder under the root, newest first
     gates: dict[str, dict | None]  # gate.json by folder path; None when not gated
     runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
-    cells: pd.DataFrame  # HistoryStore.cells over every run
+    cells: pd.DataFrame  # HistoryStore.cells over every run, with strict_acc and its 95% Wilson bounds strict_lo, strict_hi
 
     @cached_property
     def _by_name(self) -> dict[str, RunFolder]:
@@ -122,6 +122,8 @@ def load_catalog(roots: list[Path]) -> Catalog:
     folders = sorted((f for s in stores for f in s.folders()), key=lambda f: (f.created_at or never, f.run_id), reverse=True)
     store = stores[0]
     cells = store.cells(folders)
+    accuracy = metric_trend(cells, "accuracy")  # once here, not per page
+    cells = cells.assign(strict_acc=accuracy["value"].to_numpy(), strict_lo=accuracy["lo"].to_numpy(), strict_hi=accuracy["hi"].to_numpy())
     gates, rows = {}, []
     for folder in folders:
         note, gate = folder.note, None

@@ -226,8 +226,10 @@ class HistoryStore:
         table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
         wall = table["wall_s"].astype(float)
         table["throughput"] = (table["out_tokens"].fillna(0).astype(float) / wall).where(wall > 0)
-        for column in ("n", "strict_hits", "flexible_hits", "errors"):
+        for column in ("n", "strict_hits", "flexible_hits", "errors", "shots"):
             table[column] = table[column].astype(int)
+        for column in ("path", "profile", "variant", "cache"):  # plain strings: row access on Arrow-backed ones is slow
+            table[column] = table[column].astype(object)
         table["ttft_p50_s"] = table["ttft_p50_s"].astype(float)
         return table.sort_values(["created_at", "run_id", "profile", "variant", "cache", "shots"])[columns].reset_index(drop=True)
 

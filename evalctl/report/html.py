@@ -39,7 +39,6 @@ PROBE_GLOB = "probe*.json"
 MAX_FLIPS = 100  # rows shown per comparison; the count says how many there were
 
 
-
 def template_env(*packages: str) -> jinja2.Environment:
     """Templates of `packages` (first wins), then the report's own (shared macros and style)."""
     return jinja2.Environment(

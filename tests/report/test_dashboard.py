@@ -50,7 +50,9 @@ def test_flip_ledger_tells_noise_from_news(tmp_path):
 
 
 def test_cells_feed_history_unchanged(tmp_path):
-    make_run(tmp_path, "m", DAY, cell_rows([True, False, True, True], shots=8, cache="off") + cell_rows([True, False, False, False], shots=8))
+    make_run(
+        tmp_path, "m", DAY, cell_rows([True, False, True, True], shots=8, cache="off") + cell_rows([True, False, False, False], shots=8)
+    )
     store = HistoryStore(tmp_path)
     cells = store.cells().set_index("cache")
     assert cells.loc["off", "strict_hits"] == 3 and cells.loc["on", "strict_hits"] == 1 and (cells["n"] == 4).all()

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import processes_of
+from conftest import processes_of, start_canary
 from test_report_browser import browse, console_messages, needs_chromium
 from test_sweep_cpu import evalctl
 
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer, free_port
+from evalctl.servers.process import ManagedServer
 
 pytestmark = [needs_chromium, pytest.mark.server]
 
@@ -90,19 +90,12 @@ def nights(tmp_path_factory):
     profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=1024, parallel=2, startup_timeout_s=300)
     server = ManagedServer(profile, Variant(), CacheMode.on, tmp / "server.log")
     server.start()
-    port = free_port()
-    canary = subprocess.Popen(
-        [sys.executable, "-m", "evalctl.cli", "canary", "--upstream", server.base_url, "--fault", "lost-prefix", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    canary, canary_url = start_canary(server.base_url)
     running = None
     try:
-        assert canary.stdout.readline().startswith("canary:")
         known: set[Path] = set()
         runs = {}
-        for night, url in (("night1", server.base_url), ("night2", server.base_url), ("night3", f"http://127.0.0.1:{port}")):
+        for night, url in (("night1", server.base_url), ("night2", server.base_url), ("night3", canary_url)):
             out = evalctl(*sweep_args(url, data, root, 8))
             assert out.returncode in (0, 1, 2, 3), out.stderr
             runs[night] = newest(root, known)
@@ -132,7 +125,9 @@ def nights(tmp_path_factory):
 
 
 def index_rows(dom: str) -> dict[str, str]:
-    return {m["run"]: m["verdict"] for m in re.finditer(r'<tr class="run" data-run="(?P<run>[^"]+)"[^>]*data-verdict="(?P<verdict>[^"]+)"', dom)}
+    return {
+        m["run"]: m["verdict"] for m in re.finditer(r'<tr class="run" data-run="(?P<run>[^"]+)"[^>]*data-verdict="(?P<verdict>[^"]+)"', dom)
+    }
 
 
 def screenshot(page: Path, tmp: Path, name: str) -> Path:

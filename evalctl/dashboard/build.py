@@ -265,7 +265,7 @@ def _worst_first(checks: list[dict]) -> list[dict]:
     """The gate's checks for people: what failed first, the columns that say where and why."""
     order = {"regression": 0, "inconclusive": 1, "pass": 2}
     ranked = sorted(checks, key=lambda c: order.get(c.get("status"), 1))
-    return [{k: c.get(k) for k in CHECK_COLUMNS} for c in ranked]
+    return [{k: "-" if c.get(k) is None else c[k] for k in CHECK_COLUMNS} for c in ranked]
 
 
 def _who(folder: RunFolder) -> list[tuple[str, str]]:

@@ -163,7 +163,7 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
             "date": _date(r.created_at), "run_id": r.run_id, "verdict": r.verdict, "status": r.status,
             "engine_version": r.engine_version or "-", "git_revision": r.git_revision or "-",
             "cell": f"{int(first['shots'])}-shot cache {first['cache']}" if first is not None else "-",
-            "accuracy": fmt_acc(first["strict_hits"] / first["n"] if first is not None and first["n"] else None),
+            "accuracy": fmt_acc(first["strict_acc"] if first is not None else None),
             "gap": fmt_acc(gap.get(path)) if path in gap.index else "-",
             "throughput": f"{first['throughput']:.1f}" if first is not None and pd.notna(first["throughput"]) else "-",
             "ttft": f"{first['ttft_p50_s']:.3f}" if first is not None and pd.notna(first["ttft_p50_s"]) else "-",

@@ -56,11 +56,10 @@ def _short(revision: object) -> str:
     return str(revision)[:12] if revision else ""
 
 
-def _configurations(folder: RunFolder, cells: pd.DataFrame) -> list[tuple[str, str]]:
+def _configurations(folder: RunFolder, recorded: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
     """The (profile, variant) pairs a run recorded samples for, else the ones its config plans."""
-    recorded = cells.loc[cells["path"] == str(folder.path), ["profile", "variant"]].drop_duplicates()
-    if len(recorded):
-        return [(str(p), str(v)) for p, v in recorded.itertuples(index=False)]
+    if str(folder.path) in recorded:
+        return recorded[str(folder.path)]
     config = folder.manifest.get("config") or {}
     profiles = [s.get("name") for s in config.get("servers") or [] if isinstance(s, dict)] or ["?"]
     variants = config.get("run_variants") or [v.get("name") for v in config.get("variants") or [] if isinstance(v, dict)] or ["default"]
@@ -124,6 +123,9 @@ def load_catalog(roots: list[Path]) -> Catalog:
     cells = store.cells(folders)
     accuracy = metric_trend(cells, "accuracy")  # once here, not per page
     cells = cells.assign(strict_acc=accuracy["value"].to_numpy(), strict_lo=accuracy["lo"].to_numpy(), strict_hi=accuracy["hi"].to_numpy())
+    recorded: dict[str, list[tuple[str, str]]] = {}
+    for path, profile, variant in cells[["path", "profile", "variant"]].drop_duplicates().itertuples(index=False):
+        recorded.setdefault(path, []).append((str(profile), str(variant)))
     gates, rows = {}, []
     for folder in folders:
         note, gate = folder.note, None
@@ -132,7 +134,7 @@ def load_catalog(roots: list[Path]) -> Catalog:
         except ValueError as exc:
             note = "; ".join(x for x in (note, f"{GATE_FILE} unreadable: {exc}") if x)
         gates[str(folder.path)] = gate
-        for profile, variant in _configurations(folder, cells):
+        for profile, variant in _configurations(folder, recorded):
             rows.append([folder.path.name, folder.run_id, folder.model, profile, variant, folder.created_at, folder.status,
                          verdict_of(folder.status, gate, profile, variant), _engine_version(folder, profile, variant),
                          _git_revision(folder, variant), gate is not None, (gate or {}).get("baseline"), note])  # fmt: skip

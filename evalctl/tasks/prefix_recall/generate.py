@@ -17,9 +17,9 @@ import random
 
 import datasets
 
-# Record and question lines, chosen on SmolLM2-135M (README, "prefix-recall"): a bare
-# `key: value` list read back by `key:` is what a small model copies best at length.
-INSTRUCTION = "Each line below gives a code and its number.\n\n"
+# Record and question lines, chosen on SmolLM2-135M (README, "prefix-recall"): a
+# `code: number` list read back by `code:`, after an instruction, is what it copies best.
+INSTRUCTION = "Here is a list of keys and their values. Remember them; you will be asked for one.\n\n"
 RECORD = "{key}: {value}\n"
 QUESTION = "\n{key}:"
 LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"  # no I or O: they read as 1 and 0
@@ -58,11 +58,11 @@ def position_bin(index: int, n: int) -> str:
 
 
 def make_records(rng: random.Random, n: int) -> list[tuple[str, str]]:
-    """n records with distinct keys (two letters, two digits) and four-digit values."""
+    """n records with distinct keys (two letters, two digits) and three-digit values."""
     keys: dict[str, str] = {}
     while len(keys) < n:
         key = rng.choice(LETTERS) + rng.choice(LETTERS) + str(rng.randint(10, 99))
-        keys.setdefault(key, str(rng.randint(1000, 9999)))
+        keys.setdefault(key, str(rng.randint(100, 999)))
     return list(keys.items())
 
 

@@ -3,7 +3,7 @@
 `evalctl canary --fault lost-prefix` sits in front of a real llama.cpp server; a healthy
 sweep goes to the server directly, a second one through the canary, and `evalctl gate`
 judges the second against the first. Small on purpose: one cell, cache on, 15 questions
-over a ~330-token prefix computed once per run on a one-slot server, and a policy whose
+over a ~250-token prefix computed once per run on a one-slot server, and a policy whose
 `min_n` lets 15 pairs decide (a right->wrong flip in 5 of them is already p < 0.05).
 """
 
@@ -22,7 +22,7 @@ from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
 
-RECORDS = 32
+RECORDS = 24
 QUESTIONS = 15
 
 

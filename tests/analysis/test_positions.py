@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from analysis.frames import sample_frame
 
 from evalctl.analysis.positions import accuracy_by_position
@@ -21,7 +20,9 @@ def recall_frame():
             for doc in range(4):
                 right = cache == "off" or doc < n_right
                 shots = 96 if doc % 2 else 384
-                rows.append(dict(cache=cache, shots=shots, doc_id=doc, answer_position=position, strict_correct=right, flexible_correct=right))
+                rows.append(
+                    dict(cache=cache, shots=shots, doc_id=doc, answer_position=position, strict_correct=right, flexible_correct=right)
+                )
     rows.append(dict(cache="on", shots=96, doc_id=9, answer_position="start", error="timeout", error_kind="timeout", strict_correct=None))
     rows.append(dict(cache="on", shots=8, doc_id=10, answer_position=None, strict_correct=False))
     return sample_frame(rows)

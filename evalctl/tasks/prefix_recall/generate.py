@@ -101,9 +101,7 @@ def documents(records: int, mode: str, seed: int) -> list[dict]:
     order = spread_order(records)
     if mode == "shared":
         return _docs(make_records(random.Random(f"prefix-recall:{seed}:{records}"), records), order)
-    return [
-        _docs(make_records(random.Random(f"prefix-recall:{seed}:{records}:{j}"), records), [index])[0] for j, index in enumerate(order)
-    ]
+    return [_docs(make_records(random.Random(f"prefix-recall:{seed}:{records}:{j}"), records), [index])[0] for j, index in enumerate(order)]
 
 
 def dataset(records: int, mode: str = "shared", seed: int = 1234, **_: object) -> datasets.DatasetDict:

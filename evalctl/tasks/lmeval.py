@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import get_args
 
 from evalctl.config import GENERATED_TASKS, ConfigError, TaskName
+from evalctl.records import AnswerPosition
 from evalctl.tasks.data import local_dataset_overrides
 
 TASKS = get_args(TaskName)
@@ -41,7 +42,7 @@ class Prompt:
     doc: dict
     # prefix-recall: where the asked value sits (character offset in `text`, and its bin)
     answer_char_offset: int | None = None
-    answer_position: str | None = None
+    answer_position: AnswerPosition | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,12 @@ class ConfigError(ValueError):
     """A config that cannot be used; the message names the cause."""
 
 
+TaskName = Literal["gsm8k", "prefix-recall"]
+# Tasks generated from the seed (evalctl/tasks/prefix_recall): no data files; shots count
+# the records of the prefix, so every shot count must be >= 1.
+GENERATED_TASKS = frozenset({"prefix-recall"})
+
+
 class CacheMode(str, Enum):
     on = "on"
     off = "off"
@@ -175,7 +181,7 @@ class SlurmConfig(_Strict):
 
 class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
-    task: Literal["gsm8k"] = "gsm8k"
+    task: TaskName = Field("gsm8k", description="gsm8k, or prefix-recall (answers read back from records in the prefix).")
     shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)))
     fewshot: Literal["shared", "sampled"] = "shared"
     cache: list[CacheMode] = Field(default_factory=lambda: [CacheMode.on, CacheMode.off])
@@ -248,6 +254,8 @@ class SweepConfig(_Strict):
                 raise ValueError(f"duplicate {kind} names: {dupes}")
         if not self.servers:
             raise ValueError("servers must list at least one server profile")
+        if self.task in GENERATED_TASKS and 0 in self.shots:
+            raise ValueError(f"task {self.task} counts records as shots: every shot count must be >= 1")
         known = [v.name for v in self.variants]
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
@@ -270,6 +278,8 @@ class SweepConfig(_Strict):
         return [v for v in self.variants if v.name in names]
 
     def resolved_data_dir(self) -> Path | None:
+        if self.task in GENERATED_TASKS:
+            return None  # generated from the seed: no data files to read or fingerprint
         if self.data_dir is not None:
             return self.data_dir
         env = os.environ.get(DATA_DIR_ENV)

@@ -26,6 +26,7 @@ from evalctl.servers.process import ManagedServer, ServerError, tail
 from evalctl.signals import Shutdown
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
+from evalctl.tokens import TokenCounter
 
 
 class Progress:
@@ -103,6 +104,8 @@ class Sweep:
         # After `prepare` of a resumed run: the requests still to send (None: a new run sends all).
         self.remaining: set[RequestKey] | None = None
         self.gpus: dict[str, list[str]] = {}
+        # prefix-recall: tokens before each prompt's asked value, by prompt hash (the same in every cell)
+        self.answer_tokens: dict[str, int] = {}
 
     def run(self) -> SweepResult:
         # GPUs, task and data first: bad input fails before anything is written or launched.
@@ -307,6 +310,7 @@ class Sweep:
         if not prompts:
             return True
         params = self._request_params(server, cell.cache)
+        self._count_answer_tokens(server, prompts)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
         prewarmed = (
@@ -338,6 +342,16 @@ class Sweep:
         self.progress.cell_done(cell.label)
         self.shutdown.check()
         return outcome is Outcome.done
+
+    def _count_answer_tokens(self, server: ManagedServer, prompts: list[Prompt]) -> None:
+        """Tokens before each asked value, counted by the server's tokenizer (estimated when it has none)."""
+        todo = [p for p in prompts if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens]
+        if not todo:
+            return
+        with server.http() as http:
+            counter = TokenCounter(http, server.profile.model_path)
+            for p in todo:
+                self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
     def _record_server_died(self, cell: Cell, task: LmEvalTask, writer: RecordWriter, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
@@ -406,4 +420,6 @@ class Sweep:
             attempts=completion.attempts,
             error=completion.error,
             error_kind=completion.error_kind,
+            answer_position=prompt.answer_position,
+            answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
         )

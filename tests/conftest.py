@@ -55,14 +55,17 @@ def cpu_profile(name: str = "cpu", **fields: object) -> dict:
     return {"name": name, "engine": "llamacpp", "model_path": "bundled:smollm2-135m", **fields}
 
 
-def write_sweep_config(tmp_path: Path, data_dir: Path, servers: list[dict], **fields: object) -> Path:
-    """A small sweep config (1 shot, cache on, 1 question, results under tmp_path/out); fields override."""
+def write_sweep_config(tmp_path: Path, data_dir: Path | None, servers: list[dict], **fields: object) -> Path:
+    """A small sweep config (1 shot, cache on, 1 question, results under tmp_path/out); fields override.
+
+    `data_dir` None: the task reads no data files (prefix-recall is generated).
+    """
     config = {
         "model": "smollm2-135m",
         "shots": [1],
         "cache": ["on"],
         "limit": 1,
-        "data_dir": str(data_dir),
+        **({"data_dir": str(data_dir)} if data_dir is not None else {}),
         "output_dir": str(tmp_path / "out"),
         **fields,
         "servers": servers,
@@ -82,3 +85,15 @@ def start_canary(upstream: str, fault: str = "lost-prefix") -> tuple[subprocess.
         proc.kill()
         raise AssertionError(f"canary did not start: {proc.communicate()}")
     return proc, url
+
+
+def evalctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The CLI in a child process, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "evalctl.cli", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def only_run(root: Path) -> Path:
+    """The one run folder a sweep created under `root`."""
+    runs = [p for p in root.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, write_sweep_config
+from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 pytestmark = pytest.mark.server
-
-
-def evalctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evalctl.cli", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def only_run(root: Path) -> Path:
-    runs = [p for p in root.iterdir() if p.is_dir()]
-    assert len(runs) == 1, runs
-    return runs[0]
 
 
 def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):

@@ -78,6 +78,12 @@ def resolve_resume(
 def sweep(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="Task: gsm8k, or prefix-recall (answers read back from a list of records in the prefix; shots count the records)."
+        ),
+    ] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
     limit: Annotated[int | None, typer.Option(help="Questions per cell (default: the config's; all when unset).")] = None,
@@ -148,7 +154,7 @@ def sweep(
         ),
     ] = False,
 ) -> None:
-    """Launch server(s), run GSM8K at each shot count with the prefix cache on and off, and report.
+    """Launch server(s), run the task (GSM8K or prefix-recall) at each shot count with the prefix cache on and off, and report.
 
     Also writes the gate's files (default policy) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
@@ -179,6 +185,7 @@ def sweep(
         cache=cache,
         variants=variants,
         gpus=gpus,
+        task=task,
         shots=_csv_ints(shots, "--shots"),
         limit=limit,
         limit_order=limit_order,

@@ -30,7 +30,7 @@ from evalctl.history.store import HistoryStore
 from evalctl.manifest import read_manifest
 from evalctl.records import load_samples
 from evalctl.report.outputs import RunSummary, summarize
-from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots, history_trend
+from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
 
@@ -267,10 +267,12 @@ def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = No
     baseline = Run.load(Path(baseline_dir).resolve()) if baseline_dir is not None else None
     gate = gate if gate is not None else load_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
-    acc, by_length = run.summary.accuracy, run.summary.by_length
+    plotted = ("accuracy", "by_length", "by_position")
+    acc, by_length, by_position = (getattr(run.summary, name) for name in plotted)
     if baseline is not None:
-        acc = pd.concat([acc, _as_baseline(baseline.summary.accuracy)], ignore_index=True)
-        by_length = pd.concat([by_length, _as_baseline(baseline.summary.by_length)], ignore_index=True)
+        acc, by_length, by_position = (
+            pd.concat([getattr(run.summary, name), _as_baseline(getattr(baseline.summary, name))], ignore_index=True) for name in plotted
+        )
     checks = gate.get("checks", []) if gate is not None else None
     return _env.get_template("report.html.j2").render(
         title=title,
@@ -283,6 +285,8 @@ def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = No
         accuracy=Table.of(accuracy_view(run.summary.accuracy)),
         plot_shots=png_uri(accuracy_vs_shots, acc, title=title),
         plot_prefill=png_uri(accuracy_vs_prefill, by_length, title=title),
+        by_position=Table.of(accuracy_view(run.summary.by_position)) if len(run.summary.by_position) else None,
+        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=title) if len(by_position) else None,
         throughput=_throughput(run, baseline),
         probes=load_probes(run_dir),
         flips=_flips(run, baseline),

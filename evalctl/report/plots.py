@@ -10,6 +10,8 @@ matplotlib.use("Agg")  # files only; no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from evalctl.records import ANSWER_POSITIONS  # noqa: E402
+
 SERIES = ["profile", "variant", "cache"]
 
 
@@ -26,15 +28,23 @@ def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str) -> None:
     ax.errorbar(x, y, yerr=yerr, marker="o" if cache == "on" else "s", linestyle="-" if cache == "on" else "--", capsize=3, label=label)
 
 
-def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool) -> Path:
+def _style_accuracy_axes(ax, xlabel: str, title: str, legend: bool) -> None:
     ax.set(xlabel=xlabel, ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
     ax.grid(alpha=0.3)
     if legend:
         ax.legend(fontsize=8)
+
+
+def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool) -> Path:
+    _style_accuracy_axes(ax, xlabel, title, legend)
+    return _save(fig, path)
 
 
 def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str) -> Path:
@@ -46,14 +56,35 @@ def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str) -> Path:
     return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, legend=len(first_pass) > 0)
 
 
-def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None) -> None:
     for label, cache, group in _series(table):
         group = group.sort_values("bin_lo")
         _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache)
     if chunked_prefill:
         ax.axvline(chunked_prefill, color="grey", linestyle=":", label=f"chunked prefill {chunked_prefill}")
+
+
+def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _draw_prefill(ax, table, chunked_prefill)
     return _finish_accuracy_plot(fig, ax, path, "prompt tokens (bin centre)", title, legend=len(table) > 0)
+
+
+def accuracy_by_position(
+    positions: pd.DataFrame, by_length: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None
+) -> Path:
+    """prefix-recall: accuracy by the answer's third of the prefix, cache on vs off, beside accuracy vs prefill length."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    first_pass = positions[positions["pass_index"] == positions["pass_index"].min()] if len(positions) else positions
+    index = {p: i for i, p in enumerate(ANSWER_POSITIONS)}
+    for label, cache, group in _series(first_pass):
+        _errorbar(left, group["answer_position"].map(index), group, label, cache)
+    left.set_xticks(range(len(ANSWER_POSITIONS)), ANSWER_POSITIONS)
+    _style_accuracy_axes(left, "where the answer sits in the prefix", "by answer position", legend=len(first_pass) > 0)
+    _draw_prefill(right, by_length, chunked_prefill)
+    _style_accuracy_axes(right, "prompt tokens (bin centre)", "by prefill length", legend=False)
+    fig.suptitle(title)
+    return _save(fig, path)
 
 
 # Background band per run in a trend plot, by the run's gate verdict.
@@ -94,7 +125,4 @@ def history_trend(
     if len(table):
         ax.legend(fontsize=8, loc="best" if len(table) < 500 else "upper left")  # "best" is slow over long histories
     fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

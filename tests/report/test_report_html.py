@@ -128,3 +128,20 @@ def test_report_cli_writes_into_the_run_folder_by_default_and_refuses_a_missing_
     assert (run / "report.html").is_file()
     bad = subprocess.run([sys.executable, "-m", "evalctl.cli", "report", str(tmp_path / "nope")], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "is not a directory" in " ".join(bad.stderr.split())
+
+
+def test_recall_runs_get_the_answer_position_section_with_a_baseline(tmp_path):
+    positions = ["start", "middle", "end"]
+    rows = [
+        {**row, "answer_position": positions[row["doc_id"] % 3]}
+        for cache, correct in (("off", [True] * 6), ("on", [False, True, True, False, True, True]))
+        for row in cell_rows(correct, cache=cache, shots=104)
+    ]
+    run = make_run(tmp_path, "m-recall", DAY, rows)
+    html = render(run, baseline_dir=make_run(tmp_path, "m-recall", DAY, rows))
+    assert "By answer position in the prefix" in html and 'id="plot-position"' in html
+    section = html[html.index("By answer position") : html.index('id="plot-position"')]
+    first_seen = [section.index(f">{p}<") for p in positions]
+    assert first_seen == sorted(first_seen)  # every bin, in prompt order
+    assert "0.00" in section  # cache on lost every start record
+    assert "By answer position" not in render(paired_run(tmp_path))  # GSM8K runs have no positions

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
+HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
 
 class ConfigError(ValueError):
@@ -159,7 +160,9 @@ class SlurmConfig(_Strict):
     account: str | None = None
     qos: str | None = None
     time: str = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
-    cpus_per_task: int = Field(8, ge=1, description="CPUs per profile x variant job (server and client).")
+    cpus_per_task: int | None = Field(
+        None, ge=1, description="CPUs per profile x variant job (server and client); default: 8, or a node's CPUs if the partition's nodes have fewer."
+    )
     mem_gb: float | None = Field(None, gt=0, description="Memory per job; default: the cluster's (DefMemPerCPU).")
     aggregate_time: str = Field("00:30:00", description="Time limit of the aggregation job (analysis, gate, report).")
     additional: dict[str, str | int | bool] = Field(
@@ -185,7 +188,9 @@ class SweepConfig(_Strict):
     request_timeout_s: float = Field(600.0, gt=0)
     max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")
     max_restarts: int = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
-    data_dir: Path | None = Field(None, description="Local copy with train.jsonl/test.jsonl; default: the hub.")
+    data_dir: Path | None = Field(
+        None, description="Local copy with train.jsonl/test.jsonl, or `hub` for the Hugging Face hub; default: the copy in the package."
+    )
     output_dir: Path = Path("results")
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
@@ -266,10 +271,13 @@ class SweepConfig(_Strict):
         return [v for v in self.variants if v.name in names]
 
     def resolved_data_dir(self) -> Path | None:
-        if self.data_dir is not None:
-            return self.data_dir
-        env = os.environ.get(DATA_DIR_ENV)
-        return Path(env) if env else None
+        """The local copy the task reads (the packaged one unless another is named); None for the hub."""
+        chosen = self.data_dir if self.data_dir is not None else os.environ.get(DATA_DIR_ENV)
+        if chosen is None:
+            from evalctl.datasets import packaged_data_dir
+
+            return packaged_data_dir(self.task)
+        return None if str(chosen) == HUB_DATA else Path(chosen)
 
 
 def known_aliases() -> list[str]:

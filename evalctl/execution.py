@@ -21,6 +21,7 @@ from evalctl.probe.session import sweep_probe
 from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, record_files
 from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys, request_key
 from evalctl.secrets import redact_argv, redact_config, redact_env
+from evalctl.servers import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ManagedServer, ServerError, tail
 from evalctl.signals import Shutdown
@@ -107,6 +108,8 @@ class Sweep:
     def run(self) -> SweepResult:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         self.gpus = gpu_assignment(self.config)
+        for profile in self.config.servers:
+            adapter_for(profile.engine).preflight(profile)
         task, launches = self.prepare()
         result = SweepResult(self.run_dir, self.run_id)
         try:

@@ -10,7 +10,7 @@ import yaml
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.sweep import _csv_ints, resolve_config
+from evalctl.cli.sweep import DATA_DIR_HELP, _csv_ints, resolve_config
 from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig
 
 EXIT_FAIL = 1
@@ -77,7 +77,7 @@ def probe(
     max_tokens: Annotated[int | None, typer.Option(help="Greedy tokens per generation (default 16).")] = None,
     policy: Annotated[Path | None, typer.Option(help="YAML with probe thresholds (top level or under `probe:`).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Results root; a folder with probe.json is created inside.")] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Local GSM8K copy (train.jsonl, test.jsonl); env EVALCTL_DATA_DIR.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help=DATA_DIR_HELP)] = None,
     api_key: Annotated[
         str | None, typer.Option(envvar=["EVALCTL_API_KEY", "OPENAI_API_KEY"], show_envvar=True, help="Bearer token; never written.")
     ] = None,

@@ -33,6 +33,10 @@ class Executor(str, enum.Enum):
     slurm = "slurm"
 
 
+DATA_DIR_HELP = (
+    "Dataset folder with train.jsonl and test.jsonl, or 'hub' for the Hugging Face hub (env EVALCTL_DATA_DIR); "
+    "default: the pinned copy inside evalctl."
+)
 GPUS_HELP = "GPUs the sweep may use: ids (0,1,2,3) or a count (8); default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
 
 
@@ -91,10 +95,7 @@ def sweep(
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Completion budget per question.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Results root; the run folder is created inside it.")] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(help="Local dataset copy with train.jsonl and test.jsonl (env EVALCTL_DATA_DIR); default: the Hugging Face hub."),
-    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help=DATA_DIR_HELP)] = None,
     url: Annotated[
         str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
     ] = None,
@@ -164,10 +165,12 @@ def sweep(
         raise fail("--wait applies to --executor slurm only")
     if executor is Executor.slurm:
         from evalctl.cluster.slurm import SlurmUnavailable, require_slurm
+        from evalctl.extras import MissingExtra, require
 
-        try:
-            require_slurm()  # before anything is resolved, written or submitted
-        except SlurmUnavailable as exc:
+        try:  # before anything is resolved, written or submitted
+            require("submitit", "--executor slurm")
+            require_slurm()
+        except (MissingExtra, SlurmUnavailable) as exc:
             raise fail(str(exc)) from None
     overrides = config_overrides(
         cache=cache,

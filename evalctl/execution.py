@@ -189,6 +189,7 @@ class Sweep:
             "variant": launch.variant.name,
             "cache": launch.cache.value,
             "engine": launch.profile.engine.value,
+            "serves": launch.profile.serves.value if launch.profile.serves else None,
             "gpu": launch.profile.gpu,
             "devices": list(devices),
             "variant_git_revision": launch.variant.git_revision,
@@ -202,7 +203,7 @@ class Sweep:
             if self.config.probe and launch.cache is CacheMode.on:
                 entry["probe"] = sweep_probe(server, task, self.config, self.run_dir, api_key=self.api_key, warn=self.progress.warn)
                 self._save()
-            if not server.launched and launch.cache is CacheMode.off:
+            if not server.launched and launch.cache is CacheMode.off and not server.adapter.request_fields(CacheMode.off):
                 self.progress.warn(
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )

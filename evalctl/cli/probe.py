@@ -10,8 +10,8 @@ import yaml
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.sweep import DATA_DIR_HELP, _csv_ints, resolve_config
-from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig
+from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
+from evalctl.config import CacheMode, Engine, SweepConfig, with_external_url
 
 EXIT_FAIL = 1
 EXIT_NOT_RUN = 3
@@ -68,9 +68,7 @@ def probe(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
-    engine: Annotated[
-        Engine, typer.Option(help="With --url: the engine behind it, so the probe can flush or bypass its cache for cold requests.")
-    ] = Engine.external,
+    engine: Annotated[Engine | None, typer.Option(help=ENGINE_HELP)] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts to probe (default: the config's; 1,2,4,8 with --url alone).")] = None,
     prefix_tokens: Annotated[str | None, typer.Option(help="Extra synthetic prefix lengths in tokens, comma-separated.")] = None,
     questions: Annotated[int | None, typer.Option(help="Questions per prefix-length bin (default 1).")] = None,
@@ -93,7 +91,6 @@ def probe(
     from evalctl.manifest import new_run_id
     from evalctl.probe.runner import ProbeError
     from evalctl.probe.session import probe_managed
-    from evalctl.servers import adapter_for
     from evalctl.servers.process import ManagedServer, ServerError
     from evalctl.tasks.lmeval import LmEvalTask
 
@@ -103,10 +100,11 @@ def probe(
             raise fail("give --model NAME, --config FILE or --url URL")
         cfg = SweepConfig.model_validate(
             {"model": "external", "shots": [1, 2, 4, 8], **{k: v for k, v in overrides.items() if v is not None},
-             "servers": [ServerProfile(name="external", engine=Engine.external, url=url.rstrip("/"), model_path="external")]}
+             "servers": [{"name": "external", "engine": "external", "url": url.rstrip("/"), "model_path": "external"}]}
         )  # fmt: skip
+        cfg = with_external_url(cfg, url, engine or url_engine(url, api_key))
     else:
-        cfg = resolve_config(model, config, url, overrides)
+        cfg = resolve_config(model, config, url, overrides, engine, api_key)
     rules = _policy(policy, max_tokens, questions, _csv_ints(prefix_tokens, "--prefix-tokens"))
     run_dir = Path(cfg.output_dir) / new_run_id(f"{cfg.model}-probe")
     try:
@@ -117,17 +115,11 @@ def probe(
     except ValueError as exc:
         raise fail(str(exc)) from None
 
-    try:
-        url_adapter = adapter_for(engine) if url is not None else None
-    except NotImplementedError as exc:
-        raise fail(str(exc)) from None
     verdicts = []
     for profile in cfg.servers:
         for variant in cfg.variants:
             label = f"{profile.name}/{variant.name}"
             server = ManagedServer(profile, variant, CacheMode.on, run_dir / f"server-{profile.name}-{variant.name}.log")
-            if url_adapter is not None:
-                server.adapter = url_adapter  # the server is external; its engine's cache switches still apply
             try:
                 with console.status(f"{label}: starting server") as status:
                     server.start()

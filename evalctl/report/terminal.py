@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from evalctl.analysis.gate import Check
+    from evalctl.analysis.gate import Check, GateResult
 
 
 def _fmt(value: object, column: str) -> str:
@@ -79,6 +80,18 @@ def checks_table(checks: list[Check], title: str) -> Table:
     for c in checks:
         table.add_row(f"[{STATUS_STYLE[c.status]}]{c.status}[/]", c.name, c.where, c.reason)
     return table
+
+
+def verdict_basis(result: GateResult) -> str:
+    """One line on what the verdict rests on: the checks that decided it, by kind, and one of their reasons."""
+    deciding = [c for c in result.checks if c.status == result.verdict]
+    if not deciding:
+        return "no checks"
+    total = Counter(c.kind for c in result.checks)
+    counts = Counter(c.kind for c in deciding)
+    kinds = ", ".join(f"{n} of {total[kind]} {kind.replace('_', ' ')}" for kind, n in counts.items())
+    first = deciding[0]
+    return f"{result.verdict} from {kinds} checks; e.g. {first.name} [{first.where}]: {first.reason}"
 
 
 def _acc(a: float, lo: float, hi: float) -> str:

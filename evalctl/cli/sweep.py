@@ -58,7 +58,9 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
     return {"cache": _csv(cache), "run_variants": _csv(variants), "gpus": gpu_pool, **plain}
 
 
-ENGINE_HELP = "With --url: the engine behind it (its cache switches then apply); default: asked of the server."
+ENGINE_HELP = (
+    "With --url: the engine behind it, llamacpp, sglang, vllm or external (its cache switches then apply); default: asked of the server."
+)
 
 
 def url_engine(url: str, api_key: str | None = None) -> Engine:
@@ -118,7 +120,7 @@ def sweep(
     url: Annotated[
         str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
     ] = None,
-    engine: Annotated[Engine | None, typer.Option(help=ENGINE_HELP)] = None,
+    engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
     variants: Annotated[str | None, typer.Option(help="Variants (engine builds) to run, comma-separated, e.g. baseline,patched.")] = None,
     gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
     max_restarts: Annotated[

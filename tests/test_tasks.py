@@ -5,14 +5,13 @@ import json
 import pytest
 
 from evalctl.config import ConfigError
+from evalctl.datasets import packaged_data_dir
 from evalctl.tasks.lmeval import LmEvalTask
 
 
 @pytest.fixture(scope="module")
 def shared_task(request):
-    from conftest import DATA_DIR
-
-    return LmEvalTask("gsm8k", data_dir=DATA_DIR, fewshot="shared")
+    return LmEvalTask("gsm8k", data_dir=packaged_data_dir("gsm8k"), fewshot="shared")
 
 
 def train_questions(data_dir, k):

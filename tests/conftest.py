@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -8,6 +10,7 @@ import pytest
 import yaml
 
 from evalctl.datasets import packaged_data_dir
+from evalctl.servers.process import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_MODULE = "evalctl.servers.llamacpp_main"
@@ -68,3 +71,15 @@ def write_sweep_config(tmp_path: Path, data_dir: Path, servers: list[dict], **fi
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def start_canary(upstream: str, fault: str = "lost-prefix") -> tuple[subprocess.Popen, str]:
+    """`evalctl canary` in front of `upstream` on a free port, returned once it listens, with its URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", "evalctl.cli", "canary", "--upstream", upstream, "--fault", fault, "--port", str(port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    if not proc.stdout.readline().startswith(f"canary: {url}"):
+        proc.kill()
+        raise AssertionError(f"canary did not start: {proc.communicate()}")
+    return proc, url

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, canary, compare, gate, history, probe, report, runs, servers, slurm, sweep
+from evalctl.cli import analyze, canary, compare, dashboard, gate, history, probe, report, runs, servers, slurm, sweep
 from evalctl.cli.common import console
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.command()(slurm.jobs)
 app.add_typer(servers.app, name="servers")
 app.add_typer(runs.app, name="runs")
 app.command()(history.history)
+app.command()(dashboard.dashboard)
 app.command()(report.report)
 app.command()(probe.probe)
 app.command()(canary.canary)

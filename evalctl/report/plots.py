@@ -56,9 +56,25 @@ def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_pre
     return _finish_accuracy_plot(fig, ax, path, "prompt tokens (bin centre)", title, legend=len(table) > 0)
 
 
-def history_trend(table: pd.DataFrame, path: Path, title: str, ylabel: str = "accuracy (strict, 95% Wilson)") -> Path:
-    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known."""
+# Background band per run in a trend plot, by the run's gate verdict.
+VERDICT_COLOURS = {"pass": "#2e7d32", "regression": "#c62828", "inconclusive": "#9e9e9e", "incomplete": "#ef6c00"}
+
+
+def history_trend(
+    table: pd.DataFrame,
+    path: Path,
+    title: str,
+    ylabel: str = "accuracy (strict, 95% Wilson)",
+    verdicts: dict[pd.Timestamp, str] | None = None,
+) -> Path:
+    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known.
+
+    `verdicts` (run date -> verdict) marks each run with a faint line in its verdict's colour.
+    """
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    for when, verdict in (verdicts or {}).items():
+        if verdict in VERDICT_COLOURS:
+            ax.axvline(when.tz_localize(None), color=VERDICT_COLOURS[verdict], alpha=0.3, linewidth=4, zorder=0)
     for key, group in table.groupby(["profile", "variant", "cache", "shots"], sort=True):
         profile, variant, cache, shots = key
         group = group.sort_values("created_at")
@@ -69,11 +85,14 @@ def history_trend(table: pd.DataFrame, path: Path, title: str, ylabel: str = "ac
         name = f"{profile}/{variant}" if variant != "default" else profile
         ax.errorbar(x, y, yerr=yerr, marker="o", capsize=3, label=f"{name} cache {cache} {shots}-shot")
     ax.set(xlabel="run date (UTC)", ylabel=ylabel, title=title)
+    if len(table) and table["created_at"].nunique() == 1:  # one date: a day either side, not matplotlib's years
+        day = table["created_at"].iloc[0].tz_localize(None)
+        ax.set_xlim(day - pd.Timedelta(days=1), day + pd.Timedelta(days=1))
     if "accuracy" in ylabel:
         ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     if len(table):
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best" if len(table) < 500 else "upper left")  # "best" is slow over long histories
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

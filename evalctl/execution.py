@@ -21,6 +21,7 @@ from evalctl.probe.session import sweep_probe
 from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, record_files
 from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys, request_key
 from evalctl.secrets import redact_argv, redact_config, redact_env
+from evalctl.servers import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ManagedServer, ServerError, tail
 from evalctl.signals import Shutdown
@@ -110,6 +111,8 @@ class Sweep:
     def run(self) -> SweepResult:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         self.gpus = gpu_assignment(self.config)
+        for profile in self.config.servers:
+            adapter_for(profile.engine).preflight(profile)
         task, launches = self.prepare()
         result = SweepResult(self.run_dir, self.run_id)
         try:
@@ -194,6 +197,7 @@ class Sweep:
             "variant": launch.variant.name,
             "cache": launch.cache.value,
             "engine": launch.profile.engine.value,
+            "serves": launch.profile.serves.value if launch.profile.serves else None,
             "gpu": launch.profile.gpu,
             "devices": list(devices),
             "variant_git_revision": launch.variant.git_revision,
@@ -207,7 +211,7 @@ class Sweep:
             if self.config.probe and launch.cache is CacheMode.on:
                 entry["probe"] = sweep_probe(server, task, self.config, self.run_dir, api_key=self.api_key, warn=self.progress.warn)
                 self._save()
-            if not server.launched and launch.cache is CacheMode.off:
+            if not server.launched and launch.cache is CacheMode.off and not server.adapter.request_fields(CacheMode.off):
                 self.progress.warn(
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )

@@ -9,10 +9,10 @@ import psutil
 import pytest
 import yaml
 
+from evalctl.datasets import packaged_data_dir
 from evalctl.servers.process import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO.parent / "shared" / "datasets" / "gsm8k"
 SERVER_MODULE = "evalctl.servers.llamacpp_main"
 
 
@@ -35,9 +35,10 @@ def processes_of(path: Path) -> list[psutil.Process]:
 
 @pytest.fixture
 def data_dir() -> Path:
-    if not (DATA_DIR / "test.jsonl").is_file():
-        pytest.fail(f"offline GSM8K copy missing at {DATA_DIR}")
-    return DATA_DIR
+    """The GSM8K copy inside the package (what a sweep reads by default)."""
+    folder = packaged_data_dir("gsm8k")
+    assert folder is not None, "the package ships no GSM8K copy"
+    return folder
 
 
 @pytest.fixture

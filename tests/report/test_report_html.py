@@ -77,6 +77,17 @@ def test_gate_checks_colour_the_signoff_matrix():
     assert {c.status for _, cells in signoff_matrix(acc, None).rows for c in cells} == {"not gated"}
 
 
+def test_a_failed_absolute_cap_is_named_in_the_matrix_not_called_a_regression(tmp_path):
+    run = paired_run(tmp_path)
+    cap = {"name": "invalid rate", "kind": "invalid_rate", "profile": "cpu", "variant": "default", "cache": "off", "shots": 8,
+           "pass_index": 1, "status": "regression", "reason": "3 of 3 answers had no strict answer (100.0%; max 10.0%)"}  # fmt: skip
+    gate = {"verdict": "regression", "exit_code": 1, "policy": {}, "run": run.name, "baseline": None, "checks": [cap]}
+    html = render(run, gate=gate)
+    matrix = html[html.index('id="signoff"') : html.index("</table>", html.index('id="signoff"'))]
+    assert "<small>invalid rate over cap</small>" in matrix and "<small>regression</small>" not in matrix
+    assert 'class="cell regression"' in matrix  # still coloured as failing
+
+
 def test_report_reads_gate_json_else_says_not_gated(tmp_path):
     run = paired_run(tmp_path)
     html = render(run)

@@ -11,6 +11,7 @@ loads, and rewriting it keeps them. One that fails validation is a `ManifestErro
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import os
 import platform
@@ -20,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 import evalctl
 from evalctl.errors import BadInput
@@ -70,6 +71,7 @@ class ServerEntry(_Entry):
     variant: str
     cache: str
     engine: str | None = None
+    serves: str | None = None  # the engine behind an external server (`--url`), when known
     gpu: str | None = None
     devices: list[str] = Field(default_factory=list)
     variant_git_revision: str | None = None
@@ -147,12 +149,27 @@ class GateSummary(_Entry):
     exit_code: int
 
 
+class Host(_Entry):
+    """The machine and account a run ran as (older manifests lack `user`)."""
+
+    hostname: str | None = None
+    user: str | None = None
+    platform: str | None = None
+    python: str | None = None
+    cpus: int | None = None
+
+
+class EvalctlInfo(_Entry):
+    version: str | None = None
+    git_revision: str | None = None
+
+
 class Manifest(RunState):
     run_id: str
     status: RunStatus = "running"
     created_at: str | None = None
-    evalctl: dict[str, Any] = Field(default_factory=dict)
-    host: dict[str, Any] = Field(default_factory=dict)
+    evalctl: EvalctlInfo = Field(default_factory=EvalctlInfo)
+    host: Host = Field(default_factory=Host)
     config: dict[str, Any] = Field(default_factory=dict)  # redacted (`secrets.redact_config`)
     data_fingerprint: str | None = None
     executor: Literal["local", "slurm"] = "local"
@@ -161,9 +178,19 @@ class Manifest(RunState):
     parts: dict[str, str] = Field(default_factory=dict)
     gate: GateSummary | None = None
 
+    @field_serializer("host", "evalctl")
+    def _as_recorded(self, value: BaseModel) -> dict[str, Any]:
+        # Only what was recorded: an older manifest's host rewritten stays as it was.
+        return value.model_dump(exclude_unset=True)
+
     @property
     def model(self) -> str | None:
         return self.config.get("model")
+
+    @property
+    def gate_policy(self) -> str | None:
+        """The gate policy the run's config names (a name in configs/gate/ or a file); None: the built-in."""
+        return self.config.get("gate_policy")
 
 
 def new_run_id(model: str) -> str:
@@ -179,17 +206,21 @@ def git_revision(path: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def host_info() -> dict:
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-    }
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        return None
 
 
-def evalctl_info() -> dict:
-    return {"version": evalctl.__version__, "git_revision": git_revision(Path(evalctl.__file__).parent)}
+def host_info() -> Host:
+    return Host(
+        hostname=socket.gethostname(), user=_user(), platform=platform.platform(), python=platform.python_version(), cpus=os.cpu_count()
+    )
+
+
+def evalctl_info() -> EvalctlInfo:
+    return EvalctlInfo(version=evalctl.__version__, git_revision=git_revision(Path(evalctl.__file__).parent))
 
 
 def _write_json(path: Path, state: BaseModel) -> None:

@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import pandas as pd
 
@@ -37,6 +37,9 @@ def cell_keys(*without: str) -> list[str]:
 
 # Columns that identify one request: at most one row per key survives compaction.
 RECORD_KEYS = [*CELL_KEYS, "doc_id", "prompt_hash"]
+# prefix-recall: the third of the record list that holds the asked value, in prompt order.
+AnswerPosition = Literal["start", "middle", "end"]
+ANSWER_POSITIONS: tuple[str, ...] = get_args(AnswerPosition)
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class SampleRecord:
     attempts: int
     error: str | None  # None for a scored answer; else why there is none
     error_kind: ErrorKind | None
+    # prefix-recall only (None otherwise): where in the prompt the asked value sits
+    answer_position: AnswerPosition | None = None
+    answer_token_offset: int | None = None  # tokens before the value (server's /tokenize; else estimated)
 
 
 COLUMNS = [f.name for f in fields(SampleRecord)]

@@ -20,6 +20,7 @@ from evalctl.plan import ServerLaunch
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, record_files
 from evalctl.runs import Run
+from evalctl.servers import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.signals import Shutdown
@@ -67,6 +68,8 @@ class Sweep:
     def run(self) -> SweepResult:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         gpus = gpu_assignment(self.config)
+        for profile in self.config.servers:
+            adapter_for(profile.engine).preflight(profile)
         self.prepared = run = prepare(self.config, self.resume, self.part)
         folder = run.folder
         result = SweepResult(folder.path, folder.run_id)
@@ -111,7 +114,7 @@ class Sweep:
                     launch.server, cells.task, self.config, folder.path, api_key=self.api_key, warn=self.progress.warn
                 )
                 folder.save()
-            if not launch.server.launched and plan.cache is CacheMode.off:
+            if not launch.server.launched and plan.cache is CacheMode.off and not launch.server.adapter.request_fields(CacheMode.off):
                 self.progress.warn(
                     f"{plan.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )

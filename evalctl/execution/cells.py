@@ -23,6 +23,7 @@ from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
+from evalctl.tokens import TokenCounter
 
 
 def shared_prefix(prompts: list[Prompt]) -> str:
@@ -53,6 +54,8 @@ class CellRunner:
         self.progress = progress
         self.shutdown = shutdown
         self.api_key = api_key
+        # prefix-recall: tokens before each prompt's asked value, by prompt hash (the same in every cell)
+        self.answer_tokens: dict[str, int] = {}
 
     def unfinished(self, cell: Cell) -> list[Prompt]:
         return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
@@ -63,6 +66,7 @@ class CellRunner:
         if not prompts:
             return True
         params = self._request_params(server, cell.cache)
+        self._count_answer_tokens(server, prompts)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
         prewarmed = (
@@ -96,6 +100,16 @@ class CellRunner:
         for prompt in self.unfinished(cell):
             died = Completion.failed(f"server died: {exc.args[0]}", "server_died", time.time())
             self.writer.write(self._record(cell, prompt, died, prewarmed=False))
+
+    def _count_answer_tokens(self, server: ManagedServer, prompts: list[Prompt]) -> None:
+        """Tokens before each asked value, counted by the server's tokenizer (estimated when it has none)."""
+        todo = [p for p in prompts if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens]
+        if not todo:
+            return
+        with server.http() as http:
+            counter = TokenCounter(http, server.profile.model_path)
+            for p in todo:
+                self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
     def _client(self, server: ManagedServer) -> CompletionClient:
         return CompletionClient(
@@ -170,4 +184,6 @@ class CellRunner:
             attempts=completion.attempts,
             error=completion.error,
             error_kind=completion.error_kind,
+            answer_position=prompt.answer_position,
+            answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
         )

@@ -49,6 +49,9 @@ class EngineAdapter:
         """The engine's own command; None when evalctl does not launch it."""
         raise NotImplementedError
 
+    def preflight(self, profile: ServerProfile) -> None:
+        """Check (and fetch) what a launch needs before the run folder exists; ConfigError if it cannot."""
+
     def engine_env(self) -> dict[str, str]:
         """Environment the engine needs whatever the profile says."""
         return {}

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import Check, GateResult
@@ -24,11 +25,23 @@ def _fmt(value: object, column: str) -> str:
     return str(value)
 
 
+class _TitleAbove(Table):
+    """Rich folds a title into the table's width, one word a line over a narrow table; this prints it
+    on its own line above, where the terminal wraps it."""
+
+    def __rich_console__(self, console, options):
+        title, self.title = self.title, None
+        try:
+            if title:
+                yield Text(str(title), style="table.title")
+            yield from super().__rich_console__(console, options)
+        finally:
+            self.title = title
+
+
 def narrow_table(title: str) -> Table:
     """A table that reads at 80 columns: no outer edge or vertical rules, one space between columns."""
-    return Table(
-        title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
-    )
+    return _TitleAbove(title=title, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
 
 
 def add_column(table: Table, header: str, cells: list[str], numeric: bool = False) -> None:

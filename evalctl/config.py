@@ -49,6 +49,7 @@ class GenerationConfig(_Strict):
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 1234
     stop: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
+    stream: bool = Field(True, description="Stream completions, so each record carries TTFT and inter-token latency.")
 
 
 class ServerProfile(_Strict):
@@ -77,6 +78,9 @@ class ServerProfile(_Strict):
         default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
     )
     devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
+    deterministic: bool = Field(
+        False, description="Deterministic inference: SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1; llama.cpp on CPU already is."
+    )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
@@ -188,6 +192,9 @@ class SweepConfig(_Strict):
     data_dir: Path | None = Field(None, description="Local copy with train.jsonl/test.jsonl; default: the hub.")
     output_dir: Path = Path("results")
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
+    noise: bool = Field(
+        False, description="A/A arm: run each profile's reference cell a second time, cold, on the same server (noise.jsonl), to measure the engine's own flips."
+    )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])

@@ -19,6 +19,10 @@ import pandas as pd
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
+# The A/A arm's second run of the reference cell, kept apart so no other analysis pairs it by mistake.
+NOISE_FILE = "noise.jsonl"
+# Columns newer than some run folders: read as empty from those.
+LATER_COLUMNS = ("itl_s",)
 
 # Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
 CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]
@@ -48,7 +52,8 @@ class SampleRecord:
     completion_tokens: int | None
     started_at: float  # unix seconds
     latency_s: float | None
-    ttft_s: float | None
+    ttft_s: float | None  # streamed requests: time to the first text chunk
+    itl_s: float | None  # streamed requests: mean inter-token (inter-chunk) latency
     finish_reason: str | None
     response: str | None
     strict_answer: str | None
@@ -66,8 +71,8 @@ COLUMNS = [f.name for f in fields(SampleRecord)]
 class RecordWriter:
     """Append-only JSONL writer; each record is on disk before `write` returns."""
 
-    def __init__(self, run_dir: Path, part: str | None = None):
-        self.path = run_dir / records_file(part)
+    def __init__(self, run_dir: Path, part: str | None = None, file: str | None = None):
+        self.path = run_dir / (file or records_file(part))
         _drop_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
 
@@ -130,10 +135,17 @@ def load_samples(run_dir: Path) -> pd.DataFrame:
     """The run's samples: the parquet file when written, else the live JSONL."""
     parquet = run_dir / SAMPLES_FILE
     if parquet.is_file():
-        return pd.read_parquet(parquet)
+        df = pd.read_parquet(parquet)
+        return df.assign(**{c: None for c in LATER_COLUMNS if c not in df})
     if record_files(run_dir):
         return one_per_request(read_records(run_dir))
     raise FileNotFoundError(f"{run_dir} has no {SAMPLES_FILE} or {RECORDS_FILE}: not a run folder")
+
+
+def load_noise(run_dir: Path) -> pd.DataFrame:
+    """The A/A arm's records (one per request), or an empty frame for a run without the arm."""
+    path = run_dir / NOISE_FILE
+    return one_per_request(read_jsonl(path)) if path.is_file() else pd.DataFrame(columns=COLUMNS)
 
 
 def is_final(df: pd.DataFrame) -> pd.Series:

@@ -14,6 +14,12 @@ An accuracy check compares a candidate cell with its reference cell on the same 
 - inconclusive otherwise, or with fewer than `min_n` scored pairs; the reason gives the upper
   bound and the minimum detectable effect (MDE) at that n.
 
+With an A/A arm (`noise`), a regression must also exceed the engine's measured noise; every
+paired check shows it (`analysis.noise` states what that does to the error rates). A comparison
+resting on a cell whose cache label did not hold (`cache-engaged`, `analysis.cache_engagement`)
+is inconclusive, never a pass. *Warnings* (a cache that saved no time, resolved server settings
+that differ from the baseline's) are shown but do not change the verdict.
+
 Multiple comparisons: Holm, not Benjamini-Hochberg. A gate verdict blocks a merge or a release,
 so one false "regression" anywhere in a sweep is the error that costs; Holm bounds the chance
 of any false regression (family-wise error) under any dependence between cells, and cells of a
@@ -36,12 +42,13 @@ from evalctl.analysis.accuracy import GROUP as CELL
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.completeness import cell_counts
 from evalctl.analysis.multiple import holm
+from evalctl.analysis.noise import Noise, drop_margin, noise_by_profile
 from evalctl.analysis.pairing import Comparison, between_runs, paired_table, within_run
 from evalctl.analysis.power import can_exclude_drop, mde_paired
 from evalctl.analysis.throughput import throughput_table
 from evalctl.analysis.throughput_checks import RATES, throughput_ratios
 
-Status = Literal["pass", "regression", "inconclusive"]
+Status = Literal["pass", "regression", "inconclusive", "warning"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
@@ -87,7 +94,7 @@ def load_policy(path: Path | None = None) -> GatePolicy:
 @dataclass
 class Check:
     name: str
-    kind: str  # completeness | error_rate | invalid_rate | accuracy | throughput | cliff
+    kind: str  # completeness | error_rate | invalid_rate | accuracy | throughput | cliff | cache-engaged | cache-speedup | settings
     status: Status
     reason: str
     profile: str | None = None
@@ -103,6 +110,7 @@ class Check:
     b: int | None = None
     c: int | None = None
     n: int | None = None
+    comparison: str | None = None  # the paired comparison an accuracy or throughput check belongs to
 
     @property
     def where(self) -> str:
@@ -129,6 +137,7 @@ class RunFrames:
     run_id: str
     samples: pd.DataFrame
     manifest: dict
+    noise: pd.DataFrame = field(default_factory=pd.DataFrame)  # the A/A replica's records, when the run had one
 
 
 @dataclass
@@ -224,16 +233,24 @@ def rate_checks(samples: pd.DataFrame, policy: GatePolicy) -> list[Check]:
     return checks
 
 
-def _accuracy_status(row: pd.Series, policy: GatePolicy) -> tuple[Status, str]:
+def _accuracy_status(row: pd.Series, policy: GatePolicy, noise: Noise | None = None) -> tuple[Status, str]:
     tol, n, b, c = policy.max_accuracy_drop, int(row["n"]), int(row["b"]), int(row["c"])
     versus = (
         f"{row['cand_acc']:.3f} [{row['cand_lo']:.3f},{row['cand_hi']:.3f}] vs {row['reference']} "
         f"{row['ref_acc']:.3f} [{row['ref_lo']:.3f},{row['ref_hi']:.3f}]; flips {b} right->wrong, {c} wrong->right"
     )
+    if noise is not None:
+        versus += f"; {noise.describe()}"
     if n < policy.min_n:
         return "inconclusive", f"only {n} scored pairs (min_n {policy.min_n}); {versus}"
     if row["p_adjusted"] <= policy.alpha and row["acc_drop"] > tol:
-        return "regression", f"drop {row['acc_drop']:.3f} > {tol:.3f}, p_adj {row['p_adjusted']:.2g} <= {policy.alpha}; {versus}"
+        margin = drop_margin(tol, noise)
+        if row["acc_drop"] <= margin:
+            return "inconclusive", (
+                f"drop {row['acc_drop']:.3f} > {tol:.3f} (p_adj {row['p_adjusted']:.2g}) but not above tolerance plus the engine's "
+                f"own noise drop {noise.drop:.3f} = {margin:.3f}; {versus}"
+            )
+        return "regression", f"drop {row['acc_drop']:.3f} > {margin:.3f}, p_adj {row['p_adjusted']:.2g} <= {policy.alpha}; {versus}"
     if can_exclude_drop(b, c, n, tol, policy.alpha):
         return "pass", f"drop <= {row['drop_upper']:.3f} (upper {1 - policy.alpha:.0%}) < {tol:.3f}; {versus}"
     discordance = (b + c) / n if b + c else 0.1
@@ -241,7 +258,8 @@ def _accuracy_status(row: pd.Series, policy: GatePolicy) -> tuple[Status, str]:
     return "inconclusive", (f"cannot exclude a drop of {tol:.3f}: upper bound {row['drop_upper']:.3f}, MDE {mde:.3f} at n={n}; {versus}")
 
 
-def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
+def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
+    """One check per candidate cell of each comparison; `noise` (by profile) from the run's A/A arm."""
     table = paired_table(comparisons, policy.metric)
     tested = table["n"] >= policy.min_n
     table["p_adjusted"] = float("nan")
@@ -249,7 +267,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[C
         table.loc[tested, "p_adjusted"] = holm(table.loc[tested, "p_value"].to_numpy(dtype=float))
     checks = []
     for _, row in table.iterrows():
-        status, reason = _accuracy_status(row, policy)
+        status, reason = _accuracy_status(row, policy, (noise or {}).get(str(row["profile"])))
         checks.append(
             Check(
                 row["comparison"],
@@ -259,6 +277,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[C
                 **_cell(row),
                 metric=f"{policy.metric} accuracy drop",
                 **_paired_drop(row, policy),
+                comparison=row["comparison"],
             )
         )
     return checks
@@ -293,6 +312,7 @@ def throughput_checks(comparisons: list[Comparison], policy: GatePolicy) -> list
                 value=float(row["ratio"]),
                 threshold=threshold,
                 n=n,
+                comparison=row["comparison"],
             )
         )
     return checks
@@ -310,7 +330,7 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
     return pd.concat([f for f in found if not f.empty] or found[:1], ignore_index=True)
 
 
-def cliff_checks(table: pd.DataFrame, policy: GatePolicy) -> list[Check]:
+def cliff_checks(table: pd.DataFrame, policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
     checks = []
     for _, row in table.iterrows():
         what = "prompt" if row["column"] == "prompt_tokens" else "cached"
@@ -318,11 +338,17 @@ def cliff_checks(table: pd.DataFrame, policy: GatePolicy) -> list[Check]:
             f"cache-on accuracy falls from {what} length bin {row['bin']} (shortest seen {row['min_tokens']} tokens): "
             f"drop {row['acc_drop']:.3f} > {policy.max_accuracy_drop:.3f} over {row['n']} pairs onwards, p_adj {row['p_adjusted']:.2g}"
         )
+        profile_noise = (noise or {}).get(str(row["profile"]))
+        status: Status = "regression"
+        if profile_noise is not None:
+            reason += f"; {profile_noise.describe()}"
+            if row["acc_drop"] <= drop_margin(policy.max_accuracy_drop, profile_noise):
+                status, reason = "inconclusive", f"within the engine's own noise drop {profile_noise.drop:.3f}: {reason}"
         checks.append(
             Check(
                 f"{what}-length cliff",
                 "cliff",
-                "regression",
+                status,
                 reason,
                 profile=row["profile"],
                 variant=row["variant"],
@@ -350,7 +376,8 @@ def evaluate(run: RunFrames, policy: GatePolicy, baseline: RunFrames | None = No
     if baseline is not None:
         checks += completeness_checks(baseline, "baseline")
     checks += rate_checks(run.samples, policy)
-    accuracy = accuracy_checks(comparisons, policy)
+    noise = noise_by_profile(run.samples, run.noise, policy.metric)
+    accuracy = accuracy_checks(comparisons, policy, noise)
     if not accuracy:
         accuracy = [
             Check(
@@ -364,7 +391,11 @@ def evaluate(run: RunFrames, policy: GatePolicy, baseline: RunFrames | None = No
     tp_comparisons = [replace(c, reference=throughput_table(c.reference), candidate=throughput_table(c.candidate)) for c in comparisons]
     checks += throughput_checks(tp_comparisons, policy)
     cliff_table = cliffs(run.samples, policy)
-    checks += cliff_checks(cliff_table, policy)
+    checks += cliff_checks(cliff_table, policy, noise)
+    # Imported here: these modules build this module's Checks.
+    from evalctl.analysis.trust_checks import trust_checks
+
+    checks = trust_checks(checks, run, comparisons, baseline)
     statuses = {c.status for c in checks}
     verdict: Status = "regression" if "regression" in statuses else "inconclusive" if "inconclusive" in statuses else "pass"
     return GateResult(verdict, policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table)

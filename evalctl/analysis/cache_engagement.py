@@ -73,13 +73,17 @@ def engagement_table(samples: pd.DataFrame, manifest: dict) -> pd.DataFrame:
             ok, reason = False, "cannot tell: the engine reported no cached tokens, per request or in /metrics"
         else:
             share = reported / expected if expected else 0.0
-            figures = f"{reported:.0f} cached tokens ({source}) of {expected:.0f} expected from the shared {shared}-char prefix ({share:.0%})"
+            figures = (
+                f"{reported:.0f} cached tokens ({source}) of {expected:.0f} expected from the shared {shared}-char prefix ({share:.0%})"
+            )
             if cache == "on":
                 ok = share >= MIN_ENGAGED
                 reason = f"{figures}; engaged needs >= {MIN_ENGAGED:.0%}" if ok else f"cache did not engage: {figures}, < {MIN_ENGAGED:.0%}"
             else:
                 ok = share <= MAX_OFF
-                reason = f"{figures}; off allows <= {MAX_OFF:.0%}" if ok else f"cache-off cell served from a cache: {figures}, > {MAX_OFF:.0%}"
+                reason = (
+                    f"{figures}; off allows <= {MAX_OFF:.0%}" if ok else f"cache-off cell served from a cache: {figures}, > {MAX_OFF:.0%}"
+                )
         rows.append(dict(zip(CELL_KEYS, key), expected_tokens=expected, reported_tokens=reported, source=source, ok=ok, reason=reason))
     return pd.DataFrame(rows, columns=ENGAGEMENT_COLUMNS)
 

@@ -55,7 +55,8 @@ class Noise:
         return (self.b - self.c) / self.n if self.n else float("nan")
 
     def describe(self) -> str:
-        return f"A/A noise ({self.cell}): {self.b + self.c}/{self.n} flipped ({self.discordance:.1%}), {self.b} right->wrong, {self.c} wrong->right"
+        flipped = f"{self.b + self.c}/{self.n} flipped ({self.discordance:.1%})"
+        return f"A/A noise ({self.cell}): {flipped}, {self.b} right->wrong, {self.c} wrong->right"
 
 
 def drop_margin(tolerance: float, noise: Noise | None) -> float:

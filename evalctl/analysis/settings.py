@@ -37,7 +37,9 @@ def server_settings(manifest: dict) -> dict[tuple[str, str, str], dict[str, str]
 
 
 def _diff(reference: dict[str, str], candidate: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
-    return [(k, reference.get(k), candidate.get(k)) for k in sorted(reference.keys() | candidate.keys()) if reference.get(k) != candidate.get(k)]
+    return [
+        (k, reference.get(k), candidate.get(k)) for k in sorted(reference.keys() | candidate.keys()) if reference.get(k) != candidate.get(k)
+    ]
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -64,6 +66,14 @@ def settings_diff_variants(manifest: dict, baseline_variant: str | None) -> pd.D
             continue
         for setting, before, after in _diff(ref, settings):
             rows.append(
-                dict(profile=profile, variant=variant, cache=cache, reference=f"variant {baseline_variant}", setting=setting, reference_value=before, value=after)
+                dict(
+                    profile=profile,
+                    variant=variant,
+                    cache=cache,
+                    reference=f"variant {baseline_variant}",
+                    setting=setting,
+                    reference_value=before,
+                    value=after,
+                )
             )
     return _frame(rows)

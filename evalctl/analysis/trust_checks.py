@@ -30,7 +30,9 @@ def cache_engaged_checks(run: RunFrames) -> tuple[list[Check], dict[tuple, str]]
             row["reason"],
             **{k: (int(row[k]) if k in ("shots", "pass_index") else str(row[k])) for k in CELL_KEYS},
             metric="cached / expected tokens",
-            value=row["reported_tokens"] / row["expected_tokens"] if row["reported_tokens"] is not None and row["expected_tokens"] else None,
+            value=row["reported_tokens"] / row["expected_tokens"]
+            if row["reported_tokens"] is not None and row["expected_tokens"]
+            else None,
         )
         for _, row in table.iterrows()
     ]
@@ -96,7 +98,9 @@ def trust_checks(checks: list[Check], run: RunFrames, comparisons: list[Comparis
         key = (check.comparison, check.profile, check.variant, check.cache, check.shots, check.pass_index)
         why = failed.get(key) if check.comparison else None
         if why and check.status != "inconclusive":
-            check = replace(check, status="inconclusive", reason=f"rests on a cell whose cache label failed ({why}); was {check.status}: {check.reason}")
+            check = replace(
+                check, status="inconclusive", reason=f"rests on a cell whose cache label failed ({why}); was {check.status}: {check.reason}"
+            )
         out.append(check)
     out += engaged + speedup_checks(run)
     if baseline is not None:

@@ -4,7 +4,8 @@ A test aid: it shows that a sweep or probe catches a class of bug. `/v1/completi
 prompts are rewritten by the fault; usage is patched so the response looks healthy
 (`prompt_tokens` of the full prompt, `cached_tokens` of the prefix it claims to have
 reused), in a whole answer or in the usage chunk of a streamed one. A streamed answer is
-relayed once complete, so its time to first token is its whole latency. Everything else (/health, /v1/models, /tokenize, /metrics, /slots, flush
+relayed once complete, so its time to first token is its whole latency.
+Everything else (/health, /v1/models, /tokenize, /metrics, /slots, flush
 endpoints) passes through; a flush also empties the canary's memory of cached prompts.
 """
 

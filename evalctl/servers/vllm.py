@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from evalctl.config import CacheMode, ServerProfile
-import re
-
 from evalctl.servers.base import EngineAdapter, flat_settings, mamba_flags, optional_flags
 
 # `key=value` items of the resolved VllmConfig's text form (/server_info), nested configs left whole.

@@ -65,7 +65,9 @@ def test_engagement_falls_back_to_the_metrics_delta_and_catches_a_cache_off_cell
     df = cached_sweep()
     df.loc[df.cache == "on", "cached_tokens"] = None  # the engine reports no per-request cached tokens
     df.loc[(df.cache == "off") & (df.shots == 8), "cached_tokens"] = 1000
-    metrics = {("on", s): {"metrics_before": {"cached_tokens": 5.0}, "metrics_after": {"cached_tokens": 5.0 + 200 * 150 * s}} for s in SHOTS}
+    metrics = {
+        ("on", s): {"metrics_before": {"cached_tokens": 5.0}, "metrics_after": {"cached_tokens": 5.0 + 200 * 150 * s}} for s in SHOTS
+    }
     result = evaluate(RunFrames("r", df, manifest_with_cells(df, metrics=metrics)), GatePolicy())
     status = {(c.cache, c.shots): c for c in by_kind(result, "cache-engaged")}
     assert status[("on", 8)].status == status[("on", 16)].status == "pass" and "/metrics" in status[("on", 8)].reason
@@ -73,7 +75,7 @@ def test_engagement_falls_back_to_the_metrics_delta_and_catches_a_cache_off_cell
     assert status[("off", 16)].status == "pass"
 
 
-def noise_replica(b0: int, c0: int, n: int = 200) -> "pd.DataFrame":  # noqa: F821
+def noise_replica(b0: int, c0: int, n: int = 200) -> pd.DataFrame:  # noqa: F821
     """The cache-off 8-shot cell run again: the first b0 right answers turn wrong, the first c0 wrong ones right."""
     df = sweep_frame(n=n, shots=(8,))
     ref = df[df.cache == "off"].copy()
@@ -120,7 +122,12 @@ def test_cache_speedup_warns_when_cache_on_ttft_is_not_well_below_cache_off():
 def settings_manifest(run_id: str, **llamacpp: object) -> dict:
     settings = {"total_slots": 4, "default_generation_settings.n_ctx": 8192, **llamacpp}
     servers = [
-        {"profile": "cpu", "variant": v, "cache": "on", "info": {"version": "1.0", "settings": settings | ({"total_slots": 2} if v == "patched" else {})}}
+        {
+            "profile": "cpu",
+            "variant": v,
+            "cache": "on",
+            "info": {"version": "1.0", "settings": settings | ({"total_slots": 2} if v == "patched" else {})},
+        }
         for v in ("default", "patched")
     ]
     return {"run_id": run_id, "servers": servers}

@@ -18,7 +18,7 @@ from evalctl.dispatch import Outcome, send_watched
 from evalctl.manifest import evalctl_info, host_info, new_run_id, read_part_state, write_manifest, write_part_state
 from evalctl.plan import Cell, ServerLaunch, expand, noise_cell
 from evalctl.probe.session import sweep_probe
-from evalctl.records import NOISE_FILE, RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, record_files
+from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, noise_file, record_files
 from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys, request_key
 from evalctl.secrets import redact_argv, redact_config, redact_env
 from evalctl.servers.gpus import gpu_assignment
@@ -208,8 +208,8 @@ class Sweep:
                 while server.exit_code() is not None or not self._run_cell(cell, server, task, writer, entry["cells"]):
                     self._restart(server, launch, entry, cell)
             cell = noise_cell(self.config, launch)
-            if cell is not None and not (self.run_dir / NOISE_FILE).is_file():
-                with RecordWriter(self.run_dir, file=NOISE_FILE) as replica:
+            if cell is not None and not (self.run_dir / noise_file(cell.profile)).is_file():
+                with RecordWriter(self.run_dir, file=noise_file(cell.profile)) as replica:
                     while server.exit_code() is not None or not self._run_cell(
                         cell, server, task, replica, entry.setdefault("noise_cells", []), again=True
                     ):

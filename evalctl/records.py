@@ -19,8 +19,9 @@ import pandas as pd
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
-# The A/A arm's second run of the reference cell, kept apart so no other analysis pairs it by mistake.
-NOISE_FILE = "noise.jsonl"
+# The A/A arm's second run of each profile's reference cell, kept apart so no other analysis pairs it by
+# mistake; one file per profile, so cluster jobs (one per profile x variant) never share one.
+NOISE_GLOB = "noise-*.jsonl"
 # Columns newer than some run folders: read as empty from those.
 LATER_COLUMNS = ("itl_s",)
 
@@ -142,10 +143,14 @@ def load_samples(run_dir: Path) -> pd.DataFrame:
     raise FileNotFoundError(f"{run_dir} has no {SAMPLES_FILE} or {RECORDS_FILE}: not a run folder")
 
 
+def noise_file(profile: str) -> str:
+    return f"noise-{profile}.jsonl"
+
+
 def load_noise(run_dir: Path) -> pd.DataFrame:
     """The A/A arm's records (one per request), or an empty frame for a run without the arm."""
-    path = run_dir / NOISE_FILE
-    return one_per_request(read_jsonl(path)) if path.is_file() else pd.DataFrame(columns=COLUMNS)
+    frames = [df for df in map(read_jsonl, sorted(run_dir.glob(NOISE_GLOB))) if len(df)]
+    return one_per_request(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=COLUMNS)
 
 
 def is_final(df: pd.DataFrame) -> pd.Series:

@@ -244,11 +244,11 @@ def _accuracy_status(row: pd.Series, policy: GatePolicy, noise: Noise | None = N
     if n < policy.min_n:
         return "inconclusive", f"only {n} scored pairs (min_n {policy.min_n}); {versus}"
     if row["p_adjusted"] <= policy.alpha and row["acc_drop"] > tol:
-        margin = drop_margin(tol, noise)
+        margin = drop_margin(tol, policy.alpha, noise)
         if row["acc_drop"] <= margin:
             return "inconclusive", (
                 f"drop {row['acc_drop']:.3f} > {tol:.3f} (p_adj {row['p_adjusted']:.2g}) but not above tolerance plus the engine's "
-                f"own noise drop {noise.drop:.3f} = {margin:.3f}; {versus}"
+                f"own noise drop (upper bound {margin - tol:.3f}) = {margin:.3f}; {versus}"
             )
         return "regression", f"drop {row['acc_drop']:.3f} > {margin:.3f}, p_adj {row['p_adjusted']:.2g} <= {policy.alpha}; {versus}"
     if can_exclude_drop(b, c, n, tol, policy.alpha):
@@ -342,8 +342,9 @@ def cliff_checks(table: pd.DataFrame, policy: GatePolicy, noise: dict[str, Noise
         status: Status = "regression"
         if profile_noise is not None:
             reason += f"; {profile_noise.describe()}"
-            if row["acc_drop"] <= drop_margin(policy.max_accuracy_drop, profile_noise):
-                status, reason = "inconclusive", f"within the engine's own noise drop {profile_noise.drop:.3f}: {reason}"
+            margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
+            if row["acc_drop"] <= margin:
+                status, reason = "inconclusive", f"not above tolerance plus the engine's own noise drop ({margin:.3f}): {reason}"
         checks.append(
             Check(
                 f"{what}-length cliff",

@@ -46,9 +46,8 @@ def main() -> None:
     rng = np.random.default_rng(1)
     print(f"n={args.n} questions, reference accuracy {args.accuracy}, tolerance {TOLERANCE}, alpha {ALPHA}, {args.sims} runs each")
     rules = ("plain", "point", "gate")
-    print(
-        f"{'noise break/fix':>15} {'A/A flips':>9} | false regression: {' '.join(f'{r:>6}' for r in rules)} | power: {' '.join(f'{r:>6}' for r in rules)}"
-    )
+    names = " ".join(f"{r:>6}" for r in rules)
+    print(f"{'noise break/fix':>15} {'A/A flips':>9} | false regression: {names} | power: {names}")
     for q_break, q_fix in ((0.0, 0.0), (0.02, 0.02), (0.05, 0.05), (0.10, 0.10), (0.15, 0.15)):
         counts = np.zeros(6)
         flipped = 0

@@ -44,7 +44,7 @@ class Completion:
     error: str | None = None
     error_kind: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None  # only when the request asked for `logprobs`
-    ttft_s: float | None = None  # streamed only: request sent -> first non-empty text chunk
+    ttft_s: float | None = None  # streamed only: request sent -> first chunk with a choice (the first token's)
     itl_s: float | None = None  # streamed only: mean gap between later text chunks
 
 
@@ -127,8 +127,8 @@ class CompletionClient:
         body = b""
         try:
             if _is_event_stream(response):
-                data, choice, text, times = await _read_events(response)
-                ttft = times[0] - t0 if times else None
+                data, choice, text, first, times = await _read_events(response)
+                ttft = first - t0
                 itl = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
             else:
                 body = await response.aread()
@@ -222,9 +222,14 @@ def _completion_fields(raw: bytes) -> tuple[dict, dict, str]:
     return data, choices[0], text
 
 
-async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, list[float]]:
-    """Fold a completion's server-sent events into (the chunk with usage, the final choice state,
-    the text, the arrival times of the chunks that carried text)."""
+async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float, list[float]]:
+    """Fold a completion's server-sent events into (the chunk with usage, the final choice state, the
+    text, the arrival of the first chunk with a choice, the arrivals of the chunks that carried text).
+
+    The first chunk with a choice marks the first token even when its text is empty: an answer
+    that stops at once (or whose first token starts a stop string) has no text chunk at all.
+    """
+    first: float | None = None
     pieces: list[str] = []
     times: list[float] = []
     choice: dict = {}
@@ -244,14 +249,16 @@ async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, list[
         if not isinstance(choices[0], dict) or not isinstance(choices[0].get("text") or "", str):
             raise _BadResponse("stream chunk choices[0].text not a string")
         text = choices[0].get("text") or ""
+        if first is None:
+            first = time.perf_counter()
         if text:
             pieces.append(text)
             times.append(time.perf_counter())
         if choices[0].get("finish_reason") is not None or not choice:
             choice = choices[0]
-    if not choice:
+    if first is None:
         raise _BadResponse("stream ended without a choice")
-    return usage_chunk, choice, "".join(pieces), times
+    return usage_chunk, choice, "".join(pieces), first, times
 
 
 def _server_message(response: httpx.Response) -> str:

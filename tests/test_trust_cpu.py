@@ -4,6 +4,7 @@ that strips caching."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -59,21 +60,24 @@ def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_
     print(f"cache-on/cache-off TTFT p50 at 4 shots: {ratio:.2f}")
     assert ratio < 1
 
-    # the same sweep with one llama.cpp setting changed: compare shows it
-    (tmp_path / "b").mkdir()
-    other = write_sweep_config(
-        tmp_path / "b",
-        data_dir,
-        [cpu_profile(parallel=1, context_length=2048, startup_timeout_s=300)],
-        shots=[1],
-        cache=["on"],
-        **{**SMALL, "limit": 1},
-    )
-    assert evalctl("sweep", "--config", str(other), timeout=1800).returncode == 0
-    shown = evalctl("compare", str(run_dir), str(only_run(tmp_path / "b" / "out")))
+
+def test_compare_shows_a_changed_llamacpp_setting(tmp_path, data_dir, no_orphans):
+    runs = []
+    for slots in (2, 1):
+        where = tmp_path / f"slots-{slots}"
+        where.mkdir()
+        profile = cpu_profile(parallel=slots, context_length=2048, startup_timeout_s=300)
+        config = write_sweep_config(where, data_dir, [profile], shots=[1], cache=["on"], **{**SMALL, "limit": 1})
+        out = evalctl("sweep", "--config", str(config), timeout=1800)
+        assert out.returncode == 0, out.stderr + out.stdout
+        runs.append(only_run(where / "out"))
+    assert json.loads((runs[1] / "manifest.json").read_text())["servers"][0]["info"]["settings"]["total_slots"] == 1
+    shown = evalctl("compare", *map(str, runs))
     assert shown.returncode == 0, shown.stderr
-    assert "total_slots" in shown.stdout and "Resolved settings" in shown.stdout
-    assert "differ from the baseline" in shown.stdout
+    assert "Resolved server settings that differ" in shown.stdout
+    assert "resolved setting(s) differ from the baseline's: total_slots" in shown.stdout
+    same = evalctl("compare", str(runs[0]), str(runs[0]))
+    assert "differ from the baseline" not in same.stdout
 
 
 def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparisons_inconclusive(tmp_path, data_dir, no_orphans):

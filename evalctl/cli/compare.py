@@ -43,7 +43,8 @@ def compare(
     settings = settings_diff_runs(ref.manifest, cand.manifest)
     console.print(frame_table(settings_view(settings), "Resolved server settings that differ, baseline -> candidate"))
     if len(settings):
-        console.print(f"[magenta]flag:[/] {settings['setting'].nunique()} resolved setting(s) differ from the baseline's", highlight=False)
+        names = ", ".join(sorted(set(settings["setting"])))
+        console.print(f"[magenta]flag:[/] resolved setting(s) differ from the baseline's: {names}", highlight=False, soft_wrap=True)
     flipped = flips(pairs, metric)
     console.print(frame_table(flips_view(flipped.head(show)), f"Flipped questions ({min(show, len(flipped))} of {len(flipped)})"))
     if flips_csv is not None:

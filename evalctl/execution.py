@@ -207,13 +207,7 @@ class Sweep:
             for cell in cells:
                 while server.exit_code() is not None or not self._run_cell(cell, server, task, writer, entry["cells"]):
                     self._restart(server, launch, entry, cell)
-            cell = noise_cell(self.config, launch)
-            if cell is not None and not (self.run_dir / noise_file(cell.profile)).is_file():
-                with RecordWriter(self.run_dir, file=noise_file(cell.profile)) as replica:
-                    while server.exit_code() is not None or not self._run_cell(
-                        cell, server, task, replica, entry.setdefault("noise_cells", []), again=True
-                    ):
-                        self._restart(server, launch, entry, cell)
+            self._run_noise_arm(server, launch, task, entry)
             entry["status"] = "ok"
             return []
         except ServerError as exc:
@@ -234,6 +228,21 @@ class Sweep:
         finally:
             server.stop(grace_s=STOP_GRACE_INTERRUPTED_S if self.shutdown.requested else STOP_GRACE_S)
             self._save()
+
+    def _run_noise_arm(self, server: ManagedServer, launch: ServerLaunch, task: LmEvalTask, entry: dict) -> None:
+        """The A/A arm: the reference cell once more, cold, on this server; a failure costs the arm, not the run."""
+        cell = noise_cell(self.config, launch)
+        if cell is None or (self.run_dir / noise_file(cell.profile)).is_file():
+            return
+        try:
+            with RecordWriter(self.run_dir, file=noise_file(cell.profile)) as replica:
+                while server.exit_code() is not None or not self._run_cell(
+                    cell, server, task, replica, entry.setdefault("noise_cells", []), again=True
+                ):
+                    self._restart(server, launch, entry, cell)
+        except ServerError as exc:
+            entry["noise_error"] = exc.args[0]
+            self.progress.warn(f"{launch.label}: A/A arm failed: {exc.args[0]}")
 
     def _start(self, server: ManagedServer, launch: ServerLaunch, entry: dict) -> None:
         server.start(on_tick=lambda elapsed: self.progress.server_starting(launch.label, elapsed))

@@ -186,6 +186,10 @@ class SweepConfig(_Strict):
     fewshot: Literal["shared", "sampled"] = "shared"
     cache: list[CacheMode] = Field(default_factory=lambda: [CacheMode.on, CacheMode.off])
     limit: int | None = Field(None, description="Questions per cell; default: the whole test split.")
+    limit_order: Literal["shuffled", "head"] = Field(
+        "shuffled", description="Which questions `limit` keeps: the first N of a seeded shuffle, or the first N (lm-eval's --limit)."
+    )
+    limit_seed: int = Field(1234, description="Seed of the shuffle `limit_order: shuffled` takes the first N from.")
     passes: int = Field(1, ge=1, le=10, description="Warm passes per cell without a flush between.")
     concurrency: int = Field(4, ge=1, le=1024)
     request_timeout_s: float = Field(600.0, gt=0)

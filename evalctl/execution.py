@@ -128,7 +128,12 @@ class Sweep:
     def prepare(self) -> tuple[LmEvalTask, list[ServerLaunch]]:
         """Check task and data, then create the run folder (or take up the interrupted one); nothing is launched."""
         task = LmEvalTask(
-            self.config.task, data_dir=self.config.resolved_data_dir(), fewshot=self.config.fewshot, seed=self.config.generation.seed
+            self.config.task,
+            data_dir=self.config.resolved_data_dir(),
+            fewshot=self.config.fewshot,
+            seed=self.config.generation.seed,
+            limit_order=self.config.limit_order,
+            limit_seed=self.config.limit_seed,
         )
         launches = expand(self.config)
         if self.resuming:

@@ -29,6 +29,14 @@ def test_alias_resolves_and_overrides_apply():
     assert cfg.servers[0].engine.value == "llamacpp"
 
 
+def test_limit_order_and_seed_are_config_so_the_manifest_records_them():
+    saved = load_config(model="smollm2-135m").model_dump(mode="json")  # what the manifest stores
+    assert (saved["limit_order"], saved["limit_seed"]) == ("shuffled", 1234)
+    assert load_config(model="smollm2-135m", overrides={"limit_order": "head"}).limit_order == "head"
+    with pytest.raises(ConfigError, match="limit_order"):
+        load_config(model="smollm2-135m", overrides={"limit_order": "first"})
+
+
 def test_unknown_alias_lists_known_ones():
     with pytest.raises(ConfigError) as exc:
         load_config(model="no-such-model")

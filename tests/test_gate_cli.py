@@ -59,7 +59,7 @@ def test_gate_exit_codes_and_files(runs, tmp_path):
     assert out.exit_code == 2 and "incomplete" in out.stdout
     out = cli("gate", str(runs["bad"]), "--output", str(tmp_path / "gate"))
     assert out.exit_code == 1, out.stdout
-    assert "regression" in out.stdout and "prompt-length cliff" in out.stdout
+    assert "regression" in out.stdout and "Cliffs: cache-on accuracy" in out.stdout and "described, not judged" in out.stdout
 
     doc = json.loads((tmp_path / "gate" / "gate.json").read_text())
     assert set(doc) == {"verdict", "exit_code", "policy", "run", "baseline", "checks", "cliffs"}

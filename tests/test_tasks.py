@@ -12,7 +12,21 @@ from evalctl.tasks.lmeval import LmEvalTask
 def shared_task(request):
     from conftest import DATA_DIR
 
-    return LmEvalTask("gsm8k", data_dir=DATA_DIR, fewshot="shared")
+    return LmEvalTask("gsm8k", data_dir=DATA_DIR, fewshot="shared", limit_order="head")
+
+
+def test_limit_keeps_a_seeded_random_sample_the_same_in_every_cell(data_dir):
+    task = LmEvalTask("gsm8k", data_dir=data_dir, fewshot="shared")
+    ids = [p.doc_id for p in task.prompts(2, limit=6)]
+    assert ids == sorted(ids) and len(set(ids)) == 6 and ids != list(range(6))
+    assert [p.doc_id for p in task.prompts(0, limit=6)] == ids  # every shot count asks the same questions
+    assert [p.doc_id for p in LmEvalTask("gsm8k", data_dir=data_dir, fewshot="shared").prompts(0, limit=6)] == ids
+    with open(data_dir / "test.jsonl") as fh:
+        questions = [json.loads(line)["question"] for line in fh]
+    assert all(questions[p.doc_id] in p.question for p in task.prompts(0, limit=6))  # ids are test indices
+    other = LmEvalTask("gsm8k", data_dir=data_dir, fewshot="shared", limit_seed=7)
+    assert [p.doc_id for p in other.prompts(0, limit=6)] != ids
+    assert task.questions(None) is None and task.questions(len(questions) + 5) is None
 
 
 def train_questions(data_dir, k):

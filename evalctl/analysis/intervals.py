@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
 
 # The standard normal from the standard library: importing scipy.stats costs about a second,
 # which `evalctl runs list`/`history` (Wilson bounds only) should not pay.
@@ -22,7 +26,31 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def tango_score_statistic(b: int, c: int, n_pairs: int, delta0: float) -> float:
+def _counts(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike) -> tuple[np.ndarray, ...]:
+    b, c, n, d = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, c, n_pairs, delta0)))
+    if (n <= 0).any() or (b < 0).any() or (c < 0).any() or (b + c > n).any():
+        raise ValueError(f"need 0 <= b, c and b + c <= n_pairs > 0; got b={b}, c={c}, n={n}")
+    if (d < -1).any() or (d > 1).any():
+        raise ValueError(f"delta0 must lie in [-1, 1], got {d}")
+    return b, c, n, d
+
+
+def constrained_flip_rate(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike) -> np.ndarray:
+    """Maximum-likelihood wrong->right flip probability p_c under H0: p_b - p_c = delta0.
+
+    The non-negative root of 2n x^2 + B x + C = 0 (Tango 1998). Array inputs broadcast.
+    """
+    b, c, n, d = _counts(b, c, n_pairs, delta0)
+    a = 2.0 * n
+    bq = -b - c + (2.0 * n - b + c) * d
+    cq = -c * d * (1.0 - d)
+    disc = np.sqrt(np.maximum(0.0, bq * bq - 4.0 * a * cq))
+    # Two algebraically equal forms; take the one without cancellation.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(bq <= 0, (disc - bq) / (2.0 * a), -2.0 * cq / (bq + disc))
+
+
+def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0) -> Any:
     """Tango (1998) score statistic for H0: drop = delta0 in paired data.
 
     The drop is ``p_b - p_c``: the probability of a right->wrong flip minus
@@ -35,26 +63,19 @@ def tango_score_statistic(b: int, c: int, n_pairs: int, delta0: float) -> float:
     Where the null variance vanishes (delta0 = +-1, or no flips at
     delta0 = 0) it returns -inf / +inf by the sign of the numerator, and 0
     when the numerator vanishes too (the data agree exactly with the null).
+    Scalars in, a float out; arrays broadcast and give an array (the gate's
+    simulation tests thousands of cells at once). `continuity` is subtracted
+    from the numerator b - c - n delta0: 0.5 is the half-unit correction for
+    an upper-tail test.
     """
-    n = n_pairs
-    if n <= 0 or b < 0 or c < 0 or b + c > n:
-        raise ValueError(f"need 0 <= b, c and b + c <= n_pairs > 0; got b={b}, c={c}, n={n}")
-    if not -1.0 <= delta0 <= 1.0:
-        raise ValueError(f"delta0 must lie in [-1, 1], got {delta0}")
-    # Constrained MLE of p_c: the non-negative root of A x^2 + B x + C = 0.
-    a = 2.0 * n
-    bq = -b - c + (2.0 * n - b + c) * delta0
-    cq = -c * delta0 * (1.0 - delta0)
-    disc = math.sqrt(max(0.0, bq * bq - 4.0 * a * cq))
-    # Two algebraically equal forms; pick the one without cancellation.
-    p_c = (disc - bq) / (2.0 * a) if bq <= 0 else -2.0 * cq / (bq + disc)
-    numerator = b - c - n * delta0
-    variance = n * (2.0 * p_c + delta0 * (1.0 - delta0))
-    if variance <= 0.0:
-        if numerator == 0:
-            return 0.0
-        return math.copysign(math.inf, numerator)
-    return numerator / math.sqrt(variance)
+    b, c, n, d = _counts(b, c, n_pairs, delta0)
+    p_c = constrained_flip_rate(b, c, n, d)
+    numerator = b - c - n * d - continuity
+    variance = n * (2.0 * p_c + d * (1.0 - d))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(variance > 0.0, numerator / np.sqrt(np.where(variance > 0.0, variance, 1.0)), np.sign(numerator) * np.inf)
+    z = np.where((variance <= 0.0) & (numerator == 0), 0.0, z)
+    return float(z) if z.ndim == 0 else z
 
 
 def paired_drop_upper_bound(b: int, c: int, n_pairs: int, confidence: float = 0.95) -> float:
@@ -88,3 +109,12 @@ def paired_drop_upper_bound(b: int, c: int, n_pairs: int, confidence: float = 0.
     from scipy.optimize import brentq  # here, not at the top: see _NORMAL
 
     return float(brentq(f, observed, hi, xtol=1e-12, rtol=1e-12))
+
+
+def paired_drop_lower_bound(b: int, c: int, n_pairs: int, confidence: float = 0.95) -> float:
+    """One-sided lower confidence bound on the accuracy drop (b - c) / n, by Tango's score.
+
+    The score test is symmetric in the two flip directions, so the lower bound on b - c is
+    minus the upper bound with the directions swapped.
+    """
+    return -paired_drop_upper_bound(c, b, n_pairs, confidence)

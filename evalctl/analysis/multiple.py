@@ -37,14 +37,31 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     same order as the raw ones.
     """
     p = _as_pvalues(p_values)
-    m = p.size
-    if m == 0:
-        return p.copy()
-    order = np.argsort(p, kind="stable")
-    scaled = (m - np.arange(m)) * p[order]
-    adjusted_sorted = np.minimum(1.0, np.maximum.accumulate(scaled))
-    out = np.empty(m)
-    out[order] = adjusted_sorted
+    return holm_rows(p[np.newaxis, :], np.ones((1, p.size), dtype=bool))[0]
+
+
+def holm_rows(p_values: np.ndarray, tested: np.ndarray) -> np.ndarray:
+    """Holm-adjusted p-values for many families at once: each row of a 2-D array is one family.
+
+    Entries where `tested` is False are not in their row's family: they do not count in its
+    size m and come back NaN (their p-values may be anything, NaN included). The gate's
+    simulation adjusts thousands of simulated gates in one call this way.
+    """
+    tested = np.asarray(tested, dtype=bool)
+    p = np.where(tested, np.asarray(p_values, dtype=float), np.inf)  # untested sort last
+    if p.ndim != 2 or p.shape != tested.shape:
+        raise ValueError(f"p_values and tested must be 2-D of one shape, got {p.shape} and {tested.shape}")
+    if ((p < 0) | ((p > 1) & tested) | np.isnan(p)).any():
+        raise ValueError("tested p_values must lie in [0, 1]")
+    m = tested.sum(axis=1, keepdims=True)
+    rank = np.arange(p.shape[1])
+    order = np.argsort(p, axis=1, kind="stable")
+    ranked = np.take_along_axis(p, order, axis=1)
+    scaled = np.where(rank < m, (m - rank) * np.where(rank < m, ranked, 0.0), np.nan)
+    adjusted_sorted = np.minimum(1.0, np.maximum.accumulate(np.nan_to_num(scaled, nan=-1.0), axis=1))
+    adjusted_sorted = np.where(rank < m, adjusted_sorted, np.nan)
+    out = np.empty_like(adjusted_sorted)
+    np.put_along_axis(out, order, adjusted_sorted, axis=1)
     return out
 
 

@@ -9,18 +9,18 @@ change its numerics. The arm (`noise: true`, records in `noise-<profile>.jsonl`)
   not symmetric in general: when most answers are right, a perturbation has more right
   answers to break than wrong ones to fix.
 
-How the gate uses it (`gate._accuracy_status`, `gate.cliff_checks`): a regression must exceed
-the tolerance *and* the measured noise: besides the Holm-adjusted McNemar p <= alpha, the
-paired drop must be above `max_accuracy_drop + max(0, U)`, U the one-sided (1 - alpha) upper
+How the gate uses it (`gate.accuracy_checks`): a regression must exceed the tolerance *and*
+the measured noise: besides the gate's regression test (`drop_rule`), the paired drop must
+be above `max_accuracy_drop + max(0, U)`, U the one-sided (1 - alpha) upper
 bound on the noise drop (normal approximation: drop + z * sqrt(((b0 + c0)/n0 - drop^2) / n0);
 zero flips give U = 0, so a deterministic engine gets the plain rule). Error rates:
 
 - false regression: the extra condition only turns would-be regressions into inconclusive,
   so the family-wise rate stays <= alpha wherever McNemar's null (symmetric flips) holds
-  with no engine change. Where engine noise is asymmetric that null fails: McNemar alone
+  with no engine change. Where engine noise is asymmetric that null fails: the test alone
   calls noise a regression, ever more surely as n grows. Subtracting the noise drop's point
   estimate is not enough either (the arm underestimates it half the time); its upper bound
-  brings the rate back under alpha. `scripts/sim_noise_rule.py` simulates both, at 0-15%
+  brings the rate back under alpha. `scripts/sim_noise_rule.py` simulates both (with McNemar p plus the margin), at 0-15%
   A/A flips, n = 200: plain rule up to ~0.95, point estimate up to ~0.2, this rule <= alpha.
   Assumptions: the arm's noise is the comparison's (same engine, same kind of cell), and
   n0 large enough for the normal approximation (tens of flips).

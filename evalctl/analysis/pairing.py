@@ -14,7 +14,7 @@ candidate cell it judges.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import pandas as pd
@@ -124,10 +124,24 @@ def align_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
 
 
 def scored_pairs(pairs: pd.DataFrame, metric: Metric) -> pd.DataFrame:
-    """Pairs where both sides reached an answer; request errors are counted by the error-rate check instead."""
+    """Pairs where both sides reached an answer (for listing answers side by side)."""
     col = f"{metric}_correct"
     ok = pairs["error_ref"].isna() & pairs["error"].isna() & pairs[f"{col}_ref"].notna() & pairs[col].notna()
     return pairs[ok]
+
+
+def judged_pairs(pairs: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+    """The pairs a paired test judges: the reference answered, and the candidate answered or failed.
+
+    A candidate's request error on a question the reference answered counts as a wrong answer
+    (`cand_error` marks it): left out, errors would hide exactly the questions a broken
+    server loses. A reference error says nothing about the candidate, so that pair is left out.
+    """
+    col = f"{metric}_correct"
+    ref_ok = pairs["error_ref"].isna() & pairs[f"{col}_ref"].notna()
+    failed = pairs["error"].notna() | pairs[col].isna()
+    judged = pairs[ref_ok].assign(cand_error=failed[ref_ok])
+    return judged.assign(**{col: judged[col].where(~judged["cand_error"], False)})
 
 
 def _paired_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
@@ -136,6 +150,7 @@ def _paired_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
     cand = group[col].astype(bool).to_numpy()
     _, b, c, _ = paired_flips(ref, cand)
     n = len(group)
+    cand_errors = int(group["cand_error"].sum())
     ref_hits, cand_hits = int(ref.sum()), int(cand.sum())
     ref_lo, ref_hi = wilson_interval(ref_hits, n)
     cand_lo, cand_hi = wilson_interval(cand_hits, n)
@@ -144,6 +159,7 @@ def _paired_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
         {
             "n": n,
             "b": b,
+            "cand_errors": cand_errors,
             "c": c,
             "ref_acc": ref_hits / n if n else nan,
             "ref_lo": ref_lo,
@@ -167,6 +183,7 @@ PAIRED_COLUMNS = [
     "n",
     "b",
     "c",
+    "cand_errors",
     "ref_acc",
     "ref_lo",
     "ref_hi",
@@ -181,17 +198,18 @@ PAIRED_COLUMNS = [
 
 
 def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -> pd.DataFrame:
-    """One row per candidate cell of each comparison: scored pairs n, flips b (right->wrong) and
-    c (wrong->right), both accuracies with 95% Wilson bounds, the paired drop (reference minus
+    """One row per candidate cell of each comparison: judged pairs n (`judged_pairs`: a candidate's
+    request error counts as wrong; `cand_errors` of them), flips b (right->wrong) and c
+    (wrong->right), both accuracies with 95% Wilson bounds, the paired drop (reference minus
     candidate) with its 95% upper bound (Tango), and exact McNemar p-values: one-sided for a drop
     (`p_value`) and two-sided. No multiple-comparison adjustment here: the caller picks the family."""
     parts = []
     for comp in comparisons:
-        pairs = scored_pairs(align(comp), metric)
+        pairs = judged_pairs(align(comp), metric)
         if pairs.empty:
             continue
         table = pairs.groupby(CELL_KEYS, sort=True).apply(_paired_row, metric=metric, include_groups=False).reset_index()
-        for col in ("n", "b", "c"):
+        for col in ("n", "b", "c", "cand_errors"):
             table[col] = table[col].astype(int)
         table.insert(0, "reference", comp.reference_label)
         table.insert(0, "comparison", comp.name)
@@ -200,6 +218,32 @@ def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -
     if not parts:
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[PAIRED_COLUMNS]
+
+
+def unpaired_cells(comparison: Comparison, metric: Metric = "strict") -> pd.DataFrame:
+    """Candidate cells of a comparison with no judged pair, and why (`reason`).
+
+    A planned comparison that pairs nothing cannot be judged; the gate makes it inconclusive
+    rather than leaving it out, where it would pass silently.
+    """
+    cells = comparison.candidate[CELL_KEYS].drop_duplicates()
+    judged = judged_pairs(align(comparison), metric)[CELL_KEYS].drop_duplicates()
+    missing = cells.merge(judged, how="left", indicator=True).query("_merge == 'left_only'").drop(columns="_merge")
+    if missing.empty:
+        return missing.assign(reason=[])
+    shared = match(replace(comparison, reference=comparison.reference[list(comparison.on)].drop_duplicates(),
+                           candidate=missing))[CELL_KEYS].assign(has_cell=True)  # fmt: skip
+    asked = align(comparison)[CELL_KEYS].drop_duplicates().assign(has_question=True)
+    missing = missing.merge(shared, how="left").merge(asked, how="left")
+    label = comparison.reference_label
+    reasons = [
+        f"no question of this cell was answered by the {label}" if pd.notna(q)
+        else f"the {label} asked other prompts in this cell (no common doc_id and prompt_hash): "
+        "other shots, few-shot mode or task data?"
+        if pd.notna(c) else f"the {label} has no such cell"
+        for c, q in zip(missing["has_cell"], missing["has_question"])
+    ]  # fmt: skip
+    return missing[CELL_KEYS].assign(reason=reasons).reset_index(drop=True)
 
 
 def with_holm(table: pd.DataFrame, column: str = "p_two_sided") -> pd.DataFrame:

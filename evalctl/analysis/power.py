@@ -22,7 +22,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from evalctl.analysis.intervals import tango_score_statistic
+from evalctl.analysis.drop_rule import CONTINUITY
+from evalctl.analysis.intervals import constrained_flip_rate, tango_score_statistic
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,42 @@ def mde_paired(n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power
         if d <= pd:
             mde = d
     return PairedMDE(n=n, discordance_rate=pd, alpha=alpha, power=power, mde=mde)
+
+
+def mde_beyond_tolerance(
+    n: int, noise_discordance: float, tolerance: float, alpha: float = 0.05, power: float = 0.8, tests: int = 1
+) -> float:
+    """Smallest true drop the gate's regression rule (`drop_rule`) flags with the given power.
+
+    The rule rejects H0: drop <= tolerance with Tango's score test at Holm's first step,
+    level alpha / tests, which is what one regressing cell among `tests` accuracy checks
+    faces. The model: questions flip both ways at random with probability
+    noise_discordance / 2 each (cache or engine noise), and a true drop d adds d to the
+    right->wrong direction, so p_b = q + d and p_c = q, and the discordance grows with d
+    (unlike `mde_paired`, which holds it fixed and so has no answer for d above it).
+
+    Power is from the normal approximation of the continuity-corrected score statistic,
+    Phi((sqrt(n) (d - tol) - c / sqrt(n) - z sqrt(V0)) / sqrt(V1)), with c = 1/2, V0 the
+    null variance at the constrained MLE and V1 = p_b + p_c - d^2, solved for d. `scripts/bench_gate.py`
+    compares it with the simulated rule.
+    """
+    if not 0.0 <= noise_discordance < 1.0:
+        raise ValueError(f"noise_discordance must lie in [0, 1), got {noise_discordance}")
+    if n <= 0 or tests < 1:
+        raise ValueError(f"n and tests must be positive, got n={n}, tests={tests}")
+    z_a, z_b = _z_values(alpha / tests, power)
+    q = noise_discordance / 2
+
+    def gap(d: float) -> float:
+        p_c0 = float(constrained_flip_rate(q + d, q, 1.0, tolerance))  # the null fit's limit
+        v0 = 2 * p_c0 + tolerance * (1 - tolerance)
+        v1 = 2 * q + d - d * d
+        return math.sqrt(n) * (d - tolerance) - CONTINUITY / math.sqrt(n) - z_a * math.sqrt(v0) - z_b * math.sqrt(v1)
+
+    top = 1.0 - 2 * q  # every right answer flips
+    if gap(top) < 0:
+        return math.inf
+    return float(brentq(gap, tolerance, top, xtol=1e-9))
 
 
 def mde_single_proportion(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> SingleProportionMDE:

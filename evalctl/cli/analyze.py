@@ -14,7 +14,7 @@ def print_run(run_dir: Path, policy_file: Path | None = None) -> None:
     from evalctl.analysis.gate import PolicyError, baseline_variant, cliffs, load_policy
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
     from evalctl.report.outputs import write_run_summary
-    from evalctl.report.terminal import accuracy_view, frame_table, paired_view, throughput_view
+    from evalctl.report.terminal import accuracy_view, cliffs_table, frame_table, paired_view, throughput_view
     from evalctl.runs import RunFolderError, load_run
 
     try:
@@ -35,8 +35,7 @@ def print_run(run_dir: Path, policy_file: Path | None = None) -> None:
         console.print(frame_table(paired_view(paired), title))
     found = cliffs(samples, policy)
     if len(found):
-        view = found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
-        console.print(frame_table(view, f"Cliffs: cache-on accuracy below cache-off by > {policy.max_accuracy_drop} from this length on"))
+        console.print(cliffs_table(found, policy.max_accuracy_drop))
     elif len(paired):
         console.print(f"no cliff: cache-on accuracy does not fall below cache-off by > {policy.max_accuracy_drop} at any length")
 

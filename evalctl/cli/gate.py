@@ -21,16 +21,19 @@ def gate(
     ] = None,
 ) -> None:
     """Check a run against the gate policy: paired accuracy (cache on vs off, variants, passes, baseline run),
-    length cliffs, error/invalid rates, throughput, completeness.
+    error/invalid rates, per-request throughput, completeness; the length cliff is reported, not judged.
 
-    Exit status: 0 pass; 1 regression; 2 inconclusive (too few questions, an incomplete run, an interval
-    too wide to exclude the tolerated drop) or unusable input (missing or corrupt run folder, bad policy,
-    runs without common questions).
+    A regression is a drop shown to exceed the tolerance (Holm over all accuracy checks); a pass needs every
+    cell's drop shown to be within it.
+
+    Exit status: 0 pass; 1 regression; 2 inconclusive (too few questions, an incomplete run, a drop neither
+    shown beyond nor within the tolerance, a cell with nothing to pair) or unusable input (missing or corrupt
+    run folder, bad policy, runs without common questions).
     """
     from evalctl.analysis.gate import PolicyError, evaluate, load_policy
     from evalctl.analysis.pairing import NoOverlapError, align_runs
     from evalctl.report.gate_outputs import write_gate_outputs
-    from evalctl.report.terminal import STATUS_STYLE, checks_table
+    from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table
     from evalctl.runs import RunFolderError, load_run
 
     try:
@@ -43,6 +46,8 @@ def gate(
         raise fail(str(exc)) from None
     result = evaluate(candidate, rules, reference)
     console.print(checks_table(result.checks, f"Gate checks for {result.run}" + (f" vs {result.baseline}" if result.baseline else "")))
+    if len(result.cliffs):
+        console.print(cliffs_table(result.cliffs, rules.max_accuracy_drop))
     try:
         files = write_gate_outputs(result, output or run)
     except OSError as exc:

@@ -81,6 +81,12 @@ def sweep(
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
     limit: Annotated[int | None, typer.Option(help="Questions per cell (default: the config's; all when unset).")] = None,
+    limit_order: Annotated[
+        str | None,
+        typer.Option(
+            help="Which questions --limit keeps: shuffled (the first N of a seeded shuffle, the default) or head (the first N, as lm-eval)."
+        ),
+    ] = None,
     passes: Annotated[int | None, typer.Option(help="Warm passes per cell, run without a cache flush between.")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Requests in flight per server.")] = None,
     fewshot: Annotated[
@@ -183,6 +189,7 @@ def sweep(
         gpus=gpus,
         shots=_csv_ints(shots, "--shots"),
         limit=limit,
+        limit_order=limit_order,
         passes=passes,
         concurrency=concurrency,
         fewshot=fewshot,

@@ -109,6 +109,12 @@ def settings_view(diff: pd.DataFrame) -> pd.DataFrame:
     return _drop_constant_keys(view[["profile", "variant", "cache", "reference", "setting", "before", "after"]])
 
 
+def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:
+    """The cliffs `analysis.gate.cliffs` found: a description of where accuracy departs, not a check."""
+    view = found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
+    return frame_table(view, f"Cliffs: cache-on accuracy below cache-off by > {tolerance} from this length on (described, not judged)")
+
+
 def ratio_view(ratios: pd.DataFrame) -> pd.DataFrame:
     """Candidate/reference throughput ratios, one column per measure."""
     keys = [c for c in ("comparison", "profile", "variant", "cache", "shots", "pass_index") if c in ratios]

@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from evalctl.config import ConfigError
 from evalctl.tasks.data import local_dataset_overrides
 
@@ -48,7 +50,9 @@ def prompt_hash(text: str) -> str:
 class LmEvalTask:
     """One lm-eval generation task with evalctl's data source and few-shot mode."""
 
-    def __init__(self, name: str, *, data_dir: Path | None, fewshot: str, seed: int = 1234):
+    def __init__(
+        self, name: str, *, data_dir: Path | None, fewshot: str, seed: int = 1234, limit_order: str = "shuffled", limit_seed: int = 1234
+    ):
         if name not in TASKS:
             raise ConfigError(f"unknown task {name!r}; supported: {', '.join(TASKS)}")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -80,7 +84,22 @@ class LmEvalTask:
             for f in config["filter_list"]
         ]
         self.seed = seed
+        self.limit_order, self.limit_seed = limit_order, limit_seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
+
+    def questions(self, limit: int | None) -> list[int] | None:
+        """The test questions (doc ids, ascending) `limit` keeps; None for all of them.
+
+        `shuffled`: the first `limit` of a permutation seeded by `limit_seed`, a random sample
+        of the test split, the same in every cell and run with that seed. `head`: the first
+        `limit`, which is what lm-eval's own --limit scores (kept to compare with it).
+        """
+        total = len(self.task.eval_docs)
+        if limit is None or limit >= total:
+            return None
+        if self.limit_order == "head":
+            return list(range(limit))
+        return sorted(int(i) for i in np.random.default_rng(self.limit_seed).permutation(total)[:limit])
 
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
         """The scored prompts at `shots`; identical across cache modes and variants."""
@@ -88,15 +107,17 @@ class LmEvalTask:
         if key not in self._cache:
             self.task.set_config(key="num_fewshot", value=shots)
             self.task.set_fewshot_seed(self.seed)  # same exemplars in every cell: runs stay paired
-            self.task.build_all_requests(limit=limit, rank=0, world_size=1)
-            self._cache[key] = [self._prompt(inst) for inst in self.task.instances]
+            ids = self.questions(limit)
+            self.task.build_all_requests(samples=ids, rank=0, world_size=1)
+            # lm-eval numbers a sample 0..k-1 in test order; the doc id must be the test index.
+            self._cache[key] = [self._prompt(inst, ids[inst.doc_id] if ids else inst.doc_id) for inst in self.task.instances]
         return self._cache[key]
 
-    def _prompt(self, inst) -> Prompt:
+    def _prompt(self, inst, doc_id: int) -> Prompt:
         context, gen_kwargs = inst.args
         target = str(self.task.doc_to_target(inst.doc))
         return Prompt(
-            doc_id=int(inst.doc_id),
+            doc_id=int(doc_id),
             text=context,
             prompt_hash=prompt_hash(context),
             question=str(self.task.doc_to_text(inst.doc)),

@@ -21,12 +21,12 @@ def test_cache_pairs_count_flips_per_cell_and_label_the_candidate_cell():
     assert (clean.b, clean.c, clean.p_value) == (0, 0, 1.0)
 
 
-def test_pairs_need_the_same_prompt_and_skip_request_errors():
+def test_pairs_need_the_same_prompt_and_count_candidate_request_errors_as_wrong():
     on = [{"cache": "on", "doc_id": d, "prompt_hash": f"h{d}", "strict_correct": False} for d in range(4)]
     off = [{"cache": "off", "doc_id": d, "prompt_hash": f"h{d}" if d else "other", "strict_correct": True} for d in range(4)]
     on[1] = {**on[1], "error": "timeout", "error_kind": "timeout", "strict_correct": None}
     row = paired_table(within_run(sample_frame(on + off))).iloc[0]
-    assert (row.n, row.b) == (2, 2)  # doc 0 has another prompt, doc 1 errored
+    assert (row.n, row.b, row.cand_errors) == (3, 3, 1)  # doc 0 has another prompt, doc 1 errored: a loss
 
 
 def test_variant_and_pass_comparisons_use_the_baseline_and_pass_one():

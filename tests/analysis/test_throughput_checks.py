@@ -1,12 +1,39 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from frames import manifest_for, sweep_frame
 
 from evalctl.analysis.gate import GatePolicy, RunFrames, evaluate
 from evalctl.analysis.pairing import within_run
 from evalctl.analysis.throughput import throughput_table
-from evalctl.analysis.throughput_checks import throughput_ratios
+from evalctl.analysis.throughput_checks import slowdown_tests, throughput_ratios
+
+
+def timed(seed: int, slow: float) -> object:
+    """A cache on/off sweep whose per-request latencies scatter around 1 s (log-normal, 20%),
+    cache on `slow` times slower; 10 output tokens per request."""
+    df = sweep_frame(n=200, shots=(8,))
+    rng = np.random.default_rng(seed)
+    df["latency_s"] = np.exp(rng.normal(0, 0.2, len(df))) * np.where(df["cache"] == "on", slow, 1.0)
+    return df
+
+
+def test_per_request_tests_give_median_ratios_and_slowdowns_for_rates_and_latencies():
+    table = slowdown_tests(within_run(timed(1, 2.0)), 0.2).set_index("measure")
+    assert table.loc["latency_s", "ratio"] == pytest.approx(2.0, rel=0.1)
+    assert table.loc["latency_s", "slowdown"] == pytest.approx(0.5, abs=0.05)
+    assert table.loc["output_tokens_per_s", "ratio"] == pytest.approx(0.5, rel=0.1)
+    assert (table["cache"] == "on").all() and (table["reference"] == "cache off").all()
+    assert "ttft_s" not in table.index  # not streamed: no TTFT to compare
+    assert (table["p_slower"] < 1e-6).all() and (table["ref_requests"] == 200).all()
+
+
+def test_a_slowdown_at_the_tolerance_is_not_shown_beyond_or_within_it():
+    row = slowdown_tests(within_run(timed(2, 1 / 0.8)), 0.2).set_index("measure").loc["latency_s"]
+    assert row["p_slower"] > 0.01 and row["p_within"] > 0.01
+    fast = slowdown_tests(within_run(timed(3, 1.0)), 0.2).set_index("measure").loc["latency_s"]
+    assert fast["p_within"] < 1e-6 and fast["p_slower"] > 0.5
 
 
 def test_ratios_per_cell_with_slowdown_for_rates_and_latencies():

@@ -56,5 +56,5 @@ def test_streamed_ttft_is_gated_like_the_other_latencies():
     df.loc[df["cache"] == "on", "ttft_s"] = 0.5  # cache on: first tokens 2.5x later
     table = throughput_table(df)
     assert {"ttft_p50_s", "ttft_p90_s"} <= set(table.columns) and table["ttft_p90_s"].notna().all()
-    (check,) = [c for c in evaluate(RunFrames("r", df, manifest_for(df)), GatePolicy()).checks if c.name.endswith("ttft_p50_s")]
+    (check,) = [c for c in evaluate(RunFrames("r", df, manifest_for(df)), GatePolicy()).checks if c.name.endswith(": ttft_s")]
     assert check.status == "regression" and check.value == pytest.approx(2.5)

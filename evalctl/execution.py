@@ -21,11 +21,13 @@ from evalctl.probe.session import sweep_probe
 from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, noise_file, record_files
 from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys, request_key
 from evalctl.secrets import redact_argv, redact_config, redact_env
+from evalctl.servers import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ManagedServer, ServerError, tail
 from evalctl.signals import Shutdown
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
+from evalctl.tokens import TokenCounter
 
 
 class Progress:
@@ -103,10 +105,14 @@ class Sweep:
         # After `prepare` of a resumed run: the requests still to send (None: a new run sends all).
         self.remaining: set[RequestKey] | None = None
         self.gpus: dict[str, list[str]] = {}
+        # prefix-recall: tokens before each prompt's asked value, by prompt hash (the same in every cell)
+        self.answer_tokens: dict[str, int] = {}
 
     def run(self) -> SweepResult:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         self.gpus = gpu_assignment(self.config)
+        for profile in self.config.servers:
+            adapter_for(profile.engine).preflight(profile)
         task, launches = self.prepare()
         result = SweepResult(self.run_dir, self.run_id)
         try:
@@ -191,6 +197,7 @@ class Sweep:
             "variant": launch.variant.name,
             "cache": launch.cache.value,
             "engine": launch.profile.engine.value,
+            "serves": launch.profile.serves.value if launch.profile.serves else None,
             "gpu": launch.profile.gpu,
             "devices": list(devices),
             "variant_git_revision": launch.variant.git_revision,
@@ -205,7 +212,7 @@ class Sweep:
             if self.config.probe and launch.cache is CacheMode.on:
                 entry["probe"] = sweep_probe(server, task, self.config, self.run_dir, api_key=self.api_key, warn=self.progress.warn)
                 self._save()
-            if not server.launched and launch.cache is CacheMode.off:
+            if not server.launched and launch.cache is CacheMode.off and not server.adapter.request_fields(CacheMode.off):
                 self.progress.warn(
                     f"{launch.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )
@@ -328,6 +335,7 @@ class Sweep:
         if not prompts:
             return True
         params = self._request_params(server, cell.cache)
+        self._count_answer_tokens(server, prompts)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
         prewarmed = (
@@ -361,6 +369,16 @@ class Sweep:
         self.progress.cell_done(cell.label)
         self.shutdown.check()
         return outcome is Outcome.done
+
+    def _count_answer_tokens(self, server: ManagedServer, prompts: list[Prompt]) -> None:
+        """Tokens before each asked value, counted by the server's tokenizer (estimated when it has none)."""
+        todo = [p for p in prompts if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens]
+        if not todo:
+            return
+        with server.http() as http:
+            counter = TokenCounter(http, server.profile.model_path)
+            for p in todo:
+                self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
     def _record_server_died(self, cell: Cell, task: LmEvalTask, writer: RecordWriter, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
@@ -430,4 +448,6 @@ class Sweep:
             attempts=completion.attempts,
             error=completion.error,
             error_kind=completion.error_kind,
+            answer_position=prompt.answer_position,
+            answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
         )

@@ -8,6 +8,7 @@ writers share a file; the aggregation step folds them into the manifest.
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import os
 import platform
@@ -35,9 +36,17 @@ def git_revision(path: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        return None
+
+
 def host_info() -> dict:
     return {
         "hostname": socket.gethostname(),
+        "user": _user(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),

@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Literal, get_args
 
 import pandas as pd
 
@@ -32,6 +33,9 @@ RECORD_KEYS = [*CELL_KEYS, "doc_id", "prompt_hash"]
 # Error kinds where the server gave no answer: a resumed run or a restarted server sends
 # these requests again. Answers, 4xx refusals and malformed responses are final.
 RETRYABLE_ERROR_KINDS = frozenset({"timeout", "connection", "http_5xx", "server_died"})
+# prefix-recall: the third of the record list that holds the asked value, in prompt order.
+AnswerPosition = Literal["start", "middle", "end"]
+ANSWER_POSITIONS: tuple[str, ...] = get_args(AnswerPosition)
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ class SampleRecord:
     attempts: int
     error: str | None  # None for a scored answer; else why there is none
     error_kind: str | None  # "http_4xx" | "http_5xx" | "timeout" | "connection" | "bad_response" | "server_died"
+    # prefix-recall only (None otherwise): where in the prompt the asked value sits
+    answer_position: AnswerPosition | None = None
+    answer_token_offset: int | None = None  # tokens before the value (server's /tokenize; else estimated)
 
 
 COLUMNS = [f.name for f in fields(SampleRecord)]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
+from evalctl.config import ConfigError, Engine, SweepConfig, config_from_dict, with_external_url
 from evalctl.manifest import read_manifest
 from evalctl.plan import Cell
 from evalctl.records import RECORD_KEYS, is_final, read_records
@@ -21,7 +21,7 @@ from evalctl.tasks.data import SPLIT_FILES
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
 
 # Settings that change how a run is carried out, not what its records mean.
-OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm"}
+OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
 OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
 
 RequestKey = tuple
@@ -101,8 +101,8 @@ def resume_config(
                 " pass the same --config/--model again with --resume"
             )
         given = config_from_dict(recorded, overrides, f"{run_dir}/manifest.json")
-    if url:
-        given = with_external_url(given, url)
+    if url:  # the engine recorded behind the first URL is taken to serve the new one
+        given = with_external_url(given, url, Engine(serves) if (serves := recorded["servers"][0].get("serves")) else None)
     changed = differing_fields(recorded, given.model_dump(mode="json"))
     if changed:
         raise ConfigError(

@@ -6,7 +6,7 @@ work. evalctl's path is the real one: ServedLM -> CompletionClient (retries,
 telemetry) -> scoring with lm-eval's filters -> fsynced record writes. Rounds
 alternate (A B A B ...) so drift on a shared machine hits both alike.
 
-    python scripts/bench_client.py --data-dir ../shared/datasets/gsm8k
+    python scripts/bench_client.py
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import httpx
 
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.datasets import packaged_data_dir
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.servers.process import ManagedServer
 from evalctl.tasks.lm import ServedLM
@@ -76,7 +77,7 @@ def evalctl_pipeline(server: ManagedServer, task: LmEvalTask, prompts, params: d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, default=packaged_data_dir("gsm8k"), help="GSM8K copy; default: the packaged one")
     parser.add_argument("--requests", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=8)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
-from evalctl.config import CacheMode, ConfigError, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, ConfigError, Engine, SweepConfig, load_config, with_external_url
 
 if TYPE_CHECKING:
     from evalctl.resume import ResumePoint
@@ -33,6 +33,10 @@ class Executor(str, enum.Enum):
     slurm = "slurm"
 
 
+DATA_DIR_HELP = (
+    "Dataset folder with train.jsonl and test.jsonl, or 'hub' for the Hugging Face hub (env EVALCTL_DATA_DIR); "
+    "default: the pinned copy inside evalctl."
+)
 GPUS_HELP = "GPUs the sweep may use: ids (0,1,2,3) or a count (8); default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
 
 
@@ -54,12 +58,33 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
     return {"cache": _csv(cache), "run_variants": _csv(variants), "gpus": gpu_pool, **plain}
 
 
-def resolve_config(model: str | None, config: Path | None, url: str | None, overrides: dict) -> SweepConfig:
+ENGINE_HELP = (
+    "With --url: the engine behind it, llamacpp, sglang, vllm or external (its cache switches then apply); default: asked of the server."
+)
+
+
+def url_engine(url: str, api_key: str | None = None) -> Engine:
+    """The engine serving `url`, as the server says (see servers.detect); printed for the record."""
+    import httpx
+
+    from evalctl.servers.detect import detect_engine
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=url.rstrip("/"), timeout=5.0, headers=headers) as http:
+        engine, route = detect_engine(http)
+    err.print(f"engine at {url}: {engine.value}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
+    return engine
+
+
+def resolve_config(
+    model: str | None, config: Path | None, url: str | None, overrides: dict, engine: Engine | None = None, api_key: str | None = None
+) -> SweepConfig:
+    """The config from --model/--config and overrides; with `url`, its one server is there (`engine`, else detected)."""
     try:
         resolved = load_config(model=model, config_file=config, overrides=overrides)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    return with_external_url(resolved, url) if url else resolved
+    return with_external_url(resolved, url, engine or url_engine(url, api_key)) if url else resolved
 
 
 def resolve_resume(
@@ -78,6 +103,12 @@ def resolve_resume(
 def sweep(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="Task: gsm8k, or prefix-recall (answers read back from a list of records in the prefix; shots count the records)."
+        ),
+    ] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
     limit: Annotated[int | None, typer.Option(help="Questions per cell (default: the config's; all when unset).")] = None,
@@ -97,13 +128,11 @@ def sweep(
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Completion budget per question.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Results root; the run folder is created inside it.")] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(help="Local dataset copy with train.jsonl and test.jsonl (env EVALCTL_DATA_DIR); default: the Hugging Face hub."),
-    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help=DATA_DIR_HELP)] = None,
     url: Annotated[
         str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
     ] = None,
+    engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
     variants: Annotated[str | None, typer.Option(help="Variants (engine builds) to run, comma-separated, e.g. baseline,patched.")] = None,
     gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
     max_restarts: Annotated[
@@ -156,9 +185,9 @@ def sweep(
         ),
     ] = False,
 ) -> None:
-    """Launch server(s), run GSM8K at each shot count with the prefix cache on and off, and report.
+    """Launch server(s), run the task (GSM8K or prefix-recall) at each shot count with the prefix cache on and off, and report.
 
-    Also writes the gate's files (default policy) and report.html into the run folder; the
+    Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
 
     Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
@@ -170,7 +199,7 @@ def sweep(
     from evalctl.execution import Sweep
     from evalctl.report.finish import finish_run
     from evalctl.report.progress import RichProgress
-    from evalctl.report.terminal import STATUS_STYLE
+    from evalctl.report.terminal import STATUS_STYLE, verdict_basis
     from evalctl.servers.process import ServerError
     from evalctl.signals import Interrupted, Shutdown
 
@@ -178,15 +207,18 @@ def sweep(
         raise fail("--wait applies to --executor slurm only")
     if executor is Executor.slurm:
         from evalctl.cluster.slurm import SlurmUnavailable, require_slurm
+        from evalctl.extras import MissingExtra, require
 
-        try:
-            require_slurm()  # before anything is resolved, written or submitted
-        except SlurmUnavailable as exc:
+        try:  # before anything is resolved, written or submitted
+            require("submitit", "--executor slurm")
+            require_slurm()
+        except (MissingExtra, SlurmUnavailable) as exc:
             raise fail(str(exc)) from None
     overrides = config_overrides(
         cache=cache,
         variants=variants,
         gpus=gpus,
+        task=task,
         shots=_csv_ints(shots, "--shots"),
         limit=limit,
         limit_order=limit_order,
@@ -207,7 +239,7 @@ def sweep(
         },
     )
     if resume is None:
-        resolved, manifest = resolve_config(model, config, url, overrides), None
+        resolved, manifest = resolve_config(model, config, url, overrides, engine, api_key), None
     else:
         resolved, manifest = resolve_resume(resume, model, config, url, overrides)
     if executor is Executor.slurm:
@@ -234,7 +266,9 @@ def sweep(
     verdict = finish_run(result.run_dir)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure['server']}: {failure['error']}")
-    console.print(f"gate (default policy): [{STATUS_STYLE[verdict.verdict]}]{verdict.verdict}[/] - details: evalctl gate {result.run_dir}")
+    policy = resolved.gate_policy or "default"
+    console.print(f"gate ({policy} policy): [{STATUS_STYLE[verdict.verdict]}]{verdict.verdict}[/] - details: evalctl gate {result.run_dir}")
+    console.print(f"verdict rests on: {verdict_basis(verdict)}", highlight=False)
     console.print(f"report: {result.run_dir / 'report.html'}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import pandas as pd
+from rich import box
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from evalctl.analysis.gate import Check
+    from evalctl.analysis.gate import Check, GateResult
 
 
 def _fmt(value: object, column: str) -> str:
@@ -22,13 +24,29 @@ def _fmt(value: object, column: str) -> str:
     return str(value)
 
 
+def narrow_table(title: str) -> Table:
+    """A table that reads at 80 columns: no outer edge or vertical rules, one space between columns."""
+    return Table(
+        title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
+
+
+def add_column(table: Table, header: str, cells: list[str], numeric: bool = False) -> None:
+    """Headers wrap at spaces but are never cut; numbers are never cut; text folds."""
+    widest = max((len(word) for word in header.split()), default=1)
+    if numeric:
+        widest = max([widest, *(len(c) for c in cells)])
+    table.add_column(header, justify="right" if numeric else "left", min_width=widest, overflow="fold")
+
+
 def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) -> Table:
     columns = columns or list(df.columns)
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for col in columns:
-        table.add_column(col, justify="left" if df[col].dtype == object else "right")
-    for row in df[columns].itertuples(index=False):
-        table.add_row(*(_fmt(v, c) for v, c in zip(row, columns)))
+    rows = [[_fmt(v, c) for v, c in zip(row, columns)] for row in df[columns].itertuples(index=False)]
+    table = narrow_table(title)
+    for i, col in enumerate(columns):
+        add_column(table, col, [r[i] for r in rows], numeric=df[col].dtype != object)
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
@@ -75,12 +93,24 @@ STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yell
 
 def checks_table(checks: list[Check], title: str) -> Table:
     """Every gate check: status (coloured), what was checked, where, and why."""
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = narrow_table(title)
     for col in ("status", "check", "cell", "reason"):
-        table.add_column(col, overflow="fold")
+        add_column(table, col, [])
     for c in checks:
         table.add_row(f"[{STATUS_STYLE[c.status]}]{c.status}[/]", c.name, c.where, c.reason)
     return table
+
+
+def verdict_basis(result: GateResult) -> str:
+    """One line on what the verdict rests on: the checks that decided it, by kind, and one of their reasons."""
+    deciding = [c for c in result.checks if c.status == result.verdict]
+    if not deciding:
+        return "no checks"
+    total = Counter(c.kind for c in result.checks)
+    counts = Counter(c.kind for c in deciding)
+    kinds = ", ".join(f"{n} of {total[kind]} {kind.replace('_', ' ')}" for kind, n in counts.items())
+    first = deciding[0]
+    return f"{result.verdict} from {kinds} checks; e.g. {first.name} [{first.where}]: {first.reason}"
 
 
 def _acc(a: float, lo: float, hi: float) -> str:

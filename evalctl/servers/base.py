@@ -85,6 +85,9 @@ class EngineAdapter:
         """The engine's own command; None when evalctl does not launch it."""
         raise NotImplementedError
 
+    def preflight(self, profile: ServerProfile) -> None:
+        """Check (and fetch) what a launch needs before the run folder exists; ConfigError if it cannot."""
+
     def engine_env(self, profile: ServerProfile) -> dict[str, str]:
         """Environment the engine needs for this profile (before the profile's and variant's own `env`)."""
         return {}

@@ -19,7 +19,7 @@ from evalctl.manifest import write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
 CHECK_KEYS = {"name", "kind", "profile", "variant", "cache", "shots", "pass_index", "status", "reason", "metric", "value",
-              "threshold", "p_value", "p_adjusted", "b", "c", "n"}  # fmt: skip
+              "threshold", "p_value", "p_adjusted", "b", "c", "n", "comparison"}  # fmt: skip
 
 
 def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool = True) -> Path:

@@ -54,6 +54,7 @@ class CellEntry(_Entry):
     pass_index: int
     flushed: bool = False
     prewarmed: bool = False
+    shared_prefix_chars: int | None = None  # what a prefix cache can hold for the cell (the cache-engaged check)
     metrics_before: dict[str, Any] = Field(default_factory=dict)
     metrics_after: dict[str, Any] = Field(default_factory=dict)
 
@@ -75,6 +76,7 @@ class ServerEntry(_Entry):
     gpu: str | None = None
     devices: list[str] = Field(default_factory=list)
     variant_git_revision: str | None = None
+    deterministic: bool | None = None
     argv: list[str] | None = None  # redacted
     env: dict[str, str] = Field(default_factory=dict)  # redacted
     url: str | None = None
@@ -85,6 +87,8 @@ class ServerEntry(_Entry):
     restarts: int = 0
     restart_log: list[RestartEntry] = Field(default_factory=list)
     cells: list[CellEntry] = Field(default_factory=list)
+    noise_cells: list[CellEntry] = Field(default_factory=list)  # the A/A arm's cell (the reference cell once more)
+    noise_error: str | None = None  # why the A/A arm failed; the run went on
     status: Literal["ok", "failed"] | None = None
     error: str | None = None
     exit_code: int | None = None

@@ -60,9 +60,13 @@ class CellRunner:
     def unfinished(self, cell: Cell) -> list[Prompt]:
         return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
 
-    def run(self, cell: Cell, server: ManagedServer, cell_log: list[CellEntry]) -> bool:
-        """Send the cell's unfinished requests; False when the server died before they all got a row."""
-        prompts = self.unfinished(cell)
+    def run(self, cell: Cell, server: ManagedServer, cell_log: list[CellEntry], replica: RecordWriter | None = None) -> bool:
+        """Send the cell's unfinished requests; False when the server died before they all got a row.
+
+        With `replica` (the A/A arm): every request of the cell once more, its rows written there.
+        """
+        prompts = self.task.prompts(cell.shots, self.config.limit) if replica else self.unfinished(cell)
+        writer = replica or self.writer
         if not prompts:
             return True
         params = self._request_params(server, cell.cache)
@@ -77,14 +81,20 @@ class CellRunner:
         )
         self.progress.cell_started(cell.label, len(prompts))
         entry = CellEntry(
-            shots=cell.shots, pass_index=cell.pass_index, flushed=flushed, prewarmed=prewarmed, metrics_before=server_metrics(server)
+            shots=cell.shots,
+            pass_index=cell.pass_index,
+            flushed=flushed,
+            prewarmed=prewarmed,
+            # What a prefix cache can hold for this cell: the cache-engaged check's expectation.
+            shared_prefix_chars=len(shared_prefix(self.task.prompts(cell.shots, self.config.limit))),
+            metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
 
         def on_complete(index: int, completion: Completion) -> None:
             record = self._record(cell, prompts[index], completion, prewarmed)
-            self.writer.write(record)
-            if record.error_kind not in RETRYABLE_ERROR_KINDS:
+            writer.write(record)
+            if replica is None and record.error_kind not in RETRYABLE_ERROR_KINDS:
                 self.finished.add(request_key(cell, prompts[index]))
             self.progress.request_done(completion.error is None)
 
@@ -120,6 +130,8 @@ class CellRunner:
             max_retries=self.config.max_retries,
             cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
             api_key=self.api_key,
+            stream=self.config.generation.stream,
+            stream_usage=server.adapter.stream_usage,
         )
 
     def _request_params(self, server: ManagedServer, cache: CacheMode) -> dict:
@@ -174,7 +186,8 @@ class CellRunner:
             completion_tokens=completion.completion_tokens,
             started_at=completion.started_at,
             latency_s=completion.latency_s,
-            ttft_s=None,
+            ttft_s=completion.ttft_s,
+            itl_s=completion.itl_s,
             finish_reason=completion.finish_reason,
             response=completion.text,
             strict_answer=score.strict_answer if score else None,

@@ -68,6 +68,7 @@ class Launch:
             gpu=launch.profile.gpu,
             devices=list(devices),
             variant_git_revision=launch.variant.git_revision,
+            deterministic=launch.profile.deterministic,
         )
         self.max_restarts = max_restarts
         self.progress = progress

@@ -25,12 +25,14 @@ import jinja2
 import pandas as pd
 
 from evalctl.analysis.flips import flipped_questions
+from evalctl.analysis.gate import baseline_variant
+from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
 from evalctl.analysis.throughput import throughput_ratio
 from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS, cell_keys
 from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
-from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
+from evalctl.report.terminal import _fmt, accuracy_view, settings_view, throughput_view
 from evalctl.runs import Run
 
 GATE_FILE = "gate.json"
@@ -151,7 +153,7 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
         rows.append({
             "label": s.label,
             "engine": s.engine,
-            "engine_info": ", ".join(f"{k}={v}" for k, v in s.info.items()),
+            "engine_info": ", ".join(f"{k}={v}" for k, v in s.info.items() if k != "settings"),  # settings: their own section
             "gpu": profile.get("gpu") or "-",
             "tp": profile.get("tp", "-"),
             "quantization": profile.get("quantization") or profile.get("dtype") or "-",
@@ -190,6 +192,14 @@ def _throughput(run: Run, baseline: Run | None) -> dict:
     if baseline is not None:
         out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary().throughput, CELL_KEYS))
     return out
+
+
+def _settings_diff(run: Run, baseline: Run | None) -> dict:
+    """Resolved server settings that differ between variants of this run and from the baseline run (flagged)."""
+    variants = settings_diff_variants(run.manifest, baseline_variant(run.manifest))
+    runs = settings_diff_runs(baseline.manifest, run.manifest) if baseline is not None else variants.iloc[:0]
+    both = pd.concat([variants, runs], ignore_index=True)
+    return {"table": Table.of(settings_view(both)) if len(both) else None, "differs_from_baseline": len(runs) > 0}
 
 
 def _flips(run: Run, baseline: Run | None) -> list[dict]:
@@ -269,6 +279,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         probes=load_probes(run_dir),
         flips=_flips(run, baseline),
         servers=_servers(run, out_dir),
+        settings_diff=_settings_diff(run, baseline),
         history=_history(run, run_dir.parent),
         fmt_acc=fmt_acc,
     )

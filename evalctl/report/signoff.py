@@ -10,7 +10,7 @@ import pandas as pd
 from evalctl.records import cell_keys
 
 # Worst first: a cell is as bad as its worst check.
-_SEVERITY = {"regression": 0, "inconclusive": 1, "pass": 2}
+_SEVERITY = {"regression": 0, "inconclusive": 1, "warning": 2, "pass": 3}
 MATCH_KEYS = cell_keys("pass_index")
 
 

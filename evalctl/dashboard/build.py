@@ -38,8 +38,6 @@ from evalctl.report.signoff import signoff_matrix
 
 STATE_FILE = ".dashboard-state.json"
 REPORT_FILE = "report.html"
-# Where a server entry of the manifest keeps the settings the engine resolved at start-up.
-RESOLVED_SETTINGS_KEY = "resolved"
 TREND_RUNS = 60  # runs per configuration in a trend plot
 MAX_LEDGER_ROWS = 100  # per ledger table; the count says how many there were
 CONFIG = ["profile", "variant"]
@@ -238,7 +236,7 @@ def settings_diff(candidate: Manifest | None, baseline: Manifest | None) -> list
     def resolved(manifest: Manifest | None) -> dict[str, dict]:
         out = {}
         for s in manifest.servers if manifest else []:
-            settings = getattr(s, RESOLVED_SETTINGS_KEY, None)  # a field newer than this evalctl's ServerEntry: kept as extra
+            settings = s.info.get("settings")  # what the engine resolved at start-up (servers.base: server_info)
             if isinstance(settings, dict):
                 out[f"{s.profile}/{s.variant} cache {s.cache}"] = settings
         return out

@@ -68,7 +68,9 @@ def test_cells_feed_history_unchanged(tmp_path):
 def test_settings_diff_only_when_recorded():
     def manifest(settings: dict | None) -> Manifest:
         entry = {"profile": "p", "variant": "v", "cache": "on"}
-        return Manifest.model_validate({"run_id": "r", "servers": [entry | ({"resolved": settings} if settings is not None else {})]})
+        return Manifest.model_validate(
+            {"run_id": "r", "servers": [entry | ({"info": {"settings": settings}} if settings is not None else {})]}
+        )
 
     assert settings_diff(manifest(None), manifest(None)) is None
     assert settings_diff(manifest({"a": 1, "b": "x"}), manifest({"a": 1, "b": "x"})) == []

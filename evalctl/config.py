@@ -21,10 +21,17 @@ from evalctl.errors import BadInput
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
+HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
 
 class ConfigError(BadInput):
     """A config that cannot be used; the message names the cause."""
+
+
+TaskName = Literal["gsm8k", "prefix-recall"]
+# Tasks generated from the seed (evalctl/tasks/prefix_recall): no data files; shots count
+# the records of the prefix, so every shot count must be >= 1.
+GENERATED_TASKS = frozenset({"prefix-recall"})
 
 
 class CacheMode(str, Enum):
@@ -51,6 +58,7 @@ class GenerationConfig(_Strict):
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 1234
     stop: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
+    stream: bool = Field(True, description="Stream completions, so each record carries TTFT and inter-token latency.")
 
 
 class ServerProfile(_Strict):
@@ -60,6 +68,9 @@ class ServerProfile(_Strict):
     engine: Engine = Engine.llamacpp
     model_path: str = Field(..., description="Weights path or hub id; `bundled:smollm2-135m` for the CPU model.")
     url: str | None = Field(None, description="Base URL, for engine `external` only.")
+    serves: Engine | None = Field(
+        None, description="Engine behind `url` (engine external): its cache switches then apply; --url detects it."
+    )
     port: int | None = Field(None, ge=1, le=65535, description="Fixed port; default: a free one.")
     host: str = "127.0.0.1"
     tp: int = Field(1, ge=1)
@@ -79,6 +90,11 @@ class ServerProfile(_Strict):
         default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
     )
     devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
+    deterministic: bool = Field(
+        False,
+        description="Deterministic inference: SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1 "
+        "(llama.cpp on CPU already is).",
+    )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
@@ -99,8 +115,8 @@ class ServerProfile(_Strict):
     def _engine_fields(self) -> ServerProfile:
         if self.engine is Engine.external and not self.url:
             raise ValueError(f"server profile {self.name!r}: engine 'external' needs `url`")
-        if self.engine is not Engine.external and self.url:
-            raise ValueError(f"server profile {self.name!r}: `url` is only for engine 'external'")
+        if self.engine is not Engine.external and (self.url or self.serves):
+            raise ValueError(f"server profile {self.name!r}: `url` and `serves` are only for engine 'external'")
         if self.engine not in GPU_ENGINES:
             gpu_only = ("chunked_prefill_size", "mem_fraction_static", "max_running_requests", "mamba", "devices")
             used = [f for f in gpu_only if f in self.model_fields_set and getattr(self, f)]
@@ -161,7 +177,9 @@ class SlurmConfig(_Strict):
     account: str | None = None
     qos: str | None = None
     time: str = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
-    cpus_per_task: int = Field(8, ge=1, description="CPUs per profile x variant job (server and client).")
+    cpus_per_task: int | None = Field(
+        None, ge=1, description="CPUs per profile x variant job (server and client); default: 8, or a node's CPUs if nodes have fewer."
+    )
     mem_gb: float | None = Field(None, gt=0, description="Memory per job; default: the cluster's (DefMemPerCPU).")
     aggregate_time: str = Field("00:30:00", description="Time limit of the aggregation job (analysis, gate, report).")
     additional: dict[str, str | int | bool] = Field(
@@ -203,7 +221,7 @@ class StoppingConfig(_Strict):
 
 class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
-    task: Literal["gsm8k"] = "gsm8k"
+    task: TaskName = Field("gsm8k", description="gsm8k, or prefix-recall (answers read back from records in the prefix).")
     shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)))
     fewshot: Literal["shared", "sampled"] = "shared"
     cache: list[CacheMode] = Field(default_factory=lambda: [CacheMode.on, CacheMode.off])
@@ -217,9 +235,19 @@ class SweepConfig(_Strict):
     request_timeout_s: float = Field(600.0, gt=0)
     max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")
     max_restarts: int = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
-    data_dir: Path | None = Field(None, description="Local copy with train.jsonl/test.jsonl; default: the hub.")
+    data_dir: Path | None = Field(
+        None, description="Local copy with train.jsonl/test.jsonl, or `hub` for the Hugging Face hub; default: the copy in the package."
+    )
     output_dir: Path = Path("results")
+    gate_policy: str | None = Field(
+        None, description="Policy of the verdict a sweep prints: a name in configs/gate/ (cpu-smoke) or a YAML path; default: the built-in."
+    )
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
+    noise: bool = Field(
+        False,
+        description="A/A arm: run each profile's reference cell a second time, cold, on the same server (noise-<profile>.jsonl), "
+        "to measure the engine's own flips.",
+    )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])
@@ -277,6 +305,8 @@ class SweepConfig(_Strict):
                 raise ValueError(f"duplicate {kind} names: {dupes}")
         if not self.servers:
             raise ValueError("servers must list at least one server profile")
+        if self.task in GENERATED_TASKS and 0 in self.shots:
+            raise ValueError(f"task {self.task} counts records as shots: every shot count must be >= 1")
         known = [v.name for v in self.variants]
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
@@ -299,10 +329,24 @@ class SweepConfig(_Strict):
         return [v for v in self.variants if v.name in names]
 
     def resolved_data_dir(self) -> Path | None:
-        if self.data_dir is not None:
-            return self.data_dir
-        env = os.environ.get(DATA_DIR_ENV)
-        return Path(env) if env else None
+        """The local copy the task reads (the packaged one unless another is named); None for the hub
+        and for generated tasks (built from the seed: no data files to read or fingerprint)."""
+        if self.task in GENERATED_TASKS:
+            return None
+        chosen = self.data_dir if self.data_dir is not None else os.environ.get(DATA_DIR_ENV)
+        if chosen is None:
+            from evalctl.datasets import packaged_data_dir
+
+            return packaged_data_dir(self.task)
+        return None if str(chosen) == HUB_DATA else Path(chosen)
+
+
+def gate_policy_file(name: str | None) -> Path | None:
+    """The gate policy file a config's `gate_policy` names; None for the built-in default."""
+    if name is None:
+        return None
+    named = CONFIGS_DIR / "gate" / f"{name}.yaml"
+    return named if named.is_file() else Path(name)
 
 
 def known_aliases() -> list[str]:
@@ -368,7 +412,10 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
         raise ConfigError(_format_validation(exc, source)) from None
 
 
-def with_external_url(config: SweepConfig, url: str) -> SweepConfig:
-    """Replace the profiles by one already-running server (`--url`)."""
-    external = ServerProfile(name="external", engine=Engine.external, url=url.rstrip("/"), model_path=config.servers[0].model_path)
+def with_external_url(config: SweepConfig, url: str, serves: Engine | None = None) -> SweepConfig:
+    """Replace the profiles by one already-running server (`--url`), served by `serves` if known."""
+    known = None if serves is Engine.external else serves
+    external = ServerProfile(
+        name="external", engine=Engine.external, url=url.rstrip("/"), serves=known, model_path=config.servers[0].model_path
+    )
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

@@ -11,6 +11,7 @@ loads, and rewriting it keeps them. One that fails validation is a `ManifestErro
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import os
 import platform
@@ -20,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 import evalctl
 from evalctl.errors import BadInput
@@ -53,6 +54,7 @@ class CellEntry(_Entry):
     pass_index: int
     flushed: bool = False
     prewarmed: bool = False
+    shared_prefix_chars: int | None = None  # what a prefix cache can hold for the cell (the cache-engaged check)
     metrics_before: dict[str, Any] = Field(default_factory=dict)
     metrics_after: dict[str, Any] = Field(default_factory=dict)
 
@@ -89,9 +91,11 @@ class ServerEntry(_Entry):
     variant: str
     cache: str
     engine: str | None = None
+    serves: str | None = None  # the engine behind an external server (`--url`), when known
     gpu: str | None = None
     devices: list[str] = Field(default_factory=list)
     variant_git_revision: str | None = None
+    deterministic: bool | None = None
     argv: list[str] | None = None  # redacted
     env: dict[str, str] = Field(default_factory=dict)  # redacted
     url: str | None = None
@@ -102,6 +106,8 @@ class ServerEntry(_Entry):
     restarts: int = 0
     restart_log: list[RestartEntry] = Field(default_factory=list)
     cells: list[CellEntry] = Field(default_factory=list)
+    noise_cells: list[CellEntry] = Field(default_factory=list)  # the A/A arm's cell (the reference cell once more)
+    noise_error: str | None = None  # why the A/A arm failed; the run went on
     status: Literal["ok", "failed"] | None = None
     error: str | None = None
     exit_code: int | None = None
@@ -167,12 +173,27 @@ class GateSummary(_Entry):
     exit_code: int
 
 
+class Host(_Entry):
+    """The machine and account a run ran as (older manifests lack `user`)."""
+
+    hostname: str | None = None
+    user: str | None = None
+    platform: str | None = None
+    python: str | None = None
+    cpus: int | None = None
+
+
+class EvalctlInfo(_Entry):
+    version: str | None = None
+    git_revision: str | None = None
+
+
 class Manifest(RunState):
     run_id: str
     status: RunStatus = "running"
     created_at: str | None = None
-    evalctl: dict[str, Any] = Field(default_factory=dict)
-    host: dict[str, Any] = Field(default_factory=dict)
+    evalctl: EvalctlInfo = Field(default_factory=EvalctlInfo)
+    host: Host = Field(default_factory=Host)
     config: dict[str, Any] = Field(default_factory=dict)  # redacted (`secrets.redact_config`)
     data_fingerprint: str | None = None
     executor: Literal["local", "slurm"] = "local"
@@ -181,9 +202,19 @@ class Manifest(RunState):
     parts: dict[str, str] = Field(default_factory=dict)
     gate: GateSummary | None = None
 
+    @field_serializer("host", "evalctl")
+    def _as_recorded(self, value: BaseModel) -> dict[str, Any]:
+        # Only what was recorded: an older manifest's host rewritten stays as it was.
+        return value.model_dump(exclude_unset=True)
+
     @property
     def model(self) -> str | None:
         return self.config.get("model")
+
+    @property
+    def gate_policy(self) -> str | None:
+        """The gate policy the run's config names (a name in configs/gate/ or a file); None: the built-in."""
+        return self.config.get("gate_policy")
 
 
 def new_run_id(model: str) -> str:
@@ -199,17 +230,21 @@ def git_revision(path: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def host_info() -> dict:
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-    }
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (some containers)
+        return None
 
 
-def evalctl_info() -> dict:
-    return {"version": evalctl.__version__, "git_revision": git_revision(Path(evalctl.__file__).parent)}
+def host_info() -> Host:
+    return Host(
+        hostname=socket.gethostname(), user=_user(), platform=platform.platform(), python=platform.python_version(), cpus=os.cpu_count()
+    )
+
+
+def evalctl_info() -> EvalctlInfo:
+    return EvalctlInfo(version=evalctl.__version__, git_revision=git_revision(Path(evalctl.__file__).parent))
 
 
 def _write_json(path: Path, state: BaseModel) -> None:

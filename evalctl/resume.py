@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
+from evalctl.config import ConfigError, Engine, SweepConfig, config_from_dict, with_external_url
 from evalctl.errors import BadInput
 from evalctl.plan import Cell
 from evalctl.records import RECORD_KEYS, is_final, read_records
@@ -21,7 +21,7 @@ from evalctl.tasks.data import SPLIT_FILES
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
 
 # Settings that change how a run is carried out, not what its records mean.
-OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm"}
+OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
 OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
 
 
@@ -107,8 +107,8 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
                 " pass the same --config/--model again with --resume"
             )
         given = config_from_dict(recorded, overrides, f"{run_dir}/manifest.json")
-    if url:
-        given = with_external_url(given, url)
+    if url:  # the engine recorded behind the first URL is taken to serve the new one
+        given = with_external_url(given, url, Engine(serves) if (serves := recorded["servers"][0].get("serves")) else None)
     changed = differing_fields(recorded, given.model_dump(mode="json"))
     if changed:
         raise ConfigError(

@@ -13,7 +13,7 @@ import pyarrow as pa
 from evalctl.analysis.summary import RunSummary, summarize
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
-from evalctl.records import COLUMNS, Metric, load_samples
+from evalctl.records import COLUMNS, Metric, load_noise, load_samples
 
 
 class RunFolderError(BadInput):
@@ -31,6 +31,7 @@ class Run:
     path: Path
     manifest: Manifest
     given_samples: pd.DataFrame | None = field(default=None, repr=False)
+    given_noise: pd.DataFrame | None = field(default=None, repr=False)
     summaries: dict[str, RunSummary] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -54,6 +55,16 @@ class Run:
         if missing:
             raise RunFolderError(f"{self.path}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
         return samples
+
+    @cached_property
+    def noise(self) -> pd.DataFrame:
+        """The A/A replica's records, when the run had the arm (else empty)."""
+        if self.given_noise is not None:
+            return self.given_noise
+        try:
+            return load_noise(self.path)
+        except (OSError, ValueError) as exc:
+            raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
 
     def summary(self, metric: Metric = "strict") -> RunSummary:
         """The summary tables, computed once per metric (`invalid` follows the metric)."""

@@ -6,7 +6,7 @@ work. evalctl's path is the real one: ServedLM -> CompletionClient (retries,
 telemetry) -> scoring with lm-eval's filters -> fsynced record writes. Rounds
 alternate (A B A B ...) so drift on a shared machine hits both alike.
 
-    python scripts/bench_client.py --data-dir ../shared/datasets/gsm8k
+    python scripts/bench_client.py
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import httpx
 
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.datasets import packaged_data_dir
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.servers.process import ManagedServer
 from evalctl.tasks.lm import ServedLM
@@ -57,7 +58,7 @@ def evalctl_pipeline(server: ManagedServer, task: LmEvalTask, prompts, params: d
                     doc_id=prompt.doc_id, prompt_hash=prompt.prompt_hash, question=prompt.question, target=prompt.target,
                     prewarmed=False, prompt_chars=len(prompt.text), prompt_tokens=completion.prompt_tokens,
                     cached_tokens=completion.cached_tokens, completion_tokens=completion.completion_tokens,
-                    started_at=completion.started_at, latency_s=completion.latency_s, ttft_s=None,
+                    started_at=completion.started_at, latency_s=completion.latency_s, ttft_s=completion.ttft_s, itl_s=completion.itl_s,
                     finish_reason=completion.finish_reason, response=completion.text,
                     strict_answer=score.strict_answer, flexible_answer=score.flexible_answer,
                     strict_correct=score.strict_correct, flexible_correct=score.flexible_correct,
@@ -76,7 +77,7 @@ def evalctl_pipeline(server: ManagedServer, task: LmEvalTask, prompts, params: d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, default=packaged_data_dir("gsm8k"), help="GSM8K copy; default: the packaged one")
     parser.add_argument("--requests", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=8)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# nightly.sh: sweep each release model on Slurm, gate it against its last passing run, write the report.
+# nightly.sh: sweep each release model on Slurm, gate it against its last passing run, write the report,
+# then bring the release dashboard (a static site over every model's runs) up to date.
 #
 #   scripts/nightly.sh                          # models, results root and Slurm settings from the variables below
 #   EVALCTL_MODELS="nemotron-3-ultra" EVALCTL_RESULTS=/shared/evalctl/results scripts/nightly.sh
+#   EVALCTL_SITE=/shared/www/evalctl scripts/nightly.sh   # where the dashboard goes (default: $EVALCTL_RESULTS/../site)
 #
 # Example cron entry (02:00 every night, on a Slurm login node, evalctl's venv active):
 #   0 2 * * * cd /opt/evalctl && . .venv/bin/activate && scripts/nightly.sh >> /shared/evalctl/nightly.log 2>&1
@@ -18,6 +20,7 @@ set -uo pipefail
 
 MODELS="${EVALCTL_MODELS:-nemotron-3-ultra nemotron-nano-9b}"
 RESULTS="${EVALCTL_RESULTS:-results}"
+SITE="${EVALCTL_SITE:-$RESULTS/../site}"
 # Slurm settings (the configs' `slurm:` sections hold the defaults); e.g. "--partition gpu --account llm --time 04:00:00".
 read -r -a SLURM_ARGS <<<"${EVALCTL_SLURM_ARGS:-}"
 # More sweep options for every model, e.g. "--limit 200 --data-dir /shared/datasets/gsm8k".
@@ -66,6 +69,15 @@ for model in $MODELS; do
         *) summary+=("$model: inconclusive, exit $rc ($run)"); [ "$worst" -eq 1 ] || worst=2 ;;
     esac
 done
+
+# The dashboard over every model's results folder (also those of models not run tonight); only pages whose
+# runs changed are rewritten. A failure here does not change the night's verdict.
+roots=()
+for dir in "$RESULTS"/*/; do roots+=(--root "${dir%/}"); done
+if [ "${#roots[@]}" -gt 0 ]; then
+    echo "=== dashboard: $SITE"
+    "$EVALCTL" dashboard "${roots[@]}" --output "$SITE" || echo "warning: dashboard update failed"
+fi
 
 echo "=== nightly summary"
 printf '%s\n' "${summary[@]}"

@@ -6,7 +6,7 @@ their ratio. `--sweep-run DIR` reuses an existing sweep run folder instead of sw
 `--url URL --engine llamacpp` runs both against a server already running (the sweep's
 cache-off cells are then a label: the completion tokens are the same greedy outputs).
 
-    python scripts/probe_cost.py --data-dir ../shared/datasets/gsm8k
+    python scripts/probe_cost.py
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def only_dir(root: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m", help="config alias")
-    parser.add_argument("--data-dir", type=Path, help="local GSM8K copy")
+    parser.add_argument("--data-dir", type=Path, help="GSM8K copy; default: the packaged one")
     parser.add_argument("--sweep-run", type=Path, help="reuse this sweep run folder (its samples.parquet)")
     parser.add_argument("--url", help="a running server to use instead of launching ones")
     parser.add_argument("--engine", default="llamacpp", help="the engine behind --url")

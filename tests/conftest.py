@@ -9,8 +9,10 @@ import psutil
 import pytest
 import yaml
 
+from evalctl.datasets import packaged_data_dir
+from evalctl.servers.process import free_port
+
 REPO = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO.parent / "shared" / "datasets" / "gsm8k"
 SERVER_MODULE = "evalctl.servers.llamacpp_main"
 
 
@@ -33,9 +35,10 @@ def processes_of(path: Path) -> list[psutil.Process]:
 
 @pytest.fixture
 def data_dir() -> Path:
-    if not (DATA_DIR / "test.jsonl").is_file():
-        pytest.fail(f"offline GSM8K copy missing at {DATA_DIR}")
-    return DATA_DIR
+    """The GSM8K copy inside the package (what a sweep reads by default)."""
+    folder = packaged_data_dir("gsm8k")
+    assert folder is not None, "the package ships no GSM8K copy"
+    return folder
 
 
 @pytest.fixture
@@ -53,14 +56,17 @@ def cpu_profile(name: str = "cpu", **fields: object) -> dict:
     return {"name": name, "engine": "llamacpp", "model_path": "bundled:smollm2-135m", **fields}
 
 
-def write_sweep_config(tmp_path: Path, data_dir: Path, servers: list[dict], **fields: object) -> Path:
-    """A small sweep config (1 shot, cache on, 1 question, results under tmp_path/out); fields override."""
+def write_sweep_config(tmp_path: Path, data_dir: Path | None, servers: list[dict], **fields: object) -> Path:
+    """A small sweep config (1 shot, cache on, 1 question, results under tmp_path/out); fields override.
+
+    `data_dir` None: the task reads no data files (prefix-recall is generated).
+    """
     config = {
         "model": "smollm2-135m",
         "shots": [1],
         "cache": ["on"],
         "limit": 1,
-        "data_dir": str(data_dir),
+        **({"data_dir": str(data_dir)} if data_dir is not None else {}),
         "output_dir": str(tmp_path / "out"),
         **fields,
         "servers": servers,
@@ -70,13 +76,25 @@ def write_sweep_config(tmp_path: Path, data_dir: Path, servers: list[dict], **fi
     return path
 
 
+def start_canary(upstream: str, fault: str = "lost-prefix") -> tuple[subprocess.Popen, str]:
+    """`evalctl canary` in front of `upstream` on a free port, returned once it listens, with its URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", "evalctl.cli", "canary", "--upstream", upstream, "--fault", fault, "--port", str(port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    if not proc.stdout.readline().startswith(f"canary: {url}"):
+        proc.kill()
+        raise AssertionError(f"canary did not start: {proc.communicate()}")
+    return proc, url
+
+
 def evalctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the evalctl CLI as a user would, in a child process."""
     return subprocess.run([sys.executable, "-m", "evalctl.cli", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def only_run(root: Path) -> Path:
-    """The one run folder under a results root."""
+    """The one run folder a sweep created under a results root."""
     runs = [p for p in root.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 from conftest import evalctl
 
@@ -13,6 +16,12 @@ servers:
   - {name: small, engine: vllm, model_path: /models/m, tp: 2, gpu: H100}
   - {name: laptop, engine: llamacpp, model_path: "bundled:smollm2-135m"}
 """
+
+
+def two_profiles(tmp_path):
+    cfg = tmp_path / "two.yaml"
+    cfg.write_text(TWO_PROFILES)
+    return cfg
 
 
 def flat(text: str) -> str:
@@ -39,8 +48,7 @@ def test_show_variants_needs_the_patched_interpreter(tmp_path):
 
 
 def test_two_profiles_on_eight_gpus_get_disjoint_sets(tmp_path):
-    cfg = tmp_path / "two.yaml"
-    cfg.write_text(TWO_PROFILES)
+    cfg = two_profiles(tmp_path)
     out = evalctl("servers", "show", "--config", str(cfg), "--gpus", "8", "--cache", "on")
     assert out.returncode == 0, out.stderr
     devices = re.findall(r"^env:\s+CUDA_VISIBLE_DEVICES=(\S+)", out.stdout, flags=re.M)
@@ -51,3 +59,17 @@ def test_two_profiles_on_eight_gpus_get_disjoint_sets(tmp_path):
     too_few = evalctl("servers", "show", "--config", str(cfg), "--gpus", "0,1,2,3")
     assert too_few.returncode == 2
     assert "need 6 GPUs (big: tp=4, small: tp=2) but 4 are visible (config `gpus`)" in flat(too_few.stderr)
+
+
+def test_show_without_a_visible_gpu_prints_placeholder_ids_and_a_note(tmp_path):
+    bare = tmp_path / "bin"  # no nvidia-smi on PATH, no CUDA_VISIBLE_DEVICES: a laptop or a login node
+    bare.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"} | {"PATH": str(bare)}
+    out = subprocess.run([sys.executable, "-m", "evalctl.cli", "servers", "show", "--model", "nemotron-nano-9b"],
+                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert flat(out.stdout).count("env: CUDA_VISIBLE_DEVICES=$GPU0") == 2
+    assert "no GPU is visible here" in flat(out.stderr) and "--gpus N" in flat(out.stderr)
+    argv = [sys.executable, "-m", "evalctl.cli", "servers", "show", "--config", str(two_profiles(tmp_path)), "--gpus", "2"]
+    counted = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert counted.returncode == 2 and "need 6 GPUs" in flat(counted.stderr)  # a count is still checked

@@ -166,3 +166,29 @@ def test_without_slurm_the_slurm_executor_fails_before_writing(tmp_path, data_di
     assert out.returncode == 2
     assert "--executor slurm needs Slurm's commands on PATH" in out.stderr and "sbatch" in out.stderr
     assert not (tmp_path / "results").exists()
+
+
+def node_cpus() -> list[int]:
+    """CPUs of every node, as `scontrol show node` reports them (evalctl asks sinfo: a second witness)."""
+    out = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, timeout=30, check=True)
+    return [int(field.split("=")[1]) for line in out.stdout.splitlines() for field in line.split() if field.startswith("CPUTot=")]
+
+
+def test_cpu_profile_default_request_fits_the_nodes(tmp_path, slurm):
+    from evalctl.cluster.submit import part_executor
+    from evalctl.config import load_config
+
+    config = load_config(model="smollm2-135m")
+    text = part_executor(tmp_path, config, config.servers[0], "part")._make_submission_file_text("python -m x", "ID")
+    asked = int(text.split("#SBATCH --cpus-per-task=")[1].split()[0])
+    assert asked <= max(node_cpus())
+
+
+def test_job_that_can_never_start_is_reported_at_once_and_wait_exits_2(tmp_path, data_dir, slurm, no_orphans):
+    too_many = max(node_cpus()) + 1
+    out = evalctl("sweep", "--config", str(two_profiles(tmp_path, data_dir, limit=1)), "--executor", "slurm", "--wait",
+                  "--cpus-per-task", str(too_many), "--output", str(tmp_path / "results"), timeout=120)  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "can never start (PartitionConfig)" in out.stderr and "--cpus-per-task" in out.stderr
+    jobs = [j["job_id"] for j in manifest(only_run(tmp_path / "results"))["jobs"]]
+    assert all(s.ended for s in job_states(jobs).values())  # cancelled: nothing left queued for ever

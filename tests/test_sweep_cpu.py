@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pandas as pd
 import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
+
+from evalctl.datasets import packaged_data_dir
+from evalctl.resume import data_fingerprint
 
 pytestmark = pytest.mark.server
 
@@ -101,3 +105,15 @@ def test_help_explains_every_option():
     assert out.returncode == 0
     for option in ("--model", "--config", "--shots", "--cache", "--limit", "--concurrency", "--output", "--fewshot", "--url", "--data-dir"):
         assert option in out.stdout
+
+
+def test_first_sweep_of_the_readme_gives_a_verdict_that_means_something(tmp_path, no_orphans):
+    # The README's first command, smaller: the alias as shipped, packaged data (no --data-dir), the CPU gate policy.
+    out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1", "--limit", "6", "--output", str(tmp_path), timeout=1500)
+    assert out.returncode == 0, out.stderr + out.stdout
+    text = " ".join(out.stdout.split())
+    verdict = re.search(r"gate \(cpu-smoke policy\): (\w+)", text)
+    assert verdict and verdict.group(1) in ("pass", "inconclusive"), text  # a healthy server is no regression
+    assert re.search(r"verdict rests on: \w+ from \d+ of \d+ ", text)
+    manifest = json.loads((only_run(tmp_path) / "manifest.json").read_text())
+    assert manifest["data_fingerprint"] == data_fingerprint(packaged_data_dir("gsm8k"))

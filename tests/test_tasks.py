@@ -5,14 +5,13 @@ import json
 import pytest
 
 from evalctl.config import ConfigError
+from evalctl.datasets import packaged_data_dir
 from evalctl.tasks.lmeval import LmEvalTask
 
 
 @pytest.fixture(scope="module")
 def shared_task(request):
-    from conftest import DATA_DIR
-
-    return LmEvalTask("gsm8k", data_dir=DATA_DIR, fewshot="shared", limit_order="head")
+    return LmEvalTask("gsm8k", data_dir=packaged_data_dir("gsm8k"), fewshot="shared", limit_order="head")
 
 
 def test_limit_keeps_a_seeded_random_sample_the_same_in_every_cell(data_dir):

@@ -1,4 +1,4 @@
-"""A run's summary tables: accuracy per cell, accuracy by prefill length, throughput per cell."""
+"""A run's summary tables: accuracy per cell, by prefill length and (prefix-recall) by answer position; throughput per cell."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pandas as pd
 
 from evalctl.analysis.accuracy import accuracy_table
 from evalctl.analysis.lengths import accuracy_by_length
+from evalctl.analysis.positions import accuracy_by_position
 from evalctl.analysis.throughput import throughput_table
 from evalctl.records import Metric
 
@@ -17,8 +18,14 @@ class RunSummary:
     accuracy: pd.DataFrame
     by_length: pd.DataFrame
     throughput: pd.DataFrame
+    by_position: pd.DataFrame  # prefix-recall only; empty for other tasks
 
 
 def summarize(samples: pd.DataFrame, metric: Metric = "strict") -> RunSummary:
     """The tables; `metric` is the one the gate judges, which the `invalid` counts follow."""
-    return RunSummary(accuracy_table(samples, metric=metric), accuracy_by_length(samples, metric=metric), throughput_table(samples))
+    return RunSummary(
+        accuracy_table(samples, metric=metric),
+        accuracy_by_length(samples, metric=metric),
+        throughput_table(samples),
+        accuracy_by_position(samples, metric=metric),
+    )

@@ -5,12 +5,13 @@ One module per command (group); this one assembles the Typer app.
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, canary, compare, gate, history, probe, report, runs, servers, slurm, sweep
+from evalctl.cli import analyze, canary, compare, dashboard, gate, history, probe, report, runs, servers, slurm, sweep
 from evalctl.cli.common import console, handle_errors
 
 app = typer.Typer(
@@ -43,7 +44,25 @@ app.command()(slurm.jobs)
 app.add_typer(servers.app, name="servers")
 app.add_typer(runs.app, name="runs")
 app.command()(history.history)
+app.command()(dashboard.dashboard)
 app.command()(report.report)
 app.command()(probe.probe)
 app.command()(canary.canary)
+
+
+def unwrap(doc: str) -> str:
+    """A docstring as help text: the lines of each paragraph joined, so the terminal wraps them, not the source."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+def _unwrap_help(typer_app: typer.Typer) -> None:
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = unwrap(info.callback.__doc__)
+    for group in typer_app.registered_groups:
+        _unwrap_help(group.typer_instance)
+
+
+_unwrap_help(app)
 handle_errors(app)

@@ -25,6 +25,9 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     console.print(
         frame_table(accuracy_view(summary.by_length.drop(columns=["bin_lo", "bin_hi"])), "Accuracy by prefill length (prompt tokens)")
     )
+    if len(summary.by_position):
+        title = "Accuracy by answer position in the prefix, all shot counts (95% Wilson)"
+        console.print(frame_table(accuracy_view(summary.by_position), title))
     console.print(frame_table(throughput_view(summary.throughput), "Throughput by cell"))
     paired = with_holm(paired_table(within_run(samples, baseline_variant(manifest)), policy.metric))
     if len(paired):

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from evalctl.errors import EXIT_ERROR, EXIT_USAGE, EvalctlError
 
@@ -19,7 +20,8 @@ EXIT_FAILED_CELLS = 3
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print a specific error and return the Exit to raise."""
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)  # paths stay whole, greppable
+    # Escaped: messages hold paths and commands (pip install '.[cpu]') whose brackets are not markup.
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)  # paths stay whole, greppable
     return typer.Exit(code)
 
 

@@ -14,7 +14,10 @@ def gate(
     run: Annotated[Path, typer.Argument(help="The run folder to judge (results/<run>).")],
     baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help="A baseline run folder to compare cell by cell.")] = None,
     policy: Annotated[
-        Path | None, typer.Option("--policy", "-p", help="Gate policy YAML (default: the built-in, as configs/gate/default.yaml).")
+        Path | None,
+        typer.Option(
+            "--policy", "-p", help="Gate policy YAML; default: the run config's gate_policy, else the built-in (configs/gate/default.yaml)."
+        ),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Folder for gate.json, gate-junit.xml, gate-summary.md (default: the run folder).")
@@ -32,12 +35,13 @@ def gate(
     """
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.analysis.pairing import align_runs
+    from evalctl.report.finish import run_policy
     from evalctl.report.gate_outputs import write_gate_outputs
     from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table
     from evalctl.runs import load_run
 
-    rules = load_policy(policy)
     candidate = load_run(run)
+    rules = load_policy(policy) if policy else run_policy(candidate)
     reference = load_run(baseline) if baseline is not None else None
     if reference is not None:
         align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass

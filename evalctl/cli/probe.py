@@ -10,8 +10,9 @@ import yaml
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.sweep import _csv_ints, resolve_config
-from evalctl.config import Engine, ServerProfile, SweepConfig
+from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
+from evalctl.config import Engine, SweepConfig, with_external_url
+from evalctl.report.terminal import add_column, narrow_table
 
 if TYPE_CHECKING:
     from evalctl.probe.session import ServerProbe
@@ -53,16 +54,16 @@ def _fmt(value: object, digits: int = 2) -> str:
 
 
 def _bins_table(bins, title: str) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
     columns = [("bin", "bin"), ("prefix_tokens", "prefix"), ("cached_tokens", "cached"), ("mismatch", "warm≠"),
                ("baseline_mismatch", "cold≠"), ("first_divergence", "div@"), ("js", "JS warm"), ("baseline_js", "JS cold"),
                ("verdict", "verdict")]  # fmt: skip
-    for key, header in columns:
-        table.add_column(header, justify="left" if key in ("bin", "verdict") else "right")
+    rows = [[_fmt(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns] for row in bins.to_dict("records")]
+    table = narrow_table(title)
+    for i, (key, header) in enumerate(columns):
+        add_column(table, header, [r[i] for r in rows], numeric=key not in ("bin", "verdict"))
     style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
-    for row in bins.to_dict("records"):
-        cells = [_fmt(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns]
-        cells[-1] = f"[{style.get(row['verdict'], '')}]{row['verdict']}[/]"
+    for cells in rows:
+        cells[-1] = f"[{style.get(cells[-1], '')}]{cells[-1]}[/]"
         table.add_row(*cells)
     return table
 
@@ -71,16 +72,14 @@ def probe(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
-    engine: Annotated[
-        Engine, typer.Option(help="With --url: the engine behind it, so the probe can flush or bypass its cache for cold requests.")
-    ] = Engine.external,
+    engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts to probe (default: the config's; 1,2,4,8 with --url alone).")] = None,
     prefix_tokens: Annotated[str | None, typer.Option(help="Extra synthetic prefix lengths in tokens, comma-separated.")] = None,
     questions: Annotated[int | None, typer.Option(help="Questions per prefix-length bin (default 1).")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Greedy tokens per generation (default 16).")] = None,
     policy: Annotated[Path | None, typer.Option(help="YAML with probe thresholds (top level or under `probe:`).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Results root; a folder with probe.json is created inside.")] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Local GSM8K copy (train.jsonl, test.jsonl); env EVALCTL_DATA_DIR.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help=DATA_DIR_HELP)] = None,
     api_key: Annotated[
         str | None, typer.Option(envvar=["EVALCTL_API_KEY", "OPENAI_API_KEY"], show_envvar=True, help="Bearer token; never written.")
     ] = None,
@@ -103,20 +102,18 @@ def probe(
             raise fail("give --model NAME, --config FILE or --url URL")
         cfg = SweepConfig.model_validate(
             {"model": "external", "shots": [1, 2, 4, 8], **{k: v for k, v in overrides.items() if v is not None},
-             "servers": [ServerProfile(name="external", engine=Engine.external, url=url.rstrip("/"), model_path="external")]}
+             "servers": [{"name": "external", "engine": "external", "url": url.rstrip("/"), "model_path": "external"}]}
         )  # fmt: skip
+        cfg = with_external_url(cfg, url, engine or url_engine(url, api_key))
     else:
-        cfg = resolve_config(model, config, url, overrides)
+        cfg = resolve_config(model, config, url, overrides, engine, api_key)
     rules = _policy(policy, max_tokens, questions, _csv_ints(prefix_tokens, "--prefix-tokens"))
     task = LmEvalTask(cfg.task, data_dir=cfg.resolved_data_dir(), fewshot="shared", seed=cfg.generation.seed)
     run_dir = Path(cfg.output_dir) / new_run_id(f"{cfg.model}-probe")
     run_dir.mkdir(parents=True, exist_ok=False)
     verdicts = []
     with console.status("probing") as status:
-        probes = probe_servers(
-            cfg, task, run_dir, url_engine=engine if url is not None else None, api_key=api_key, policy=rules, on_step=status.update
-        )
-        for probed in probes:
+        for probed in probe_servers(cfg, task, run_dir, api_key=api_key, policy=rules, on_step=status.update):
             verdicts.append(_print_probe(probed, run_dir))
     if "fail" in verdicts:
         raise typer.Exit(EXIT_FAIL)

@@ -15,7 +15,10 @@ def report(
     baseline: Annotated[Path | None, typer.Option(help="A baseline run folder to compare against.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write; default: <run>/report.html.")] = None,
     policy: Annotated[
-        Path | None, typer.Option("--policy", "-p", help="Gate policy YAML, used when the run has no gate.json yet (default: built-in).")
+        Path | None,
+        typer.Option(
+            "--policy", "-p", help="Gate policy YAML if the run has no gate.json yet; default: the run config's gate_policy, else built-in."
+        ),
     ] = None,
 ) -> None:
     """Write one HTML file (plots embedded, no network needed): header, gate verdict and sign-off matrix,
@@ -25,6 +28,7 @@ def report(
     evaluated now (against --baseline when given) for the report only.
     """
     from evalctl.analysis.gate import evaluate, load_policy
+    from evalctl.report.finish import run_policy
     from evalctl.report.gate_outputs import gate_document
     from evalctl.report.html import load_gate, write_report
     from evalctl.runs import load_run
@@ -36,6 +40,6 @@ def report(
     loaded, reference = load_run(run), load_run(baseline) if baseline else None
     gate = load_gate(run)
     if gate is None:
-        gate = gate_document(evaluate(loaded, load_policy(policy), reference))
+        gate = gate_document(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))
     write_report(loaded, out, baseline=reference, gate=gate)
     console.print(f"report: {out}")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console
+from evalctl.cli.common import console, err
 from evalctl.cli.sweep import GPUS_HELP, config_overrides, resolve_config
+from evalctl.config import GPU_ENGINES
 from evalctl.plan import expand
 from evalctl.servers import adapter_for
-from evalctl.servers.gpus import gpu_assignment
+from evalctl.servers.gpus import gpu_assignment, placeholder_gpus, visible_gpus
 
 app = typer.Typer(help="Inspect the inference servers a sweep launches.", no_args_is_help=True)
 
@@ -34,6 +36,13 @@ def show(
     `$PORT` stands for the port the sweep picks when the profile fixes none.
     """
     resolved = resolve_config(model, config, None, config_overrides(cache=cache, variants=variants, gpus=gpus))
+    if resolved.gpus is None and any(p.engine in GPU_ENGINES for p in resolved.servers) and not visible_gpus()[0]:
+        # A preview is planned where there are no GPUs (laptop, login node): show where the ids go.
+        resolved = resolved.model_copy(update={"gpus": placeholder_gpus(resolved.servers)})
+        err.print(
+            "note: no GPU is visible here; $GPU0, $GPU1, ... stand for the ids the sweep will use (--gpus N checks the sweep fits N GPUs)",
+            highlight=False,
+        )
     assignment = gpu_assignment(resolved)
     for launch in expand(resolved):
         profile = launch.profile
@@ -53,13 +62,15 @@ def show(
             )
             continue
         for key, value in spec.env.items():
-            console.print(f"env:     {key}={shlex.quote(value)}", highlight=False, markup=False)
+            console.print(f"env:     {key}={unquote_placeholders(shlex.quote(value))}", highlight=False, markup=False)
         console.print(f"command: {shell_line(spec.argv)}", highlight=False, markup=False, soft_wrap=True)
 
 
+def unquote_placeholders(text: str) -> str:
+    """Placeholders ($PORT, $RUN_DIR/..., $GPU0,$GPU1) stay unquoted so the shell expands them."""
+    return re.sub(r"'(\$[A-Z_][^'\s]*)'", r"\1", text)
+
+
 def shell_line(argv: list[str]) -> str:
-    """The command as a shell line; placeholders stay unquoted so the shell expands them."""
-    line = shlex.join(argv)
-    for placeholder in (PORT_PLACEHOLDER, WORKDIR_PLACEHOLDER):
-        line = line.replace(shlex.quote(placeholder), placeholder)
-    return line
+    """The command as a shell line."""
+    return unquote_placeholders(shlex.join(argv))

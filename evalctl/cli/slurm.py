@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from evalctl.runs import Run
 
 EXIT_NO_GATE = 1
+SETTLE_S = 10.0  # the scheduler gives a fresh job its pending reason within seconds
 
 
 def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool) -> None:
-    from evalctl.cluster.slurm import wait_until_ended
+    from evalctl.cluster.slurm import NeverStarts, cancel, check_startable, wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit
     from evalctl.report.gate_outputs import GATE_JSON
 
@@ -29,11 +30,16 @@ def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None,
         console.print(f"job {job_id}: {part}")
     console.print(f"job {sub.aggregate_job}: aggregate (analysis, gate) after the others end")
     console.print(f"run folder: {sub.run_dir}", soft_wrap=True)  # whole on one line: scripts read it
-    if not wait:
-        return
+    parts, partition = list(sub.part_jobs.values()), config.slurm.partition
     try:
+        check_startable(parts, partition, settle_s=SETTLE_S)
+        if not wait:
+            return
         with console.status(f"waiting for aggregation job {sub.aggregate_job} (evalctl jobs {sub.run_dir})"):
-            state = wait_until_ended(sub.aggregate_job)
+            state = wait_until_ended(sub.aggregate_job, watch=parts, partition=partition)
+    except NeverStarts as exc:
+        cancel([*parts, sub.aggregate_job])
+        raise fail(f"{exc}\nthe run's jobs were cancelled; resubmit with --resume {sub.run_dir}") from None
     except KeyboardInterrupt:
         err.print(f"stopped waiting; the jobs keep running (evalctl jobs {sub.run_dir})")
         raise typer.Exit(130) from None
@@ -68,22 +74,25 @@ def jobs(
 
     Exit status: 0 shown; 2 not a run folder, or a run not submitted to Slurm.
     """
-    from rich.table import Table
+    from evalctl.extras import require
 
+    require("submitit", "evalctl jobs")
     from evalctl.cluster.jobs import job_rows
     from evalctl.manifest import read_manifest
+    from evalctl.report.terminal import add_column, narrow_table
 
     run_dir = run or _latest_run(output)
     manifest = read_manifest(run_dir)
     if not manifest.jobs:
         raise fail(f"{run_dir} was not submitted to Slurm (its manifest lists no jobs)")
     live = shutil.which("squeue") is not None
-    table = Table(title=f"Jobs of {manifest.run_id}" + ("" if live else " (no squeue here: states as last recorded)"))
-    for column in ("part", "job id", "slurm state", "node", "run state", "reason", "submitted"):
-        table.add_column(column)
-    for row in job_rows(run_dir, manifest, live=live):
-        cells = (row.part, row.job_id, row.slurm_state, row.node, row.run_state, row.reason, row.submitted_at)
-        table.add_row(*(str(c) if c is not None else "-" for c in cells))
+    table = narrow_table(f"Jobs of {manifest.run_id}" + ("" if live else " (no squeue here: states as last recorded)"))
+    fields = ("part", "job_id", "slurm_state", "node", "run_state", "reason", "submitted_at")
+    rows = [[str(v) if (v := getattr(row, k)) is not None else "-" for k in fields] for row in job_rows(run_dir, manifest, live=live)]
+    for i, column in enumerate(("part", "job id", "slurm state", "node", "run state", "reason", "submitted")):
+        add_column(table, column, [r[i] for r in rows], numeric=column == "job id")
+    for cells in rows:
+        table.add_row(*cells)
     console.print(table)
     gate = manifest.gate
     console.print(f"run status: {manifest.status}" + (f"; gate: {gate.verdict}" if gate else ""))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
-from evalctl.config import CacheMode, StoppingMode, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, Engine, StoppingMode, SweepConfig, load_config, with_external_url
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
@@ -33,6 +33,10 @@ class Executor(str, enum.Enum):
     slurm = "slurm"
 
 
+DATA_DIR_HELP = (
+    "Dataset folder with train.jsonl and test.jsonl, or 'hub' for the Hugging Face hub (env EVALCTL_DATA_DIR); "
+    "default: the pinned copy inside evalctl."
+)
 GPUS_HELP = "GPUs the sweep may use: ids (0,1,2,3) or a count (8); default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
 
 
@@ -54,9 +58,30 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
     return {"cache": _csv(cache), "run_variants": _csv(variants), "gpus": gpu_pool, **plain}
 
 
-def resolve_config(model: str | None, config: Path | None, url: str | None, overrides: dict) -> SweepConfig:
+ENGINE_HELP = (
+    "With --url: the engine behind it, llamacpp, sglang, vllm or external (its cache switches then apply); default: asked of the server."
+)
+
+
+def url_engine(url: str, api_key: str | None = None) -> Engine:
+    """The engine serving `url`, as the server says (see servers.detect); printed for the record."""
+    import httpx
+
+    from evalctl.client import auth_headers
+    from evalctl.servers.detect import detect_engine
+
+    with httpx.Client(base_url=url.rstrip("/"), timeout=5.0, headers=auth_headers(api_key)) as http:
+        engine, route = detect_engine(http)
+    err.print(f"engine at {url}: {engine.value}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
+    return engine
+
+
+def resolve_config(
+    model: str | None, config: Path | None, url: str | None, overrides: dict, engine: Engine | None = None, api_key: str | None = None
+) -> SweepConfig:
+    """The config from --model/--config and overrides; with `url`, its one server is there (`engine`, else detected)."""
     resolved = load_config(model=model, config_file=config, overrides=overrides)
-    return with_external_url(resolved, url) if url else resolved
+    return with_external_url(resolved, url, engine or url_engine(url, api_key)) if url else resolved
 
 
 def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: str | None, overrides: dict) -> tuple[SweepConfig, Run]:
@@ -70,6 +95,12 @@ def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: s
 def sweep(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            help="Task: gsm8k, or prefix-recall (answers read back from a list of records in the prefix; shots count the records)."
+        ),
+    ] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
     limit: Annotated[int | None, typer.Option(help="Questions per cell (default: the config's; all when unset).")] = None,
@@ -89,17 +120,23 @@ def sweep(
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Completion budget per question.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Results root; the run folder is created inside it.")] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(help="Local dataset copy with train.jsonl and test.jsonl (env EVALCTL_DATA_DIR); default: the Hugging Face hub."),
-    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help=DATA_DIR_HELP)] = None,
     url: Annotated[
         str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
     ] = None,
+    engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
     variants: Annotated[str | None, typer.Option(help="Variants (engine builds) to run, comma-separated, e.g. baseline,patched.")] = None,
     gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
     max_restarts: Annotated[
         int | None, typer.Option(help="Restarts of a server that dies mid-launch (with backoff); 0 fails its remaining cells instead.")
+    ] = None,
+    noise: Annotated[
+        bool | None,
+        typer.Option(
+            "--noise/--no-noise",
+            help="A/A arm: run each profile's reference cell twice, cold, on the same server, to measure the engine's own flips "
+            "(config noise; the gate then wants a regression to exceed them).",
+        ),
     ] = None,
     resume: Annotated[
         Path | None,
@@ -151,9 +188,9 @@ def sweep(
         ),
     ] = False,
 ) -> None:
-    """Launch server(s), run GSM8K at each shot count with the prefix cache on and off, and report.
+    """Launch server(s), run the task (GSM8K or prefix-recall) at each shot count with the prefix cache on and off, and report.
 
-    Also writes the gate's files (default policy) and report.html into the run folder; the
+    Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
 
     Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
@@ -161,13 +198,12 @@ def sweep(
     (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
     submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
     """
-    from evalctl.analysis.gate import load_policy
     from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
     from evalctl.execution.stopping import sequential_baseline
-    from evalctl.report.finish import REPORT_FILE, finish_run
+    from evalctl.report.finish import REPORT_FILE, finish_run, run_policy
     from evalctl.report.progress import RichProgress
-    from evalctl.report.terminal import STATUS_STYLE
+    from evalctl.report.terminal import STATUS_STYLE, verdict_basis
     from evalctl.runs import load_run
     from evalctl.signals import Interrupted, Shutdown
 
@@ -175,12 +211,15 @@ def sweep(
         raise fail("--wait applies to --executor slurm only")
     if executor is Executor.slurm:
         from evalctl.cluster.slurm import require_slurm
+        from evalctl.extras import require
 
-        require_slurm()  # before anything is resolved, written or submitted
+        require("submitit", "--executor slurm")  # before anything is resolved, written or submitted
+        require_slurm()
     overrides = config_overrides(
         cache=cache,
         variants=variants,
         gpus=gpus,
+        task=task,
         shots=_csv_ints(shots, "--shots"),
         limit=limit,
         limit_order=limit_order,
@@ -190,6 +229,7 @@ def sweep(
         output_dir=output,
         data_dir=data_dir,
         max_restarts=max_restarts,
+        noise=noise,
         **{
             "generation.max_tokens": max_tokens,
             "slurm.partition": partition,
@@ -202,7 +242,7 @@ def sweep(
         },
     )
     if resume is None:
-        resolved, resume_point = resolve_config(model, config, url, overrides), None
+        resolved, resume_point = resolve_config(model, config, url, overrides, engine, api_key), None
     else:
         resolved, resume_point = resolve_resume(resume, model, config, url, overrides)
     if executor is Executor.slurm:
@@ -227,16 +267,18 @@ def sweep(
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
     baseline = sequential_baseline(resolved)
-    policy = load_policy(None)
+    policy = None  # the config's gate policy (finish.run_policy)
     if baseline is not None:  # the gate judges with the tolerance, level and metric the cells stopped by
         stopping = resolved.stopping
-        policy = policy.model_copy(update={"max_accuracy_drop": stopping.tolerance, "alpha": stopping.alpha, "metric": stopping.metric})
+        update = {"max_accuracy_drop": stopping.tolerance, "alpha": stopping.alpha, "metric": stopping.metric}
+        policy = run_policy(run).model_copy(update=update)
     gate = finish_run(run, policy, baseline)
     print_run_tables(run, gate.policy)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
-    which = "the stopping rule's" if baseline else "default"
+    which = "the stopping rule's" if baseline else resolved.gate_policy or "default"
     console.print(f"gate ({which} policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
+    console.print(f"verdict rests on: {verdict_basis(gate)}", highlight=False)
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:

@@ -18,6 +18,14 @@ from evalctl.errors import BadInput, EvalctlError
 
 # States after which a job never runs again (REQUEUED / PREEMPTED jobs go back to PENDING).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
+# Pending reasons after which a job never starts as submitted: it asks for more than the
+# partition's nodes or limits allow (with EnforcePartLimits=NO, sbatch accepts such jobs).
+NEVER_STARTS = {
+    "PartitionConfig": "it asks for more CPUs, memory or GPUs than a node of its partition has",
+    "PartitionNodeLimit": "it asks for more nodes than its partition allows",
+    "PartitionTimeLimit": "its time limit exceeds its partition's",
+    "BadConstraints": "no node of its partition has the features or resources it asks for",
+}
 # What a job Slurm no longer knows (purged after MinJobAge, no accounting) is shown as.
 UNKNOWN = "UNKNOWN"
 COMMAND_TIMEOUT_S = 30
@@ -31,6 +39,28 @@ class NoSlurm(BadInput):
     """`--executor slurm` on a host without Slurm's commands: a usage error (exit 2), found before anything is written."""
 
 
+class NeverStarts(BadInput):
+    """Pending jobs Slurm will never start as they are (exit 2); the message says why and what to change."""
+
+    def __init__(self, stuck: list[JobState], partition: str | None):
+        nodes = partition_nodes(partition)
+        have = ", ".join(sorted({f"{n.cpus} CPUs and {n.memory_mb} MB" + (f", {n.gres}" if n.gres else "") for n in nodes}))
+        lines = [f"job {s.job_id} can never start ({s.reason}): {NEVER_STARTS[s.reason]}" for s in stuck]
+        lines.append(
+            f"nodes of partition {partition or '(default)'} have {have or 'nothing Slurm reports'}; lower --cpus-per-task "
+            "(config slurm.cpus_per_task), slurm.mem_gb or --time, or choose another --partition"
+        )
+        super().__init__("\n".join(lines))
+        self.stuck = stuck
+
+
+@dataclass(frozen=True)
+class NodeResources:
+    cpus: int
+    memory_mb: int
+    gres: str | None
+
+
 @dataclass(frozen=True)
 class JobState:
     job_id: str
@@ -41,6 +71,10 @@ class JobState:
     @property
     def ended(self) -> bool:
         return self.state in ENDED or self.state == UNKNOWN
+
+    @property
+    def never_starts(self) -> bool:
+        return self.state == "PENDING" and self.reason in NEVER_STARTS
 
 
 def require_slurm() -> None:
@@ -108,13 +142,55 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
     return {j: states.get(j, JobState(j, UNKNOWN)) for j in ids}
 
 
-def wait_until_ended(job_id: str, poll_s: float = 5.0) -> JobState:
-    """Block until Slurm says the job ended (or forgot it)."""
+def partition_nodes(partition: str | None) -> list[NodeResources]:
+    """What each node of `partition` (default: the cluster's default partition) has; [] when sinfo cannot say."""
+    argv = ["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G"] + (["-p", partition] if partition else [])
+    out = _run(argv)
+    nodes = []
+    for line in out.stdout.splitlines() if out and out.returncode == 0 else []:
+        part, cpus, memory, gres = (line.split("|") + ["", "", ""])[:4]
+        if partition or part.endswith("*"):  # sinfo marks the default partition with *
+            nodes.append(NodeResources(int(cpus.rstrip("+")), int(memory.rstrip("+")), None if gres in ("", "(null)") else gres))
+    return nodes
+
+
+def fitting_cpus(partition: str | None, wanted: int) -> int:
+    """`wanted` CPUs, or fewer when no node of the partition has that many (a job asking more never starts)."""
+    nodes = partition_nodes(partition)
+    return min(wanted, max(n.cpus for n in nodes)) if nodes else wanted
+
+
+def check_startable(job_ids: Iterable[str], partition: str | None, settle_s: float = 0.0) -> None:
+    """NeverStarts when any of the jobs is pending for a reason that never clears by itself.
+
+    `settle_s`: how long to wait for the scheduler to give fresh jobs a pending reason.
+    """
+    ids = list(job_ids)
+    deadline = time.monotonic() + settle_s
     while True:
+        states = job_states(ids).values()
+        stuck = [s for s in states if s.never_starts]
+        if stuck:
+            raise NeverStarts(stuck, partition)
+        if time.monotonic() >= deadline or not any(s.state == "PENDING" and s.reason is None for s in states):
+            return
+        time.sleep(0.5)
+
+
+def wait_until_ended(job_id: str, poll_s: float = 5.0, *, watch: Iterable[str] = (), partition: str | None = None) -> JobState:
+    """Block until Slurm says the job ended (or forgot it); NeverStarts as soon as a `watch`ed job never can."""
+    watch = list(watch)
+    while True:
+        if watch:
+            check_startable(watch, partition)
         state = job_states([job_id])[job_id]
         if state.ended:
             return state
         time.sleep(poll_s)
+
+
+def cancel(job_ids: Iterable[str]) -> None:
+    _run(["scancel", *job_ids])
 
 
 def release(job_id: str) -> None:

@@ -17,11 +17,12 @@ from pathlib import Path
 import submitit
 
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
-from evalctl.cluster.slurm import SlurmUnavailable, release, require_slurm
+from evalctl.cluster.slurm import SlurmUnavailable, fitting_cpus, release, require_slurm
 from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
 from evalctl.manifest import JobEntry, now
 from evalctl.runs import Run
 
+DEFAULT_CPUS = 8  # per profile x variant job unless the config says: a server and its client
 SUBMITIT_DIR = "slurm"  # job scripts, pickled calls (may hold the config's secrets: owner-only), job logs
 
 
@@ -64,7 +65,8 @@ def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, par
     """The executor of one profile x variant job: GPUs = the profile's tp (GPU engines only), requeued on preemption."""
     slurm = config.slurm
     gpus = profile.tp if profile.engine in GPU_ENGINES else 0
-    return _executor(folder, slurm, f"evalctl-{part}", slurm.time, slurm.cpus_per_task, gpus, requeue=True)
+    cpus = slurm.cpus_per_task or fitting_cpus(slurm.partition, DEFAULT_CPUS)
+    return _executor(folder, slurm, f"evalctl-{part}", slurm.time, cpus, gpus, requeue=True)
 
 
 def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | None = None) -> Submission:

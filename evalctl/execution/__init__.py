@@ -17,10 +17,11 @@ from evalctl.execution.launch import Launch
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper, sequential_baseline
 from evalctl.manifest import Failure
-from evalctl.plan import ServerLaunch
+from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
-from evalctl.records import RecordWriter, compact, record_files
+from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
+from evalctl.servers import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.signals import Shutdown
@@ -69,6 +70,8 @@ class Sweep:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         gpus = gpu_assignment(self.config)
         baseline = sequential_baseline(self.config)
+        for profile in self.config.servers:
+            adapter_for(profile.engine).preflight(profile)
         self.prepared = run = prepare(self.config, self.resume, self.part)
         folder = run.folder
         result = SweepResult(folder.path, folder.run_id)
@@ -128,13 +131,14 @@ class Sweep:
                     launch.server, cells.task, self.config, folder.path, api_key=self.api_key, warn=self.progress.warn
                 )
                 folder.save()
-            if not launch.server.launched and plan.cache is CacheMode.off:
+            if not launch.server.launched and plan.cache is CacheMode.off and not launch.server.adapter.request_fields(CacheMode.off):
                 self.progress.warn(
                     f"{plan.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )
             for cell in todo:
                 while not launch.alive or not cells.run(cell, launch.server, launch.entry.cells):
                     launch.restart(cell)
+            self._run_noise_arm(plan, launch, cells)
             launch.entry.status = "ok"
             return []
         except ServerError as exc:
@@ -158,3 +162,18 @@ class Sweep:
                 folder.state.status = "interrupted"
                 folder.save()
             launch.stop(interrupted=self.shutdown.requested)
+
+    def _run_noise_arm(self, plan: ServerLaunch, launch: Launch, cells: CellRunner) -> None:
+        """The A/A arm: the reference cell once more, cold, on this server; a failure costs the arm, not the run."""
+        assert self.prepared is not None
+        cell = noise_cell(self.config, plan)
+        run_dir = self.prepared.folder.path
+        if cell is None or (run_dir / noise_file(cell.profile)).is_file():
+            return
+        try:
+            with RecordWriter(run_dir, file=noise_file(cell.profile)) as replica:
+                while not launch.alive or not cells.run(cell, launch.server, launch.entry.noise_cells, replica=replica):
+                    launch.restart(cell)
+        except ServerError as exc:
+            launch.entry.noise_error = exc.args[0]
+            self.progress.warn(f"{plan.label}: A/A arm failed: {exc.args[0]}")

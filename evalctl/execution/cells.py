@@ -24,6 +24,7 @@ from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
+from evalctl.tokens import TokenCounter
 
 
 def shared_prefix(prompts: list[Prompt]) -> str:
@@ -56,18 +57,24 @@ class CellRunner:
         self.shutdown = shutdown
         self.api_key = api_key
         self.stopper = stopper
+        # prefix-recall: tokens before each prompt's asked value, by prompt hash (the same in every cell)
+        self.answer_tokens: dict[str, int] = {}
 
     def unfinished(self, cell: Cell) -> list[Prompt]:
         if self.stopper is not None and self.stopper.stopped(cell):
             return []  # decided by the sequential gate: its unsent requests are saved, not missing
         return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
 
-    def run(self, cell: Cell, server: ManagedServer, cell_log: list[CellEntry]) -> bool:
-        """Send the cell's unfinished requests; False when the server died before they all got a row."""
-        prompts = self.unfinished(cell)
+    def run(self, cell: Cell, server: ManagedServer, cell_log: list[CellEntry], replica: RecordWriter | None = None) -> bool:
+        """Send the cell's unfinished requests; False when the server died before they all got a row.
+
+        With `replica` (the A/A arm): every request of the cell once more, its rows written there.
+        """
+        prompts = self.task.prompts(cell.shots, self.config.limit) if replica else self.unfinished(cell)
         if not prompts:
             return True
         params = self._request_params(server, cell.cache)
+        self._count_answer_tokens(server, prompts)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
         prewarmed = (
@@ -78,16 +85,23 @@ class CellRunner:
         )
         self.progress.cell_started(cell.label, len(prompts))
         entry = CellEntry(
-            shots=cell.shots, pass_index=cell.pass_index, flushed=flushed, prewarmed=prewarmed, metrics_before=server_metrics(server)
+            shots=cell.shots,
+            pass_index=cell.pass_index,
+            flushed=flushed,
+            prewarmed=prewarmed,
+            # What a prefix cache can hold for this cell: the cache-engaged check's expectation.
+            shared_prefix_chars=len(shared_prefix(self.task.prompts(cell.shots, self.config.limit))),
+            metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
         done = True
-        for look, wave in enumerate(self._waves(cell, prompts)):
-            lm = self._lm(cell, wave, server, params, prewarmed)
+        # The A/A replica sends every request once, unstopped: it measures noise, not a verdict.
+        for look, wave in enumerate([prompts] if replica else self._waves(cell, prompts)):
+            lm = self._lm(cell, wave, server, params, prewarmed, replica)
             if wave and asyncio.run(send_watched(lm, self._requests(wave), server, self.shutdown)) is not Outcome.done:
                 done = False
                 break
-            if self.stopper is not None and self.stopper.check(cell, look):
+            if replica is None and self.stopper is not None and self.stopper.check(cell, look):
                 break
         entry.metrics_after = server_metrics(server)
         self.progress.cell_done(cell.label)
@@ -108,14 +122,18 @@ class CellRunner:
     def _requests(prompts: list[Prompt]) -> list[tuple[str, dict]]:
         return [(p.text, {"until": list(p.stop)}) for p in prompts]
 
-    def _lm(self, cell: Cell, prompts: list[Prompt], server: ManagedServer, params: dict, prewarmed: bool) -> ServedLM:
+    def _lm(
+        self, cell: Cell, prompts: list[Prompt], server: ManagedServer, params: dict, prewarmed: bool, replica: RecordWriter | None
+    ) -> ServedLM:
+        """The served model for `prompts`, each row written as it completes (to `replica`, if given)."""
+
         def on_complete(index: int, completion: Completion) -> None:
             record = self._record(cell, prompts[index], completion, prewarmed)
-            self.writer.write(record)
-            settled = record.error_kind not in RETRYABLE_ERROR_KINDS
+            (replica or self.writer).write(record)
+            settled = replica is None and record.error_kind not in RETRYABLE_ERROR_KINDS
             if settled:
                 self.finished.add(request_key(cell, prompts[index]))
-            if self.stopper is not None:
+            if replica is None and self.stopper is not None:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
@@ -127,6 +145,16 @@ class CellRunner:
             died = Completion.failed(f"server died: {exc.args[0]}", "server_died", time.time())
             self.writer.write(self._record(cell, prompt, died, prewarmed=False))
 
+    def _count_answer_tokens(self, server: ManagedServer, prompts: list[Prompt]) -> None:
+        """Tokens before each asked value, counted by the server's tokenizer (estimated when it has none)."""
+        todo = [p for p in prompts if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens]
+        if not todo:
+            return
+        with server.http() as http:
+            counter = TokenCounter(http, server.profile.model_path)
+            for p in todo:
+                self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
+
     def _client(self, server: ManagedServer) -> CompletionClient:
         return CompletionClient(
             server.base_url,
@@ -136,6 +164,8 @@ class CellRunner:
             max_retries=self.config.max_retries,
             cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
             api_key=self.api_key,
+            stream=self.config.generation.stream,
+            stream_usage=server.adapter.stream_usage,
         )
 
     def _request_params(self, server: ManagedServer, cache: CacheMode) -> dict:
@@ -190,7 +220,8 @@ class CellRunner:
             completion_tokens=completion.completion_tokens,
             started_at=completion.started_at,
             latency_s=completion.latency_s,
-            ttft_s=None,
+            ttft_s=completion.ttft_s,
+            itl_s=completion.itl_s,
             finish_reason=completion.finish_reason,
             response=completion.text,
             strict_answer=score.strict_answer if score else None,
@@ -200,4 +231,6 @@ class CellRunner:
             attempts=completion.attempts,
             error=completion.error,
             error_kind=completion.error_kind,
+            answer_position=prompt.answer_position,
+            answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
         )

@@ -64,9 +64,11 @@ class Launch:
             variant=launch.variant.name,
             cache=launch.cache.value,
             engine=launch.profile.engine.value,
+            serves=launch.profile.serves.value if launch.profile.serves else None,
             gpu=launch.profile.gpu,
             devices=list(devices),
             variant_git_revision=launch.variant.git_revision,
+            deterministic=launch.profile.deterministic,
         )
         self.max_restarts = max_restarts
         self.progress = progress

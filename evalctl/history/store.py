@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
-from evalctl.analysis.throughput import THROUGHPUT_INPUTS, throughput_table
 from evalctl.errors import BadInput
 from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, ManifestError, parse_manifest
-from evalctl.records import CELL_KEYS, SAMPLES_FILE, cell_keys, record_files
+from evalctl.records import CELL_KEYS, SAMPLES_FILE, record_files
 
 METRICS = ("accuracy", "strict", "flexible", "throughput")
+CELL_COLUMNS = ["path", "profile", "variant", "cache", "shots", "n", "strict_hits", "flexible_hits", "errors", "out_tokens", "wall_s",
+                "throughput", "ttft_p50_s", "max_prompt_tokens"]  # fmt: skip
+LEDGER_COLUMNS = ["profile", "variant", "cache", "shots", "doc_id", "runs", "flips", "in_latest", "latest_run", "latest_correct",
+                  "question", "target", "latest_answer", "latest_response"]  # fmt: skip
 RUN_COLUMNS = ["run_id", "status", "model", "created_at", "samples", "cells", "note", "path"]
 _PARQUET_MAGIC = b"PAR1"
 _RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
@@ -39,6 +42,7 @@ class RunListing:
     created_at: dt.datetime | None
     note: str
     parquet: Path | None  # readable-looking samples.parquet, for the sample queries
+    manifest: Manifest | None = field(default=None, compare=False)  # None when missing or unreadable
 
 
 def _parse_time(value: object) -> dt.datetime | None:
@@ -103,6 +107,7 @@ def inspect_run(path: Path) -> RunListing:
         created_at=(_parse_time(manifest.created_at) if manifest else None) or name_time,
         note="; ".join(notes),
         parquet=parquet if good_parquet else None,
+        manifest=manifest,
     )
 
 
@@ -117,8 +122,10 @@ class HistoryStore:
             raise BadInput(f"results root {self.root} is not a directory")
         return [inspect_run(p) for p in sorted(self.root.iterdir()) if p.is_dir()]
 
-    def _query(self, folders: list[RunListing], sql: str, params: list | None = None) -> pd.DataFrame:
+    def _query(self, folders: list[RunListing], sql: str, params: list | None = None, tables: dict | None = None) -> pd.DataFrame:
         """Run `sql` over a view `samples` of the given runs' parquet files (with a `path` column).
+
+        `tables` are more frames the query may join, by name.
 
         A file that passes the magic check but still cannot be read would fail the whole
         scan; then each file is tried alone and the bad ones are left out.
@@ -128,13 +135,15 @@ class HistoryStore:
             return pd.DataFrame()
         with duckdb.connect() as con:  # in-memory
             try:
-                return self._scan(con, files, sql, params)
+                return self._scan(con, files, sql, params, tables)
             except duckdb.Error:
                 readable = [f for f in files if self._readable(con, f)]
-                return self._scan(con, readable, sql, params) if readable else pd.DataFrame()
+                return self._scan(con, readable, sql, params, tables) if readable else pd.DataFrame()
 
     @staticmethod
-    def _scan(con: duckdb.DuckDBPyConnection, files: list[str], sql: str, params: list | None) -> pd.DataFrame:
+    def _scan(con: duckdb.DuckDBPyConnection, files: list[str], sql: str, params: list | None, tables: dict | None) -> pd.DataFrame:
+        for name, frame in (tables or {}).items():
+            con.register(name, frame)
         rel = con.read_parquet(files, filename=True, union_by_name=True)
         con.register("samples_raw", rel)
         con.execute("CREATE OR REPLACE TEMP VIEW samples AS SELECT * EXCLUDE (filename), parse_dirpath(filename) AS path FROM samples_raw")
@@ -164,11 +173,61 @@ class HistoryStore:
         for f in folders:
             samples, cells = by_path.get(str(f.path), (None, None))
             if f.parquet is not None and samples is None and f.status != "corrupt":
-                f = RunListing(f.run_id, f.path, "corrupt", f.model, f.created_at, f"{SAMPLES_FILE} unreadable", None)
+                f = replace(f, status="corrupt", note=f"{SAMPLES_FILE} unreadable", parquet=None)
             rows.append([f.run_id, f.status, f.model, f.created_at, samples, cells, f.note, str(f.path)])
         out = pd.DataFrame(rows, columns=RUN_COLUMNS)
         out["created_at"] = pd.to_datetime(out["created_at"], utc=True)
         return out.sort_values("created_at", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
+
+    def cells(self, folders: list[RunListing] | None = None, **where: object) -> pd.DataFrame:
+        """One row per (run, profile, variant, cache, shots) on the first pass, oldest first.
+
+        Counts of scored answers (`n`), strict and flexible hits, errors; output tokens per
+        second over the cell's wall-clock window; median TTFT (streamed requests only); the
+        longest prompt. `where` narrows by equality on profile, variant, cache or shots.
+        Corrupt folders never count; `folders` defaults to every folder under the root.
+        """
+        folders = [f for f in (self.folders() if folders is None else folders) if f.status != "corrupt"]
+        clauses, params = ["pass_index = 1"], []
+        for column, value in where.items():
+            if column not in ("profile", "variant", "cache", "shots"):
+                raise ValueError(f"cannot narrow cells by {column!r}")
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        table = self._query(
+            folders,
+            f"""
+            SELECT path, profile, variant, cache, shots,
+                   count(*) FILTER (WHERE error IS NULL) AS n,
+                   count(*) FILTER (WHERE error IS NULL AND strict_correct) AS strict_hits,
+                   count(*) FILTER (WHERE error IS NULL AND flexible_correct) AS flexible_hits,
+                   count(*) FILTER (WHERE error IS NOT NULL) AS errors,
+                   sum(completion_tokens) FILTER (WHERE error IS NULL) AS out_tokens,
+                   -- the cell's wall-clock window, as analysis.throughput measures it, in SQL for speed across many runs
+                   max(started_at + coalesce(latency_s, 0)) - min(started_at) AS wall_s,
+                   quantile_cont(CAST(ttft_s AS DOUBLE), 0.5) FILTER (WHERE error IS NULL) AS ttft_p50_s,
+                   max(prompt_tokens) AS max_prompt_tokens
+            FROM samples WHERE {" AND ".join(clauses)}
+            GROUP BY ALL
+            """,
+            params,
+        )
+        columns = ["run_id", "created_at", "model", "path", *CELL_COLUMNS[1:]]
+        if table.empty:
+            return pd.DataFrame(columns=columns)
+        meta = {str(f.path): f for f in folders}
+        table["run_id"] = [meta[p].run_id for p in table["path"]]
+        table["model"] = [meta[p].model for p in table["path"]]
+        table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
+        wall = table["wall_s"].astype(float)
+        table["throughput"] = (table["out_tokens"].fillna(0).astype(float) / wall).where(wall > 0)
+        for column in ("n", "strict_hits", "flexible_hits", "errors", "shots"):
+            table[column] = table[column].astype(int)
+        for column in ("path", "profile", "variant", "cache"):  # plain strings: row access on Arrow-backed ones is slow
+            table[column] = table[column].astype(object)
+        table["ttft_p50_s"] = table["ttft_p50_s"].astype(float)
+        return table.sort_values(["created_at", "run_id", "profile", "variant", "cache", "shots"])[columns].reset_index(drop=True)
 
     def history(
         self,
@@ -187,41 +246,65 @@ class HistoryStore:
         """
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
-        folders = [f for f in self.folders() if f.model == model and f.status != "corrupt"]
-        where, params = ["pass_index = 1"], []
-        for column, value in (("shots", shots), ("cache", cache), ("profile", profile), ("variant", variant)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        column = "flexible_correct" if metric == "flexible" else "strict_correct"
+        folders = [f for f in self.folders() if f.model == model]
+        table = self.cells(folders, shots=shots, cache=cache, profile=profile, variant=variant)
+        return metric_trend(table, metric)
+
+    def flip_ledger(self, folders: list[RunListing]) -> pd.DataFrame:
+        """Per question and cell (first pass, scored answers) across `folders`, one model's runs.
+
+        `flips` counts the runs whose strict outcome differs from the question's run before
+        (oldest first); `in_latest` says the newest run of the question's profile x variant
+        changed it. A question that flips often is noise; one whose first flip is in the
+        newest run is news. Only questions that flipped at least once are returned, with
+        the newest run's answer.
+        """
+        folders = [f for f in folders if f.status != "corrupt"]
+        runs = pd.DataFrame({"path": [str(f.path) for f in folders], "run_id": [f.run_id for f in folders],
+                             "created_at": pd.to_datetime([f.created_at for f in folders], utc=True)})  # fmt: skip
+        runs = runs.sort_values(["created_at", "run_id"], na_position="first", kind="stable")
+        runs["seq"] = range(len(runs))
         table = self._query(
             folders,
-            f"""
-            SELECT path, profile, variant, cache, shots,
-                   count(*) FILTER (WHERE error IS NULL) AS n,
-                   count(*) FILTER (WHERE error IS NULL AND {column}) AS hits,
-                   count(*) FILTER (WHERE error IS NOT NULL) AS errors
-            FROM samples WHERE {" AND ".join(where)}
-            GROUP BY ALL
+            """
+            WITH outcome AS (
+                SELECT s.profile, s.variant, s.cache, s.shots, s.doc_id, r.seq, r.run_id,
+                       bool_or(s.strict_correct) AS correct, any_value(s.question) AS question,
+                       any_value(s.target) AS target, any_value(s.strict_answer) AS answer, any_value(s.response) AS response
+                FROM samples s JOIN runs r USING (path)
+                WHERE s.pass_index = 1 AND s.error IS NULL
+                GROUP BY ALL
+            ), changes AS (
+                SELECT *, correct <> lag(correct) OVER (PARTITION BY profile, variant, cache, shots, doc_id ORDER BY seq) AS changed,
+                       seq = max(seq) OVER (PARTITION BY profile, variant) AS newest
+                FROM outcome
+            )
+            SELECT profile, variant, cache, shots, doc_id, count(*) AS runs,
+                   count(*) FILTER (WHERE changed) AS flips,
+                   coalesce(bool_or(changed AND newest), false) AS in_latest,
+                   arg_max(run_id, seq) AS latest_run, arg_max(correct, seq) AS latest_correct,
+                   arg_max(question, seq) AS question, arg_max(target, seq) AS target,
+                   arg_max(answer, seq) AS latest_answer, arg_max(response, seq) AS latest_response
+            FROM changes GROUP BY ALL HAVING count(*) FILTER (WHERE changed) > 0
+            ORDER BY flips DESC, profile, variant, cache, shots, doc_id
             """,
-            params,
+            tables={"runs": runs[["path", "run_id", "seq"]]},
         )
-        columns = ["run_id", "created_at", "profile", "variant", "cache", "shots", "n", "errors", "value", "lo", "hi"]
-        if table.empty:
-            return pd.DataFrame(columns=columns)
-        meta = {str(f.path): f for f in folders}
-        table["run_id"] = [meta[p].run_id for p in table["path"]]
-        table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
-        if metric == "throughput":
-            # The rows themselves, so throughput has one definition (`analysis.throughput`).
-            rows = self._query(folders, f"SELECT path, {', '.join(THROUGHPUT_INPUTS)} FROM samples WHERE {' AND '.join(where)}", params)
-            keys = ["path", *cell_keys("pass_index")]
-            rates = throughput_table(rows, by=keys)[[*keys, "output_tokens_per_s"]]
-            table = table.merge(rates, on=keys, how="left").rename(columns={"output_tokens_per_s": "value"})
-            table["lo"] = table["hi"] = float("nan")
-        else:
-            table["value"] = [h / n if n else float("nan") for h, n in zip(table["hits"], table["n"])]
-            bounds = [wilson_interval(int(h), int(n)) for h, n in zip(table["hits"], table["n"])]
-            table["lo"], table["hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
-        table[["n", "errors"]] = table[["n", "errors"]].astype(int)
-        return table.sort_values(["created_at", "run_id", "profile", "variant", "cache", "shots"])[columns].reset_index(drop=True)
+        return table if len(table) else pd.DataFrame(columns=LEDGER_COLUMNS)
+
+
+def metric_trend(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """`cells` as one metric's trend: value and 95% Wilson bounds (accuracy) or output tokens/s (throughput)."""
+    columns = ["run_id", "created_at", "profile", "variant", "cache", "shots", "n", "errors", "value", "lo", "hi"]
+    if cells.empty:
+        return pd.DataFrame(columns=columns)
+    table = cells.copy()
+    if metric == "throughput":
+        table["value"] = table["throughput"]
+        table["lo"] = table["hi"] = float("nan")
+    else:
+        hits = table["flexible_hits" if metric == "flexible" else "strict_hits"]
+        table["value"] = [h / n if n else float("nan") for h, n in zip(hits, table["n"])]
+        bounds = [wilson_interval(int(h), int(n)) for h, n in zip(hits, table["n"])]
+        table["lo"], table["hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    return table[columns].reset_index(drop=True)

@@ -65,7 +65,7 @@ def build_prompts(
 ) -> list[ProbePrompt]:
     """Few-shot bins at each shot count, then synthetic bins; `questions_per_bin` questions each."""
     prompts: list[ProbePrompt] = []
-    questions = task.prompts(0, policy.questions_per_bin)
+    questions = task.prompts(task.min_shots, policy.questions_per_bin)
     for k in sorted(set(shots)):
         prefix = _shared_prefix(task, k)
         n_prefix = counter.count(prefix)

@@ -13,12 +13,11 @@ import httpx
 import pandas as pd
 
 from evalctl.client import auth_headers
-from evalctl.config import CacheMode, Engine, ServerProfile, SweepConfig, Variant
+from evalctl.config import CacheMode, ServerProfile, SweepConfig, Variant
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import build_prompts
 from evalctl.probe.runner import ProbeError, ProbeRunner
 from evalctl.probe.verdict import bin_verdicts, overall, sample_rows
-from evalctl.servers import adapter_for
 from evalctl.servers.base import EngineAdapter
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.tasks.lmeval import LmEvalTask
@@ -135,25 +134,20 @@ def probe_servers(
     task: LmEvalTask,
     out_dir: Path,
     *,
-    url_engine: Engine | None = None,
     api_key: str | None = None,
     policy: ProbePolicy | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> Iterator[ServerProbe]:
     """Start each profile x variant the config runs (cache on), probe it, stop it; one ServerProbe each, as they finish.
 
-    `url_engine` names the engine behind an external server (`--url`), so the probe can still
-    flush or bypass its cache.
+    An external server (`--url`) keeps its engine's cache switches through its profile's `serves`.
     """
-    url_adapter = adapter_for(url_engine) if url_engine is not None else None
     step = on_step or (lambda message: None)
     for profile in config.servers:
         for variant in config.active_variants():
             label = f"{profile.name}/{variant.name}"
             log = out_dir / f"server-{profile.name}-{variant.name}.log"
             server = ManagedServer(profile, variant, CacheMode.on, log, api_key=api_key)
-            if url_adapter is not None:
-                server.adapter = url_adapter
             try:
                 step(f"{label}: starting server")
                 server.start()

@@ -7,6 +7,7 @@ job); new per-run outputs (e.g. an HTML report) belong here so every such run ha
 from __future__ import annotations
 
 from evalctl.analysis.gate import GatePolicy, GateResult, evaluate, load_policy
+from evalctl.config import gate_policy_file
 from evalctl.report.gate_outputs import gate_document, write_gate_outputs
 from evalctl.report.html import write_report
 from evalctl.report.outputs import write_run_summary
@@ -15,9 +16,15 @@ from evalctl.runs import Run
 REPORT_FILE = "report.html"
 
 
+def run_policy(run: Run) -> GatePolicy:
+    """The gate policy the run's config names (`gate_policy`), else the built-in; PolicyError if unreadable."""
+    return load_policy(gate_policy_file(run.manifest.gate_policy))
+
+
 def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None = None) -> GateResult:
-    """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result (against `baseline`, if given)."""
-    policy = policy or load_policy(None)
+    """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result
+    (`run_policy` by default; against `baseline`, if given)."""
+    policy = policy or run_policy(run)
     write_run_summary(run, policy.metric)
     result = evaluate(run, policy, baseline)
     write_gate_outputs(result, run.path)

@@ -25,25 +25,33 @@ import jinja2
 import pandas as pd
 
 from evalctl.analysis.flips import flipped_questions
+from evalctl.analysis.gate import baseline_variant
+from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
 from evalctl.analysis.throughput import throughput_ratio
 from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS, cell_keys
-from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots, history_trend
+from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
-from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
+from evalctl.report.terminal import _fmt, accuracy_view, settings_view, throughput_view
 from evalctl.runs import Run
 
 GATE_FILE = "gate.json"
 PROBE_GLOB = "probe*.json"
 MAX_FLIPS = 100  # rows shown per comparison; the count says how many there were
 
-_env = jinja2.Environment(
-    loader=jinja2.PackageLoader("evalctl.report", "templates"),
-    autoescape=True,  # all text is data; nothing from a run may become markup
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+def template_env(*packages: str) -> jinja2.Environment:
+    """Templates of `packages` (first wins), then the report's own (shared macros and style)."""
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader([jinja2.PackageLoader(p, "templates") for p in (*packages, "evalctl.report")]),
+        autoescape=True,  # all text is data; nothing from a run may become markup
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+_env = template_env()
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ def load_probes(run_dir: Path) -> list[dict]:
             if key == "verdict":
                 continue
             if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-                tables.append((key, Table.of(pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in value]))))
+                tables.append((key, records_table(value)))
             else:
                 scalars.append((key, _cell(value)))
         probes.append({"name": path.name, "verdict": data.get("verdict"), "scalars": scalars, "tables": tables})
@@ -98,7 +106,12 @@ def _cell(value: object) -> object:
     return json.dumps(value, default=str) if isinstance(value, dict | list) else value
 
 
-def _png(draw, *args, **kwargs) -> str:
+def records_table(rows: list[dict]) -> Table:
+    """JSON records (gate checks, probe bins) as a table; nested values as JSON text."""
+    return Table.of(pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in rows]))
+
+
+def png_uri(draw, *args, **kwargs) -> str:
     """A plot drawn by a `report.plots` function, as a data URI."""
     with tempfile.TemporaryDirectory() as tmp:
         path = draw(*args, path=Path(tmp) / "plot.png", **kwargs)
@@ -122,8 +135,8 @@ def _header(run: Run) -> dict:
         "created_at": m.created_at,
         "finished_at": m.finished_at,
         "status": m.status,
-        "evalctl": f"{evalctl.get('version', '?')} @ {evalctl.get('git_revision') or 'unknown revision'}",
-        "host": ", ".join(f"{k}={v}" for k, v in m.host.items()),
+        "evalctl": f"{evalctl.version or '?'} @ {evalctl.git_revision or 'unknown revision'}",
+        "host": ", ".join(f"{k}={v}" for k, v in m.host.model_dump(exclude_none=True).items()),
         "gpus": sorted({str(p.get("gpu")) for p in profiles.values() if p.get("gpu")}) or ["none recorded"],
         "variants": [(name, v.get("git_revision") or "-") for name, v in variants.items()],
         "settings": {k: run.config.get(k) for k in ("fewshot", "limit", "passes", "concurrency", "generation")},
@@ -140,7 +153,7 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
         rows.append({
             "label": s.label,
             "engine": s.engine,
-            "engine_info": ", ".join(f"{k}={v}" for k, v in s.info.items()),
+            "engine_info": ", ".join(f"{k}={v}" for k, v in s.info.items() if k != "settings"),  # settings: their own section
             "gpu": profile.get("gpu") or "-",
             "tp": profile.get("tp", "-"),
             "quantization": profile.get("quantization") or profile.get("dtype") or "-",
@@ -181,6 +194,14 @@ def _throughput(run: Run, baseline: Run | None) -> dict:
     return out
 
 
+def _settings_diff(run: Run, baseline: Run | None) -> dict:
+    """Resolved server settings that differ between variants of this run and from the baseline run (flagged)."""
+    variants = settings_diff_variants(run.manifest, baseline_variant(run.manifest))
+    runs = settings_diff_runs(baseline.manifest, run.manifest) if baseline is not None else variants.iloc[:0]
+    both = pd.concat([variants, runs], ignore_index=True)
+    return {"table": Table.of(settings_view(both)) if len(both) else None, "differs_from_baseline": len(runs) > 0}
+
+
 def _flips(run: Run, baseline: Run | None) -> list[dict]:
     sections = []
     df = run.samples
@@ -214,9 +235,13 @@ def _history(run: Run, root: Path | None) -> dict | None:
     view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M"))
     return {
         "cell": f"{shots}-shot, cache {cache}",
-        "plot": _png(history_trend, trend, title=f"{model}: strict accuracy, {shots}-shot, cache {cache}"),
+        "plot": png_uri(history_trend, trend, title=f"{model}: strict accuracy, {shots}-shot, cache {cache}"),
         "table": Table.of(view),
     }
+
+
+def fmt_acc(value: float | None) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
 def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: dict | None = None) -> str:
@@ -229,31 +254,35 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     metric = (gate or {}).get("policy", {}).get("metric", "strict")  # the tables' invalid counts follow the gate's
     summary = run.summary(metric)
-    acc, by_length = summary.accuracy, summary.by_length
+    plotted = ("accuracy", "by_length", "by_position")
+    acc, by_length, by_position = (getattr(summary, name) for name in plotted)
     if baseline is not None:
-        acc = pd.concat([acc, _as_baseline(baseline.summary(metric).accuracy)], ignore_index=True)
-        by_length = pd.concat([by_length, _as_baseline(baseline.summary(metric).by_length)], ignore_index=True)
+        base = baseline.summary(metric)
+        acc, by_length, by_position = (
+            pd.concat([getattr(summary, name), _as_baseline(getattr(base, name))], ignore_index=True) for name in plotted
+        )
     checks = gate.get("checks", []) if gate is not None else None
     return _env.get_template("report.html.j2").render(
         title=title,
         header=_header(run),
         baseline=_header(baseline) if baseline is not None else None,
         gate=gate,
-        gate_checks=Table.of(pd.DataFrame([{k: _cell(v) for k, v in c.items()} for c in checks])) if checks else None,
-        gate_cliffs=Table.of(pd.DataFrame([{k: _cell(v) for k, v in c.items()} for c in gate.get("cliffs") or []]))
-        if gate and gate.get("cliffs")
-        else None,
-        stops=Table.of(pd.DataFrame([{**s.model_dump(), "saved": s.saved} for s in run.manifest.stops])) if run.manifest.stops else None,
+        gate_checks=records_table(checks) if checks else None,
+        gate_cliffs=records_table(gate["cliffs"]) if gate and gate.get("cliffs") else None,
+        stops=records_table([{**s.model_dump(), "saved": s.saved} for s in run.manifest.stops]) if run.manifest.stops else None,
         matrix=signoff_matrix(summary.accuracy, checks),
         accuracy=Table.of(accuracy_view(summary.accuracy)),
-        plot_shots=_png(accuracy_vs_shots, acc, title=title),
-        plot_prefill=_png(accuracy_vs_prefill, by_length, title=title),
+        plot_shots=png_uri(accuracy_vs_shots, acc, title=title),
+        plot_prefill=png_uri(accuracy_vs_prefill, by_length, title=title),
+        by_position=Table.of(accuracy_view(summary.by_position)) if len(summary.by_position) else None,
+        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=title) if len(by_position) else None,
         throughput=_throughput(run, baseline),
         probes=load_probes(run_dir),
         flips=_flips(run, baseline),
         servers=_servers(run, out_dir),
+        settings_diff=_settings_diff(run, baseline),
         history=_history(run, run_dir.parent),
-        fmt_acc=lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}",
+        fmt_acc=fmt_acc,
     )
 
 

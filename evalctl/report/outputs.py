@@ -6,14 +6,17 @@ from pathlib import Path
 
 from evalctl.analysis.summary import RunSummary
 from evalctl.records import CELL_KEYS, Metric
+from evalctl.report.plots import accuracy_by_position as plot_by_position
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots
 from evalctl.runs import Run
 
 SUMMARY_FILE = "summary.csv"
 LENGTH_FILE = "accuracy_by_prefill_length.csv"
 THROUGHPUT_FILE = "throughput.csv"
+POSITION_FILE = "accuracy_by_answer_position.csv"
 PLOT_SHOTS = "accuracy_vs_shots.png"
 PLOT_PREFILL = "accuracy_vs_prefill_length.png"
+PLOT_POSITION = "accuracy_by_answer_position.png"
 
 
 def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefill: int | None = None) -> list[Path]:
@@ -21,11 +24,15 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
     merged.to_csv(run_dir / SUMMARY_FILE, index=False)
     summary.by_length.to_csv(run_dir / LENGTH_FILE, index=False)
     summary.throughput.to_csv(run_dir / THROUGHPUT_FILE, index=False)
-    return [
+    written = [
         run_dir / SUMMARY_FILE,
         accuracy_vs_shots(summary.accuracy, run_dir / PLOT_SHOTS, title),
         accuracy_vs_prefill(summary.by_length, run_dir / PLOT_PREFILL, title, chunked_prefill),
     ]
+    if len(summary.by_position):
+        summary.by_position.to_csv(run_dir / POSITION_FILE, index=False)
+        written.append(plot_by_position(summary.by_position, summary.by_length, run_dir / PLOT_POSITION, title, chunked_prefill))
+    return written
 
 
 def write_run_summary(run: Run, metric: Metric = "strict") -> RunSummary:

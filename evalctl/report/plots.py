@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # files only; no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from evalctl.records import cell_keys
+from evalctl.records import ANSWER_POSITIONS, cell_keys  # noqa: E402
 
 SERIES = cell_keys("shots", "pass_index")
 
@@ -28,15 +28,23 @@ def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str) -> None:
     ax.errorbar(x, y, yerr=yerr, marker="o" if cache == "on" else "s", linestyle="-" if cache == "on" else "--", capsize=3, label=label)
 
 
-def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool) -> Path:
+def _style_accuracy_axes(ax, xlabel: str, title: str, legend: bool) -> None:
     ax.set(xlabel=xlabel, ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
     ax.grid(alpha=0.3)
     if legend:
         ax.legend(fontsize=8)
+
+
+def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool) -> Path:
+    _style_accuracy_axes(ax, xlabel, title, legend)
+    return _save(fig, path)
 
 
 def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str) -> Path:
@@ -48,19 +56,56 @@ def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str) -> Path:
     return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, legend=len(first_pass) > 0)
 
 
-def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None) -> None:
     for label, cache, group in _series(table):
         group = group.sort_values("bin_lo")
         _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache)
     if chunked_prefill:
         ax.axvline(chunked_prefill, color="grey", linestyle=":", label=f"chunked prefill {chunked_prefill}")
+
+
+def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _draw_prefill(ax, table, chunked_prefill)
     return _finish_accuracy_plot(fig, ax, path, "prompt tokens (bin centre)", title, legend=len(table) > 0)
 
 
-def history_trend(table: pd.DataFrame, path: Path, title: str, ylabel: str = "accuracy (strict, 95% Wilson)") -> Path:
-    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known."""
+def accuracy_by_position(
+    positions: pd.DataFrame, by_length: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None
+) -> Path:
+    """prefix-recall: accuracy by the answer's third of the prefix, cache on vs off, beside accuracy vs prefill length."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    first_pass = positions[positions["pass_index"] == positions["pass_index"].min()] if len(positions) else positions
+    index = {p: i for i, p in enumerate(ANSWER_POSITIONS)}
+    for label, cache, group in _series(first_pass):
+        _errorbar(left, group["answer_position"].map(index), group, label, cache)
+    left.set_xticks(range(len(ANSWER_POSITIONS)), ANSWER_POSITIONS)
+    _style_accuracy_axes(left, "where the answer sits in the prefix", "by answer position", legend=len(first_pass) > 0)
+    _draw_prefill(right, by_length, chunked_prefill)
+    _style_accuracy_axes(right, "prompt tokens (bin centre)", "by prefill length", legend=False)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+# Background band per run in a trend plot, by the run's gate verdict.
+VERDICT_COLOURS = {"pass": "#2e7d32", "regression": "#c62828", "inconclusive": "#9e9e9e", "incomplete": "#ef6c00"}
+
+
+def history_trend(
+    table: pd.DataFrame,
+    path: Path,
+    title: str,
+    ylabel: str = "accuracy (strict, 95% Wilson)",
+    verdicts: dict[pd.Timestamp, str] | None = None,
+) -> Path:
+    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known.
+
+    `verdicts` (run date -> verdict) marks each run with a faint line in its verdict's colour.
+    """
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    for when, verdict in (verdicts or {}).items():
+        if verdict in VERDICT_COLOURS:
+            ax.axvline(when.tz_localize(None), color=VERDICT_COLOURS[verdict], alpha=0.3, linewidth=4, zorder=0)
     for key, group in table.groupby(cell_keys("pass_index"), sort=True):
         profile, variant, cache, shots = key
         group = group.sort_values("created_at")
@@ -71,13 +116,13 @@ def history_trend(table: pd.DataFrame, path: Path, title: str, ylabel: str = "ac
         name = f"{profile}/{variant}" if variant != "default" else profile
         ax.errorbar(x, y, yerr=yerr, marker="o", capsize=3, label=f"{name} cache {cache} {shots}-shot")
     ax.set(xlabel="run date (UTC)", ylabel=ylabel, title=title)
+    if len(table) and table["created_at"].nunique() == 1:  # one date: a day either side, not matplotlib's years
+        day = table["created_at"].iloc[0].tz_localize(None)
+        ax.set_xlim(day - pd.Timedelta(days=1), day + pd.Timedelta(days=1))
     if "accuracy" in ylabel:
         ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     if len(table):
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best" if len(table) < 500 else "upper left")  # "best" is slow over long histories
     fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

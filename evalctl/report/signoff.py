@@ -10,8 +10,12 @@ import pandas as pd
 from evalctl.records import cell_keys
 
 # Worst first: a cell is as bad as its worst check.
-_SEVERITY = {"regression": 0, "inconclusive": 1, "pass": 2}
+_SEVERITY = {"regression": 0, "inconclusive": 1, "warning": 2, "pass": 3}
 MATCH_KEYS = cell_keys("pass_index")
+
+
+# Absolute caps judge a cell on its own; their failure is named, not called a regression of the cell.
+CAP_KINDS = frozenset({"error_rate", "invalid_rate"})
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,11 @@ class SignoffCell:
     status: str  # pass | regression | inconclusive | unchecked (grey) | not gated (grey)
     accuracy: float | None
     reasons: list[str] = field(default_factory=list)
+    label: str = ""  # what the cell says: its status, or the name of the failed cap ("invalid rate")
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.status)
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None) -> Signoff
             worst = min(here, key=lambda c: _SEVERITY.get(c.get("status"), 1))
             status = worst.get("status") if worst.get("status") in _SEVERITY else "inconclusive"
             reasons = [f"{c.get('name', c.get('kind', 'check'))}: {c.get('status')} - {c.get('reason', '')}" for c in here]
-            cells.append(SignoffCell(status, value, reasons))
+            failed_cap = worst.get("kind") in CAP_KINDS and status != "pass"
+            cells.append(SignoffCell(status, value, reasons, f"{worst.get('name')} over cap" if failed_cap else status))
         rows.append(((profile, variant, cache), cells))
     return SignoffMatrix(shots, rows)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import pandas as pd
+from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
-    from evalctl.analysis.gate import Check
+    from evalctl.analysis.gate import Check, GateResult
     from evalctl.manifest import CellStop
 
 
@@ -25,13 +28,41 @@ def _fmt(value: object, column: str) -> str:
     return str(value)
 
 
+class _TitleAbove(Table):
+    """Rich folds a title into the table's width, one word a line over a narrow table; this prints it
+    on its own line above, where the terminal wraps it."""
+
+    def __rich_console__(self, console, options):
+        title, self.title = self.title, None
+        try:
+            if title:
+                yield Text(str(title), style="table.title")
+            yield from super().__rich_console__(console, options)
+        finally:
+            self.title = title
+
+
+def narrow_table(title: str) -> Table:
+    """A table that reads at 80 columns: no outer edge or vertical rules, one space between columns."""
+    return _TitleAbove(title=title, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+
+
+def add_column(table: Table, header: str, cells: list[str], numeric: bool = False) -> None:
+    """Headers wrap at spaces but are never cut; numbers are never cut; text folds."""
+    widest = max((len(word) for word in header.split()), default=1)
+    if numeric:
+        widest = max([widest, *(len(c) for c in cells)])
+    table.add_column(header, justify="right" if numeric else "left", min_width=widest, overflow="fold")
+
+
 def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) -> Table:
     columns = columns or list(df.columns)
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for col in columns:
-        table.add_column(col, justify="left" if df[col].dtype == object else "right")
-    for row in df[columns].itertuples(index=False):
-        table.add_row(*(_fmt(v, c) for v, c in zip(row, columns)))
+    rows = [[_fmt(v, c) for v, c in zip(row, columns)] for row in df[columns].itertuples(index=False)]
+    table = narrow_table(title)
+    for i, col in enumerate(columns):
+        add_column(table, col, [r[i] for r in rows], numeric=df[col].dtype != object)
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
@@ -61,6 +92,8 @@ THROUGHPUT_COLUMNS = {
     "latency_p50_s": "p50 s",
     "latency_p90_s": "p90 s",
     "latency_p99_s": "p99 s",
+    "ttft_p50_s": "ttft p50 s",
+    "ttft_p90_s": "ttft p90 s",
     "mean_prompt_tokens": "prompt tok",
     "cache_hit_ratio": "hit ratio",
 }
@@ -71,17 +104,29 @@ def throughput_view(tp: pd.DataFrame) -> pd.DataFrame:
     return _drop_constant_keys(tp[keys + list(THROUGHPUT_COLUMNS)]).rename(columns=THROUGHPUT_COLUMNS)
 
 
-STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow"}
+STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow", "warning": "magenta"}
 
 
 def checks_table(checks: list[Check], title: str) -> Table:
     """Every gate check: status (coloured), what was checked, where, and why."""
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = narrow_table(title)
     for col in ("status", "check", "cell", "reason"):
-        table.add_column(col, overflow="fold")
+        add_column(table, col, [])
     for c in checks:
         table.add_row(f"[{STATUS_STYLE[c.status]}]{c.status}[/]", c.name, c.where, c.reason)
     return table
+
+
+def verdict_basis(result: GateResult) -> str:
+    """One line on what the verdict rests on: the checks that decided it, by kind, and one of their reasons."""
+    deciding = [c for c in result.checks if c.status == result.verdict]
+    if not deciding:
+        return "no checks"
+    total = Counter(c.kind for c in result.checks)
+    counts = Counter(c.kind for c in deciding)
+    kinds = ", ".join(f"{n} of {total[kind]} {kind.replace('_', ' ')}" for kind, n in counts.items())
+    first = deciding[0]
+    return f"{result.verdict} from {kinds} checks; e.g. {first.name} [{first.where}]: {first.reason}"
 
 
 def _acc(a: float, lo: float, hi: float) -> str:
@@ -114,6 +159,12 @@ def stops_table(stops: list[CellStop]) -> Table:
     return frame_table(_drop_constant_keys(pd.DataFrame(rows)), f"Sequential stops vs the baseline: {saved} of {planned} requests saved")
 
 
+def settings_view(diff: pd.DataFrame) -> pd.DataFrame:
+    """Resolved settings that differ: the server, the setting, the reference's and the candidate's value."""
+    view = diff.rename(columns={"reference_value": "before", "value": "after"})
+    return _drop_constant_keys(view[["profile", "variant", "cache", "reference", "setting", "before", "after"]])
+
+
 def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:
     """The cliffs `analysis.gate.cliffs` found: a description of where accuracy departs, not a check."""
     view = found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
@@ -127,7 +178,7 @@ def ratio_view(ratios: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=keys)
     wide = ratios.pivot_table(index=keys, columns="measure", values="ratio", sort=True).reset_index()
     wide.columns.name = None
-    names = {m: f"{label} ratio" for m, label in THROUGHPUT_COLUMNS.items()} | {"ttft_p50_s": "ttft p50 ratio"}
+    names = {m: f"{label} ratio" for m, label in THROUGHPUT_COLUMNS.items()}
     return _drop_constant_keys(wide.rename(columns=names))
 
 

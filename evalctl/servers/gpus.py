@@ -77,6 +77,14 @@ def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], sourc
     return {p.name: assigned[p.name] for p in gpu_profiles}
 
 
+def placeholder_gpus(profiles: Sequence[ServerProfile]) -> list[str]:
+    """Stand-in ids ($GPU0, ...) for every GPU the profiles need, plus the ids they pin, to preview commands without GPUs."""
+    gpu_profiles = [p for p in profiles if p.engine in GPU_ENGINES]
+    pinned = list(dict.fromkeys(d for p in gpu_profiles for d in p.devices or []))
+    free = sum(p.tp for p in gpu_profiles if not p.devices)
+    return pinned + [f"$GPU{i}" for i in range(free)]
+
+
 def gpu_assignment(config: SweepConfig, environ: Mapping[str, str] | None = None) -> dict[str, list[str]]:
     """The sweep's assignment; looks for GPUs only when a profile needs them."""
     if not any(p.engine in GPU_ENGINES for p in config.servers):

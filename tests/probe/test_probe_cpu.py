@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import cpu_profile, evalctl, only_run, write_sweep_config
+from conftest import cpu_profile, evalctl, only_run, start_canary, write_sweep_config
 
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer, free_port
+from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
 
@@ -52,16 +50,8 @@ def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, c
     # no_orphans before cpu_server: the server fixture stops its server before the leftover check runs
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY)
-    port = free_port()
-    canary = subprocess.Popen(
-        [sys.executable, "-m", "evalctl.cli", "canary", "--upstream", cpu_server.base_url, "--fault", "lost-prefix", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    canary, url = start_canary(cpu_server.base_url)
     try:
-        assert canary.stdout.readline().startswith(f"canary: http://127.0.0.1:{port}")
-        url = f"http://127.0.0.1:{port}"
         assert httpx.get(url + "/health").status_code == 200
         out = evalctl("probe", "--url", url, "--engine", "llamacpp", "--shots", "1", "--prefix-tokens", "200", "--policy", str(policy),
                       "--data-dir", str(data_dir), "--output", str(tmp_path / "out"))  # fmt: skip

@@ -78,6 +78,17 @@ def test_gate_checks_colour_the_signoff_matrix():
     assert {c.status for _, cells in signoff_matrix(acc, None).rows for c in cells} == {"not gated"}
 
 
+def test_a_failed_absolute_cap_is_named_in_the_matrix_not_called_a_regression(tmp_path):
+    run = paired_run(tmp_path)
+    cap = {"name": "invalid rate", "kind": "invalid_rate", "profile": "cpu", "variant": "default", "cache": "off", "shots": 8,
+           "pass_index": 1, "status": "regression", "reason": "3 of 3 answers had no strict answer (100.0%; max 10.0%)"}  # fmt: skip
+    gate = {"verdict": "regression", "exit_code": 1, "policy": {}, "run": run.name, "baseline": None, "checks": [cap]}
+    html = render(run, gate=gate)
+    matrix = html[html.index('id="signoff"') : html.index("</table>", html.index('id="signoff"'))]
+    assert "<small>invalid rate over cap</small>" in matrix and "<small>regression</small>" not in matrix
+    assert 'class="cell regression"' in matrix  # still coloured as failing
+
+
 def test_report_reads_gate_json_else_says_not_gated(tmp_path):
     run = paired_run(tmp_path)
     html = render(run)
@@ -129,3 +140,20 @@ def test_report_cli_writes_into_the_run_folder_by_default_and_refuses_a_missing_
     assert (run / "report.html").is_file()
     bad = subprocess.run([sys.executable, "-m", "evalctl.cli", "report", str(tmp_path / "nope")], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "is not a directory" in " ".join(bad.stderr.split())
+
+
+def test_recall_runs_get_the_answer_position_section_with_a_baseline(tmp_path):
+    positions = ["start", "middle", "end"]
+    rows = [
+        {**row, "answer_position": positions[row["doc_id"] % 3]}
+        for cache, correct in (("off", [True] * 6), ("on", [False, True, True, False, True, True]))
+        for row in cell_rows(correct, cache=cache, shots=104)
+    ]
+    run = make_run(tmp_path, "m-recall", DAY, rows)
+    html = render(run, baseline=make_run(tmp_path, "m-recall", DAY, rows))
+    assert "By answer position in the prefix" in html and 'id="plot-position"' in html
+    section = html[html.index("By answer position") : html.index('id="plot-position"')]
+    first_seen = [section.index(f">{p}<") for p in positions]
+    assert first_seen == sorted(first_seen)  # every bin, in prompt order
+    assert "0.00" in section  # cache on lost every start record
+    assert "By answer position" not in render(paired_run(tmp_path))  # GSM8K runs have no positions

@@ -1,0 +1,1 @@
+"""The release sign-off dashboard: a static site over a results root."""

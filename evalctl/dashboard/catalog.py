@@ -1,0 +1,142 @@
+"""What the dashboard knows of a results root: one row per run x configuration (profile x variant).
+
+The dashboard's one seam to the run folders: it reads them through the history store
+(folder listing with manifests, DuckDB over every samples.parquet) and each run's
+gate.json; nothing else in the dashboard opens a run folder. Re-point `load_catalog`
+when the run-folder readers change.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal, get_args
+
+import pandas as pd
+
+from evalctl.history.store import HistoryStore, RunListing, metric_trend
+from evalctl.report.html import GATE_FILE, load_gate
+
+Verdict = Literal["pass", "regression", "inconclusive", "incomplete", "running", "not gated"]
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+_WORST_FIRST = ("regression", "inconclusive", "pass")
+RUN_ROW_COLUMNS = ["folder", "run_id", "model", "profile", "variant", "created_at", "status", "verdict", "engine_version",
+                   "git_revision", "gated", "baseline", "note"]  # fmt: skip
+
+
+def verdict_of(status: str, gate: dict | None, profile: str | None = None, variant: str | None = None) -> Verdict:
+    """A run's verdict for one configuration: its state unless complete, else its gate's.
+
+    With a profile and variant, the worst of the gate's checks that concern them (a check
+    naming no profile or variant concerns every configuration); the gate's own verdict
+    when no check does.
+    """
+    if status == "running":
+        return "running"
+    if status != "complete":
+        return "incomplete"
+    if gate is None:
+        return "not gated"
+    checks = [
+        c
+        for c in gate.get("checks") or []
+        if isinstance(c, dict) and c.get("profile") in (None, profile) and c.get("variant") in (None, variant)
+    ]
+    found = {c.get("status") for c in checks}
+    for status in _WORST_FIRST:
+        if status in found:
+            return status  # type: ignore[return-value]
+    verdict = gate.get("verdict")
+    return verdict if verdict in _WORST_FIRST else "inconclusive"
+
+
+def _short(revision: object) -> str:
+    return str(revision)[:12] if revision else ""
+
+
+def _configurations(folder: RunListing, recorded: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The (profile, variant) pairs a run recorded samples for, else the ones its config plans."""
+    if str(folder.path) in recorded:
+        return recorded[str(folder.path)]
+    config = folder.manifest.config if folder.manifest else {}
+    profiles = [s.get("name") for s in config.get("servers") or [] if isinstance(s, dict)] or ["?"]
+    variants = config.get("run_variants") or [v.get("name") for v in config.get("variants") or [] if isinstance(v, dict)] or ["default"]
+    return [(str(p), str(v)) for p in profiles for v in variants]
+
+
+def _engine_version(folder: RunListing, profile: str, variant: str) -> str:
+    servers = folder.manifest.servers if folder.manifest else []
+    versions = {str(s.engine_version or s.info.get("version") or "") for s in servers if s.profile == profile and s.variant == variant}
+    return ", ".join(sorted(v for v in versions if v))
+
+
+def _git_revision(folder: RunListing, variant: str) -> str:
+    """The variant's build revision when the config names one, else evalctl's own."""
+    if folder.manifest is None:
+        return ""
+    for v in folder.manifest.config.get("variants") or []:
+        if isinstance(v, dict) and v.get("name") == variant and v.get("git_revision"):
+            return _short(v["git_revision"])
+    revision = folder.manifest.evalctl.git_revision
+    return f"evalctl {_short(revision)}" if revision else ""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    roots: list[Path]
+    store: HistoryStore  # queries any of the folders, whichever root holds them
+    folders: list[RunListing]  # every folder under the root, newest first
+    gates: dict[str, dict | None]  # gate.json by folder path; None when not gated
+    runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
+    cells: pd.DataFrame  # HistoryStore.cells over every run, with strict_acc and its 95% Wilson bounds strict_lo, strict_hi
+
+    @cached_property
+    def _by_name(self) -> dict[str, RunListing]:
+        return {f.path.name: f for f in self.folders}
+
+    @cached_property
+    def _cells_by_path(self) -> dict[str, pd.DataFrame]:
+        return {str(path): group for path, group in self.cells.groupby("path", sort=False)}
+
+    def folder(self, name: str) -> RunListing:
+        return self._by_name[name]
+
+    def by_run_id(self, run_id: str | None) -> RunListing | None:
+        return next((f for f in self.folders if f.run_id == run_id), None) if run_id else None
+
+    def cells_of(self, folder: RunListing) -> pd.DataFrame:
+        return self._cells_by_path.get(str(folder.path), self.cells.iloc[:0])
+
+    def model_folders(self, model: str) -> list[RunListing]:
+        return [f for f in self.folders if f.model == model]
+
+
+def load_catalog(roots: list[Path]) -> Catalog:
+    """Every run folder under the roots with its configurations and verdicts. BadInput for a missing root."""
+    stores = [HistoryStore(root) for root in roots]
+    never = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    folders = sorted((f for s in stores for f in s.folders()), key=lambda f: (f.created_at or never, f.run_id), reverse=True)
+    store = stores[0]
+    cells = store.cells(folders)
+    accuracy = metric_trend(cells, "accuracy")  # once here, not per page
+    cells = cells.assign(strict_acc=accuracy["value"].to_numpy(), strict_lo=accuracy["lo"].to_numpy(), strict_hi=accuracy["hi"].to_numpy())
+    recorded: dict[str, list[tuple[str, str]]] = {}
+    for path, profile, variant in cells[["path", "profile", "variant"]].drop_duplicates().itertuples(index=False):
+        recorded.setdefault(path, []).append((str(profile), str(variant)))
+    gates, rows = {}, []
+    for folder in folders:
+        note, gate = folder.note, None
+        try:
+            gate = load_gate(folder.path)
+        except ValueError as exc:
+            note = "; ".join(x for x in (note, f"{GATE_FILE} unreadable: {exc}") if x)
+        gates[str(folder.path)] = gate
+        for profile, variant in _configurations(folder, recorded):
+            rows.append([folder.path.name, folder.run_id, folder.model, profile, variant, folder.created_at, folder.status,
+                         verdict_of(folder.status, gate, profile, variant), _engine_version(folder, profile, variant),
+                         _git_revision(folder, variant), gate is not None, (gate or {}).get("baseline"), note])  # fmt: skip
+    runs = pd.DataFrame(rows, columns=RUN_ROW_COLUMNS)
+    runs["created_at"] = pd.to_datetime(runs["created_at"], utc=True)
+    return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells)

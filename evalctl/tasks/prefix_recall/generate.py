@@ -1,0 +1,109 @@
+"""Generated documents of the prefix-recall task: records in a prefix, questions about them.
+
+lm-eval loads this file by path (`custom_dataset: !function generate.dataset` in
+prefix-recall.yaml), so it imports nothing from evalctl. Everything is derived from
+the seed: the same (records, mode, seed) gives the same prompts in every cell and run.
+
+- `shared`: one prefix of `records` records; question j asks the record at position
+  `spread_order(records)[j]`, so any first n questions cover start, middle and end alike.
+- `sampled`: question j gets its own prefix, drawn from (seed, j), and asks the record
+  at the same position as in `shared`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import datasets
+
+# Record and question lines, chosen on SmolLM2-135M (README, "prefix-recall"): a
+# `code: number` list read back by `code:`, after an instruction, is what it copies best.
+INSTRUCTION = "Here is a list of keys and their values. Remember them; you will be asked for one.\n\n"
+RECORD = "{key}: {value}\n"
+QUESTION = "\n{key}:"
+LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"  # no I or O: they read as 1 and 0
+POSITIONS = ("start", "middle", "end")
+
+
+def _van_der_corput(n: int) -> list[int]:
+    """Every index in 0..n-1 once, ordered so that any first m are spread evenly over the range."""
+    order, seen, j = [], set(), 0
+    while len(order) < n:
+        x, denom, k = 0.0, 1.0, j
+        while k:
+            denom *= 2
+            x += (k & 1) / denom
+            k >>= 1
+        index = int(x * n)
+        if index not in seen:
+            seen.add(index)
+            order.append(index)
+        j += 1
+    return order
+
+
+def spread_order(n: int) -> list[int]:
+    """Every record index once: start, middle and end in turn, each third spread evenly within.
+
+    So the first m questions of any prefix split equally over the thirds (to within one).
+    """
+    thirds = [[i for i in _van_der_corput(n) if position_bin(i, n) == p] for p in POSITIONS]
+    return [i for turn in itertools.zip_longest(*thirds) for i in turn if i is not None]
+
+
+def position_bin(index: int, n: int) -> str:
+    """start, middle or end: the third of the prefix the record sits in."""
+    return POSITIONS[min(2, index * 3 // n)]
+
+
+def make_records(rng: random.Random, n: int) -> list[tuple[str, str]]:
+    """n records with distinct keys (two letters, two digits) and three-digit values."""
+    keys: dict[str, str] = {}
+    while len(keys) < n:
+        key = rng.choice(LETTERS) + rng.choice(LETTERS) + str(rng.randint(10, 99))
+        keys.setdefault(key, str(rng.randint(100, 999)))
+    return list(keys.items())
+
+
+def _docs(records: list[tuple[str, str]], asked: list[int]) -> list[dict]:
+    """One question document per asked record index, all over the same prefix of `records`."""
+    lines = [RECORD.format(key=k, value=v) for k, v in records]
+    prefix = INSTRUCTION + "".join(lines)
+    starts = [len(INSTRUCTION)]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    docs = []
+    for index in asked:
+        key, value = records[index]
+        question = QUESTION.format(key=key)
+        docs.append(
+            {
+                "prompt": prefix + question,
+                "question": question.strip(),
+                "value": value,
+                "record_index": index,
+                "records": len(records),
+                "position": position_bin(index, len(records)),
+                # the asked value's first character: its line ends "<value>\n"
+                "answer_char_offset": starts[index + 1] - len(value) - 1,
+            }
+        )
+    return docs
+
+
+def documents(records: int, mode: str, seed: int) -> list[dict]:
+    """The task's test documents, one question per record, in spread order."""
+    if records < 1:
+        raise ValueError(f"prefix-recall needs at least one record per prefix, got {records}")
+    if mode not in ("shared", "sampled"):
+        raise ValueError(f"prefix-recall mode must be shared or sampled, got {mode!r}")
+    order = spread_order(records)
+    if mode == "shared":
+        return _docs(make_records(random.Random(f"prefix-recall:{seed}:{records}"), records), order)
+    return [_docs(make_records(random.Random(f"prefix-recall:{seed}:{records}:{j}"), records), [index])[0] for j, index in enumerate(order)]
+
+
+def dataset(records: int, mode: str = "shared", seed: int = 1234, **_: object) -> datasets.DatasetDict:
+    """lm-eval's `custom_dataset` hook: the test split for one prefix size (metadata gives the arguments)."""
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(documents(records, mode, seed))})

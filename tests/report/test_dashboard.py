@@ -1,0 +1,124 @@
+"""The dashboard's data and build over hand-made run folders: verdicts, flip ledger, settings diff, incremental builds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from run_folders import cell_rows, make_run
+from test_sweep_cpu import evalctl
+
+from evalctl.dashboard.build import build_site, page_name, settings_diff
+from evalctl.dashboard.catalog import load_catalog, verdict_of
+from evalctl.errors import BadInput
+from evalctl.history.store import HistoryStore
+from evalctl.manifest import Manifest
+
+DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+
+
+def gate_json(run, verdict: str, checks: list[dict], baseline: str | None = None) -> None:
+    (run / "gate.json").write_text(json.dumps({"verdict": verdict, "exit_code": 0, "policy": {}, "baseline": baseline, "checks": checks}))
+
+
+def test_verdict_is_the_state_until_complete_then_the_worst_check_of_the_configuration():
+    checks = [
+        {"status": "pass", "profile": None, "variant": None},
+        {"status": "regression", "profile": "h100", "variant": "patched"},
+        {"status": "inconclusive", "profile": "h100", "variant": "baseline"},
+    ]
+    gate = {"verdict": "regression", "checks": checks}
+    assert verdict_of("running", gate, "h100", "patched") == "running"
+    assert verdict_of("interrupted", gate, "h100", "patched") == "incomplete"
+    assert verdict_of("partial", None) == "incomplete"
+    assert verdict_of("complete", None) == "not gated"
+    assert verdict_of("complete", gate, "h100", "patched") == "regression"
+    assert verdict_of("complete", gate, "h100", "baseline") == "inconclusive"
+    assert verdict_of("complete", gate, "a100", "baseline") == "pass"  # only the run-wide check concerns it
+    assert verdict_of("complete", {"verdict": "pass", "checks": []}, "h100", "x") == "pass"
+
+
+def test_flip_ledger_tells_noise_from_news(tmp_path):
+    # question 0 flips every night (noise); question 1 is right until the newest night (news); question 2 never flips
+    nights = [[True, True, True], [False, True, True], [True, True, True], [False, False, True]]
+    for i, outcome in enumerate(nights):
+        make_run(tmp_path, "m", DAY + dt.timedelta(days=i), cell_rows(outcome))
+    make_run(tmp_path, "other", DAY + dt.timedelta(days=9), cell_rows([False, False, False]))  # not this model's
+    store = HistoryStore(tmp_path)
+    ledger = store.flip_ledger([f for f in store.folders() if f.model == "m"]).set_index("doc_id")
+    assert sorted(ledger.index) == [0, 1]
+    assert ledger.loc[0, "flips"] == 3 and ledger.loc[0, "runs"] == 4 and bool(ledger.loc[0, "in_latest"])
+    assert ledger.loc[1, "flips"] == 1 and bool(ledger.loc[1, "in_latest"]) and not ledger.loc[1, "latest_correct"]
+
+
+def test_cells_feed_history_unchanged(tmp_path):
+    make_run(
+        tmp_path, "m", DAY, cell_rows([True, False, True, True], shots=8, cache="off") + cell_rows([True, False, False, False], shots=8)
+    )
+    store = HistoryStore(tmp_path)
+    cells = store.cells().set_index("cache")
+    assert cells.loc["off", "strict_hits"] == 3 and cells.loc["on", "strict_hits"] == 1 and (cells["n"] == 4).all()
+    trend = store.history("m", "accuracy", cache="on")
+    assert list(trend["value"]) == [0.25] and len(trend) == 1
+    with pytest.raises(ValueError, match="cannot narrow"):
+        store.cells(model="m")
+
+
+def test_settings_diff_only_when_recorded():
+    def manifest(settings: dict | None) -> Manifest:
+        entry = {"profile": "p", "variant": "v", "cache": "on"}
+        return Manifest.model_validate(
+            {"run_id": "r", "servers": [entry | ({"info": {"settings": settings}} if settings is not None else {})]}
+        )
+
+    assert settings_diff(manifest(None), manifest(None)) is None
+    assert settings_diff(manifest({"a": 1, "b": "x"}), manifest({"a": 1, "b": "x"})) == []
+    diff = settings_diff(manifest({"mamba": "extra_buffer", "tp": 1}), manifest({"mamba": "auto", "tp": 1}))
+    assert diff == [{"server": "p/v cache on", "setting": "mamba", "candidate": "extra_buffer", "baseline": "auto"}]
+    assert settings_diff(manifest({"x": [1]}), None) == [{"server": "p/v cache on", "setting": "x", "candidate": "[1]", "baseline": "-"}]
+
+
+def test_build_lists_runs_and_rebuilds_only_what_changed(tmp_path):
+    root, site = tmp_path / "results", tmp_path / "site"
+    first = make_run(root, "m", DAY, cell_rows([True] * 4))
+    second = make_run(root, "m", DAY + dt.timedelta(days=1), cell_rows([True, True, False, True]))
+    gate_json(first, "pass", [{"status": "pass", "profile": "cpu", "variant": "default"}])
+    gate_json(second, "regression", [{"status": "regression", "profile": "cpu", "variant": "default"}], baseline=first.name)
+    running = make_run(root, "m", DAY + dt.timedelta(days=2), cell_rows([True]), status="running")
+    catalog = load_catalog([root])
+    assert dict(zip(catalog.runs["folder"], catalog.runs["verdict"])) == {
+        first.name: "pass",
+        second.name: "regression",
+        running.name: "running",
+    }
+    built = build_site(root, site)
+    assert set(built.written) == {"index.html", "models/m.html", f"signoff/{first.name}.html", f"signoff/{second.name}.html"}
+    page = (site / f"signoff/{second.name}.html").read_text()
+    assert first.name in page and "REGRESSION" in page  # beside its baseline
+
+    again = build_site(root, site)
+    assert again.written == ["index.html"] and len(again.skipped) == 3
+    gate_json(running, "pass", [])  # a change to one run: its own page and its model's page
+    third = build_site(root, site)
+    assert set(third.written) == {"index.html", "models/m.html", f"signoff/{running.name}.html"}
+
+
+def test_page_names_are_safe_and_distinct():
+    assert page_name("smollm2-135m") == "smollm2-135m"
+    assert "/" not in page_name("org/model") and page_name("org/model") != page_name("org_model")
+    assert page_name("../x") != page_name("x") and ".." not in page_name("../x")
+
+
+def test_missing_root_is_a_clear_error(tmp_path):
+    with pytest.raises(BadInput, match="not a directory"):
+        build_site(tmp_path / "nope", tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
+def test_cli_refuses_a_missing_root_and_a_file_as_site(tmp_path):
+    missing = evalctl("dashboard", "--root", str(tmp_path / "nope"), "-o", str(tmp_path / "site"))
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr and not (tmp_path / "site").exists()
+    (tmp_path / "file").write_text("kept")
+    clash = evalctl("dashboard", "--root", str(tmp_path), "-o", str(tmp_path / "file"))
+    assert clash.returncode == 2 and "is not a folder" in clash.stderr and (tmp_path / "file").read_text() == "kept"

@@ -1,0 +1,68 @@
+"""`--url` asks the server which engine it is: a real llama.cpp server, and the other engines' documented answers."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from probe.test_probe_cpu import FAST_POLICY, probe_json
+from test_sweep_cpu import evalctl, only_run
+
+from evalctl.config import CacheMode, Engine, ServerProfile, Variant
+from evalctl.servers.detect import detect_engine
+from evalctl.servers.process import ManagedServer
+
+
+@pytest.fixture
+def llamacpp_url(tmp_path):
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=1, startup_timeout_s=120)
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
+    server.start()
+    yield server.base_url
+    server.stop()
+
+
+@pytest.mark.server
+def test_url_of_a_llamacpp_server_is_detected_and_cache_off_is_real(tmp_path, data_dir, no_orphans, llamacpp_url):
+    # no_orphans before the server fixture: the fixture stops its server before the leftover check
+    with httpx.Client(base_url=llamacpp_url, timeout=10) as http:
+        assert detect_engine(http) == (Engine.llamacpp, "/props")
+
+    out = evalctl("sweep", "--model", "smollm2-135m", "--url", llamacpp_url, "--cache", "off", "--shots", "2", "--limit", "3",
+                  "--concurrency", "1", "--max-tokens", "4", "--output", str(tmp_path / "sweep"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"engine at {llamacpp_url}: llamacpp (answered /props)" in out.stderr
+    records = [json.loads(line) for line in (only_run(tmp_path / "sweep") / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and all(r["cached_tokens"] == 0 for r in records)  # the shared 2-shot prefix was not reused
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(FAST_POLICY)
+    out = evalctl("probe", "--url", llamacpp_url, "--shots", "1", "--policy", str(policy), "--output", str(tmp_path / "probe"))
+    assert out.returncode == 0, out.stderr + out.stdout  # without --engine: cold requests bypass the detected cache
+    assert probe_json(tmp_path / "probe")["verdict"] == "pass"
+
+
+def answering(routes: dict[str, object]) -> httpx.Client:
+    """A client whose server answers `routes` with JSON and everything else with 404."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = routes.get(request.url.path)
+        return httpx.Response(200, json=body) if body is not None else httpx.Response(404)
+
+    return httpx.Client(base_url="http://engine", transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize(
+    ("routes", "expected"),
+    [
+        ({"/server_info": {"tp_size": 1, "model_path": "m"}, "/version": {"version": "0.5"}}, (Engine.sglang, "/server_info")),
+        ({"/get_server_info": {"tp_size": 2, "model_path": "m"}}, (Engine.sglang, "/get_server_info")),
+        ({"/server_info": {"vllm_config": "..."}, "/version": {"version": "0.11.0"}}, (Engine.vllm, "/version")),
+        ({"/v1/models": {"data": []}}, (Engine.external, None)),
+    ],
+    ids=["sglang", "sglang-older", "vllm-dev-mode", "unknown"],
+)
+def test_engines_are_told_apart_by_their_own_routes(routes, expected):
+    with answering(routes) as http:
+        assert detect_engine(http) == expected

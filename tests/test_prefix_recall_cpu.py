@@ -1,0 +1,84 @@
+"""prefix-recall against the real CPU server: a lost cached prefix shows as lost accuracy.
+
+`evalctl canary --fault lost-prefix` sits in front of a real llama.cpp server; a healthy
+sweep goes to the server directly, a second one through the canary, and `evalctl gate`
+judges the second against the first. Small on purpose: one cell, cache on, 15 questions
+over a ~250-token prefix computed once per run on a one-slot server, and a policy whose
+`min_n` lets 15 pairs decide (a right->wrong flip in 5 of them is already p < 0.05).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from conftest import cpu_profile, evalctl, only_run, write_sweep_config
+
+from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.servers.process import ManagedServer
+
+pytestmark = pytest.mark.server
+
+RECORDS = 24
+QUESTIONS = 15
+
+
+def start_canary(upstream: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalctl.cli", "canary", "--upstream", upstream, "--fault", "lost-prefix", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()  # "canary: http://127.0.0.1:PORT -> upstream fault=lost-prefix"
+    assert line.startswith("canary: http://"), line + proc.stderr.read()
+    return proc, line.split()[1]
+
+
+def test_lost_prefix_canary_drops_recall_and_the_gate_names_the_cell(tmp_path, no_orphans):
+    server = ManagedServer(
+        ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=1024, parallel=1, startup_timeout_s=120),
+        Variant(),
+        CacheMode.on,
+        tmp_path / "server.log",
+    )
+    server.start()
+    canary = None
+    try:
+        canary, canary_url = start_canary(server.base_url)
+        cfg = write_sweep_config(
+            tmp_path, None, [cpu_profile()], task="prefix-recall", shots=[RECORDS], limit=QUESTIONS, generation={"max_tokens": 5}
+        )
+        runs = {}
+        for name, url in (("healthy", server.base_url), ("faulty", canary_url)):
+            out = evalctl("sweep", "--config", str(cfg), "--url", url, "--output", str(tmp_path / name), timeout=1200)
+            assert out.returncode == 0, out.stderr + out.stdout
+            runs[name] = only_run(tmp_path / name)
+    finally:
+        if canary is not None:
+            canary.terminate()
+            canary.wait(timeout=30)
+        server.stop()
+
+    acc = {name: pd.read_parquet(run / "samples.parquet") for name, run in runs.items()}
+    for df in acc.values():
+        assert len(df) == QUESTIONS and df.error.isna().all()
+        assert set(df.answer_position) == {"start", "middle", "end"}
+        assert df.answer_token_offset.between(1, df.prompt_tokens.min()).all()
+    healthy, faulty = (acc[n].strict_correct.mean() for n in ("healthy", "faulty"))
+    print(f"prefix-recall {RECORDS} records, cache on: healthy {healthy:.2f}, lost-prefix {faulty:.2f}")
+    assert healthy >= 0.25
+    assert faulty <= 0.05
+    assert (acc["faulty"].cached_tokens > 0).all()  # the canary claims cache hits: nothing looks wrong but accuracy
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"min_n: {QUESTIONS}\n")
+    gate = evalctl("gate", str(runs["faulty"]), "--baseline", str(runs["healthy"]), "--policy", str(policy))
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    doc = json.loads((runs["faulty"] / "gate.json").read_text())
+    failed = {(c["profile"], c["cache"], c["shots"]) for c in doc["checks"] if c["kind"] == "accuracy" and c["status"] == "regression"}
+    assert failed == {("external", "on", RECORDS)}
+    assert f"external/default cache=on shots={RECORDS}" in (runs["faulty"] / "gate-summary.md").read_text()

@@ -1,12 +1,17 @@
 """Async OpenAI-compatible completions client with per-request telemetry.
 
 Every request yields a `Completion`, never an exception: a failure is data
-(an error row), counted apart from wrong answers.
+(an error row), counted apart from wrong answers. A streaming client
+(`stream=True`) reads server-sent events, so it can time the first token
+(TTFT) and the gaps between later ones; its text and usage are the same as
+the non-streamed answer's (usage comes from the final chunk, asked for with
+`stream_options.include_usage`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -39,6 +44,12 @@ class Completion:
     error: str | None = None
     error_kind: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None  # only when the request asked for `logprobs`
+    ttft_s: float | None = None  # streamed only: request sent -> first chunk with a choice (the first token's)
+    itl_s: float | None = None  # streamed only: mean gap between later text chunks
+
+
+class _BadResponse(ValueError):
+    """A 200 answer whose body is not a completion; the message names what is wrong."""
 
 
 class CompletionClient:
@@ -55,8 +66,13 @@ class CompletionClient:
         cached_tokens_if_missing: int | None = 0,
         api_key: str | None = None,
         backoff_s: float = 0.5,
+        stream: bool = False,
+        stream_usage: bool = True,
     ):
         self.model = model
+        self.stream = stream
+        # Engines that reject `stream_options` still stream; their usage may then be missing.
+        self.stream_usage = stream_usage
         self.concurrency = concurrency
         self.max_retries = max_retries
         self.cached_tokens_if_missing = cached_tokens_if_missing
@@ -76,7 +92,11 @@ class CompletionClient:
         await self._http.aclose()
 
     async def complete(self, prompt: str, **params: object) -> Completion:
-        body = {"model": self.model, "prompt": prompt, **params}
+        body: dict = {"model": self.model, "prompt": prompt, **params}
+        if self.stream:
+            body["stream"] = True
+            if self.stream_usage:
+                body["stream_options"] = {"include_usage": True}
         started = time.time()
         t0 = time.perf_counter()
         attempt = 0
@@ -84,14 +104,15 @@ class CompletionClient:
             attempt += 1
             error, kind, retry = None, None, False
             try:
-                response = await self._http.post("/v1/completions", json=body)
+                async with self._http.stream("POST", "/v1/completions", json=body) as response:
+                    if response.status_code == 200:
+                        return await self._answer(response, started, t0, attempt)
+                    await response.aread()
             except httpx.TimeoutException as exc:
                 error, kind, retry = f"timeout: {type(exc).__name__}", "timeout", True
             except httpx.TransportError as exc:
                 error, kind, retry = f"connection error: {exc}", "connection", True
             else:
-                if response.status_code == 200:
-                    return self._parse(response, started, time.perf_counter() - t0, attempt)
                 kind = "http_5xx" if response.status_code >= 500 else "http_4xx"
                 error = f"HTTP {response.status_code}: {_server_message(response)}"
                 retry = response.status_code in RETRYABLE_STATUS
@@ -100,13 +121,22 @@ class CompletionClient:
             # Exponential backoff with full jitter, so retries from many slots spread out.
             await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
 
-    def _parse(self, response: httpx.Response, started: float, latency: float, attempts: int) -> Completion:
+    async def _answer(self, response: httpx.Response, started: float, t0: float, attempts: int) -> Completion:
+        """The completion in a 200 response, streamed (server-sent events) or whole."""
+        ttft = itl = None
+        body = b""
         try:
-            data, choice, text = _completion_fields(response)
-        except ValueError as exc:
-            snippet = response.text[:200].replace("\n", " ")
+            if _is_event_stream(response):
+                data, choice, text, first, times = await _read_events(response)
+                ttft = first - t0
+                itl = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
+            else:
+                body = await response.aread()
+                data, choice, text = _completion_fields(body)
+        except _BadResponse as exc:
+            snippet = body[:200].decode(errors="replace").replace("\n", " ")
             error = f"malformed response: {exc}: {snippet!r}"
-            return Completion(None, None, None, None, None, started, latency, attempts, error, "bad_response")
+            return Completion(None, None, None, None, None, started, time.perf_counter() - t0, attempts, error, "bad_response")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")
@@ -119,9 +149,11 @@ class CompletionClient:
             cached_tokens=cached,
             completion_tokens=usage.get("completion_tokens"),
             started_at=started,
-            latency_s=latency,
+            latency_s=time.perf_counter() - t0,
             attempts=attempts,
             logprobs=_token_logprobs(choice.get("logprobs")),
+            ttft_s=ttft,
+            itl_s=itl,
         )
 
     async def map(
@@ -164,26 +196,74 @@ class CompletionClient:
             await asyncio.gather(*workers, return_exceptions=True)
 
 
-def _completion_fields(response: httpx.Response) -> tuple[dict, dict, str]:
-    """(body, first choice, its text) of a 200 response; ValueError naming what is wrong."""
+def _is_event_stream(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+def _json_object(raw: bytes | str, what: str) -> dict:
     try:
-        data = response.json()
+        data = json.loads(raw)
     except ValueError:
-        raise ValueError("body is not JSON") from None
+        raise _BadResponse(f"{what} is not JSON") from None
     if not isinstance(data, dict):
-        raise ValueError(f"body is a JSON {type(data).__name__}, not an object")
+        raise _BadResponse(f"{what} is a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _completion_fields(raw: bytes) -> tuple[dict, dict, str]:
+    """(body, first choice, its text) of a whole 200 response; _BadResponse naming what is wrong."""
+    data = _json_object(raw, "body")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError("no choices[0] object")
+        raise _BadResponse("no choices[0] object")
     text = choices[0].get("text")
     if not isinstance(text, str):
-        raise ValueError("choices[0].text missing or not a string")
+        raise _BadResponse("choices[0].text missing or not a string")
     return data, choices[0], text
+
+
+async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float, list[float]]:
+    """Fold a completion's server-sent events into (the chunk with usage, the final choice state, the
+    text, the arrival of the first chunk with a choice, the arrivals of the chunks that carried text).
+
+    The first chunk with a choice marks the first token even when its text is empty: an answer
+    that stops at once (or whose first token starts a stop string) has no text chunk at all.
+    """
+    first: float | None = None
+    pieces: list[str] = []
+    times: list[float] = []
+    choice: dict = {}
+    usage_chunk: dict = {}
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue  # blank separators, comments, `event:` lines
+        payload = line[len("data:") :].strip()
+        if payload == "[DONE]":
+            break
+        chunk = _json_object(payload, "stream chunk")
+        if isinstance(chunk.get("usage"), dict):
+            usage_chunk = chunk
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            continue  # the usage-only chunk of `include_usage` has no choices
+        if not isinstance(choices[0], dict) or not isinstance(choices[0].get("text") or "", str):
+            raise _BadResponse("stream chunk choices[0].text not a string")
+        text = choices[0].get("text") or ""
+        if first is None:
+            first = time.perf_counter()
+        if text:
+            pieces.append(text)
+            times.append(time.perf_counter())
+        if choices[0].get("finish_reason") is not None or not choice:
+            choice = choices[0]
+    if first is None:
+        raise _BadResponse("stream ended without a choice")
+    return usage_chunk, choice, "".join(pieces), first, times
 
 
 def _server_message(response: httpx.Response) -> str:
     try:
-        data = response.json()
+        data = json.loads(response.content)
     except ValueError:
         return response.text[:300]
     error = data.get("error") if isinstance(data, dict) else None

@@ -56,6 +56,7 @@ class GenerationConfig(_Strict):
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 1234
     stop: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
+    stream: bool = Field(True, description="Stream completions, so each record carries TTFT and inter-token latency.")
 
 
 class ServerProfile(_Strict):
@@ -87,6 +88,11 @@ class ServerProfile(_Strict):
         default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
     )
     devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
+    deterministic: bool = Field(
+        False,
+        description="Deterministic inference: SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1 "
+        "(llama.cpp on CPU already is).",
+    )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
@@ -209,6 +215,11 @@ class SweepConfig(_Strict):
         None, description="Policy of the verdict a sweep prints: a name in configs/gate/ (cpu-smoke) or a YAML path; default: the built-in."
     )
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
+    noise: bool = Field(
+        False,
+        description="A/A arm: run each profile's reference cell a second time, cold, on the same server (noise-<profile>.jsonl), "
+        "to measure the engine's own flips.",
+    )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])

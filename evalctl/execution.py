@@ -16,9 +16,9 @@ from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
 from evalctl.manifest import evalctl_info, host_info, new_run_id, read_part_state, write_manifest, write_part_state
-from evalctl.plan import Cell, ServerLaunch, expand
+from evalctl.plan import Cell, ServerLaunch, expand, noise_cell
 from evalctl.probe.session import sweep_probe
-from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, record_files
+from evalctl.records import RETRYABLE_ERROR_KINDS, RecordWriter, SampleRecord, compact, noise_file, record_files
 from evalctl.resume import RequestKey, ResumePoint, check_same_prompts, data_fingerprint, finished_keys, planned_keys, request_key
 from evalctl.secrets import redact_argv, redact_config, redact_env
 from evalctl.servers import adapter_for
@@ -201,6 +201,7 @@ class Sweep:
             "gpu": launch.profile.gpu,
             "devices": list(devices),
             "variant_git_revision": launch.variant.git_revision,
+            "deterministic": launch.profile.deterministic,
             "restarts": 0,
             "cells": [],
         }
@@ -218,6 +219,7 @@ class Sweep:
             for cell in cells:
                 while server.exit_code() is not None or not self._run_cell(cell, server, task, writer, entry["cells"]):
                     self._restart(server, launch, entry, cell)
+            self._run_noise_arm(server, launch, task, entry)
             entry["status"] = "ok"
             return []
         except ServerError as exc:
@@ -238,6 +240,21 @@ class Sweep:
         finally:
             server.stop(grace_s=STOP_GRACE_INTERRUPTED_S if self.shutdown.requested else STOP_GRACE_S)
             self._save()
+
+    def _run_noise_arm(self, server: ManagedServer, launch: ServerLaunch, task: LmEvalTask, entry: dict) -> None:
+        """The A/A arm: the reference cell once more, cold, on this server; a failure costs the arm, not the run."""
+        cell = noise_cell(self.config, launch)
+        if cell is None or (self.run_dir / noise_file(cell.profile)).is_file():
+            return
+        try:
+            with RecordWriter(self.run_dir, file=noise_file(cell.profile)) as replica:
+                while server.exit_code() is not None or not self._run_cell(
+                    cell, server, task, replica, entry.setdefault("noise_cells", []), again=True
+                ):
+                    self._restart(server, launch, entry, cell)
+        except ServerError as exc:
+            entry["noise_error"] = exc.args[0]
+            self.progress.warn(f"{launch.label}: A/A arm failed: {exc.args[0]}")
 
     def _start(self, server: ManagedServer, launch: ServerLaunch, entry: dict) -> None:
         server.start(on_tick=lambda elapsed: self.progress.server_starting(launch.label, elapsed))
@@ -296,6 +313,8 @@ class Sweep:
             max_retries=self.config.max_retries,
             cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
             api_key=self.api_key,
+            stream=self.config.generation.stream,
+            stream_usage=server.adapter.stream_usage,
         )
 
     def _request_params(self, server: ManagedServer, cache: CacheMode) -> dict:
@@ -308,9 +327,11 @@ class Sweep:
     def _unfinished(self, cell: Cell, task: LmEvalTask) -> list[Prompt]:
         return [p for p in task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
 
-    def _run_cell(self, cell: Cell, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[dict]) -> bool:
-        """Send the cell's unfinished requests; False when the server died before they all got a row."""
-        prompts = self._unfinished(cell, task)
+    def _run_cell(
+        self, cell: Cell, server: ManagedServer, task: LmEvalTask, writer: RecordWriter, cell_log: list[dict], again: bool = False
+    ) -> bool:
+        """Send the cell's unfinished requests (`again`: all of them, once more); False when the server died before all got a row."""
+        prompts = task.prompts(cell.shots, self.config.limit) if again else self._unfinished(cell, task)
         if not prompts:
             return True
         params = self._request_params(server, cell.cache)
@@ -329,6 +350,8 @@ class Sweep:
             "pass_index": cell.pass_index,
             "flushed": flushed,
             "prewarmed": prewarmed,
+            # What a prefix cache can hold for this cell: the cache-engaged check's expectation.
+            "shared_prefix_chars": len(_prompt_text_prefix(task.prompts(cell.shots, self.config.limit))),
             "metrics_before": self._metrics(server),
         }
         cell_log.append(cell_entry)
@@ -414,7 +437,8 @@ class Sweep:
             completion_tokens=completion.completion_tokens,
             started_at=completion.started_at,
             latency_s=completion.latency_s,
-            ttft_s=None,
+            ttft_s=completion.ttft_s,
+            itl_s=completion.itl_s,
             finish_reason=completion.finish_reason,
             response=completion.text,
             strict_answer=score.strict_answer if score else None,

@@ -36,6 +36,15 @@ class ServerLaunch:
         return f"{self.profile.name}/{self.variant.name} cache={self.cache.value}"
 
 
+def noise_cell(config: SweepConfig, launch: ServerLaunch) -> Cell | None:
+    """The cell the A/A arm repeats on this launch's server, if any: per profile, the first variant's
+    reference cell (cache off when the sweep has it: what cache-on cells are compared with), first shot count."""
+    if not config.noise or launch.variant.name != config.active_variants()[0].name:
+        return None
+    reference = CacheMode.off if CacheMode.off in config.cache else CacheMode.on
+    return Cell(launch.profile.name, launch.variant.name, reference, config.shots[0], 1) if launch.cache is reference else None
+
+
 def expand(config: SweepConfig) -> list[ServerLaunch]:
     launches = []
     for profile in config.servers:

@@ -20,6 +20,11 @@ import pandas as pd
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
+# The A/A arm's second run of each profile's reference cell, kept apart so no other analysis pairs it by
+# mistake; one file per profile, so cluster jobs (one per profile x variant) never share one.
+NOISE_GLOB = "noise-*.jsonl"
+# Columns newer than some run folders: read as empty from those.
+LATER_COLUMNS = ("itl_s",)
 
 # Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
 CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]
@@ -52,7 +57,8 @@ class SampleRecord:
     completion_tokens: int | None
     started_at: float  # unix seconds
     latency_s: float | None
-    ttft_s: float | None
+    ttft_s: float | None  # streamed requests: time to the first text chunk
+    itl_s: float | None  # streamed requests: mean inter-token (inter-chunk) latency
     finish_reason: str | None
     response: str | None
     strict_answer: str | None
@@ -73,8 +79,8 @@ COLUMNS = [f.name for f in fields(SampleRecord)]
 class RecordWriter:
     """Append-only JSONL writer; each record is on disk before `write` returns."""
 
-    def __init__(self, run_dir: Path, part: str | None = None):
-        self.path = run_dir / records_file(part)
+    def __init__(self, run_dir: Path, part: str | None = None, file: str | None = None):
+        self.path = run_dir / (file or records_file(part))
         _drop_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
 
@@ -137,10 +143,21 @@ def load_samples(run_dir: Path) -> pd.DataFrame:
     """The run's samples: the parquet file when written, else the live JSONL."""
     parquet = run_dir / SAMPLES_FILE
     if parquet.is_file():
-        return pd.read_parquet(parquet)
+        df = pd.read_parquet(parquet)
+        return df.assign(**{c: None for c in LATER_COLUMNS if c not in df})
     if record_files(run_dir):
         return one_per_request(read_records(run_dir))
     raise FileNotFoundError(f"{run_dir} has no {SAMPLES_FILE} or {RECORDS_FILE}: not a run folder")
+
+
+def noise_file(profile: str) -> str:
+    return f"noise-{profile}.jsonl"
+
+
+def load_noise(run_dir: Path) -> pd.DataFrame:
+    """The A/A arm's records (one per request), or an empty frame for a run without the arm."""
+    frames = [df for df in map(read_jsonl, sorted(run_dir.glob(NOISE_GLOB))) if len(df)]
+    return one_per_request(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=COLUMNS)
 
 
 def is_final(df: pd.DataFrame) -> pd.Series:

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from evalctl.analysis.gate import RunFrames
 from evalctl.manifest import read_manifest
-from evalctl.records import COLUMNS, load_samples
+from evalctl.records import COLUMNS, load_noise, load_samples
 
 
 class RunFolderError(ValueError):
@@ -21,6 +21,7 @@ def load_run(run_dir: Path) -> RunFrames:
     try:
         manifest = read_manifest(run_dir)
         samples = load_samples(run_dir)
+        noise = load_noise(run_dir)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise RunFolderError(f"cannot read run folder {run_dir}: {exc}") from None
     if not isinstance(manifest, dict):
@@ -28,7 +29,7 @@ def load_run(run_dir: Path) -> RunFrames:
     missing = [c for c in COLUMNS if c not in samples.columns]
     if missing:
         raise RunFolderError(f"{run_dir}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
-    return RunFrames(str(manifest.get("run_id") or run_dir.name), samples, manifest)
+    return RunFrames(str(manifest.get("run_id") or run_dir.name), samples, manifest, noise)
 
 
 def chunked_prefill_size(manifest: dict) -> int | None:

@@ -58,7 +58,7 @@ def evalctl_pipeline(server: ManagedServer, task: LmEvalTask, prompts, params: d
                     doc_id=prompt.doc_id, prompt_hash=prompt.prompt_hash, question=prompt.question, target=prompt.target,
                     prewarmed=False, prompt_chars=len(prompt.text), prompt_tokens=completion.prompt_tokens,
                     cached_tokens=completion.cached_tokens, completion_tokens=completion.completion_tokens,
-                    started_at=completion.started_at, latency_s=completion.latency_s, ttft_s=None,
+                    started_at=completion.started_at, latency_s=completion.latency_s, ttft_s=completion.ttft_s, itl_s=completion.itl_s,
                     finish_reason=completion.finish_reason, response=completion.text,
                     strict_answer=score.strict_answer, flexible_answer=score.flexible_answer,
                     strict_correct=score.strict_correct, flexible_correct=score.flexible_correct,

@@ -19,7 +19,7 @@ from evalctl.manifest import write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
 CHECK_KEYS = {"name", "kind", "profile", "variant", "cache", "shots", "pass_index", "status", "reason", "metric", "value",
-              "threshold", "p_value", "p_adjusted", "b", "c", "n"}  # fmt: skip
+              "threshold", "p_value", "p_adjusted", "b", "c", "n", "comparison"}  # fmt: skip
 
 
 def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool = True) -> Path:
@@ -59,7 +59,8 @@ def test_gate_exit_codes_and_files(runs, tmp_path):
     assert out.exit_code == 2 and "incomplete" in out.stdout
     out = cli("gate", str(runs["bad"]), "--output", str(tmp_path / "gate"))
     assert out.exit_code == 1, out.stdout
-    assert "regression" in out.stdout and "Cliffs: cache-on accuracy" in out.stdout and "described, not judged" in out.stdout
+    text = " ".join(out.stdout.split())  # table titles wrap to the table's width
+    assert "regression" in text and "Cliffs: cache-on accuracy" in text and "described, not judged" in text
 
     doc = json.loads((tmp_path / "gate" / "gate.json").read_text())
     assert set(doc) == {"verdict", "exit_code", "policy", "run", "baseline", "checks", "cliffs"}

@@ -16,6 +16,13 @@ with tolerance tol = `max_accuracy_drop` (rule and references in `drop_rule`):
 - inconclusive otherwise, or with fewer than `min_n` pairs; the reason gives the interval
   and the drop the rule would find with 80% power at that n (MDE, `power.mde_beyond_tolerance`).
 
+With an A/A arm (`noise`), a regression must also exceed the engine's measured noise; every
+paired check shows it (`analysis.noise` states what that does to the error rates). A comparison
+resting on a cell whose cache label did not hold (`cache-engaged`, `analysis.cache_engagement`)
+is inconclusive, never a pass. *Warnings* (a cache that saved no time, resolved server settings
+that differ from the baseline's) are shown but do not change the verdict.
+
+
 Guarantees (asymptotic; questions independent, see `drop_rule`): when every true drop is
 <= tol, the chance of any false accuracy regression in the gate is <= alpha (Holm 1979,
 any dependence between cells); when some true drop is >= tol, the chance of a pass is
@@ -57,11 +64,12 @@ from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.completeness import cell_counts
 from evalctl.analysis.drop_rule import decide, decide_drops
 from evalctl.analysis.intervals import paired_drop_lower_bound, paired_drop_upper_bound
+from evalctl.analysis.noise import Noise, drop_margin, noise_by_profile
 from evalctl.analysis.pairing import Comparison, between_runs, paired_table, unpaired_cells, within_run
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
 
-Status = Literal["pass", "regression", "inconclusive"]
+Status = Literal["pass", "regression", "inconclusive", "warning"]
 EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
@@ -114,7 +122,7 @@ def load_policy(path: Path | None = None) -> GatePolicy:
 @dataclass
 class Check:
     name: str
-    kind: str  # completeness | error_rate | invalid_rate | accuracy | throughput
+    kind: str  # completeness | error_rate | invalid_rate | accuracy | throughput | cliff | cache-engaged | cache-speedup | settings
     status: Status
     reason: str
     profile: str | None = None
@@ -130,6 +138,7 @@ class Check:
     b: int | None = None
     c: int | None = None
     n: int | None = None
+    comparison: str | None = None  # the paired comparison an accuracy or throughput check belongs to
 
     @property
     def where(self) -> str:
@@ -156,6 +165,7 @@ class RunFrames:
     run_id: str
     samples: pd.DataFrame
     manifest: dict
+    noise: pd.DataFrame = field(default_factory=pd.DataFrame)  # the A/A replica's records, when the run had one
 
 
 @dataclass
@@ -251,13 +261,15 @@ def rate_checks(samples: pd.DataFrame, policy: GatePolicy) -> list[Check]:
     return checks
 
 
-def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Noise | None = None) -> str:
     tol, alpha, n, b, c = policy.max_accuracy_drop, policy.alpha, int(row["n"]), int(row["b"]), int(row["c"])
     errors = f", {row['cand_errors']} of them request errors" if row["cand_errors"] else ""
     versus = (
         f"{row['cand_acc']:.3f} [{row['cand_lo']:.3f},{row['cand_hi']:.3f}] vs {row['reference']} "
         f"{row['ref_acc']:.3f} [{row['ref_lo']:.3f},{row['ref_hi']:.3f}]; flips {b} right->wrong{errors}, {c} wrong->right"
     )
+    if noise is not None:
+        versus += f"; {noise.describe()}"
     if n < policy.min_n:
         return f"only {n} pairs (min_n {policy.min_n}); {versus}"
     bounds = f"drop {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['drop_lower']:.3f},{row['drop_upper']:.3f}]"
@@ -265,17 +277,20 @@ def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
         return f"drop beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks); {versus}"
     if row["status"] == "pass":
         return f"drop within {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}; {versus}"
-    noise = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
-    mde = mde_beyond_tolerance(n, noise, tol, alpha, MDE_POWER, max(tests, 1))
+    unexplained = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
+    mde = mde_beyond_tolerance(n, unexplained, tol, alpha, MDE_POWER, max(tests, 1))
     return (
         f"cannot tell the drop from {tol:.3f}: {bounds}; a drop of {mde:.3f} would be found with "
         f"{MDE_POWER:.0%} power at n={n} (MDE); {versus}"
     )
 
 
-def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
+def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
     """One check per candidate cell of each comparison, all in one family (see the module
-    docstring), plus an inconclusive check for each cell a comparison could not pair."""
+    docstring), plus an inconclusive check for each cell a comparison could not pair.
+
+    With `noise` (by profile, from the run's A/A arm) a regression must also exceed the
+    engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
     table = paired_table(comparisons, policy.metric)
     decided = decide_drops(table["b"], table["c"], table["n"], policy.max_accuracy_drop, policy.alpha, policy.min_n)
     table = table.assign(
@@ -287,18 +302,27 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[C
         drop_upper=[paired_drop_upper_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
     )
     tests = int(decided.tests) if len(table) else 0
-    checks = [
-        Check(
-            row["comparison"],
-            "accuracy",
-            row["status"],
-            _accuracy_reason(row, policy, tests),
-            **_cell(row),
-            metric=f"{policy.metric} accuracy drop",
-            **_paired_drop(row, policy),
+    checks = []
+    for _, row in table.iterrows():
+        profile_noise = (noise or {}).get(str(row["profile"]))
+        status, reason = row["status"], _accuracy_reason(row, policy, tests, profile_noise)
+        margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
+        if status == "regression" and row["acc_drop"] <= margin:
+            status = "inconclusive"
+            noise_bound = margin - policy.max_accuracy_drop
+            reason = f"not above tolerance plus the engine's own noise drop (upper bound {noise_bound:.3f}) = {margin:.3f}: {reason}"
+        checks.append(
+            Check(
+                row["comparison"],
+                "accuracy",
+                status,
+                reason,
+                **_cell(row),
+                metric=f"{policy.metric} accuracy drop",
+                **_paired_drop(row, policy),
+                comparison=row["comparison"],
+            )
         )
-        for _, row in table.iterrows()
-    ]
     for comp in comparisons:
         for _, row in unpaired_cells(comp, policy.metric).iterrows():
             checks.append(Check(comp.name, "accuracy", "inconclusive", f"nothing to pair: {row['reason']}", **_cell(row)))
@@ -341,6 +365,7 @@ def throughput_checks(comparisons: list[Comparison], policy: GatePolicy) -> list
                 p_value=float(row["p_slower"]),
                 p_adjusted=float(p_adj),
                 n=n,
+                comparison=row["comparison"],
             )
         )
     return checks
@@ -373,7 +398,8 @@ def evaluate(run: RunFrames, policy: GatePolicy, baseline: RunFrames | None = No
     if baseline is not None:
         checks += completeness_checks(baseline, "baseline")
     checks += rate_checks(run.samples, policy)
-    accuracy = accuracy_checks(comparisons, policy)
+    noise = noise_by_profile(run.samples, run.noise, policy.metric)
+    accuracy = accuracy_checks(comparisons, policy, noise)
     if not accuracy:
         accuracy = [
             Check(
@@ -386,6 +412,10 @@ def evaluate(run: RunFrames, policy: GatePolicy, baseline: RunFrames | None = No
     checks += accuracy
     checks += throughput_checks(comparisons, policy)
     cliff_table = cliffs(run.samples, policy)  # where accuracy departs: described, never a verdict
+    # Imported here: these modules build this module's Checks.
+    from evalctl.analysis.trust_checks import trust_checks
+
+    checks = trust_checks(checks, run, comparisons, baseline)
     statuses = {c.status for c in checks}
     verdict: Status = "regression" if "regression" in statuses else "inconclusive" if "inconclusive" in statuses else "pass"
     return GateResult(verdict, policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table)

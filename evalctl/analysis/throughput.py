@@ -14,6 +14,7 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
     wall = float(ends.max() - group["started_at"].min()) if len(group) else float("nan")
     latency = ok["latency_s"].dropna().to_numpy()
     ttft = ok["ttft_s"].dropna().astype(float).to_numpy()  # only streamed requests have one
+    itl = ok["itl_s"].dropna().astype(float).to_numpy() if "itl_s" in ok else np.array([])
     prompt = ok["prompt_tokens"].dropna().sum()
     cached = ok["cached_tokens"].dropna().sum()
 
@@ -29,6 +30,8 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
         "latency_p90_s": pct(90),
         "latency_p99_s": pct(99),
         "ttft_p50_s": pct(50, ttft),
+        "ttft_p90_s": pct(90, ttft),
+        "itl_p50_s": pct(50, itl),
         "mean_prompt_tokens": ok["prompt_tokens"].dropna().mean() if len(ok) else float("nan"),
         "cache_hit_ratio": cached / prompt if prompt else float("nan"),
     })  # fmt: skip
@@ -48,6 +51,8 @@ def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
                 "latency_p90_s",
                 "latency_p99_s",
                 "ttft_p50_s",
+                "ttft_p90_s",
+                "itl_p50_s",
                 "mean_prompt_tokens",
                 "cache_hit_ratio",
             ]

@@ -9,6 +9,9 @@ Each fault imitates a class of serving bug that is silent (no error, plausible u
 - `truncate-prompt`: every prompt longer than `chars` characters is cut from the left to
   its last `chars` (silent context truncation); it hits cold and warm requests alike, so
   the probe cannot see it, only accuracy by prompt length can.
+- `no-cache`: the prompt is left alone but every request is sent with prefix caching turned
+  off (`cache_prompt: false`, llama.cpp's per-request switch), and usage is passed on as the
+  server reports it: a cache that silently never engages.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # A shared prefix shorter than this is a coincidence ("Question: "), not a cache hit.
 MIN_SHARED_CHARS = 32
@@ -46,17 +49,23 @@ def truncate_prompt(prompt: str, shared: int, chars: int) -> Rewrite:
     return Rewrite(prompt[-chars:] if len(prompt) > chars else prompt, 0)
 
 
+def keep_prompt(prompt: str, shared: int, chars: int) -> Rewrite:
+    return Rewrite(prompt, 0)
+
+
 @dataclass(frozen=True)
 class Fault:
     rewrite: Callable[[str, int, int], Rewrite]  # (prompt, shared prefix chars, chars) -> Rewrite
     default_chars: int
     cache_only: bool  # True: only requests served with the cache on are touched
+    request_fields: dict = field(default_factory=dict)  # set on every forwarded request
 
 
 FAULTS: dict[str, Fault] = {
     "lost-prefix": Fault(lost_prefix, 0, cache_only=True),
     "corrupt-cached-suffix": Fault(corrupt_cached_suffix, 200, cache_only=True),
     "truncate-prompt": Fault(truncate_prompt, 2000, cache_only=False),
+    "no-cache": Fault(keep_prompt, 0, cache_only=False, request_fields={"cache_prompt": False}),
 }
 
 

@@ -3,7 +3,9 @@
 A test aid: it shows that a sweep or probe catches a class of bug. `/v1/completions`
 prompts are rewritten by the fault; usage is patched so the response looks healthy
 (`prompt_tokens` of the full prompt, `cached_tokens` of the prefix it claims to have
-reused). Everything else (/health, /v1/models, /tokenize, /metrics, /slots, flush
+reused), in a whole answer or in the usage chunk of a streamed one. A streamed answer is
+relayed once complete, so its time to first token is its whole latency.
+Everything else (/health, /v1/models, /tokenize, /metrics, /slots, flush
 endpoints) passes through; a flush also empties the canary's memory of cached prompts.
 """
 
@@ -62,6 +64,7 @@ class Canary:
         if not isinstance(prompt, str):  # token-id or batched prompts: passed through untouched
             response = self.forward("POST", path, body, headers)
             return response, response.content, "passed through"
+        data = {**data, **self.spec.request_fields}
         uses_cache = data.get("cache_prompt", True) is not False
         with self._lock:
             self.requests += 1
@@ -70,19 +73,32 @@ class Canary:
                 self.memory.add(prompt)
             rewrite = self.spec.rewrite(prompt, shared, self.chars) if uses_cache or not self.spec.cache_only else None
             changed = rewrite is not None and rewrite.prompt != prompt
-            self.rewritten += changed
+            self.rewritten += changed or bool(self.spec.request_fields)
         if not changed:
-            response = self.forward("POST", path, body, headers)
-            return response, response.content, "clean"
+            fields = self.spec.request_fields
+            response = self.forward("POST", path, json.dumps(data).encode() if fields else body, headers)
+            return response, response.content, f"sent with {fields}" if fields else "clean"
         response = self.forward("POST", path, json.dumps({**data, "prompt": rewrite.prompt}).encode(), headers)
         return response, self._patched_usage(response, prompt, rewrite.cached_chars), f"forwarded {len(rewrite.prompt)}/{len(prompt)} chars"
 
     def _patched_usage(self, response: httpx.Response, prompt: str, cached_chars: int) -> bytes:
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            return self._patched_chunk(response.content, prompt, cached_chars)
+        lines = response.content.split(b"\n")
+        for i, line in enumerate(lines):
+            if line.startswith(b"data:") and b'"usage"' in line:
+                lines[i] = b"data: " + self._patched_chunk(line[len(b"data:") :], prompt, cached_chars)
+        return b"\n".join(lines)
+
+    def _patched_chunk(self, content: bytes, prompt: str, cached_chars: int) -> bytes:
+        """A completion body (or stream chunk) with usage as a healthy server would report it."""
         try:
-            data = response.json()
+            data = json.loads(content)
             usage = data["usage"]
         except (ValueError, KeyError, TypeError):
-            return response.content
+            return content
+        if not isinstance(usage, dict):
+            return content
         usage["prompt_tokens"] = self.counter.count(prompt)
         if cached_chars:
             details = usage.get("prompt_tokens_details") or {}

@@ -18,14 +18,16 @@ def compare(
     flips_csv: Annotated[Path | None, typer.Option(help="Write every flipped question, with full responses, to this CSV.")] = None,
 ) -> None:
     """Compare two runs cell by cell on their common questions: accuracy with 95% Wilson intervals, the paired
-    drop, exact McNemar p (two-sided, Holm-adjusted across cells), throughput ratios, and the flipped questions.
+    drop, exact McNemar p (two-sided, Holm-adjusted across cells), throughput ratios, the flipped questions, and
+    the resolved server settings that differ (flagged: the runs did not serve alike).
 
     Exit status: 0 compared; 2 unusable input (missing or corrupt run folder, runs without common questions).
     """
     from evalctl.analysis.pairing import NoOverlapError, align_runs, between_runs, flips, paired_table, with_holm
+    from evalctl.analysis.settings import settings_diff_runs
     from evalctl.analysis.throughput import throughput_table
     from evalctl.analysis.throughput_checks import throughput_ratios
-    from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view
+    from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view, settings_view
     from evalctl.runs import RunFolderError, load_run
 
     try:
@@ -38,6 +40,11 @@ def compare(
     console.print(frame_table(paired_view(table), f"{metric} accuracy: {cand.run_id} vs baseline {ref.run_id} (paired questions only)"))
     ratios = throughput_ratios([between_runs(throughput_table(ref.samples), throughput_table(cand.samples))])
     console.print(frame_table(ratio_view(ratios), "Throughput, candidate / baseline"))
+    settings = settings_diff_runs(ref.manifest, cand.manifest)
+    console.print(frame_table(settings_view(settings), "Resolved server settings that differ, baseline -> candidate"))
+    if len(settings):
+        names = ", ".join(sorted(set(settings["setting"])))
+        console.print(f"[magenta]flag:[/] resolved setting(s) differ from the baseline's: {names}", highlight=False, soft_wrap=True)
     flipped = flips(pairs, metric)
     console.print(frame_table(flips_view(flipped.head(show)), f"Flipped questions ({min(show, len(flipped))} of {len(flipped)})"))
     if flips_csv is not None:

@@ -138,6 +138,14 @@ def sweep(
     max_restarts: Annotated[
         int | None, typer.Option(help="Restarts of a server that dies mid-launch (with backoff); 0 fails its remaining cells instead.")
     ] = None,
+    noise: Annotated[
+        bool | None,
+        typer.Option(
+            "--noise/--no-noise",
+            help="A/A arm: run each profile's reference cell twice, cold, on the same server, to measure the engine's own flips "
+            "(config noise; the gate then wants a regression to exceed them).",
+        ),
+    ] = None,
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -220,6 +228,7 @@ def sweep(
         output_dir=output,
         data_dir=data_dir,
         max_restarts=max_restarts,
+        noise=noise,
         **{
             "generation.max_tokens": max_tokens,
             "slurm.partition": partition,

@@ -13,7 +13,7 @@ from evalctl.analysis.gate import GateResult, plain
 GATE_JSON = "gate.json"
 GATE_JUNIT = "gate-junit.xml"
 GATE_MARKDOWN = "gate-summary.md"
-_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
+_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "warning": "🔶"}
 
 
 def gate_document(result: GateResult) -> dict[str, Any]:
@@ -60,13 +60,13 @@ def _md_cell(text: object) -> str:
 def markdown_summary(result: GateResult) -> str:
     """A pull-request comment: the verdict, every check that did not pass, the cliffs, and counts."""
     checks = result.checks
-    counts = {s: sum(c.status == s for c in checks) for s in ("pass", "regression", "inconclusive")}
+    counts = {s: sum(c.status == s for c in checks) for s in ("pass", "regression", "inconclusive", "warning")}
     against = f" against baseline `{result.baseline}`" if result.baseline else ""
     lines = [
         f"## evalctl gate: {_ICON[result.verdict]} {result.verdict} (exit {result.exit_code})",
         "",
         f"Run `{result.run}`{against}: {counts['pass']} passed, {counts['regression']} regressions, "
-        f"{counts['inconclusive']} inconclusive. Policy: {result.policy.metric} accuracy, max drop "
+        f"{counts['inconclusive']} inconclusive, {counts['warning']} warnings. Policy: {result.policy.metric} accuracy, max drop "
         f"{result.policy.max_accuracy_drop:.3f}, alpha {result.policy.alpha} (Holm across cells), min n {result.policy.min_n}.",
         "",
     ]

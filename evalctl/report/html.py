@@ -25,6 +25,8 @@ import jinja2
 import pandas as pd
 
 from evalctl.analysis.flips import flipped_questions
+from evalctl.analysis.gate import baseline_variant
+from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
 from evalctl.analysis.throughput import throughput_ratio
 from evalctl.history.store import HistoryStore
 from evalctl.manifest import read_manifest
@@ -32,7 +34,7 @@ from evalctl.records import load_samples
 from evalctl.report.outputs import RunSummary, summarize
 from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
-from evalctl.report.terminal import _fmt, accuracy_view, throughput_view
+from evalctl.report.terminal import _fmt, accuracy_view, settings_view, throughput_view
 
 GATE_FILE = "gate.json"
 PROBE_GLOB = "probe*.json"
@@ -174,7 +176,7 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
         rows.append({
             "label": f"{s.get('profile')}/{s.get('variant')} cache {s.get('cache')}",
             "engine": s.get("engine"),
-            "engine_info": ", ".join(f"{k}={v}" for k, v in info.items()),
+            "engine_info": ", ".join(f"{k}={v}" for k, v in info.items() if k != "settings"),  # settings: their own section
             "gpu": profile.get("gpu") or "-",
             "tp": profile.get("tp", "-"),
             "quantization": profile.get("quantization") or profile.get("dtype") or "-",
@@ -213,6 +215,14 @@ def _throughput(run: Run, baseline: Run | None) -> dict:
     if baseline is not None:
         out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary.throughput, ["cache", *keys]))
     return out
+
+
+def _settings_diff(run: Run, baseline: Run | None) -> dict:
+    """Resolved server settings that differ between variants of this run and from the baseline run (flagged)."""
+    variants = settings_diff_variants(run.manifest, baseline_variant(run.manifest))
+    runs = settings_diff_runs(baseline.manifest, run.manifest) if baseline is not None else variants.iloc[:0]
+    both = pd.concat([variants, runs], ignore_index=True)
+    return {"table": Table.of(settings_view(both)) if len(both) else None, "differs_from_baseline": len(runs) > 0}
 
 
 def _flips(run: Run, baseline: Run | None) -> list[dict]:
@@ -291,6 +301,7 @@ def build_report(run_dir: Path, out_dir: Path, *, baseline_dir: Path | None = No
         probes=load_probes(run_dir),
         flips=_flips(run, baseline),
         servers=_servers(run, out_dir),
+        settings_diff=_settings_diff(run, baseline),
         history=_history(run, run_dir.parent),
         fmt_acc=fmt_acc,
     )

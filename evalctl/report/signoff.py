@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 # Worst first: a cell is as bad as its worst check.
-_SEVERITY = {"regression": 0, "inconclusive": 1, "pass": 2}
+_SEVERITY = {"regression": 0, "inconclusive": 1, "warning": 2, "pass": 3}
 MATCH_KEYS = ("profile", "variant", "cache", "shots")
 
 

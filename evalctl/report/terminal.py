@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import Check, GateResult
@@ -24,11 +25,23 @@ def _fmt(value: object, column: str) -> str:
     return str(value)
 
 
+class _TitleAbove(Table):
+    """Rich folds a title into the table's width, one word a line over a narrow table; this prints it
+    on its own line above, where the terminal wraps it."""
+
+    def __rich_console__(self, console, options):
+        title, self.title = self.title, None
+        try:
+            if title:
+                yield Text(str(title), style="table.title")
+            yield from super().__rich_console__(console, options)
+        finally:
+            self.title = title
+
+
 def narrow_table(title: str) -> Table:
     """A table that reads at 80 columns: no outer edge or vertical rules, one space between columns."""
-    return Table(
-        title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
-    )
+    return _TitleAbove(title=title, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
 
 
 def add_column(table: Table, header: str, cells: list[str], numeric: bool = False) -> None:
@@ -76,6 +89,8 @@ THROUGHPUT_COLUMNS = {
     "latency_p50_s": "p50 s",
     "latency_p90_s": "p90 s",
     "latency_p99_s": "p99 s",
+    "ttft_p50_s": "ttft p50 s",
+    "ttft_p90_s": "ttft p90 s",
     "mean_prompt_tokens": "prompt tok",
     "cache_hit_ratio": "hit ratio",
 }
@@ -86,7 +101,7 @@ def throughput_view(tp: pd.DataFrame) -> pd.DataFrame:
     return _drop_constant_keys(tp[keys + list(THROUGHPUT_COLUMNS)]).rename(columns=THROUGHPUT_COLUMNS)
 
 
-STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow"}
+STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow", "warning": "magenta"}
 
 
 def checks_table(checks: list[Check], title: str) -> Table:
@@ -131,6 +146,12 @@ def paired_view(table: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
+def settings_view(diff: pd.DataFrame) -> pd.DataFrame:
+    """Resolved settings that differ: the server, the setting, the reference's and the candidate's value."""
+    view = diff.rename(columns={"reference_value": "before", "value": "after"})
+    return _drop_constant_keys(view[["profile", "variant", "cache", "reference", "setting", "before", "after"]])
+
+
 def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:
     """The cliffs `analysis.gate.cliffs` found: a description of where accuracy departs, not a check."""
     view = found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
@@ -144,7 +165,7 @@ def ratio_view(ratios: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=keys)
     wide = ratios.pivot_table(index=keys, columns="measure", values="ratio", sort=True).reset_index()
     wide.columns.name = None
-    names = {m: f"{label} ratio" for m, label in THROUGHPUT_COLUMNS.items()} | {"ttft_p50_s": "ttft p50 ratio"}
+    names = {m: f"{label} ratio" for m, label in THROUGHPUT_COLUMNS.items()}
     return _drop_constant_keys(wide.rename(columns=names))
 
 

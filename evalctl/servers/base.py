@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -30,6 +32,38 @@ def optional_flags(pairs: dict[str, object]) -> list[str]:
     return argv
 
 
+# Longer setting values (chat templates, launch commands) are kept as a digest: a diff still shows a change.
+MAX_SETTING_CHARS = 200
+
+
+def flat_settings(data: dict, skip: Iterable[str] = ()) -> dict[str, object]:
+    """Nested server settings as one level of `a.b.c` keys with JSON scalars, for the manifest and for diffs.
+
+    Lists become JSON text; text longer than MAX_SETTING_CHARS becomes `sha256:<12 hex> (<n> chars)`;
+    keys in `skip` (values that change on every start, such as random markers) are left out.
+    """
+    skipped = set(skip)
+    out: dict[str, object] = {}
+
+    def walk(value: object, key: str) -> None:
+        if key in skipped:
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+            return
+        if isinstance(value, (list, tuple)):
+            value = json.dumps(value, default=str)
+        elif value is not None and not isinstance(value, (bool, int, float, str)):
+            value = str(value)
+        if isinstance(value, str) and len(value) > MAX_SETTING_CHARS:
+            value = f"sha256:{hashlib.sha256(value.encode()).hexdigest()[:12]} ({len(value)} chars)"
+        out[key] = value
+
+    walk(data, "")
+    return out
+
+
 def mamba_flags(profile: ServerProfile) -> list[str]:
     return optional_flags({f"--mamba-{key.replace('_', '-')}": value for key, value in profile.mamba.items()})
 
@@ -41,6 +75,8 @@ class EngineAdapter:
     health_path = "/health"
     # Engines that omit `cached_tokens` when it is zero report it as this.
     cached_tokens_if_missing: int | None = 0
+    # Streamed requests ask for usage in the final chunk (`stream_options.include_usage`).
+    stream_usage = True
     # Prometheus sample name -> manifest key, scraped before and after each cell.
     # Counters are exposed with their `_total` suffix.
     metrics: dict[str, str] = {}
@@ -52,8 +88,8 @@ class EngineAdapter:
     def preflight(self, profile: ServerProfile) -> None:
         """Check (and fetch) what a launch needs before the run folder exists; ConfigError if it cannot."""
 
-    def engine_env(self) -> dict[str, str]:
-        """Environment the engine needs whatever the profile says."""
+    def engine_env(self, profile: ServerProfile) -> dict[str, str]:
+        """Environment the engine needs for this profile (before the profile's and variant's own `env`)."""
         return {}
 
     def launch_spec(
@@ -69,7 +105,7 @@ class EngineAdapter:
         argv = self.engine_argv(python, profile, cache, port, workdir)
         if argv is None:
             return None
-        env = {**self.engine_env(), **profile.env, **variant.env}
+        env = {**self.engine_env(profile), **profile.env, **variant.env}
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         return LaunchSpec(argv=[*variant.command_prefix, *argv, *profile.extra_args, *variant.extra_args], env=env)
@@ -87,7 +123,7 @@ class EngineAdapter:
         return False
 
     def server_info(self, http: httpx.Client) -> dict:
-        """Version and settings as the running server reports them."""
+        """Version and `settings`: the configuration the running server resolved (its defaults filled in), flat."""
         return {}
 
     def scrape_metrics(self, http: httpx.Client) -> dict[str, float]:

@@ -11,8 +11,11 @@ import httpx
 
 from evalctl.config import CacheMode, ServerProfile
 from evalctl.extras import require
-from evalctl.servers.base import EngineAdapter
+from evalctl.servers.base import EngineAdapter, flat_settings
 from evalctl.servers.bundled import resolve_model_path
+
+# /props keys that change on every start, or repeat what the launch said, not what it resolved.
+_PROPS_SKIP = ("media_marker", "ui_settings", "webui_settings")
 
 
 def _xllamacpp() -> ModuleType | None:
@@ -68,6 +71,7 @@ class LlamaCppAdapter(EngineAdapter):
             "build_info": props.get("build_info"),
             "n_ctx": props.get("default_generation_settings", {}).get("n_ctx"),
             "total_slots": props.get("total_slots"),
+            "settings": flat_settings(props, _PROPS_SKIP),
         }
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:

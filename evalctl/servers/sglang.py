@@ -8,13 +8,11 @@ from __future__ import annotations
 import httpx
 
 from evalctl.config import CacheMode, ServerProfile
-from evalctl.servers.base import EngineAdapter, mamba_flags, optional_flags
+from evalctl.servers.base import EngineAdapter, flat_settings, mamba_flags, optional_flags
 
-# Settings from /server_info worth keeping in the manifest: what the server resolved, not what we asked.
-_INFO_KEYS = (
-    "model_path", "tp_size", "dtype", "quantization", "chunked_prefill_size", "mem_fraction_static", "max_running_requests",
-    "disable_radix_cache", "random_seed", "attention_backend", "context_length", "launch_command",
-)  # fmt: skip
+# /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
+# changes with each request: the live parts are left out of the record.
+_LIVE_KEYS = ("internal_states", "version", "status", "last_receive_tstamp")
 
 
 class SGLangAdapter(EngineAdapter):
@@ -49,6 +47,7 @@ class SGLangAdapter(EngineAdapter):
             "--enable-metrics",
             *mamba_flags(profile),
             *(["--disable-radix-cache"] if cache is CacheMode.off else []),
+            *(["--enable-deterministic-inference"] if profile.deterministic else []),
         ]  # fmt: skip
 
     def flush(self, http: httpx.Client) -> bool:
@@ -62,9 +61,7 @@ class SGLangAdapter(EngineAdapter):
             response = http.get("/get_server_info")
         response.raise_for_status()
         info = response.json()
-        settings = {k: info[k] for k in _INFO_KEYS if k in info}
-        settings.update({k: v for k, v in info.items() if k.startswith("mamba")})
-        return {"engine": "sglang", "version": info.get("version"), "settings": settings}
+        return {"engine": "sglang", "version": info.get("version"), "settings": flat_settings(info, _LIVE_KEYS)}
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         # The profile's setting when pinned; else what the server resolved (SGLang picks it by GPU memory).

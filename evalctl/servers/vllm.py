@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from evalctl.config import CacheMode, ServerProfile
-from evalctl.servers.base import EngineAdapter, mamba_flags, optional_flags
+from evalctl.servers.base import EngineAdapter, flat_settings, mamba_flags, optional_flags
+
+# `key=value` items of the resolved VllmConfig's text form (/server_info), nested configs left whole.
+_CONFIG_ITEM = re.compile(r"(\w+)=((?:[^,()\[\]{}]|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})*)")
 
 
 class VLLMAdapter(EngineAdapter):
@@ -36,9 +41,9 @@ class VLLMAdapter(EngineAdapter):
             *mamba_flags(profile),
         ]  # fmt: skip
 
-    def engine_env(self) -> dict[str, str]:
+    def engine_env(self, profile: ServerProfile) -> dict[str, str]:
         # /reset_prefix_cache (and /server_info) are only mounted in dev mode.
-        return {"VLLM_SERVER_DEV_MODE": "1"}
+        return {"VLLM_SERVER_DEV_MODE": "1", **({"VLLM_BATCH_INVARIANT": "1"} if profile.deterministic else {})}
 
     def flush(self, http: httpx.Client) -> bool:
         http.post("/reset_prefix_cache").raise_for_status()
@@ -47,4 +52,11 @@ class VLLMAdapter(EngineAdapter):
     def server_info(self, http: httpx.Client) -> dict:
         version = http.get("/version")
         version.raise_for_status()
-        return {"engine": "vllm", "version": version.json().get("version")}
+        info: dict = {"engine": "vllm", "version": version.json().get("version")}
+        # /server_info (dev mode, which evalctl turns on) holds the config vLLM resolved at start-up.
+        response = http.get("/server_info")
+        if response.status_code == 200:
+            config = response.json().get("vllm_config")
+            items = dict(_CONFIG_ITEM.findall(config)) if isinstance(config, str) else config
+            info["settings"] = flat_settings(items if isinstance(items, dict) else {})
+        return info

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from frames import sweep_frame
+from frames import manifest_for, sweep_frame
 
+from evalctl.analysis.gate import GatePolicy, RunFrames, evaluate
 from evalctl.analysis.pairing import within_run
 from evalctl.analysis.throughput import throughput_table
 from evalctl.analysis.throughput_checks import slowdown_tests, throughput_ratios
@@ -47,3 +48,13 @@ def test_ratios_per_cell_with_slowdown_for_rates_and_latencies():
     assert table.loc["requests_per_s", "slowdown"] == pytest.approx(0.5)
     assert (table["cache"] == "on").all() and (table["reference"] == "cache off").all()
     assert "ttft_p50_s" not in table.index  # not streamed: no TTFT to compare
+
+
+def test_streamed_ttft_is_gated_like_the_other_latencies():
+    df = sweep_frame(n=40, shots=(8,))
+    df["ttft_s"] = 0.2
+    df.loc[df["cache"] == "on", "ttft_s"] = 0.5  # cache on: first tokens 2.5x later
+    table = throughput_table(df)
+    assert {"ttft_p50_s", "ttft_p90_s"} <= set(table.columns) and table["ttft_p90_s"].notna().all()
+    (check,) = [c for c in evaluate(RunFrames("r", df, manifest_for(df)), GatePolicy()).checks if c.name.endswith(": ttft_s")]
+    assert check.status == "regression" and check.value == pytest.approx(2.5)

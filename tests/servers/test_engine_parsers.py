@@ -76,7 +76,7 @@ def generated_sglang_commands() -> list[list[str]]:
                 commands.append(spec.argv)
     everything = ServerProfile(
         name="all", engine="sglang", model_path="/m", tp=8, dtype="bfloat16", quantization="fp8", chunked_prefill_size=16384,
-        mem_fraction_static=0.8, max_running_requests=64, random_seed=3,
+        mem_fraction_static=0.8, max_running_requests=64, random_seed=3, deterministic=True,
         mamba={"radix_cache_strategy": "extra_buffer", "track_interval": 256, "ssm_dtype": "float32"},
     )  # fmt: skip
     for cache in CacheMode:

@@ -85,3 +85,10 @@ def test_prefill_chunk_comes_from_the_profile_else_the_server():
     assert adapter.prefill_chunk_tokens(http, None) == 8192
     pinned = ServerProfile(name="g", engine="sglang", model_path="m", chunked_prefill_size=4096)
     assert adapter.prefill_chunk_tokens(http, pinned) == 4096
+
+
+def test_deterministic_profile_adds_sglangs_switch():
+    profile = ServerProfile(name="p", engine="sglang", model_path="/m")
+    argv = SGLangAdapter().launch_spec(profile.model_copy(update={"deterministic": True}), Variant(), CacheMode.on, 30000, "unused").argv
+    assert argv[-1] == "--enable-deterministic-inference"
+    assert "--enable-deterministic-inference" not in SGLangAdapter().launch_spec(profile, Variant(), CacheMode.on, 30000, "unused").argv

@@ -28,3 +28,9 @@ def test_cache_on_command_and_env():
 def test_cache_off_disables_prefix_caching():
     argv = VLLMAdapter().launch_spec(PROFILE, VENV, CacheMode.off, 8000, "unused", ["0", "1"]).argv
     assert "--no-enable-prefix-caching" in argv and "--enable-prefix-caching" not in argv
+
+
+def test_deterministic_profile_sets_batch_invariance():
+    spec = VLLMAdapter().launch_spec(PROFILE.model_copy(update={"deterministic": True}), VENV, CacheMode.on, 8000, "unused")
+    assert spec.env["VLLM_BATCH_INVARIANT"] == "1"
+    assert "VLLM_BATCH_INVARIANT" not in VLLMAdapter().launch_spec(PROFILE, VENV, CacheMode.on, 8000, "unused").env

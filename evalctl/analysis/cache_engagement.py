@@ -1,0 +1,126 @@
+"""Did the prefix cache do what each cell's label says? The `cache-engaged` gate check.
+
+A "cache on" cell whose cache never engaged (a server started with it off, a proxy that
+strips it, blocks larger than the shared prefix) makes every comparison resting on it
+meaningless: it compares cache off with cache off. So for each cell the sweep recorded the
+few-shot prefix its prompts share (`servers[].cells[].shared_prefix_chars` in the manifest),
+and this module compares the tokens the engine reported as cached with that expectation:
+
+- expected cached tokens per request: its prompt tokens times the shared share of its
+  characters (the prefix is plain text; tokens per character are taken from the request);
+- reported cached tokens: the records' `cached_tokens`, or, when the engine reports none
+  per request, the delta of its `/metrics` cached-token counter over the cell;
+- a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block
+  granularity and the first cold requests); a cache-off cell must report at most
+  `MAX_OFF` x expected.
+
+A cell that fails is `inconclusive` with the reason, and so is every accuracy and throughput
+check of a comparison with that cell on either side (`rests_on_failed`): never a pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from evalctl.analysis.pairing import Comparison, match
+from evalctl.records import CELL_KEYS
+
+MIN_ENGAGED = 0.5
+MAX_OFF = 0.05
+# /metrics keys (servers' `metrics` maps) that count prompt tokens served from the cache.
+CACHED_METRICS = ("cached_tokens", "prefix_cache_hits")
+ENGAGEMENT_COLUMNS = [*CELL_KEYS, "expected_tokens", "reported_tokens", "source", "ok", "reason"]
+
+
+def _cell_entries(manifest: dict) -> dict[tuple, dict]:
+    """Cell keys -> the manifest's log of that cell (last one wins, as after a restart)."""
+    out = {}
+    for server in manifest.get("servers") or []:
+        for cell in server.get("cells") or []:
+            key = (server.get("profile"), server.get("variant"), server.get("cache"), int(cell["shots"]), int(cell["pass_index"]))
+            out[key] = cell
+    return out
+
+
+def _metrics_delta(entry: dict) -> float | None:
+    before, after = entry.get("metrics_before") or {}, entry.get("metrics_after") or {}
+    for name in CACHED_METRICS:
+        if name in before and name in after:
+            return float(after[name]) - float(before[name])
+    return None
+
+
+def engagement_table(samples: pd.DataFrame, manifest: dict) -> pd.DataFrame:
+    """One row per cell with a shared prefix: expected and reported cached tokens, and whether the cell's label holds."""
+    entries = _cell_entries(manifest)
+    rows = []
+    for key, group in samples.groupby(CELL_KEYS, sort=True):
+        key = (*key[:3], int(key[3]), int(key[4]))
+        shared = (entries.get(key) or {}).get("shared_prefix_chars")
+        ok_rows = group[group["error"].isna() & group["prompt_tokens"].notna() & (group["prompt_chars"] > 0)]
+        if not shared or ok_rows.empty:
+            continue  # nothing the plan expects the cache to hold
+        expected = float((ok_rows["prompt_tokens"].astype(float) * shared / ok_rows["prompt_chars"]).sum())
+        cached = ok_rows["cached_tokens"].dropna()
+        if len(cached):
+            reported, source = float(cached.sum()), "records"
+        else:
+            reported, source = _metrics_delta(entries[key]), "/metrics"
+        cache = key[2]
+        if reported is None:
+            ok, reason = False, "cannot tell: the engine reported no cached tokens, per request or in /metrics"
+        else:
+            share = reported / expected if expected else 0.0
+            figures = (
+                f"{reported:.0f} cached tokens ({source}) of {expected:.0f} expected from the shared {shared}-char prefix ({share:.0%})"
+            )
+            if cache == "on":
+                ok = share >= MIN_ENGAGED
+                reason = f"{figures}; engaged needs >= {MIN_ENGAGED:.0%}" if ok else f"cache did not engage: {figures}, < {MIN_ENGAGED:.0%}"
+            else:
+                ok = share <= MAX_OFF
+                reason = (
+                    f"{figures}; off allows <= {MAX_OFF:.0%}" if ok else f"cache-off cell served from a cache: {figures}, > {MAX_OFF:.0%}"
+                )
+        rows.append(dict(zip(CELL_KEYS, key), expected_tokens=expected, reported_tokens=reported, source=source, ok=ok, reason=reason))
+    return pd.DataFrame(rows, columns=ENGAGEMENT_COLUMNS)
+
+
+def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[tuple, str]:
+    """(comparison name, *candidate cell keys) -> why, for every comparison cell with a failed cell on either side."""
+    failed = table.loc[~table["ok"].astype(bool), [*CELL_KEYS, "reason"]]
+    out: dict[tuple, str] = {}
+    if failed.empty:
+        return out
+    for comp in comparisons:
+        sides = {}
+        for side in ("reference", "candidate"):
+            cells = getattr(comp, side)[CELL_KEYS].drop_duplicates()
+            sides[side] = cells.merge(failed, on=CELL_KEYS, how="left")
+        matched = match(replace(comp, reference=sides["reference"], candidate=sides["candidate"]))
+        for _, row in matched.iterrows():
+            why = [r for r in (row["reason"], row["reason_ref"]) if isinstance(r, str)]
+            if why:
+                out[(comp.name, *(row[k] for k in CELL_KEYS))] = "; ".join(why)
+    return out
+
+
+# At the longest prefix, cache-on TTFT above this share of cache-off TTFT: the cache saved too little prefill.
+MAX_TTFT_RATIO = 0.8
+SPEEDUP_COLUMNS = ["profile", "variant", "pass_index", "shots", "ttft_on_s", "ttft_off_s", "ratio"]
+
+
+def ttft_speedup(throughput: pd.DataFrame) -> pd.DataFrame:
+    """Cache-on over cache-off median TTFT at each (profile, variant, pass)'s longest prefix (most shots), from a throughput table."""
+    keys = ["profile", "variant", "pass_index"]
+    timed = throughput.dropna(subset=["ttft_p50_s"])
+    on, off = timed[timed["cache"] == "on"], timed[timed["cache"] == "off"]
+    both = on.merge(off, on=[*keys, "shots"], suffixes=("_on", "_off"))
+    if both.empty:
+        return pd.DataFrame(columns=SPEEDUP_COLUMNS)
+    longest = both.loc[both.groupby(keys)["shots"].idxmax()]
+    out = longest.assign(ttft_on_s=longest["ttft_p50_s_on"], ttft_off_s=longest["ttft_p50_s_off"])
+    out["ratio"] = out["ttft_on_s"] / out["ttft_off_s"]
+    return out[SPEEDUP_COLUMNS].reset_index(drop=True)

@@ -1,0 +1,113 @@
+"""Verdicts you can trust, against the real llama.cpp CPU server: streamed TTFT on the records,
+the A/A arm, resolved settings and their diff, and the cache-engaged check behind a proxy
+that strips caching."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from conftest import cpu_profile, write_sweep_config
+from test_sweep_cpu import evalctl, only_run
+
+from evalctl.analysis.gate import GatePolicy, evaluate
+from evalctl.canary.proxy import Canary, CanaryServer
+from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.runs import load_run
+from evalctl.servers.process import ManagedServer
+
+pytestmark = pytest.mark.server
+# Tiny cells (the machine is shared): tolerances wide enough that a handful of deterministic pairs can pass.
+SMALL_POLICY = GatePolicy(metric="flexible", max_accuracy_drop=0.6, min_n=3, max_invalid_rate=1.0, max_throughput_drop=None)
+SMALL = {"limit": 3, "generation": {"max_tokens": 8}, "concurrency": 2}
+
+
+def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_path, data_dir, no_orphans):
+    config = write_sweep_config(
+        tmp_path,
+        data_dir,
+        [cpu_profile(parallel=2, context_length=2048, startup_timeout_s=300)],
+        shots=[1, 4],
+        cache=["on", "off"],
+        noise=True,
+        **SMALL,
+    )
+    out = evalctl("sweep", "--config", str(config), timeout=1800)
+    assert out.returncode == 0, out.stderr + out.stdout
+    run_dir = only_run(tmp_path / "out")
+    run = load_run(run_dir)
+    df = run.samples
+    assert df.error.isna().all() and df.ttft_s.notna().mean() >= 0.9  # streamed: TTFT on (nearly) every row
+    assert ((df.ttft_s > 0) & (df.ttft_s < df.latency_s)).all()
+    # A/A arm: the reference cell (cache off, first shot count) once more, cold; llama.cpp on CPU is deterministic
+    assert len(run.noise) == 3 and set(run.noise.cache) == {"off"} and set(run.noise.shots) == {1}
+    first = df[(df.cache == "off") & (df.shots == 1)].set_index("doc_id")["response"]
+    assert run.noise.set_index("doc_id")["response"].sort_index().equals(first.sort_index())
+    # resolved settings from /props, per server
+    servers = run.manifest["servers"]
+    assert all(s["info"]["settings"]["total_slots"] == 2 for s in servers)
+    assert all(s["info"]["settings"]["default_generation_settings.n_ctx"] == 2048 for s in servers)
+
+    result = evaluate(run, SMALL_POLICY)
+    engaged = [c for c in result.checks if c.kind == "cache-engaged"]
+    assert {(c.cache, c.status) for c in engaged} == {("on", "pass"), ("off", "pass")}, [c.reason for c in engaged]
+    accuracy = [c for c in result.checks if c.kind == "accuracy"]
+    assert accuracy and all(c.status == "pass" and "A/A noise" in c.reason and "0/3 flipped" in c.reason for c in accuracy)
+    speedup = [c for c in result.checks if c.kind == "cache-speedup"]
+    assert len(speedup) == 1 and speedup[0].shots == 4
+    ratio = speedup[0].value
+    print(f"cache-on/cache-off TTFT p50 at 4 shots: {ratio:.2f}")
+    assert ratio < 1
+
+
+def test_compare_shows_a_changed_llamacpp_setting(tmp_path, data_dir, no_orphans):
+    runs = []
+    for slots in (2, 1):
+        where = tmp_path / f"slots-{slots}"
+        where.mkdir()
+        profile = cpu_profile(parallel=slots, context_length=2048, startup_timeout_s=300)
+        config = write_sweep_config(where, data_dir, [profile], shots=[1], cache=["on"], **{**SMALL, "limit": 1})
+        out = evalctl("sweep", "--config", str(config), timeout=1800)
+        assert out.returncode == 0, out.stderr + out.stdout
+        runs.append(only_run(where / "out"))
+    assert json.loads((runs[1] / "manifest.json").read_text())["servers"][0]["info"]["settings"]["total_slots"] == 1
+    shown = evalctl("compare", *map(str, runs))
+    assert shown.returncode == 0, shown.stderr
+    assert "Resolved server settings that differ" in shown.stdout
+    assert "resolved setting(s) differ from the baseline's: total_slots" in shown.stdout
+    same = evalctl("compare", str(runs[0]), str(runs[0]))
+    assert "differ from the baseline" not in same.stdout
+
+
+def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparisons_inconclusive(tmp_path, data_dir, no_orphans):
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, startup_timeout_s=300)
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
+    server.start()
+    proxy = CanaryServer(Canary(server.base_url, "no-cache"))
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        config = write_sweep_config(
+            tmp_path,
+            data_dir,
+            [{"name": "behind-proxy", "engine": "external", "model_path": "m", "url": proxy.url}],
+            shots=[4],
+            cache=["on", "off"],
+            **SMALL,
+        )
+        out = evalctl("sweep", "--config", str(config), timeout=1800)
+        assert out.returncode == 0, out.stderr + out.stdout
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        server.stop()
+    run = load_run(only_run(tmp_path / "out"))
+    on = run.samples[run.samples.cache == "on"]
+    assert (on.cached_tokens == 0).all()  # the cache-on cell never hit
+    result = evaluate(run, SMALL_POLICY)
+    engaged = {c.cache: c for c in result.checks if c.kind == "cache-engaged"}
+    assert engaged["on"].status != "pass" and "cache did not engage" in engaged["on"].reason
+    assert engaged["off"].status == "pass"
+    accuracy = [c for c in result.checks if c.kind == "accuracy"]
+    assert accuracy and all(c.status == "inconclusive" and "cache did not engage" in c.reason for c in accuracy)
+    assert result.verdict == "inconclusive"

@@ -171,7 +171,7 @@ def test_model_page_and_signoff_page(nights):
     assert dom.returncode == 0 and console_messages(dom.stderr) == []
     assert "REGRESSION" in dom.stdout and runs["night2"].name in dom.stdout  # beside its baseline, night 2
     assert re.search(r'class="cell regression"', dom.stdout)
-    assert "invalid rate" in dom.stdout and "not recorded in these runs' manifests" in dom.stdout
+    assert "invalid rate" in dom.stdout and 'id="settings-diff"' in dom.stdout  # /props settings, recorded per server
     screenshot(signoff, nights["tmp"], "signoff")
 
 

@@ -6,6 +6,8 @@ import httpx
 
 # Fallback when a server has no /tokenize: English prose runs ~3-4 characters per token.
 CHARS_PER_TOKEN = 4.0
+# Statuses that mean the server has no tokenize endpoint (rather than a passing failure).
+NO_ENDPOINT = (404, 405, 501)
 
 
 class TokenCounter:
@@ -19,22 +21,39 @@ class TokenCounter:
     def count(self, text: str) -> int:
         if self.exact is not False:
             n = self._tokenize(text)
-            self.exact = n is not None
             if n is not None:
+                self.exact = True
                 return n
         return max(1, round(len(text) / CHARS_PER_TOKEN)) if text else 0
 
     def _tokenize(self, text: str) -> int | None:
+        """The server's count; None (and `exact` False for good) when it has no usable /tokenize.
+
+        A failed connection is retried once and then estimated for this text only: servers close a
+        kept-alive connection after a streamed answer, and one such miss must not turn every later
+        count into an estimate.
+        """
         # llama.cpp reads `content`; vLLM and SGLang read `prompt` (+ `model`).
         body = {"content": text, "prompt": text, **({"model": self.model} if self.model else {})}
-        try:
-            response = self.http.post("/tokenize", json=body)
-            if response.status_code != 200:
-                return None
-            data = response.json()
-        except (httpx.HTTPError, ValueError):
+        for attempt in range(2):
+            try:
+                response = self.http.post("/tokenize", json=body)
+                break
+            except httpx.TransportError:
+                if attempt:
+                    return None
+        if response.status_code != 200:
+            if response.status_code in NO_ENDPOINT:
+                self.exact = False
             return None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
         if isinstance(data, dict) and isinstance(data.get("count"), int):
             return data["count"]
         tokens = data.get("tokens") if isinstance(data, dict) else None
-        return len(tokens) if isinstance(tokens, list) else None
+        if isinstance(tokens, list):
+            return len(tokens)
+        self.exact = False  # answers, but not in a shape we can count
+        return None

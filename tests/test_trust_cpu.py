@@ -45,9 +45,9 @@ def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_
     first = df[(df.cache == "off") & (df.shots == 1)].set_index("doc_id")["response"]
     assert run.noise.set_index("doc_id")["response"].sort_index().equals(first.sort_index())
     # resolved settings from /props, per server
-    servers = run.manifest["servers"]
-    assert all(s["info"]["settings"]["total_slots"] == 2 for s in servers)
-    assert all(s["info"]["settings"]["default_generation_settings.n_ctx"] == 2048 for s in servers)
+    servers = run.manifest.servers
+    assert all(s.info["settings"]["total_slots"] == 2 for s in servers)
+    assert all(s.info["settings"]["default_generation_settings.n_ctx"] == 2048 for s in servers)
 
     result = evaluate(run, SMALL_POLICY)
     engaged = [c for c in result.checks if c.kind == "cache-engaged"]

@@ -45,7 +45,12 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
 def analyze(
     run: Annotated[Path, typer.Argument(help="A run folder (results/<run>).", exists=False)],
     policy: Annotated[
-        Path | None, typer.Option("--policy", "-p", help="Gate policy YAML: metric, tolerance and alpha for the cliff.")
+        Path | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="Gate policy YAML: metric, tolerance and alpha for the cliff (default: the run's own policy).",
+        ),
     ] = None,
 ) -> None:
     """Rebuild tables, summary.csv and plots for a run from its records alone (no server), with the paired
@@ -54,11 +59,12 @@ def analyze(
     Exit status: 0 done; 2 unusable input (missing or corrupt run folder, bad policy).
     """
     from evalctl.analysis.gate import load_policy
+    from evalctl.report.finish import run_policy
     from evalctl.report.outputs import write_run_summary
     from evalctl.runs import load_run
 
-    rules = load_policy(policy)
     loaded = load_run(run)
+    rules = load_policy(policy) if policy else run_policy(loaded)  # the run's own policy, as the sweep used
     write_run_summary(loaded, rules.metric)
     print_run_tables(loaded, rules)
     console.print(f"run folder: {run}")

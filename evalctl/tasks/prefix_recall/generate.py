@@ -18,11 +18,14 @@ import random
 import datasets
 
 # Record and question lines, chosen on SmolLM2-135M (README, "prefix-recall"): a
-# `code: number` list read back by `code:`, after an instruction, is what it copies best.
+# `name: number` list read back by `name:`, after an instruction, is what it copies best.
 INSTRUCTION = "Here is a list of keys and their values. Remember them; you will be asked for one.\n\n"
 RECORD = "{key}: {value}\n"
 QUESTION = "\n{key}:"
-LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"  # no I or O: they read as 1 and 0
+# Keys are made-up words of three consonant-vowel syllables ("bokamu"): each is a few
+# distinct tokens the model can match, where letter-digit codes all look alike to it.
+CONSONANTS = "bdfgklmnprstvz"
+VOWELS = "aeiou"
 POSITIONS = ("start", "middle", "end")
 
 
@@ -58,11 +61,15 @@ def position_bin(index: int, n: int) -> str:
 
 
 def make_records(rng: random.Random, n: int) -> list[tuple[str, str]]:
-    """n records with distinct keys (two letters, two digits) and three-digit values."""
+    """n records with distinct made-up word keys and three-digit values.
+
+    Values start at 200: SmolLM2-135M's guess when it finds no key is "100", so a value
+    from 100 to 199 could be right by chance.
+    """
     keys: dict[str, str] = {}
     while len(keys) < n:
-        key = rng.choice(LETTERS) + rng.choice(LETTERS) + str(rng.randint(10, 99))
-        keys.setdefault(key, str(rng.randint(100, 999)))
+        key = "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(3))
+        keys.setdefault(key, str(rng.randint(200, 999)))
     return list(keys.items())
 
 

@@ -59,23 +59,31 @@ class CellEntry(_Entry):
     metrics_after: dict[str, Any] = Field(default_factory=dict)
 
 
-class CellStop(_Entry):
-    """A cell the sequential gate decided before its last question; its unsent requests are saved, not missing."""
+class CellDecision(_Entry):
+    """A cell's sequential verdict against the baseline run, at the look it was decided.
+
+    A cell decided before its last look sent nothing more: its unsent requests (the rest of the
+    seeded send order) are saved, not missing. A cell that reached its last look undecided is
+    inconclusive."""
 
     profile: str
     variant: str
     cache: str
     shots: int
     pass_index: int
-    reason: Literal["regression", "pass"]
+    reason: Literal["regression", "pass", "inconclusive"]
     look: int  # 1-based
-    answered: int  # questions sent (and answered) before the stop
+    answered: int  # questions sent (and answered) up to that look
     planned: int
     by_e_process: bool = False
 
     @property
     def saved(self) -> int:
         return self.planned - self.answered
+
+    @property
+    def cell(self) -> tuple[str, str, str, int, int]:
+        return (self.profile, self.variant, self.cache, self.shots, self.pass_index)
 
 
 class RestartEntry(_Entry):
@@ -141,7 +149,7 @@ class RunState(_Entry):
     servers: list[ServerEntry] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
     resumes: list[ResumeEntry] = Field(default_factory=list)
-    stops: list[CellStop] = Field(default_factory=list)
+    decisions: list[CellDecision] = Field(default_factory=list)  # sequential stopping, per cell
     finished_at: str | None = None
 
 

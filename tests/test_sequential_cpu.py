@@ -69,24 +69,24 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
 
     manifest = json.loads((faulty / "manifest.json").read_text())
     assert manifest["status"] == "complete"
-    (stop,) = manifest["stops"]
+    (stop,) = manifest["decisions"]
     assert stop["reason"] == "regression" and stop["planned"] == RECORDS
     assert stop["answered"] <= 0.3 * RECORDS
     records = pd.read_parquet(faulty / "samples.parquet")
     assert len(records) == stop["answered"] and records.error.isna().all()  # the rest were never sent
     print(f"lost prefix: regression after {stop['answered']} of {RECORDS} questions (look {stop['look']})")
-    assert "Sequential stops" in faulty_out and f"{RECORDS - stop['answered']} of {RECORDS} requests saved" in faulty_out
+    assert "Sequential decisions" in faulty_out and f"{RECORDS - stop['answered']} of {RECORDS} requests saved" in faulty_out
 
     gate = json.loads((faulty / "gate.json").read_text())
     assert gate["verdict"] == "regression"
     assert [c["status"] for c in gate["checks"] if c["kind"] == "completeness"] == ["pass", "pass"]  # stopped is complete
     (shown,) = [c for c in gate["checks"] if c["kind"] == "sequential"]
     assert shown["status"] == "regression" and f"{RECORDS - stop['answered']} requests saved" in shown["reason"]
-    assert "Sequential stops" in (faulty / "report.html").read_text()
+    assert "Sequential decisions" in (faulty / "report.html").read_text()
     again = evalctl("gate", str(faulty), "--baseline", str(baseline))
     assert again.returncode == 1, again.stdout + again.stderr
 
     calm = json.loads((healthy / "manifest.json").read_text())
-    assert calm["status"] == "complete" and all(s["reason"] == "pass" for s in calm["stops"])
+    assert calm["status"] == "complete" and [d["reason"] for d in calm["decisions"]] != ["regression"]
     verdicts = json.loads((healthy / "gate.json").read_text())["checks"]
     assert not [c for c in verdicts if c["kind"] in ("accuracy", "sequential") and c["status"] == "regression"]

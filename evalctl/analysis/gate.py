@@ -67,6 +67,7 @@ from evalctl.analysis.noise import Noise, drop_margin, noise_by_profile
 from evalctl.analysis.pairing import RUN_VS_BASELINE, Comparison, between_runs, paired_table, unpaired_cells, within_run
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
+from evalctl.config import StoppingMode
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
@@ -227,7 +228,8 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
         counts = cell_counts(run.samples, run.manifest.config)
     except ValueError as exc:
         return [*checks, Check(f"{role} cells complete", "completeness", "inconclusive", f"incomplete: cannot tell which cells: {exc}")]
-    stopped = {(s.profile, s.variant, s.cache, s.shots, s.pass_index) for s in run.manifest.stops}
+    # A cell the sequential gate decided early holds the questions up to its look: complete.
+    stopped = {d.cell for d in run.manifest.decisions if d.saved}
     short = counts[counts["found"] < counts["expected"]]
     for _, row in short[[tuple(k) not in stopped for k in short[CELL_KEYS].itertuples(index=False)]].iterrows():
         checks.append(
@@ -244,43 +246,51 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
             )
         )
     if not checks:
-        decided = f" ({len(stopped)} stopped early with a sequential decision)" if stopped else ""
+        decided = f" ({len(stopped)} stopped early, decided)" if stopped else ""
         done = f"all {len(counts)} planned cells have every question{decided}"
         checks.append(Check(f"{role} run complete", "completeness", "pass", done))
     return checks
 
 
 def sequential_checks(run: Run) -> list[Check]:
-    """One check per cell the sequential gate stopped: its verdict, when, and the requests it saved."""
-    return [
+    """A sequential run's accuracy verdicts: per cell, its decision against the baseline run,
+    when it was made and the requests it saved (`execution.stopping`).
+
+    These replace the fixed-n accuracy checks: the fixed-n rule is not valid on a sample whose
+    size the data chose, and a cell that ran to its last look was judged there by the same
+    sequential rule, whose error rates hold over all looks together (`analysis.sequential`).
+    A cell with rows but no decision (it failed before its last look) is inconclusive.
+    """
+    decided = {d.cell for d in run.manifest.decisions}
+    undecided = [
         Check(
-            "sequential stop",
+            f"{RUN_VS_BASELINE} (sequential)",
             "sequential",
-            stop.reason,
-            f"stopped at look {stop.look} after {stop.answered} of {stop.planned} questions: {stop.reason}"
-            f"{' (e-process)' if stop.by_e_process else ''}; {stop.saved} requests saved",
-            profile=stop.profile,
-            variant=stop.variant,
-            cache=stop.cache,
-            shots=stop.shots,
-            pass_index=stop.pass_index,
-            metric="requests saved",
-            value=float(stop.saved),
-            n=stop.answered,
+            "inconclusive",
+            "no sequential decision: the cell did not reach a look",
+            **_cell(row),
         )
-        for stop in run.manifest.stops
+        for _, row in run.samples[CELL_KEYS].drop_duplicates().iterrows()
+        if tuple(row) not in decided
     ]
-
-
-def _sequential_verdicts(checks: list[Check], run: Run) -> list[Check]:
-    """The run-vs-baseline check of a stopped cell takes the sequential verdict: the fixed-n
-    rule is not valid on a sample whose size the data chose, the sequential one is."""
-    stops = {(s.profile, s.variant, s.cache, s.shots, s.pass_index): s for s in run.manifest.stops}
-    for check in checks:
-        stop = stops.get((check.profile, check.variant, check.cache, check.shots, check.pass_index))
-        if stop is not None and check.name == RUN_VS_BASELINE:
-            check.status, check.reason = stop.reason, f"sequential {stop.reason} at look {stop.look}; {check.reason}"
-    return checks
+    return undecided + [
+        Check(
+            f"{RUN_VS_BASELINE} (sequential)",
+            "sequential",
+            decision.reason,
+            f"{decision.reason} at look {decision.look} after {decision.answered} of {decision.planned} questions"
+            f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved",
+            profile=decision.profile,
+            variant=decision.variant,
+            cache=decision.cache,
+            shots=decision.shots,
+            pass_index=decision.pass_index,
+            metric="requests saved",
+            value=float(decision.saved),
+            n=decision.answered,
+        )
+        for decision in run.manifest.decisions
+    ]
 
 
 def rate_checks(samples: pd.DataFrame, policy: GatePolicy) -> list[Check]:
@@ -441,7 +451,8 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
         checks += completeness_checks(baseline, "baseline")
     checks += rate_checks(run.samples, policy)
     noise = noise_by_profile(run.samples, run.noise, policy.metric)
-    accuracy = accuracy_checks(comparisons, policy, noise)
+    sequential = run.manifest.config.get("stopping", {}).get("mode") == StoppingMode.sequential.value
+    accuracy = sequential_checks(run) if sequential else accuracy_checks(comparisons, policy, noise)
     if not accuracy:
         accuracy = [
             Check(
@@ -451,7 +462,7 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
                 "nothing to compare: the run has no cache on/off, variant or pass pairs, and no baseline run shares its cells",
             )
         ]
-    checks += _sequential_verdicts(accuracy, run) + sequential_checks(run)
+    checks += accuracy
     checks += throughput_checks(comparisons, policy)
     cliff_table = cliffs(run.samples, policy)  # where accuracy departs: described, never a verdict
     # Imported here: these modules build this module's Checks.

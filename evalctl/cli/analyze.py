@@ -18,7 +18,7 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     """The run's tables on the terminal: accuracy, by prefill length, throughput, paired comparisons, cliffs."""
     from evalctl.analysis.gate import baseline_variant, cliffs
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
-    from evalctl.report.terminal import accuracy_view, cliffs_table, frame_table, paired_view, stops_table, throughput_view
+    from evalctl.report.terminal import accuracy_view, cliffs_table, decisions_table, frame_table, paired_view, throughput_view
 
     samples, manifest, summary = run.samples, run.manifest, run.summary(policy.metric)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
@@ -33,8 +33,8 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     if len(paired):
         title = f"Paired {policy.metric} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
         console.print(frame_table(paired_view(paired), title))
-    if manifest.stops:
-        console.print(stops_table(manifest.stops))
+    if manifest.decisions:
+        console.print(decisions_table(manifest.decisions))
     found = cliffs(samples, policy)
     if len(found):
         console.print(cliffs_table(found, policy.max_accuracy_drop))

@@ -201,7 +201,7 @@ def sweep(
     from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
     from evalctl.execution.stopping import sequential_baseline
-    from evalctl.report.finish import REPORT_FILE, finish_run, run_policy
+    from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
     from evalctl.report.terminal import STATUS_STYLE, verdict_basis
     from evalctl.runs import load_run
@@ -266,18 +266,14 @@ def sweep(
         raise typer.Exit(exc.exit_code) from None
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
-    baseline = sequential_baseline(resolved)
-    policy = None  # the config's gate policy (finish.run_policy)
-    if baseline is not None:  # the gate judges with the tolerance, level and metric the cells stopped by
-        stopping = resolved.stopping
-        update = {"max_accuracy_drop": stopping.tolerance, "alpha": stopping.alpha, "metric": stopping.metric}
-        policy = run_policy(run).model_copy(update=update)
-    gate = finish_run(run, policy, baseline)
+    # A sequential run's accuracy verdicts are its cells' decisions against the baseline, made
+    # during the sweep; the baseline also gives the report its comparison.
+    gate = finish_run(run, baseline=sequential_baseline(resolved))
     print_run_tables(run, gate.policy)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
-    which = "the stopping rule's" if baseline else resolved.gate_policy or "default"
-    console.print(f"gate ({which} policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
+    policy = resolved.gate_policy or "default"
+    console.print(f"gate ({policy} policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
     console.print(f"verdict rests on: {verdict_basis(gate)}", highlight=False)
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")

@@ -101,7 +101,7 @@ class Sweep:
             baseline.samples,
             cells,
             len(run.task.prompts(cells[0].shots, self.config.limit)),
-            stops=run.folder.state.stops,
+            decisions=run.folder.state.decisions,
             save=run.folder.save,
             recorded=self.resume.samples if self.resume is not None else None,
         )

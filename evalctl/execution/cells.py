@@ -61,7 +61,7 @@ class CellRunner:
         self.answer_tokens: dict[str, int] = {}
 
     def unfinished(self, cell: Cell) -> list[Prompt]:
-        if self.stopper is not None and self.stopper.stopped(cell):
+        if self.stopper is not None and self.stopper.decided(cell):
             return []  # decided by the sequential gate: its unsent requests are saved, not missing
         return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
 

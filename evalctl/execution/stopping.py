@@ -3,7 +3,9 @@
 Every cell of the run is a candidate against the same cell of a baseline run (paired by
 question and prompt hash, as the gate pairs runs). After each wave the whole run's flip counts
 at the looks reached so far go to `analysis.sequential.decide` (one Holm family of all planned
-cells); a cell it decides sends nothing more and is written to the manifest's `stops`.
+cells); a cell it decides sends nothing more. Every cell's decision (regression, pass, or
+inconclusive when its questions ran out) is written to the manifest's `decisions`, and is the
+cell's accuracy verdict in the gate.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.analysis.sequential import CellStatus, Design, decide
 from evalctl.config import StoppingConfig, StoppingMode, SweepConfig
 from evalctl.errors import BadInput
-from evalctl.manifest import CellStop
-from evalctl.plan import Cell
+from evalctl.manifest import CellDecision
+from evalctl.plan import Cell, expand
 from evalctl.records import CELL_KEYS, SampleRecord
 from evalctl.runs import Run, load_run
 from evalctl.tasks.lmeval import Prompt
 
 CellKey = tuple[str, str, str, int, int]
 QuestionKey = tuple[int, str]
-REASONS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass"}
+REASONS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellStatus.INCONCLUSIVE: "inconclusive"}
 
 
 class BaselineError(BadInput):
@@ -42,6 +44,11 @@ def sequential_baseline(config: SweepConfig) -> Run | None:
         raise BaselineError(f"baseline run {baseline.path} has status {baseline.manifest.status!r}: need a complete one")
     if baseline.samples.empty:
         raise BaselineError(f"baseline run {baseline.path} holds no records")
+    # Only a cell the baseline holds can be decided; one it lacks would run every question for nothing.
+    held = {tuple(key) for key in baseline.samples[CELL_KEYS].drop_duplicates().itertuples(index=False)}
+    missing = sorted({cell.label for launch in expand(config) for cell in launch.cells if cell_key(cell) not in held})
+    if missing:
+        raise BaselineError(f"baseline run {baseline.path} has no rows for {len(missing)} planned cell(s): {', '.join(missing[:6])}")
     return baseline
 
 
@@ -63,7 +70,7 @@ def _outcomes(samples: pd.DataFrame, metric: str) -> dict[CellKey, dict[Question
 
 
 class Stopper:
-    """Decides, after each wave, whether a cell is done; remembers the stops in `stops`."""
+    """Decides, after each wave, whether a cell is done; remembers the decisions in `decisions`."""
 
     def __init__(
         self,
@@ -72,7 +79,7 @@ class Stopper:
         cells: list[Cell],
         questions: int,
         *,
-        stops: list[CellStop],
+        decisions: list[CellDecision],
         save: Callable[[], None],
         recorded: pd.DataFrame | None = None,
     ):
@@ -89,16 +96,16 @@ class Stopper:
         self.reference = _outcomes(baseline, self.metric)
         self.answers = _outcomes(recorded if recorded is not None else pd.DataFrame(), self.metric)
         self.order: dict[CellKey, list[QuestionKey]] = {}
-        self.stops = stops
+        self.decisions = decisions
         self.save = save
 
     @property
     def look_sizes(self) -> list[int]:
         return [int(n) for n in self.design.look_sizes]
 
-    def stopped(self, cell: Cell) -> CellStop | None:
+    def decided(self, cell: Cell) -> CellDecision | None:
         key = cell_key(cell)
-        return next((s for s in self.stops if (s.profile, s.variant, s.cache, s.shots, s.pass_index) == key), None)
+        return next((d for d in self.decisions if d.cell == key), None)
 
     def record(self, record: SampleRecord, settled: bool) -> None:
         """Note a written row; only settled ones (not to be retried) count."""
@@ -127,18 +134,19 @@ class Stopper:
             )
         return counts
 
-    def check(self, cell: Cell, look: int) -> CellStop | None:
-        """After the wave up to `look` (0-based): the cell's stop if the run's family decides it now."""
+    def check(self, cell: Cell, look: int) -> CellDecision | None:
+        """After the wave up to `look` (0-based): the cell's decision if the run's family decides it now."""
         key = cell_key(cell)
         counts = np.stack([self._counts(k) for k in self.cells], axis=1)  # (3, cells, looks)
-        if np.isnan(counts[2, self.cells.index(key), look]):
-            return None
-        decided = decide(*counts, self.design)
         index = self.cells.index(key)
+        if np.isnan(counts[2, index, look]):
+            return None
+        counts[:, index, look + 1 :] = np.nan  # judged on the looks reached, even when a resumed run recorded more
+        decided = decide(*counts, self.design)
         status = CellStatus(int(decided.status[index]))
         if status not in REASONS:
             return None
-        stop = CellStop(
+        decision = CellDecision(
             profile=cell.profile,
             variant=cell.variant,
             cache=cell.cache.value,
@@ -150,8 +158,6 @@ class Stopper:
             planned=self.design.n_max,
             by_e_process=bool(decided.by_e_process[index]),
         )
-        if look < len(self.look_sizes) - 1:  # decided at the last look is no saving: the cell simply ran
-            self.stops.append(stop)
-            self.save()
-            return stop
-        return None
+        self.decisions.append(decision)
+        self.save()
+        return decision

@@ -32,7 +32,7 @@ from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS, cell_keys
 from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
-from evalctl.report.terminal import _fmt, accuracy_view, settings_view, throughput_view
+from evalctl.report.terminal import _fmt, accuracy_view, decisions_view, settings_view, throughput_view
 from evalctl.runs import Run
 
 GATE_FILE = "gate.json"
@@ -269,7 +269,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         gate=gate,
         gate_checks=records_table(checks) if checks else None,
         gate_cliffs=records_table(gate["cliffs"]) if gate and gate.get("cliffs") else None,
-        stops=records_table([{**s.model_dump(), "saved": s.saved} for s in run.manifest.stops]) if run.manifest.stops else None,
+        decisions=Table.of(decisions_view(run.manifest.decisions)) if run.manifest.decisions else None,
         matrix=signoff_matrix(summary.accuracy, checks),
         accuracy=Table.of(accuracy_view(summary.accuracy)),
         plot_shots=png_uri(accuracy_vs_shots, acc, title=title),

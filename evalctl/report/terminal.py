@@ -15,7 +15,7 @@ from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import Check, GateResult
-    from evalctl.manifest import CellStop
+    from evalctl.manifest import CellDecision
 
 
 def _fmt(value: object, column: str) -> str:
@@ -149,14 +149,26 @@ def paired_view(table: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
-def stops_table(stops: list[CellStop]) -> Table:
-    """Cells the sequential gate stopped: when, why, and the requests that were not sent."""
-    rows = [
-        {**stop.model_dump(exclude={"by_e_process"}), "saved": stop.saved, "shown by": "e-process" if stop.by_e_process else "z bound"}
-        for stop in stops
-    ]
-    saved, planned = sum(s.saved for s in stops), sum(s.planned for s in stops)
-    return frame_table(_drop_constant_keys(pd.DataFrame(rows)), f"Sequential stops vs the baseline: {saved} of {planned} requests saved")
+def decisions_view(decisions: list[CellDecision]) -> pd.DataFrame:
+    """Per cell of a sequential run: its verdict against the baseline, the look, the questions
+    answered and the requests not sent."""
+    return pd.DataFrame(
+        [
+            {
+                **decision.model_dump(exclude={"by_e_process", "planned"}),
+                "of": decision.planned,
+                "saved": decision.saved,
+                "shown by": "e-process" if decision.by_e_process else "z bound" if decision.reason != "inconclusive" else "",
+            }
+            for decision in decisions
+        ]
+    )
+
+
+def decisions_table(decisions: list[CellDecision]) -> Table:
+    saved, planned = sum(d.saved for d in decisions), sum(d.planned for d in decisions)
+    title = f"Sequential decisions vs the baseline: {saved} of {planned} requests saved"
+    return frame_table(_drop_constant_keys(decisions_view(decisions)), title)
 
 
 def settings_view(diff: pd.DataFrame) -> pd.DataFrame:

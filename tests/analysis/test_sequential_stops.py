@@ -9,9 +9,10 @@ import pytest
 from frames import manifest_for, sweep_frame
 
 from evalctl.analysis.gate import GatePolicy, evaluate
+from evalctl.analysis.sequential import Design
 from evalctl.config import CacheMode, StoppingConfig
 from evalctl.execution.stopping import Stopper
-from evalctl.manifest import CellStop
+from evalctl.manifest import CellDecision
 from evalctl.plan import Cell
 from evalctl.runs import Run
 from evalctl.tasks.lmeval import Prompt
@@ -26,13 +27,15 @@ def prompts(shots: int) -> list[Prompt]:
     return [Prompt(int(d), f"p{d}", f"{shots}-{d}", "q", "t", (), {}) for d in order]
 
 
-def stopper(candidate, stops: list[CellStop], saves: list[int]) -> Stopper:
+def stopper(candidate, decisions: list[CellDecision], saves: list[int]) -> Stopper:
     config = StoppingConfig(mode="sequential", baseline=Path("base"))
-    return Stopper(config, sweep_frame(N, SHOTS, run_id="base"), CELLS, N, stops=stops, save=lambda: saves.append(1), recorded=candidate)
+    return Stopper(
+        config, sweep_frame(N, SHOTS, run_id="base"), CELLS, N, decisions=decisions, save=lambda: saves.append(1), recorded=candidate
+    )
 
 
-def run_cells(candidate) -> tuple[dict[Cell, CellStop | None], list[CellStop], list[int]]:
-    """Every cell through its looks as the sweep runs them; the stop of each, the manifest's stops, the saves."""
+def run_cells(candidate) -> tuple[dict[Cell, CellDecision | None], list[CellDecision], list[int]]:
+    """Every cell through its looks as the sweep runs them; the decision of each, the manifest's decisions, the saves."""
     stops, saves = [], []
     gate = stopper(candidate, stops, saves)
     found = {}
@@ -58,6 +61,15 @@ def test_a_healthy_run_passes_cells_before_their_last_question():
     assert all(s is not None and s.answered < N for s in found.values())
 
 
+def test_a_cell_undecided_until_its_last_look_gets_its_decision_there():
+    """A 5-point drop in 200 questions: neither side is shown early; the last look records the verdict with nothing saved."""
+    found, decisions, _ = run_cells(sweep_frame(N, SHOTS, to_wrong={16: set(range(0, 200, 20))}, run_id="cand"))
+    late = [d for c, d in found.items() if c.cache is CacheMode.on and c.shots == 16]
+    (last,) = late
+    assert last is not None and (last.answered, last.saved, last.look) == (N, 0, len(Design(N, 0.03).look_sizes))
+    assert last.reason in ("inconclusive", "regression") and last in decisions
+
+
 def test_a_cell_is_not_judged_on_a_look_it_has_not_fully_answered():
     candidate = sweep_frame(N, SHOTS, to_wrong={16: set(range(160))}, run_id="cand")
     candidate = candidate[~((candidate["shots"] == 16) & (candidate["cache"] == "on") & (candidate["doc_id"] == prompts(16)[0].doc_id))]
@@ -67,22 +79,67 @@ def test_a_cell_is_not_judged_on_a_look_it_has_not_fully_answered():
     assert all(gate.check(cell, look) is None for look in range(len(gate.look_sizes)))
 
 
+def decision(cell: Cell, reason: str, answered: int) -> CellDecision:
+    return CellDecision(
+        profile=cell.profile, variant=cell.variant, cache=cell.cache.value, shots=cell.shots, pass_index=cell.pass_index,
+        reason=reason, look=3 if answered < N else 9, answered=answered, planned=N,
+    )  # fmt: skip
+
+
+def sequential_run(cand, decisions: list[CellDecision]) -> Run:
+    manifest = manifest_for(cand, limit=N)
+    manifest.config["stopping"] = {"mode": "sequential", "baseline": "base"}
+    manifest.decisions = decisions
+    return Run(Path("cand"), manifest, cand)
+
+
 @pytest.mark.parametrize("reason", ["regression", "pass"])
-def test_the_gate_accepts_a_stopped_cell_and_shows_its_stop(reason):
+def test_the_gate_takes_each_cells_sequential_decision_and_accepts_a_stopped_cell(reason):
     base = sweep_frame(N, SHOTS, run_id="base")
     cand = sweep_frame(N, SHOTS, run_id="cand", to_wrong={16: set(range(0, 160, 2))} if reason == "regression" else None)
     order = [p.doc_id for p in prompts(16)][:40]
     stopped = (cand["cache"] == "on") & (cand["shots"] == 16)
     cand = cand[~stopped | cand["doc_id"].isin(order)]
-    manifest = manifest_for(cand, limit=N)
-    manifest.stops = [
-        CellStop(profile="cpu", variant="default", cache="on", shots=16, pass_index=1, reason=reason, look=3, answered=40, planned=N)
-    ]
-    result = evaluate(Run(Path("cand"), manifest, cand), GatePolicy(), Run(Path("base"), manifest_for(base), base))
+    collapsed = Cell("cpu", "default", CacheMode.on, 16, 1)
+    decisions = [decision(c, reason, 40) if c == collapsed else decision(c, "pass", N) for c in CELLS]
+    result = evaluate(sequential_run(cand, decisions), GatePolicy(), Run(Path("base"), manifest_for(base), base))
     completeness = [c for c in result.checks if c.kind == "completeness"]
     assert [c.status for c in completeness] == ["pass", "pass"]
-    (shown,) = [c for c in result.checks if c.kind == "sequential"]
-    assert (shown.status, shown.shots, shown.value) == (reason, 16, N - 40)
-    assert f"{N - 40} requests saved" in shown.reason
-    (versus,) = [c for c in result.checks if c.name == "run vs baseline" and c.cache == "on" and c.shots == 16]
-    assert versus.status == reason and versus.n == 40
+    assert result.verdict == reason
+    # The fixed-n rule does not judge a sequential run: one verdict per cell, its decision.
+    assert not [c for c in result.checks if c.kind == "accuracy"]
+    shown = {(c.cache, c.shots): c for c in result.checks if c.kind == "sequential"}
+    assert len(shown) == len(CELLS) and {c.status for k, c in shown.items() if k != ("on", 16)} == {"pass"}
+    assert (shown["on", 16].status, shown["on", 16].value, shown["on", 16].n) == (reason, N - 40, 40)
+    assert f"{N - 40} requests saved" in shown["on", 16].reason
+
+
+def test_a_cell_of_a_sequential_run_without_a_decision_is_inconclusive():
+    cand = sweep_frame(N, SHOTS, run_id="cand")
+    missing = Cell("cpu", "default", CacheMode.off, 8, 1)
+    result = evaluate(sequential_run(cand, [decision(c, "pass", N) for c in CELLS if c != missing]), GatePolicy())
+    (undecided,) = [c for c in result.checks if c.kind == "sequential" and c.status != "pass"]
+    assert (undecided.status, undecided.cache, undecided.shots) == ("inconclusive", "off", 8)
+    assert result.verdict == "inconclusive"
+
+
+def test_a_baseline_without_the_planned_cells_is_refused_before_anything_runs(tmp_path):
+    import datetime as dt
+
+    from report.run_folders import make_run
+
+    from evalctl.config import SweepConfig
+    from evalctl.execution.stopping import BaselineError, sequential_baseline
+
+    baseline = make_run(tmp_path, "m", dt.datetime(2026, 11, 1), sweep_frame(N, SHOTS, run_id="base"))
+    config = SweepConfig.model_validate(
+        {
+            "model": "m",
+            "shots": [*SHOTS, 20],
+            "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "m.gguf"}],
+            "stopping": {"mode": "sequential", "baseline": str(baseline)},
+        }
+    )
+    with pytest.raises(BaselineError, match=r"no rows for 2 planned cell\(s\): .*shots=20"):
+        sequential_baseline(config)
+    assert sequential_baseline(config.model_copy(update={"shots": list(SHOTS)})).path == baseline

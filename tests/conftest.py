@@ -3,14 +3,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 import pytest
 import yaml
 
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.datasets import packaged_data_dir
-from evalctl.servers.process import free_port
+from evalctl.servers.process import ManagedServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_MODULE = "evalctl.servers.llamacpp_main"
@@ -86,6 +89,26 @@ def start_canary(upstream: str, fault: str = "lost-prefix") -> tuple[subprocess.
         proc.kill()
         raise AssertionError(f"canary did not start: {proc.communicate()}")
     return proc, url
+
+
+@contextmanager
+def server_behind_canary(log_dir: Path, *, context_length: int, parallel: int, fault: str = "lost-prefix") -> Iterator[tuple[str, str]]:
+    """The bundled model on a real llama.cpp server (cache on) and `evalctl canary` in front of
+    it: (server URL, canary URL); both stopped on the way out."""
+    profile = ServerProfile(
+        name="cpu", model_path="bundled:smollm2-135m", context_length=context_length, parallel=parallel, startup_timeout_s=120
+    )
+    server = ManagedServer(profile, Variant(), CacheMode.on, log_dir / "server.log")
+    server.start()
+    canary = None
+    try:
+        canary, canary_url = start_canary(server.base_url, fault)
+        yield server.base_url, canary_url
+    finally:
+        if canary is not None:
+            canary.terminate()
+            canary.wait(timeout=30)
+        server.stop()
 
 
 def evalctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -10,15 +10,10 @@ over a ~250-token prefix computed once per run on a one-slot server, and a polic
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, evalctl, only_run, write_sweep_config
-
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer
+from conftest import cpu_profile, evalctl, only_run, server_behind_canary, write_sweep_config
 
 pytestmark = pytest.mark.server
 
@@ -26,42 +21,16 @@ RECORDS = 24
 QUESTIONS = 15
 
 
-def start_canary(upstream: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "evalctl.cli", "canary", "--upstream", upstream, "--fault", "lost-prefix", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = proc.stdout.readline()  # "canary: http://127.0.0.1:PORT -> upstream fault=lost-prefix"
-    assert line.startswith("canary: http://"), line + proc.stderr.read()
-    return proc, line.split()[1]
-
-
 def test_lost_prefix_canary_drops_recall_and_the_gate_names_the_cell(tmp_path, no_orphans):
-    server = ManagedServer(
-        ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=1024, parallel=1, startup_timeout_s=120),
-        Variant(),
-        CacheMode.on,
-        tmp_path / "server.log",
-    )
-    server.start()
-    canary = None
-    try:
-        canary, canary_url = start_canary(server.base_url)
+    with server_behind_canary(tmp_path, context_length=1024, parallel=1) as (server_url, canary_url):
         cfg = write_sweep_config(
             tmp_path, None, [cpu_profile()], task="prefix-recall", shots=[RECORDS], limit=QUESTIONS, generation={"max_tokens": 5}
         )
         runs = {}
-        for name, url in (("healthy", server.base_url), ("faulty", canary_url)):
+        for name, url in (("healthy", server_url), ("faulty", canary_url)):
             out = evalctl("sweep", "--config", str(cfg), "--url", url, "--output", str(tmp_path / name), timeout=1200)
             assert out.returncode == 0, out.stderr + out.stdout
             runs[name] = only_run(tmp_path / name)
-    finally:
-        if canary is not None:
-            canary.terminate()
-            canary.wait(timeout=30)
-        server.stop()
 
     acc = {name: pd.read_parquet(run / "samples.parquet") for name, run in runs.items()}
     for df in acc.values():

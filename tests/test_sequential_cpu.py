@@ -14,11 +14,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, evalctl, only_run, write_sweep_config
-from test_prefix_recall_cpu import start_canary
-
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer
+from conftest import cpu_profile, evalctl, only_run, server_behind_canary, write_sweep_config
 
 pytestmark = pytest.mark.server
 
@@ -35,16 +31,7 @@ def sweep(cfg, url: str, out, *extra: str):
 
 
 def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_does(tmp_path, no_orphans):
-    server = ManagedServer(
-        ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, startup_timeout_s=120),
-        Variant(),
-        CacheMode.on,
-        tmp_path / "server.log",
-    )
-    server.start()
-    canary = None
-    try:
-        canary, canary_url = start_canary(server.base_url)
+    with server_behind_canary(tmp_path, context_length=2048, parallel=2) as (server_url, canary_url):
         cfg = write_sweep_config(
             tmp_path,
             None,
@@ -55,14 +42,9 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
             concurrency=2,
             generation={"max_tokens": 5, "seed": SEED},
         )
-        baseline, _ = sweep(cfg, server.base_url, tmp_path / "baseline")
+        baseline, _ = sweep(cfg, server_url, tmp_path / "baseline")
         faulty, faulty_out = sweep(cfg, canary_url, tmp_path / "faulty", "--sequential", "--baseline", str(baseline))
-        healthy, _ = sweep(cfg, server.base_url, tmp_path / "healthy", "--sequential", "--baseline", str(baseline))
-    finally:
-        if canary is not None:
-            canary.terminate()
-            canary.wait(timeout=30)
-        server.stop()
+        healthy, _ = sweep(cfg, server_url, tmp_path / "healthy", "--sequential", "--baseline", str(baseline))
 
     base = pd.read_parquet(baseline / "samples.parquet")
     assert len(base) == RECORDS and base.strict_correct.mean() >= 0.25  # room for a lost prefix to show

@@ -218,7 +218,7 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
     if status != "complete":
         checks.append(
             Check(
-                f"{role} run complete",
+                f"{role} complete",
                 "completeness",
                 "inconclusive",
                 f"incomplete: run {run.run_id} has status {status!r}, not 'complete'",
@@ -248,7 +248,7 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
     if not checks:
         decided = f" ({len(stopped)} stopped early, decided)" if stopped else ""
         done = f"all {len(counts)} planned cells have every question{decided}"
-        checks.append(Check(f"{role} run complete", "completeness", "pass", done))
+        checks.append(Check(f"{role} complete", "completeness", "pass", done))
     return checks
 
 

@@ -59,7 +59,8 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None) -> Signoff
             if not here:
                 cells.append(SignoffCell("unchecked", value))
                 continue
-            worst = min(here, key=lambda c: _SEVERITY.get(c.get("status"), 1))
+            # Among equally bad checks the accuracy verdict names the cell, before a failed cap.
+            worst = min(here, key=lambda c: (_SEVERITY.get(c.get("status"), 1), c.get("kind") in CAP_KINDS))
             status = worst.get("status") if worst.get("status") in _SEVERITY else "inconclusive"
             reasons = [f"{c.get('name', c.get('kind', 'check'))}: {c.get('status')} - {c.get('reason', '')}" for c in here]
             failed_cap = worst.get("kind") in CAP_KINDS and status != "pass"

@@ -89,6 +89,14 @@ def test_a_failed_absolute_cap_is_named_in_the_matrix_not_called_a_regression(tm
     assert 'class="cell regression"' in matrix  # still coloured as failing
 
 
+def test_a_cell_that_failed_a_cap_and_its_accuracy_check_is_named_by_the_accuracy_verdict():
+    acc = accuracy_table(sample_frame(cell_rows([False, False], cache="on", shots=2)))
+    cell = {"profile": "cpu", "variant": "default", "cache": "on", "shots": 2, "pass_index": 1, "status": "regression"}
+    checks = [{"name": "invalid rate", "kind": "invalid_rate", **cell}, {"name": "run vs baseline", "kind": "accuracy", **cell}]
+    (shown,) = signoff_matrix(acc, checks).rows[0][1]
+    assert (shown.status, shown.label) == ("regression", "regression")
+
+
 def test_report_reads_gate_json_else_says_not_gated(tmp_path):
     run = paired_run(tmp_path)
     html = render(run)

@@ -4,13 +4,17 @@ One llama.cpp server; a healthy complete sweep of it is the `--baseline`. A cand
 `evalctl canary --fault lost-prefix` runs with `--sequential`: recall collapses, so its cell
 must stop with a regression after at most 30% of its planned requests, and the requests it
 did not send must be recorded as saved, not missing. A second, healthy candidate against the
-same baseline must never be judged a regression. prefix-recall, one cell, cache on: the
-questions ask records of one prefix the small model recalls (see RECORDS).
+same baseline must never be judged a regression. A copy of the lost-prefix run cut inside its
+first look and taken up with `--resume` must send only the rest of that look and reach the
+same decision. prefix-recall, one cell, cache on: the questions ask records of one prefix the
+small model recalls (see RECORDS).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,6 +26,19 @@ RECORDS = 100  # questions = records (one question per record); the first look, 
 # The drawn prefix sets how much the small model recalls (README, prefix-recall); seed 1's
 # 100 records are recalled about 40% of the time, room for a lost prefix to show by 30 pairs.
 SEED = 1
+KEPT = 20  # rows the interrupted copy of the lost-prefix run keeps, inside its first look
+
+
+def interrupted_copy(run: Path, root: Path, keep: int) -> Path:
+    """`run` as if interrupted after its first `keep` rows: no decision yet, status interrupted."""
+    copy = root / run.name
+    shutil.copytree(run, copy)
+    rows = (copy / "records.jsonl").read_text().splitlines(keepends=True)[:keep]
+    (copy / "records.jsonl").write_text("".join(rows))
+    (copy / "samples.parquet").unlink()
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "status": "interrupted", "decisions": []}))
+    return copy
 
 
 def sweep(cfg, url: str, out, *extra: str):
@@ -45,6 +62,9 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
         baseline, _ = sweep(cfg, server_url, tmp_path / "baseline")
         faulty, faulty_out = sweep(cfg, canary_url, tmp_path / "faulty", "--sequential", "--baseline", str(baseline))
         healthy, _ = sweep(cfg, server_url, tmp_path / "healthy", "--sequential", "--baseline", str(baseline))
+        resumed = interrupted_copy(faulty, tmp_path / "resumed", keep=KEPT)
+        result = evalctl("sweep", "--resume", str(resumed), timeout=1800)
+        assert result.returncode == 0, result.stderr + result.stdout
 
     base = pd.read_parquet(baseline / "samples.parquet")
     assert len(base) == RECORDS and base.strict_correct.mean() >= 0.25  # room for a lost prefix to show
@@ -67,6 +87,12 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     assert "Sequential decisions" in (faulty / "report.html").read_text()
     again = evalctl("gate", str(faulty), "--baseline", str(baseline))
     assert again.returncode == 1, again.stdout + again.stderr
+
+    # Resumed mid-cell, the run sends only what its first look still lacks and decides as before.
+    taken_up = json.loads((resumed / "manifest.json").read_text())
+    assert taken_up["status"] == "complete" and taken_up["decisions"] == manifest["decisions"]
+    assert taken_up["resumes"][-1]["finished_requests"] == KEPT
+    assert len(pd.read_parquet(resumed / "samples.parquet")) == stop["answered"]
 
     calm = json.loads((healthy / "manifest.json").read_text())
     assert calm["status"] == "complete" and [d["reason"] for d in calm["decisions"]] != ["regression"]

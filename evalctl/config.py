@@ -416,6 +416,11 @@ def with_external_url(config: SweepConfig, url: str, serves: Engine | None = Non
     """Replace the profiles by one already-running server (`--url`), served by `serves` if known."""
     known = None if serves is Engine.external else serves
     external = ServerProfile(
-        name="external", engine=Engine.external, url=url.rstrip("/"), serves=known, model_path=config.servers[0].model_path
+        name="external",
+        engine=Engine.external,
+        url=url.rstrip("/"),
+        serves=known,
+        model_path=config.servers[0].model_path,
+        random_seed=config.generation.seed,  # as validation fills it, so a resumed run's config reads the same
     )
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

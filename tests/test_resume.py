@@ -6,14 +6,16 @@ import shutil
 
 import pytest
 
-from evalctl.config import ConfigError, load_config
+from evalctl.config import ConfigError, load_config, with_external_url
 from evalctl.manifest import Manifest, write_manifest
 from evalctl.resume import check_same_prompts, data_fingerprint, differing_fields, resume_config
 from evalctl.secrets import redact_config
 
 
-def make_run(tmp_path, data_dir, **overrides):
+def make_run(tmp_path, data_dir, url: str | None = None, **overrides):
     config = load_config(model="smollm2-135m", overrides={"data_dir": data_dir, "output_dir": tmp_path, "limit": 2, **overrides})
+    if url:
+        config = with_external_url(config, url)
     run = tmp_path / "20260101-000000-smollm2-135m-abcdef"
     run.mkdir()
     manifest = Manifest(run_id=run.name, config=redact_config(config.model_dump(mode="json")), data_fingerprint=data_fingerprint(data_dir))
@@ -35,6 +37,12 @@ def test_resume_from_manifest_applies_operational_overrides(tmp_path, data_dir):
     config, point = resume_config(run, None, {"concurrency": 1, "max_restarts": 0})
     assert (config.concurrency, config.max_restarts, config.limit) == (1, 0, 2)
     assert point.path == run and point.run_id == run.name
+
+
+def test_a_run_against_a_url_resumes_from_its_manifest_alone(tmp_path, data_dir):
+    run, _ = make_run(tmp_path, data_dir, url="http://127.0.0.1:9/")
+    config, _ = resume_config(run, None, {})
+    assert [(s.name, s.url) for s in config.servers] == [("external", "http://127.0.0.1:9")]
 
 
 @pytest.mark.parametrize(

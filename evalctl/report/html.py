@@ -252,6 +252,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
     run_dir = run.path.resolve()
     gate = gate if gate is not None else load_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
+    plot_title = title.replace(" (", "\n(")  # two lines: fits a plot's width
     metric = (gate or {}).get("policy", {}).get("metric", "strict")  # the tables' invalid counts follow the gate's
     summary = run.summary(metric)
     plotted = ("accuracy", "by_length", "by_position")
@@ -272,10 +273,10 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         decisions=Table.of(decisions_view(run.manifest.decisions)) if run.manifest.decisions else None,
         matrix=signoff_matrix(summary.accuracy, checks),
         accuracy=Table.of(accuracy_view(summary.accuracy)),
-        plot_shots=png_uri(accuracy_vs_shots, acc, title=title),
-        plot_prefill=png_uri(accuracy_vs_prefill, by_length, title=title),
+        plot_shots=png_uri(accuracy_vs_shots, acc, title=plot_title),
+        plot_prefill=png_uri(accuracy_vs_prefill, by_length, title=plot_title),
         by_position=Table.of(accuracy_view(summary.by_position)) if len(summary.by_position) else None,
-        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=title) if len(by_position) else None,
+        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=plot_title) if len(by_position) else None,
         throughput=_throughput(run, baseline),
         probes=load_probes(run_dir),
         flips=_flips(run, baseline),

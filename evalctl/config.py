@@ -1,4 +1,4 @@
-"""Sweep configuration: pydantic models, model aliases in `configs/`, CLI overrides.
+"""Sweep configuration: pydantic models, model aliases (found by `config_files`), CLI overrides.
 
 A config names *what* to measure (task, shots, cache modes, passes) and *where*
 (server profiles x variants). Everything downstream reads the resolved model;
@@ -14,12 +14,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evalctl import config_files
 from evalctl.errors import BadInput
 
-CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
@@ -240,7 +239,7 @@ class SweepConfig(_Strict):
     )
     output_dir: Path = Path("results")
     gate_policy: str | None = Field(
-        None, description="Policy of the verdict a sweep prints: a name in configs/gate/ (cpu-smoke) or a YAML path; default: the built-in."
+        None, description="Policy of the verdict a sweep prints: a policy name (cpu-smoke; evalctl models list) or a YAML path."
     )
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
     noise: bool = Field(
@@ -342,37 +341,24 @@ class SweepConfig(_Strict):
 
 
 def gate_policy_file(name: str | None) -> Path | None:
-    """The gate policy file a config's `gate_policy` names; None for the built-in default."""
+    """The gate policy file a config's `gate_policy` names (a policy name, searched as `config_files`
+    says, else a path); None for the built-in default."""
     if name is None:
         return None
-    named = CONFIGS_DIR / "gate" / f"{name}.yaml"
-    return named if named.is_file() else Path(name)
+    named = config_files.find(name, config_files.POLICY_FOLDER)
+    return named.path if named else Path(name)
 
 
 def known_aliases() -> list[str]:
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
+    return list(config_files.known())
 
 
 def alias_path(name: str) -> Path:
-    path = CONFIGS_DIR / f"{name}.yaml"
-    if not path.is_file():
+    found = config_files.find(name)
+    if found is None:
         known = ", ".join(known_aliases()) or "(none)"
         raise ConfigError(f"unknown model alias {name!r}; known: {known}")
-    return path
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML in {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"config {path} must be a mapping at the top level")
-    return data
+    return found.path
 
 
 def _format_validation(exc: ValidationError, source: str) -> str:
@@ -389,7 +375,7 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
     if (model is None) == (config_file is None):
         raise ConfigError("give exactly one of --model NAME or --config FILE")
     path = alias_path(model) if model else Path(config_file)  # type: ignore[arg-type]
-    return config_from_dict(_read_yaml(path), overrides, str(path))
+    return config_from_dict(config_files.read_yaml(path, "config", ConfigError), overrides, str(path))
 
 
 def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:

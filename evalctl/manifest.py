@@ -221,7 +221,7 @@ class Manifest(RunState):
 
     @property
     def gate_policy(self) -> str | None:
-        """The gate policy the run's config names (a name in configs/gate/ or a file); None: the built-in."""
+        """The gate policy the run's config names (a policy name, see `config_files`, or a file); None: the built-in."""
         return self.config.get("gate_policy")
 
 

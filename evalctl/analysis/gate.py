@@ -56,7 +56,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
@@ -68,6 +67,7 @@ from evalctl.analysis.pairing import RUN_VS_BASELINE, Comparison, between_runs, 
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
 from evalctl.config import StoppingMode
+from evalctl.config_files import read_yaml
 from evalctl.errors import VERDICT_EXIT, BadInput, ExitCode
 from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
@@ -86,7 +86,6 @@ CheckKind = Literal[
     "settings",
     "sequential",
 ]
-DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
 
 
@@ -118,17 +117,12 @@ class PolicyError(BadInput):
 
 
 def load_policy(path: Path | None = None) -> GatePolicy:
-    """The policy in `path`, or the built-in default (the same as configs/gate/default.yaml)."""
+    """The policy in `path`, or the built-in default (the same as the packaged gate/default.yaml)."""
     if path is None:
         return GatePolicy()
+    data = read_yaml(path, "gate policy", PolicyError)
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise PolicyError(f"cannot read gate policy {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"invalid YAML in gate policy {path}: {exc}") from None
-    try:
-        return GatePolicy.model_validate(data or {})
+        return GatePolicy.model_validate(data)
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
         raise PolicyError(f"invalid gate policy {path}: {where}") from None

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
@@ -26,16 +25,15 @@ PROBE_EXIT = {"fail": ExitCode.REGRESSION, "not run": ExitCode.RUN_FAILED, "inco
 def _policy(path: Path | None, max_tokens: int | None, questions: int | None, prefix_tokens: list[int] | None):
     from pydantic import ValidationError
 
+    from evalctl.config_files import read_yaml
     from evalctl.probe.policy import ProbePolicy
 
     data: dict = {}
     if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise fail(f"cannot read policy {path}: {exc}") from None
-        # A gate policy file keeps the probe's thresholds under `probe:`.
-        data = loaded.get("probe", loaded) if isinstance(loaded, dict) else {}
+        loaded = read_yaml(path, "probe policy")
+        data = loaded.get("probe", loaded)  # a gate policy file keeps the probe's thresholds under `probe:`
+        if not isinstance(data, dict):
+            raise fail(f"probe policy {path}: `probe:` must be a mapping")
     for key, value in (("max_tokens", max_tokens), ("questions_per_bin", questions), ("prefix_tokens", prefix_tokens)):
         if value is not None:
             data[key] = value
@@ -70,7 +68,7 @@ def _bins_table(bins, title: str) -> Table:
 
 
 def probe(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
     engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,

@@ -94,7 +94,7 @@ def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: s
 
 
 def sweep(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     task: Annotated[
         str | None,

@@ -61,8 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.completeness import cell_counts
-from evalctl.analysis.drop_rule import decide, decide_drops
-from evalctl.analysis.intervals import paired_drop_lower_bound, paired_drop_upper_bound
+from evalctl.analysis.drop_rule import decide, decide_drops, drop_bounds
 from evalctl.analysis.noise import Noise, drop_margin, noise_by_profile
 from evalctl.analysis.pairing import RUN_VS_BASELINE, Comparison, between_runs, paired_table, unpaired_cells, within_run
 from evalctl.analysis.power import mde_beyond_tolerance
@@ -345,13 +344,15 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
     table = paired_table(comparisons, policy.metric)
     decided = decide_drops(table["b"], table["c"], table["n"], policy.max_accuracy_drop, policy.alpha, policy.min_n)
+    # The interval inverts the deciding tests (`drop_rule.drop_bounds`): it never contradicts them.
+    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), policy.alpha) if len(table) else ([], [])
     table = table.assign(
         status=decided.status,
         p_value=decided.p_beyond,
         p_adjusted=decided.p_adjusted,
         p_within=decided.p_within,
-        drop_lower=[paired_drop_lower_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
-        drop_upper=[paired_drop_upper_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
+        drop_lower=lower,
+        drop_upper=upper,
     )
     tests = int(decided.tests) if len(table) else 0
     checks = []

@@ -94,8 +94,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 from scipy.special import logsumexp, ndtr
 
-from evalctl.analysis.drop_rule import CONTINUITY
-from evalctl.analysis.intervals import tango_score_statistic
+from evalctl.analysis.drop_rule import beyond_score, within_score
 
 # Score-scale grid of the numerical integration: spacing as a share of the narrowest increment's
 # standard deviation, and how far below zero the continuation density is carried (in sd units).
@@ -239,9 +238,9 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     fractions = design.fractions
     if seen > len(fractions):
         raise ValueError(f"{seen} looks given, the design has {len(fractions)}")
-    z = tango_score_statistic(b, c, n, design.tolerance)
+    z = within_score(b, c, n, design.tolerance)
     first_pass = _first(z <= -upper_bounds(fractions, design.alpha, design.pass_gamma)[:seen])
-    z = tango_score_statistic(b, c, n, design.tolerance, continuity=CONTINUITY)
+    z = beyond_score(b, c, n, design.tolerance)
     log_e = np.fmax.accumulate(regression_log_e(b, c, n, design.tolerance), axis=-1) if design.e_share else None
     # First look at which each cell's regression test rejects, at every Holm level a/(m - r),
     # through the group-sequential bound and through the e-process.

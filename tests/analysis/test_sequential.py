@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import multinomial, norm
 
-from evalctl.analysis.drop_rule import CONTINUITY, decide_drops
-from evalctl.analysis.intervals import tango_score_statistic
+from evalctl.analysis.drop_rule import beyond_score, decide_drops
 from evalctl.analysis.sequential import CellStatus, Design, decide, regression_log_e, spending, upper_bounds
 
 TOL = 0.03
@@ -111,7 +110,7 @@ def test_holm_raises_the_level_of_the_others_after_a_rejection():
     design = Design(1319, TOL, min_n=1319, e_share=0.0)
     # Two cells: the first rejection is at alpha / 2, the second cell is then tested at alpha.
     z_low, z_high = norm.isf(design.alpha), norm.isf(design.alpha / 2)
-    between = next(b for b in range(60, 200) if z_low <= tango_score_statistic(b, 20, 1319, TOL, continuity=CONTINUITY) < z_high)
+    between = next(b for b in range(60, 200) if z_low <= beyond_score(b, 20, 1319, TOL) < z_high)
     alone = decide(np.array([[between], [25.0]]), np.array([[20.0], [20.0]]), np.full((2, 1), 1319.0), design)
     assert alone.status[0] != CellStatus.REGRESSION
     with_collapse = decide(np.array([[between], [400.0]]), np.array([[20.0], [20.0]]), np.full((2, 1), 1319.0), design)

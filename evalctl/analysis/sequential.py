@@ -238,6 +238,12 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     fractions = design.fractions
     if seen > len(fractions):
         raise ValueError(f"{seen} looks given, the design has {len(fractions)}")
+    # A look with fewer than min_n pairs is a look not reached: such a cell is never passed or
+    # failed on it, as the fixed-n gate leaves it inconclusive (a cell whose questions end below
+    # min_n ends inconclusive at the last look).
+    reached_last = ~np.isnan(n[..., -1])
+    small = n < design.min_n
+    b, c, n = (np.where(small, np.nan, x) for x in (b, c, n))
     z = within_score(b, c, n, design.tolerance)
     first_pass = _first(z <= -upper_bounds(fractions, design.alpha, design.pass_gamma)[:seen])
     z = beyond_score(b, c, n, design.tolerance)
@@ -265,6 +271,6 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
         new = (status == CellStatus.RUNNING) & (first_pass == k)
         status[new], look[new] = CellStatus.PASS, k
     if seen == len(fractions):
-        out = (status == CellStatus.RUNNING) & ~np.isnan(n[..., -1])
+        out = (status == CellStatus.RUNNING) & reached_last
         status[out], look[out] = CellStatus.INCONCLUSIVE, seen - 1
     return Decisions(status, look, by_e)

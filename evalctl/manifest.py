@@ -80,6 +80,7 @@ class CellDecision(_Entry):
     b: int | None = None
     c: int | None = None
     n: int | None = None
+    drift: bool = False  # the drop changed along the send order (`sequential.drift_flags`): no early pass
 
     @property
     def saved(self) -> int:

@@ -304,6 +304,8 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
             f"{decision.reason} at look {decision.look} after {decision.answered} of {decision.planned} questions"
             f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved"
         )
+        if decision.drift:
+            reason += "; the drop differed between early and late questions of the send order (drift), so no early pass"
         profile_noise = (noise or {}).get(decision.profile)
         if decision.n:
             reason += f"; flips {decision.b} right->wrong, {decision.c} wrong->right of {decision.n} pairs"

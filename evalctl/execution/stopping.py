@@ -163,6 +163,7 @@ class Stopper:
             b=int(counts[0, index, look]),
             c=int(counts[1, index, look]),
             n=int(counts[2, index, look]),
+            drift=bool(decided.drift[index]),
         )
         self.decisions.append(decision)
         self.save()

@@ -76,6 +76,11 @@ class CellDecision(_Entry):
     answered: int  # questions sent (and answered) up to that look
     planned: int
     by_e_process: bool = False
+    # The paired counts the decision rests on (None in runs from before they were kept).
+    b: int | None = None
+    c: int | None = None
+    n: int | None = None
+    drift: bool = False  # the drop changed along the send order (`sequential.drift_flags`): no early pass
 
     @property
     def saved(self) -> int:

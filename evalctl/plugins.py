@@ -11,9 +11,10 @@ Both are read on the first registry look-up, so adding one needs no edit to eval
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 
 from evalctl.errors import BadInput
 
@@ -25,7 +26,7 @@ _loaded: set[str] = set()
 def load_plugins() -> list[str]:
     """Import every plug-in module not yet imported; their names (a bad one is a BadInput)."""
     names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
-    found = [(name, None) for name in names] + [(ep.value, ep) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    found = [(name, None) for name in names] + [(ep.value, ep) for ep in _entry_points()]
     for name, entry in found:
         if name in _loaded:
             continue
@@ -35,3 +36,9 @@ def load_plugins() -> list[str]:
             raise BadInput(f"cannot import evalctl plug-in {name!r} ({PLUGINS_ENV} or entry point {ENTRY_POINT_GROUP}): {exc}") from exc
         _loaded.add(name)
     return sorted(_loaded)
+
+
+@functools.cache
+def _entry_points() -> tuple[EntryPoint, ...]:
+    # Installed distributions do not change while evalctl runs; the environment variable may (tests).
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))

@@ -104,7 +104,7 @@ def sweep(
         ),
     ] = None,
     include_path: Annotated[
-        Path | None, typer.Option(help="Folder of lm-eval task YAML to find --task in (lm-eval's --include_path); docs/tasks.md.")
+        Path | None, typer.Option(help="Folder of lm-eval task YAML to find --task in (lm-eval's --include_path); docs/guide-add-task.md.")
     ] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,

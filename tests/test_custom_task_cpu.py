@@ -11,21 +11,26 @@ import pandas as pd
 import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
+from evalctl.analysis.gate import GatePolicy, evaluate
+from evalctl.errors import ExitCode
+from evalctl.runs import load_run
+
 pytestmark = pytest.mark.server
 
 TASK_DIR = Path(__file__).parent / "tasks" / "toy_arith"
 METRICS = ["first-number", "any-number"]
+QUESTIONS = 6  # of the task's 12
 
 
 def test_a_task_of_yaml_and_json_runs_end_to_end_under_its_own_metric_names(tmp_path, no_orphans):
-    cfg = write_sweep_config(tmp_path, None, [cpu_profile(parallel=4)], shots=[1, 2], cache=["on", "off"], limit=None,
+    cfg = write_sweep_config(tmp_path, None, [cpu_profile(parallel=4)], shots=[1, 2], cache=["on", "off"], limit=QUESTIONS,
                              generation={"max_tokens": 8})  # fmt: skip
     out = evalctl("sweep", "--config", str(cfg), "--task", "toy-arith", "--include-path", str(TASK_DIR))
     assert out.returncode in (0, 1, 2), out.stdout + out.stderr  # a verdict, not a tool failure
     run = only_run(tmp_path / "out")
 
     samples = pd.read_parquet(run / "samples.parquet")
-    assert len(samples) == 12 * 2 * 2 and samples.error.isna().all()
+    assert len(samples) == QUESTIONS * 2 * 2 and samples.error.isna().all()
     for metric in METRICS:
         assert samples[f"{metric}_correct"].notna().all()
     assert not {"strict_correct", "flexible_correct"} & set(samples.columns)
@@ -46,14 +51,14 @@ def test_a_task_of_yaml_and_json_runs_end_to_end_under_its_own_metric_names(tmp_
     assert any(c.get("metric") == "first-number accuracy drop" for c in written["checks"])
     assert "first-number" in gate.stdout
 
-    policy = tmp_path / "any.yaml"
-    policy.write_text("metric: any-number\n")
-    other = evalctl("gate", str(run), "--policy", str(policy), "--output", str(tmp_path / "any"))
-    assert json.loads((tmp_path / "any" / "gate.json").read_text())["policy"]["metric"] == "any-number", other.stderr
-    policy.write_text("metric: strict\n")
+    other = evaluate(load_run(run), GatePolicy(metric="any-number"))
+    assert other.policy.metric == "any-number"
+    assert {c.metric for c in other.checks if c.kind == "accuracy"} == {"any-number accuracy drop"}
+    policy = tmp_path / "strict.yaml"
+    policy.write_text("metric: strict\n")  # GSM8K's name: this task has no such metric
     wrong = evalctl("gate", str(run), "--policy", str(policy), "--output", str(tmp_path / "strict"))
-    assert wrong.returncode not in (0, 1) and "unknown metric 'strict'" in wrong.stderr
-    assert "first-number, any-number" in wrong.stderr
+    assert wrong.returncode == ExitCode.BAD_INPUT, wrong.stdout + wrong.stderr
+    assert "unknown metric 'strict': this run's task scores first-number, any-number" in wrong.stderr
 
     report = evalctl("report", str(run))
     assert report.returncode == 0, report.stderr

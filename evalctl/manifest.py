@@ -209,6 +209,9 @@ class Manifest(RunState):
     host: Host = Field(default_factory=Host)
     config: dict[str, Any] = Field(default_factory=dict)  # redacted (`secrets.redact_config`)
     data_fingerprint: str | None = None
+    # The task's metrics as the records name them, the primary first; a manifest from before
+    # the task registry held GSM8K's two.
+    metrics: list[str] = Field(default_factory=lambda: ["strict", "flexible"])
     executor: Literal["local", "slurm"] = "local"
     error: str | None = None
     jobs: list[JobEntry] = Field(default_factory=list)

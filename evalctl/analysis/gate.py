@@ -93,7 +93,9 @@ class GatePolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: Literal["strict", "flexible"] = Field("strict", description="GSM8K answer extraction scored: strict (#### N) or flexible.")
+    metric: str | None = Field(
+        None, description="The task's metric judged, as the task names it (gsm8k: strict or flexible); default: the task's first."
+    )
     max_accuracy_drop: float = Field(0.03, ge=0, lt=1, description="Largest tolerated paired accuracy drop, absolute.")
     alpha: float = Field(
         0.05, gt=0, lt=0.5, description="Largest chance of a false regression (Holm over the accuracy checks) and of a false pass."
@@ -481,7 +483,11 @@ def baseline_variant(manifest: Manifest) -> str | None:
 
 
 def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
-    """Every check on `run` (and against `baseline`, if given) and the verdict."""
+    """Every check on `run` (and against `baseline`, if given) and the verdict.
+
+    The result's policy names the metric judged: the policy's, else the run's task's first.
+    """
+    policy = policy.model_copy(update={"metric": run.metric(policy.metric)})
     comparisons = within_run(run.samples, baseline_variant(run.manifest))
     if baseline is not None:
         comparisons.append(between_runs(baseline.samples, run.samples))

@@ -38,6 +38,7 @@ class Step(BaseModel):
     number: int  # 0 = the good build's reference run
     build: int  # index in commit order
     root: Path  # results root holding the step's one run folder
+    launched: bool = True  # False: the build failed, nothing was launched
     run_dir: Path | None = None
     verdict: Verdict | None = None  # None while running
     reason: str = ""
@@ -54,8 +55,6 @@ class Settings(BaseModel):
     repo: Path | None = None
     build_command: str | None = None
     cells: CellSpec
-    tolerance: float
-    metric: Literal["strict", "flexible"]
     step_alpha: float
     target: float
     max_launches: int
@@ -66,6 +65,7 @@ class BisectState(BaseModel):
     settings: Settings
     builds: list[Build]
     steps: list[Step] = Field(default_factory=list)
+    step_tolerance: float | None = None  # set once the bad endpoint reproduced (search.step_tolerance)
     outcome: Literal["running", "culprit", "inconclusive", "not-reproduced"] = "running"
     culprit: list[int] = Field(default_factory=list)
     probability: float | None = None
@@ -73,7 +73,7 @@ class BisectState(BaseModel):
 
     @property
     def launches(self) -> int:
-        return len(self.steps)
+        return sum(s.launched for s in self.steps)
 
     def save(self, folder: Path) -> None:
         tmp = folder / f".{STATE_FILE}.tmp"

@@ -16,16 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from pydantic import ValidationError
 
+from evalctl.analysis.drop_rule import decide_drops
+from evalctl.analysis.gate import GatePolicy
 from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.bisect.search import Verdict
 from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import SweepConfig, Variant, config_from_dict
 from evalctl.errors import BadInput
-from evalctl.manifest import Failure
 from evalctl.records import CELL_KEYS
 from evalctl.report.gate_outputs import GATE_JSON
-from evalctl.runs import Run, load_run, open_run
+from evalctl.runs import Run, open_run
 
 ACCURACY_KINDS = ("accuracy", "sequential")
 
@@ -40,8 +42,7 @@ class Regression:
 
     config: SweepConfig
     cells: CellSpec
-    tolerance: float
-    metric: str
+    policy: GatePolicy
 
 
 def regression_of(run_dir: Path) -> Regression:
@@ -66,15 +67,19 @@ def regression_of(run_dir: Path) -> Regression:
         shots=sorted({int(c["shots"]) for c in mine}),
         cache=sorted({str(c["cache"]) for c in mine}),
     )
-    policy = gate.get("policy", {})
+    try:
+        policy = GatePolicy.model_validate(gate.get("policy") or {})
+    except ValidationError as exc:
+        raise FromRunError(f"{run_dir / GATE_JSON}: unreadable policy: {exc.errors()[0]['msg']}") from None
     config = config_from_dict(run.config, None, f"{run_dir}/manifest.json")
-    return Regression(config, cells, float(policy.get("max_accuracy_drop", 0.03)), str(policy.get("metric", "strict")))
+    return Regression(config, cells, policy)
 
 
-def step_config(regression: Regression, variant: Variant, root: Path, baseline: Path | None, alpha: float) -> SweepConfig:
+def step_config(regression: Regression, variant: Variant, root: Path, *, baseline: Path | None, tolerance: float, alpha: float) -> SweepConfig:
     """The from-run's config cut to the regressed cells and one build (`variant`, named as the regressed one).
 
-    Without `baseline` the reference run (every question); with it, a sequential run against it.
+    Without `baseline` a run of every question (the endpoints); with it, a sequential run
+    against it at `tolerance` and `alpha`.
     """
     cells = regression.cells
     data = regression.config.model_dump(mode="json")
@@ -89,7 +94,7 @@ def step_config(regression: Regression, variant: Variant, root: Path, baseline: 
         noise=False,
         probe=False,
     )
-    stopping = {"tolerance": regression.tolerance, "metric": regression.metric, "alpha": alpha}
+    stopping = {"tolerance": tolerance, "metric": regression.policy.metric, "alpha": alpha}
     data["stopping"] = {**data["stopping"], **stopping, "mode": "sequential" if baseline else "fixed", "baseline": str(baseline) if baseline else None}
     return config_from_dict(data, None, "the bisect step")
 
@@ -105,32 +110,56 @@ def _right(samples: pd.DataFrame, metric: str) -> pd.Series:
     return keyed[f"{metric}_correct"].fillna(False).astype(bool)
 
 
-def judge(step: Step, run: Run, reference: Run | None, failures: list[Failure], metric: str) -> None:
-    """Fill in `step` from its finished run: verdict, questions, accuracy beside the reference's on the same questions."""
+def measure(step: Step, run: Run, reference: Run | None, metric: str) -> None:
+    """Fill in the step's questions and accuracy, beside the reference's on the same questions."""
     step.run_dir = run.path
     decisions = run.manifest.decisions
     step.planned = sum(d.planned for d in decisions) if decisions else len(run.samples)
     step.answered = sum(d.answered for d in decisions) if decisions else len(run.samples)
-    if len(run.samples):
-        mine = _right(run.samples, metric)
-        step.accuracy = float(mine.mean())
-        if reference is not None and len(reference.samples):
-            theirs = _right(reference.samples, metric)
-            shared = mine.index.intersection(theirs.index)
-            step.reference_accuracy = float(theirs.loc[shared].mean()) if len(shared) else None
-    if failures:
-        step.verdict, step.reason = Verdict.skipped, f"launch failed: {failures[0].error}"
-    elif reference is None:
-        step.verdict, step.reason = Verdict.good, "reference (the good build, every question)"
-    elif any(d.reason == "regression" for d in decisions):
-        step.verdict, step.reason = Verdict.bad, "regression against the reference"
-    elif decisions and all(d.reason == "pass" for d in decisions):
-        step.verdict, step.reason = Verdict.good, "within tolerance of the reference"
-    else:
-        step.verdict, step.reason = Verdict.unknown, "inconclusive at the plan's limit of questions"
+    if not len(run.samples):
+        return
+    mine = _right(run.samples, metric)
+    step.accuracy = float(mine.mean())
+    if reference is not None and len(reference.samples):
+        theirs = _right(reference.samples, metric)
+        shared = mine.index.intersection(theirs.index)
+        step.reference_accuracy = float(theirs.loc[shared].mean()) if len(shared) else None
 
 
-def reference_run(step: Step) -> Run:
-    if step.run_dir is None:
-        raise BadInput("the reference step has no run folder")
-    return load_run(step.run_dir)
+def sequential_verdict(run: Run) -> tuple[Verdict, str]:
+    """A sequential step's verdict from its cells' decisions."""
+    decisions = run.manifest.decisions
+    if any(d.reason == "regression" for d in decisions):
+        return Verdict.bad, "regression against the reference"
+    if decisions and all(d.reason == "pass" for d in decisions):
+        return Verdict.good, "within the step's tolerance of the reference"
+    return Verdict.unknown, "inconclusive at the plan's limit of questions"
+
+
+@dataclass(frozen=True)
+class EndpointJudgement:
+    verdict: Verdict
+    reason: str
+    flips: tuple[int, int, int]  # right->wrong, wrong->right, pairs, pooled over the cells that regressed
+
+
+def endpoint_verdict(run: Run, reference: Run, metric: str, tolerance: float, alpha: float, min_n: int) -> EndpointJudgement:
+    """The bad endpoint (every question) against the reference by the gate's fixed-n rule, cell by cell (Holm)."""
+    mine, theirs = _right(run.samples, metric), _right(reference.samples, metric)
+    shared = mine.index.intersection(theirs.index)
+    pairs = pd.DataFrame({"ref": theirs.loc[shared], "cand": mine.loc[shared]})
+    if pairs.empty:
+        return EndpointJudgement(Verdict.unknown, "no question pairs with the reference", (0, 0, 0))
+    cells = pairs.groupby(level=list(range(len(CELL_KEYS))))
+    b = cells.apply(lambda g: int((g.ref & ~g.cand).sum())).to_numpy()
+    c = cells.apply(lambda g: int((~g.ref & g.cand).sum())).to_numpy()
+    n = cells.size().to_numpy()
+    status = decide_drops(b, c, n, tolerance, alpha, min_n).status
+    hit = status == "regression"
+    drops = ", ".join(f"{(bi - ci) / ni:+.3f}" for bi, ci, ni in zip(b, c, n))
+    if hit.any():
+        flips = (int(b[hit].sum()), int(c[hit].sum()), int(n[hit].sum()))
+        return EndpointJudgement(Verdict.bad, f"reproduced: drop {drops} beyond the tolerance {tolerance}", flips)
+    if (status == "pass").all():
+        return EndpointJudgement(Verdict.good, f"not reproduced: drop {drops} within the tolerance {tolerance}", (0, 0, 0))
+    return EndpointJudgement(Verdict.unknown, f"not reproduced: drop {drops} not shown beyond the tolerance {tolerance}", (0, 0, 0))

@@ -9,6 +9,9 @@ import typer
 
 from evalctl.cli.common import console
 
+# `git bisect run` reads 0 as good, 1 as bad and 125 as "cannot test this commit: skip".
+BISECT_EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 125}
+
 
 def gate(
     run: Annotated[Path, typer.Argument(help="The run folder to judge (results/<run>).")],
@@ -22,6 +25,13 @@ def gate(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Folder for gate.json, gate-junit.xml, gate-summary.md (default: the run folder).")
     ] = None,
+    bisect_exit_codes: Annotated[
+        bool,
+        typer.Option(
+            "--bisect-exit-codes",
+            help="Exit as `git bisect run` expects: pass 0 (good), regression 1 (bad), inconclusive 125 (skip); bad input keeps its code.",
+        ),
+    ] = False,
 ) -> None:
     """Check a run against the gate policy: paired accuracy (cache on vs off, variants, passes, baseline run),
     error/invalid rates, per-request throughput, completeness; the length cliff is reported, not judged.
@@ -51,5 +61,6 @@ def gate(
         console.print(cliffs_table(result.cliffs, rules.max_accuracy_drop))
     files = write_gate_outputs(result, output or run)
     console.print(f"wrote {', '.join(str(f) for f in files)}")
-    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {result.exit_code})")
-    raise typer.Exit(result.exit_code)
+    code = BISECT_EXIT_CODES[result.verdict] if bisect_exit_codes else result.exit_code
+    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {code})")
+    raise typer.Exit(code)

@@ -31,7 +31,7 @@ from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
 
-RECORDS = 40  # prefix-recall records = questions a step may ask
+RECORDS = 30  # prefix-recall records = questions a step may ask (looks at 10, 15, 23, 30)
 CULPRIT, BROKEN, HARMLESS = 11, 8, (9, 10)
 COMMITS = 16  # after the good one
 

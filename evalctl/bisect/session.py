@@ -16,7 +16,7 @@ from evalctl.bisect.search import LAUNCH_RETRIES, Next, Observation, Verdict, ch
 from evalctl.bisect.state import BisectState, Step
 from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
 from evalctl.config import SweepConfig
-from evalctl.errors import EvalctlError
+from evalctl.errors import EvalctlError, RunFailed
 from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
@@ -24,10 +24,8 @@ from evalctl.runs import Run, load_run
 STEP_ALPHA = 0.02  # see search's docstring: below ~0.026 for one test each side of the culprit to reach 0.95
 
 
-class ReferenceFailed(EvalctlError):
-    """The good build could not be run, so there is nothing to compare with (a run failure: exit 3)."""
-
-    exit_code = 3
+class ReferenceFailed(RunFailed):
+    """The good build could not be run, so there is nothing to compare with."""
 
 
 class StepRunner(Protocol):

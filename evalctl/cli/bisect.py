@@ -10,9 +10,10 @@ from typing import Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
+from evalctl.errors import ExitCode
 
-EXIT_CULPRIT = 0
-EXIT_INCONCLUSIVE = 2  # inconclusive, or the bad build did not reproduce the regression
+EXIT_CULPRIT = ExitCode.PASS
+EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # inconclusive, or the bad build did not reproduce the regression
 
 
 class Executor(str, enum.Enum):
@@ -71,8 +72,9 @@ def bisect(
     posterior probability >= 0.95 or --max-launches is spent. A build that fails to build or launch is
     skipped, never called bad.
 
-    Exit status: 0 culprit found; 2 inconclusive, or the bad build did not reproduce the regression;
-    the usual code for bad input; 130/143 interrupted (go on with --resume DIR).
+    Exit status (table: evalctl --help): PASS (0) culprit found; INCONCLUSIVE (2) no culprit at 0.95, or the
+    bad build did not reproduce the regression; RUN_FAILED (3) the good build could not be run; BAD_INPUT (4);
+    INTERRUPTED/TERMINATED (go on with --resume DIR).
     """
     from evalctl.bisect.builds import git_builds, listed_builds
     from evalctl.bisect.report import PLOT_FILE, accuracy_plot, steps_table
@@ -153,7 +155,7 @@ def bisect(
             state = session.run()
     except Interrupted as exc:
         err.print(f"interrupted by {exc.args[0]}; go on with: evalctl bisect --resume {folder}")
-        raise typer.Exit(exc.exit_code) from None
+        raise typer.Exit(exc.exit_status) from None
     console.print(steps_table(state))
     plot = accuracy_plot(state, folder / PLOT_FILE)
     style = "bold green" if state.outcome == "culprit" else "yellow"

@@ -152,7 +152,7 @@ def listed_builds_from(tmp_path: Path):
 
 
 def test_cli_bad_input_is_refused_before_anything_runs(gated, tmp_path):
-    code = BadInput.exit_code
+    code = BadInput.exit_status
     cases = [
         ([], "--from-run RUN is required"),
         (["--from-run", str(gated["good"]), "--builds", "x.yaml"], "not regression"),

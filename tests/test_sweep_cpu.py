@@ -8,7 +8,7 @@ import socket
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, evalctl, only_run, write_sweep_config
+from conftest import cli, cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.datasets import packaged_data_dir
 from evalctl.resume import data_fingerprint
@@ -44,7 +44,7 @@ def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):
     assert len(summary) == 4 and {"strict_acc", "strict_lo", "requests_per_s", "cache_hit_ratio"} <= set(summary.columns)
     assert "Accuracy by cell" in out.stdout
 
-    again = evalctl("analyze", str(run))
+    again = cli("analyze", str(run))
     assert again.returncode == 0, again.stderr
     assert pd.read_csv(run / "summary.csv").equals(summary)
 
@@ -94,14 +94,14 @@ def test_port_in_use_is_a_clear_error(tmp_path, data_dir, no_orphans):
     ],
 )
 def test_bad_cli_input_exits_2_with_message(tmp_path, args, message, no_orphans):
-    out = evalctl("sweep", *args, "--output", str(tmp_path))
+    out = cli("sweep", *args, "--output", str(tmp_path))
     assert out.returncode == 2
     assert message in " ".join(out.stderr.split())
     assert not any(tmp_path.iterdir())  # nothing written for rejected input
 
 
 def test_help_explains_every_option():
-    out = evalctl("sweep", "--help")
+    out = cli("sweep", "--help")
     assert out.returncode == 0
     for option in ("--model", "--config", "--shots", "--cache", "--limit", "--concurrency", "--output", "--fewshot", "--url", "--data-dir"):
         assert option in out.stdout

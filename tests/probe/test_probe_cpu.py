@@ -9,8 +9,6 @@ import httpx
 import pytest
 from conftest import cpu_profile, evalctl, only_run, start_canary, write_sweep_config
 
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
 
@@ -37,20 +35,10 @@ def test_probe_passes_on_healthy_server(tmp_path, data_dir, no_orphans):
     assert "Probe cpu/default" in out.stdout
 
 
-@pytest.fixture
-def cpu_server(tmp_path):
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, startup_timeout_s=120)
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, cpu_server):
-    # no_orphans before cpu_server: the server fixture stops its server before the leftover check runs
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY)
-    canary, url = start_canary(cpu_server.base_url)
+    canary, url = start_canary(cpu_server)
     try:
         assert httpx.get(url + "/health").status_code == 200
         out = evalctl("probe", "--url", url, "--engine", "llamacpp", "--shots", "1", "--prefix-tokens", "200", "--policy", str(policy),

@@ -17,7 +17,7 @@ from rich.text import Text
 from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
-    from evalctl.analysis.gate import Check, GateResult
+    from evalctl.analysis.gate import Check, GatePolicy, GateResult
     from evalctl.manifest import CellDecision
 
 
@@ -199,6 +199,11 @@ def checks_table(checks: list[Check], title: str) -> FittedTable:
     cells = [[f"[{STATUS_STYLE[c.status]}]{c.status}[/]" for c in checks], [c.name for c in checks], [c.where for c in checks],
              [escape(c.reason) for c in checks]]  # fmt: skip
     return FittedTable(title, [(h, col, False) for h, col in zip(("status", "check", "cell", "reason"), cells)], keys=0)
+
+
+def tolerance_note(policy: GatePolicy) -> str:
+    """The policy's tolerance in words, for the verdict line."""
+    return f"tolerated {policy.metric} accuracy drop {policy.max_accuracy_drop:.2f}, alpha {policy.alpha}, min {policy.min_n} pairs"
 
 
 def verdict_basis(result: GateResult) -> str:

@@ -23,7 +23,7 @@ def probe_json(root: Path) -> dict:
 def test_probe_passes_on_healthy_server(tmp_path, data_dir, no_orphans):
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY)
-    out = evalctl("probe", "--model", "smollm2-135m", "--shots", "1,2", "--policy", str(policy),
+    out = evalctl("probe", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--policy", str(policy),
                   "--data-dir", str(data_dir), "--output", str(tmp_path / "out"))  # fmt: skip
     assert out.returncode == 0, out.stderr + out.stdout
     result = probe_json(tmp_path / "out")

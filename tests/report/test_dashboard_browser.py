@@ -46,7 +46,7 @@ def write_sums(folder: Path, questions: int) -> Path:
 
 
 def sweep_args(url: str, data: Path, root: Path, limit: int) -> list[str]:
-    return ["sweep", "--model", "smollm2-135m", "--url", url, "--shots", "2", "--cache", "on", "--limit", str(limit),
+    return ["sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--url", url, "--shots", "2", "--cache", "on", "--limit", str(limit),
             "--max-tokens", "16", "--concurrency", "2", "--data-dir", str(data), "--output", str(root)]  # fmt: skip
 
 

@@ -55,7 +55,7 @@ def test_console_check_catches_a_page_error(tmp_path):
 @pytest.mark.server
 def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orphans):
     root = tmp_path / "results"
-    out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1,2", "--limit", "3", "--cache", "on,off", "--max-tokens", "32",
+    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off", "--max-tokens", "32",
                   "--data-dir", str(data_dir), "--output", str(root))  # fmt: skip
     assert out.returncode in (0, 3), out.stderr + out.stdout
     run = only_run(root)

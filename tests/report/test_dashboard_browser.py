@@ -24,6 +24,7 @@ import pytest
 from conftest import cli, evalctl, processes_of, start_canary
 from test_report_browser import browse, console_messages, needs_chromium
 
+from evalctl.errors import VERDICT_EXIT, ExitCode
 
 pytestmark = [needs_chromium, pytest.mark.server]
 
@@ -72,7 +73,7 @@ def start_sweep(args: list[str], root: Path, known: set[Path]) -> tuple[subproce
 def gate(run: Path, baseline: Path | None, policy: Path) -> str:
     out = cli("gate", str(run), "--policy", str(policy), *(["--baseline", str(baseline)] if baseline else []))
     verdict = json.loads((run / "gate.json").read_text())["verdict"]
-    assert out.returncode == {"pass": 0, "regression": 1, "inconclusive": 2}[verdict], out.stderr
+    assert out.returncode == VERDICT_EXIT[verdict], out.stderr
     return verdict
 
 
@@ -90,7 +91,7 @@ def nights(tmp_path_factory, cpu_server):
         runs = {}
         for night, url in (("night1", cpu_server), ("night2", cpu_server), ("night3", canary_url)):
             out = evalctl(*sweep_args(url, data, root, 8))
-            assert out.returncode in (0, 1, 2, 3), out.stderr
+            assert out.returncode in (ExitCode.PASS, ExitCode.REGRESSION, ExitCode.INCONCLUSIVE, ExitCode.RUN_FAILED), out.stderr
             runs[night] = newest(root, known)
         verdicts = {
             "night1": gate(runs["night1"], None, policy),

@@ -28,6 +28,7 @@ class ConfigError(BadInput):
     """A config that cannot be used; the message names the cause."""
 
 
+CanaryFault = Literal["lost-prefix", "corrupt-cached-suffix", "truncate-prompt", "no-cache"]  # evalctl.canary.faults.FAULTS
 
 
 class CacheMode(str, Enum):
@@ -257,6 +258,11 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
+    canary: CanaryFault | None = Field(
+        None,
+        description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
+        "a demonstration that the gate catches the fault; such a run is marked as a canary run.",
+    )
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -385,6 +391,11 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
 def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:
     """Validate a config mapping after applying CLI overrides; `source` names it in errors."""
     data = copy.deepcopy(data)
+    # `task_settings: {task: {field: value}}` in a config file: that task's own fields (shots, limit,
+    # generation), applied when it runs (`--task gsm8k` on the recall default), under the CLI's. Resolved
+    # here, so a recorded config (manifest) holds the result and resuming it applies nothing again.
+    task = (overrides or {}).get("task") or data.get("task", "gsm8k")
+    data.update((data.pop("task_settings", None) or {}).get(task, {}))
     for key, value in (overrides or {}).items():
         if value is None:
             continue

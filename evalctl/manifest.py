@@ -112,6 +112,8 @@ class ServerEntry(_Entry):
     argv: list[str] | None = None  # redacted
     env: dict[str, str] = Field(default_factory=dict)  # redacted
     url: str | None = None
+    canary: str | None = None  # the fault evalctl's proxy injected in front of this server (`sweep --canary`)
+    canary_url: str | None = None
     log: str | None = None
     info: dict[str, Any] = Field(default_factory=dict)
     engine_version: str | None = None

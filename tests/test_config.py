@@ -22,7 +22,7 @@ servers:
 
 
 def test_alias_resolves_and_overrides_apply():
-    cfg = load_config(model="smollm2-135m", overrides={"shots": [2, 1, 2], "limit": 5, "generation.max_tokens": 16})
+    cfg = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "shots": [2, 1, 2], "limit": 5, "generation.max_tokens": 16})
     assert cfg.shots == [1, 2]  # sorted, de-duplicated
     assert cfg.limit == 5
     assert cfg.generation.max_tokens == 16
@@ -30,11 +30,11 @@ def test_alias_resolves_and_overrides_apply():
 
 
 def test_limit_order_and_seed_are_config_so_the_manifest_records_them():
-    saved = load_config(model="smollm2-135m").model_dump(mode="json")  # what the manifest stores
+    saved = load_config(model="smollm2-135m", overrides={"task": "gsm8k"}).model_dump(mode="json")  # what the manifest stores
     assert (saved["limit_order"], saved["limit_seed"]) == ("shuffled", 1234)
-    assert load_config(model="smollm2-135m", overrides={"limit_order": "head"}).limit_order == "head"
+    assert load_config(model="smollm2-135m", overrides={"task": "gsm8k", "limit_order": "head"}).limit_order == "head"
     with pytest.raises(ConfigError, match="limit_order"):
-        load_config(model="smollm2-135m", overrides={"limit_order": "first"})
+        load_config(model="smollm2-135m", overrides={"task": "gsm8k", "limit_order": "first"})
 
 
 def test_unknown_alias_lists_known_ones():

@@ -72,6 +72,7 @@ def probe(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
     engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
+    task: Annotated[str | None, typer.Option(help="Task whose prompts are probed: gsm8k or prefix-recall (default: the config's).")] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts to probe (default: the config's; 1,2,4,8 with --url alone).")] = None,
     prefix_tokens: Annotated[str | None, typer.Option(help="Extra synthetic prefix lengths in tokens, comma-separated.")] = None,
     questions: Annotated[int | None, typer.Option(help="Questions per prefix-length bin (default 1).")] = None,
@@ -95,7 +96,7 @@ def probe(
     from evalctl.probe.session import probe_servers
     from evalctl.tasks.lmeval import task_of
 
-    overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
+    overrides = {"task": task, "shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
     if model is None and config is None:
         if url is None:
             raise fail("give --model NAME, --config FILE or --url URL")

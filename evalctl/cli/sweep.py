@@ -93,6 +93,24 @@ def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: s
     return resume_config(run_dir, given, overrides, url)
 
 
+FLIPS_SHOWN = 10
+
+
+def print_regressed_flips(run, gate) -> None:
+    """The questions behind each regressed cache on vs off cell: what the cache-off server answered and what cache on did."""
+    from evalctl.analysis.flips import flipped_questions
+    from evalctl.records import CELL_KEYS
+    from evalctl.report.terminal import flips_view, frame_table
+
+    cells = {(c.profile, c.variant, c.shots, c.pass_index) for c in gate.checks if c.kind == "accuracy" and c.status == "regression"}
+    samples = run.samples[[k in cells for k in zip(run.samples.profile, run.samples.variant, run.samples.shots, run.samples.pass_index)]]
+    keys = [k for k in CELL_KEYS if k != "cache"]
+    flipped = flipped_questions(samples[samples.cache == "off"], samples[samples.cache == "on"], keys, gate.policy.metric)
+    if len(flipped):
+        title = f"Flipped questions of the regressed cells, cache off -> on ({min(FLIPS_SHOWN, len(flipped))} of {len(flipped)})"
+        console.print(frame_table(flips_view(flipped.head(FLIPS_SHOWN), width=40), title))
+
+
 def sweep(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
@@ -184,6 +202,14 @@ def sweep(
         Path | None,
         typer.Option("--baseline", help="An earlier complete run folder that each cell is compared with (config stopping.baseline)."),
     ] = None,
+    canary: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FAULT",
+            help="Put evalctl's fault proxy in front of every cache-on server (cache-off cells stay healthy): lost-prefix, "
+            "corrupt-cached-suffix, truncate-prompt or no-cache. Shows that the gate catches the fault (config canary).",
+        ),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -208,7 +234,7 @@ def sweep(
     from evalctl.execution.stopping import sequential_baseline
     from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
-    from evalctl.report.terminal import STATUS_STYLE, verdict_basis
+    from evalctl.report.terminal import STATUS_STYLE, tolerance_note, verdict_basis
     from evalctl.runs import load_run
     from evalctl.signals import Interrupted, Shutdown
 
@@ -236,6 +262,7 @@ def sweep(
         include_path=include_path.resolve() if include_path else None,
         max_restarts=max_restarts,
         noise=noise,
+        canary=canary,
         **{
             "generation.max_tokens": max_tokens,
             "slurm.partition": partition,
@@ -278,8 +305,16 @@ def sweep(
     print_run_tables(run, gate.policy)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
+    if gate.verdict == "regression":
+        print_regressed_flips(run, gate)
     policy = resolved.gate_policy or "default"
-    console.print(f"gate ({policy} policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
+    console.print(
+        f"gate ({policy} policy, {tolerance_note(gate.policy)}): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/]"
+        f" - details: evalctl gate {result.run_dir}",
+        highlight=False,
+    )
+    if resolved.canary:
+        console.print(f"canary run: {resolved.canary} was injected in front of the cache-on servers on purpose", highlight=False)
     console.print(f"verdict rests on: {verdict_basis(gate)}", highlight=False)
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")

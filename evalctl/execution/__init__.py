@@ -121,6 +121,7 @@ class Sweep:
             max_restarts=self.config.max_restarts,
             progress=self.progress,
             save=folder.save,
+            canary=self.config.canary,
         )
         folder.state.servers.append(launch.entry)
         cell = None

@@ -5,7 +5,7 @@ baseline. The candidate runs on Slurm, one job per profile: a behind `evalctl ca
 lost-prefix`, b straight to the server. Each job decides its cells at its share of alpha
 (`cluster.submit.part_config`: half each here); the aggregation job folds both parts'
 decisions into the manifest and gates them as one family. prefix-recall, one cell per
-profile, as tests/test_sequential_cpu.py.
+profile, as tests/test_sequential_cpu.py but with 40 records.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"),
 ]
 
-RECORDS, SEED = 100, 1  # as tests/test_sequential_cpu.py: the small model recalls ~40% of them
+# 40 questions: looks at 30, 35 and 40, so a collapse shows at the first look (t = 0.75) even
+# at half of alpha, and each request's prefix is short (the test stays a few minutes on CI).
+RECORDS, SEED = 40, 1
 MODEL = "bundled:smollm2-135m"
 
 

@@ -1,9 +1,9 @@
 """The gate: every check on a run (and optionally a baseline run) and one verdict.
 
-Verdicts, in order of precedence: *regression* (exit 1) when any check found one;
-*inconclusive* (exit 2) when none did but some check could not decide (too few questions,
+Verdicts, in order of precedence (exit statuses: `errors.ExitCode`): *regression* when any
+check found one; *inconclusive* when none did but some check could not decide (too few questions,
 data that neither show the drop beyond the tolerance nor exclude it, an incomplete run, a
-comparison with nothing to pair); *pass* (exit 0) only when every check passed.
+comparison with nothing to pair); *pass* only when every check passed.
 
 Accuracy. Each accuracy check compares a candidate cell with its reference cell on the same
 questions (cache on vs off, variant vs baseline variant, pass k vs 1, run vs baseline run),
@@ -56,7 +56,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
@@ -67,7 +66,8 @@ from evalctl.analysis.pairing import RUN_VS_BASELINE, Comparison, between_runs, 
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
 from evalctl.config import StoppingConfig, StoppingMode
-from evalctl.errors import BadInput
+from evalctl.config_files import read_yaml
+from evalctl.errors import VERDICT_EXIT, BadInput, ExitCode
 from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
@@ -85,8 +85,6 @@ CheckKind = Literal[
     "settings",
     "sequential",
 ]
-EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
-DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
 
 
@@ -95,7 +93,9 @@ class GatePolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: Literal["strict", "flexible"] = Field("strict", description="GSM8K answer extraction scored: strict (#### N) or flexible.")
+    metric: str | None = Field(
+        None, description="The task's metric judged, as the task names it (gsm8k: strict or flexible); default: the task's first."
+    )
     max_accuracy_drop: float = Field(0.03, ge=0, lt=1, description="Largest tolerated paired accuracy drop, absolute.")
     alpha: float = Field(
         0.05, gt=0, lt=0.5, description="Largest chance of a false regression (Holm over the accuracy checks) and of a false pass."
@@ -118,17 +118,12 @@ class PolicyError(BadInput):
 
 
 def load_policy(path: Path | None = None) -> GatePolicy:
-    """The policy in `path`, or the built-in default (the same as configs/gate/default.yaml)."""
+    """The policy in `path`, or the built-in default (the same as the packaged gate/default.yaml)."""
     if path is None:
         return GatePolicy()
+    data = read_yaml(path, "gate policy", PolicyError)
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise PolicyError(f"cannot read gate policy {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"invalid YAML in gate policy {path}: {exc}") from None
-    try:
-        return GatePolicy.model_validate(data or {})
+        return GatePolicy.model_validate(data)
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
         raise PolicyError(f"invalid gate policy {path}: {where}") from None
@@ -183,8 +178,8 @@ class GateResult:
     cliffs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+    def exit_code(self) -> ExitCode:
+        return VERDICT_EXIT[self.verdict]
 
 
 def _cell(row: Any) -> dict[str, Any]:
@@ -488,7 +483,11 @@ def baseline_variant(manifest: Manifest) -> str | None:
 
 
 def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
-    """Every check on `run` (and against `baseline`, if given) and the verdict."""
+    """Every check on `run` (and against `baseline`, if given) and the verdict.
+
+    The result's policy names the metric judged: the policy's, else the run's task's first.
+    """
+    policy = policy.model_copy(update={"metric": run.metric(policy.metric)})
     comparisons = within_run(run.samples, baseline_variant(run.manifest))
     if baseline is not None:
         comparisons.append(between_runs(baseline.samples, run.samples))

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
+from evalctl.cli.common import console, err, fail
 from evalctl.config import CacheMode, Engine, SweepConfig, load_config, with_external_url
+from evalctl.errors import ExitCode
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
@@ -93,13 +94,17 @@ def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: s
 
 
 def sweep(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     task: Annotated[
         str | None,
         typer.Option(
-            help="Task: gsm8k, or prefix-recall (answers read back from a list of records in the prefix; shots count the records)."
+            help="An lm-eval generate_until task: gsm8k, prefix-recall (answers read back from records in the prefix; shots "
+            "count the records), a task in --include-path, a task YAML file, or a task lm-eval registers."
         ),
+    ] = None,
+    include_path: Annotated[
+        Path | None, typer.Option(help="Folder of lm-eval task YAML to find --task in (lm-eval's --include_path); docs/guide-add-task.md.")
     ] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
@@ -182,21 +187,21 @@ def sweep(
     wait: Annotated[
         bool,
         typer.Option(
-            help="With --executor slurm: block until the aggregation job ends and exit with the gate's status (0/1/2); "
+            help="With --executor slurm: block until the aggregation job ends and exit with the gate's verdict status; "
             "without it, print the run id and job ids and return at once.",
             rich_help_panel="Slurm",
         ),
     ] = False,
 ) -> None:
-    """Launch server(s), run the task (GSM8K or prefix-recall) at each shot count with the prefix cache on and off, and report.
+    """Launch server(s), run the task (GSM8K, prefix-recall or any lm-eval generate_until task) at each shot count with the prefix cache on and off, and report.
 
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
 
-    Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
-    1 other errors (e.g. the run folder cannot be created); 130/143 interrupted by SIGINT/SIGTERM
-    (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
-    submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
+    Exit status (table: evalctl --help): PASS when all cells ran; RUN_FAILED when some server or cell
+    failed (see summary); BAD_INPUT; INTERNAL (e.g. the run folder cannot be created); INTERRUPTED or
+    TERMINATED by SIGINT/SIGTERM (records so far kept, servers stopped; finish with --resume). With
+    --executor slurm: PASS once submitted; with --wait the gate's verdict, RUN_FAILED if no gate result.
     """
     from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
@@ -219,7 +224,7 @@ def sweep(
         cache=cache,
         variants=variants,
         gpus=gpus,
-        task=task,
+        task=str(Path(task).resolve()) if task and task.endswith((".yaml", ".yml")) else task,
         shots=_csv_ints(shots, "--shots"),
         limit=limit,
         limit_order=limit_order,
@@ -228,6 +233,7 @@ def sweep(
         fewshot=fewshot,
         output_dir=output,
         data_dir=data_dir,
+        include_path=include_path.resolve() if include_path else None,
         max_restarts=max_restarts,
         noise=noise,
         **{
@@ -261,7 +267,7 @@ def sweep(
         where = runner.run_dir
         kept = f"records so far are in {where} (finish with --resume {where})" if where else "before the run folder was created"
         err.print(f"interrupted by {exc.args[0]}; {kept}")
-        raise typer.Exit(exc.exit_code) from None
+        raise typer.Exit(exc.exit_status) from None
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
     # A sequential run's accuracy verdicts are its cells' decisions against the baseline, made
@@ -276,4 +282,4 @@ def sweep(
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:
-        raise typer.Exit(EXIT_FAILED_CELLS)
+        raise typer.Exit(ExitCode.RUN_FAILED)

@@ -21,7 +21,7 @@ from evalctl.config import StoppingConfig, StoppingMode, SweepConfig
 from evalctl.errors import BadInput
 from evalctl.manifest import CellDecision
 from evalctl.plan import Cell, expand
-from evalctl.records import CELL_KEYS, SampleRecord
+from evalctl.records import CELL_KEYS, SampleRecord, primary_metric
 from evalctl.runs import Run, load_run
 from evalctl.tasks.lmeval import Prompt
 
@@ -83,7 +83,7 @@ class Stopper:
         save: Callable[[], None],
         recorded: pd.DataFrame | None = None,
     ):
-        self.metric = stopping.metric
+        self.metric = primary_metric(baseline, stopping.metric)  # the baseline's task is this run's
         self.design = Design(
             n_max=questions,
             tolerance=stopping.tolerance,
@@ -112,7 +112,7 @@ class Stopper:
         """Note a written row; only settled ones (not to be retried) count."""
         if settled:
             key = (record.profile, record.variant, record.cache, record.shots, record.pass_index)
-            self.answers.setdefault(key, {})[(record.doc_id, record.prompt_hash)] = bool(getattr(record, f"{self.metric}_correct"))
+            self.answers.setdefault(key, {})[(record.doc_id, record.prompt_hash)] = bool(record.correct.get(self.metric))
 
     def start(self, cell: Cell, ordered: list[Prompt]) -> None:
         self.order[cell_key(cell)] = [(p.doc_id, p.prompt_hash) for p in ordered]

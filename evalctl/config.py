@@ -208,6 +208,9 @@ class StoppingConfig(_Strict):
     min_n: int = Field(30, ge=1, description="Paired questions at the first look.")
     growth: float = Field(1.15, gt=1, description="Each look has this many times the questions of the one before.")
     e_share: float = Field(0.1, ge=0, lt=1, description="Share of the regression level given to the betting e-process.")
+    regression_share: float = Field(
+        1.0, gt=0, le=1, description="Share of alpha for this process's regressions; a Slurm part gets its cells' share of the run's."
+    )
 
     @model_validator(mode="after")
     def _baseline_given(self) -> StoppingConfig:

@@ -246,9 +246,10 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
     return checks
 
 
-def stopping_policy_mismatch(stopping: dict[str, Any], policy: GatePolicy) -> list[str]:
-    """Where the gate policy differs from the `stopping:` section a sequential run was decided by."""
-    stopped = StoppingConfig.model_validate(stopping)
+def stopping_policy_mismatch(run: Run, policy: GatePolicy) -> list[str]:
+    """Where the gate policy (its metric resolved) differs from the `stopping:` section the run was decided by."""
+    stopped = StoppingConfig.model_validate(run.manifest.config.get("stopping", {}))
+    stopped = stopped.model_copy(update={"metric": run.metric(stopped.metric)})
     pairs = (("tolerance", "max_accuracy_drop"), ("alpha", "alpha"), ("metric", "metric"), ("min_n", "min_n"))
     return [
         f"stopping.{ours}={getattr(stopped, ours)!r} vs policy {theirs}={getattr(policy, theirs)!r}"
@@ -273,8 +274,7 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
     verdict cannot be re-judged at other values (where the cell stopped depended on them), and
     judging "by the stricter" would mix two rules whose error rates were never proven together.
     """
-    stopping = run.manifest.config.get("stopping", {})
-    differ = stopping_policy_mismatch(stopping, policy)
+    differ = stopping_policy_mismatch(run, policy)
     if differ:
         raise PolicyError(
             f"run {run.run_id} was stopped sequentially with other settings than the gate policy ({'; '.join(differ)}): "

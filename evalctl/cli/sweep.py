@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.config import CacheMode, Engine, StoppingMode, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, Engine, SweepConfig, load_config, with_external_url
 from evalctl.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -281,8 +281,6 @@ def sweep(
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
-        if resolved.stopping.mode is StoppingMode.sequential:
-            raise fail("sequential stopping runs with --executor local only: its cells are decided as one family, in one process")
         sweep_on_slurm(resolved, resume_point, api_key, wait)
         return
 

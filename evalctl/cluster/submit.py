@@ -18,7 +18,7 @@ import submitit
 
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import SlurmUnavailable, fitting_cpus, release, require_slurm
-from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
+from evalctl.config import ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
 from evalctl.manifest import JobEntry, now
 from evalctl.runs import Run
 
@@ -40,7 +40,7 @@ def part_name(profile: ServerProfile, variant: Variant) -> str:
 
 def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -> SweepConfig:
     """One job's share: one profile x variant; its GPUs are the ones Slurm gives the job (CUDA_VISIBLE_DEVICES)."""
-    alone = profile.model_copy(update={"devices": None})
+    alone = profile.model_copy(update={"settings": profile.settings.unpinned()})
     return config.model_copy(update={"servers": [alone], "run_variants": [variant.name], "gpus": None})
 
 
@@ -62,9 +62,9 @@ def _executor(folder: Path, slurm: SlurmConfig, name: str, time: str, cpus: int,
 
 
 def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, part: str) -> submitit.SlurmExecutor:
-    """The executor of one profile x variant job: GPUs = the profile's tp (GPU engines only), requeued on preemption."""
+    """The executor of one profile x variant job: the GPUs its engine needs (tp on GPU engines), requeued on preemption."""
     slurm = config.slurm
-    gpus = profile.tp if profile.engine in GPU_ENGINES else 0
+    gpus = profile.settings.gpus_needed()
     cpus = slurm.cpus_per_task or fitting_cpus(slurm.partition, DEFAULT_CPUS)
     return _executor(folder, slurm, f"evalctl-{part}", slurm.time, cpus, gpus, requeue=True)
 

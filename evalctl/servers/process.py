@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 
 from evalctl.client import auth_headers
-from evalctl.config import CacheMode, Engine, ServerProfile, Variant
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import EvalctlError
-from evalctl.servers import adapter_for
+from evalctl.servers.registry import adapter_for, engine_class
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 
 
@@ -94,7 +94,7 @@ class ManagedServer:
 
     def start(self, on_tick: Callable[[float], None] | None = None) -> None:
         """Launch (unless external) and wait until healthy, or raise ServerError."""
-        if self.profile.engine is Engine.external:
+        if not engine_class(self.profile.engine).launches:
             self.base_url = self.profile.url or ""
             self._wait_healthy(on_tick)
             return

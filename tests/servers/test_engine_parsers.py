@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from evalctl.config import CacheMode, Engine, ServerProfile, Variant, known_aliases, load_config
+from evalctl.config import CacheMode, ServerProfile, Variant, known_aliases, load_config
 from evalctl.plan import expand
-from evalctl.servers.sglang import SGLangAdapter
+from evalctl.servers.engines.sglang import SGLangAdapter
 
 SGLANG_PYTHON_ENV = "EVALCTL_SGLANG_PYTHON"
 
@@ -71,7 +71,7 @@ def generated_sglang_commands() -> list[list[str]]:
     for alias in known_aliases():
         names = [v.name for v in load_config(model=alias).variants]
         for launch in expand(load_config(model=alias, overrides={"run_variants": names})):
-            if launch.profile.engine is Engine.sglang:
+            if launch.profile.engine == "sglang":
                 spec = SGLangAdapter().launch_spec(launch.profile, launch.variant, launch.cache, 30000, "unused", ["0"])
                 commands.append(spec.argv)
     everything = ServerProfile(

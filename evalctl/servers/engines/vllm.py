@@ -79,6 +79,8 @@ class VLLMAdapter(EngineAdapter):
         return [
             python, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(converted_path(name)) if name else profile.model_path,
+            # Requests name the model as the profile does; vLLM answers 404 to any other name.
+            *(["--served-model-name", profile.model_path] if name else []),
             "--host", profile.host,
             "--port", str(port),
             "--tensor-parallel-size", str(settings.tp),

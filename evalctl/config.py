@@ -56,6 +56,15 @@ class GenerationConfig(_Strict):
     stream: bool = Field(True, description="Stream completions, so each record carries TTFT and inter-token latency.")
 
 
+def expand_text(text: str, what: str) -> str:
+    """`text` with `$VAR` and `~` resolved; ConfigError (a ValueError) naming `what` if a variable is unset."""
+    value = os.path.expanduser(os.path.expandvars(text))
+    unset = re.findall(r"\$\{?(\w+)", value)
+    if unset:
+        raise ConfigError(f"{what} {text!r} uses unset environment variable {unset[0]}")
+    return value
+
+
 class EngineSettings(_Strict):
     """An engine's own profile fields; each engine's adapter names its subclass (`EngineAdapter.Settings`).
 
@@ -97,6 +106,11 @@ class ServerProfile(_Strict):
         description="Deterministic inference: SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1 "
         "(llama.cpp on CPU already is).",
     )
+    python: str | None = Field(
+        None,
+        description="Interpreter of this profile's engine (e.g. the vLLM CPU venv's, $VAR expanded), so profiles of one sweep "
+        "can run different engines; a variant's `python` overrides it.",
+    )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     settings: SerializeAsAny[EngineSettings] = Field(default_factory=EngineSettings, description="The engine's own fields, flat in YAML.")
@@ -125,6 +139,12 @@ class ServerProfile(_Strict):
         # Records and resumed configs read as the YAML was written: settings flat beside the common fields.
         data = handler(self)
         return {**data, **data.pop("settings", {})} if isinstance(data, dict) else data
+
+    def interpreter(self, variant: Variant) -> str | None:
+        """The Python the engine runs under: the variant's build, else this profile's; None: evalctl's own."""
+        if variant.python:
+            return variant.python
+        return expand_text(self.python, f"server profile {self.name!r}: python") if self.python else None
 
     @field_validator("serves")
     @classmethod
@@ -158,16 +178,8 @@ class Variant(_Strict):
 
     def expanded(self) -> Variant:
         """`$VAR` and `~` resolved in python and command_prefix; an unset variable is an error."""
-
-        def expand(text: str, field: str) -> str:
-            value = os.path.expanduser(os.path.expandvars(text))
-            unset = re.findall(r"\$\{?(\w+)", value)
-            if unset:
-                raise ValueError(f"variant {self.name!r}: {field} {text!r} uses unset environment variable {unset[0]}")
-            return value
-
-        python = expand(self.python, "python") if self.python else None
-        prefix = [expand(part, "command_prefix") for part in self.command_prefix]
+        python = expand_text(self.python, f"variant {self.name!r}: python") if self.python else None
+        prefix = [expand_text(part, f"variant {self.name!r}: command_prefix") for part in self.command_prefix]
         return self.model_copy(update={"python": python, "command_prefix": prefix})
 
 

@@ -177,7 +177,7 @@ class EngineAdapter:
         `port` may be a placeholder string for display (`evalctl servers show`).
         """
         # Behind a container runner, evalctl's own interpreter path means nothing.
-        python = variant.python or ("python3" if variant.command_prefix else sys.executable)
+        python = profile.interpreter(variant) or ("python3" if variant.command_prefix else sys.executable)
         argv = self.engine_argv(python, profile, cache, port, workdir)
         if argv is None:
             return None

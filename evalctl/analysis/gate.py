@@ -1,9 +1,9 @@
 """The gate: every check on a run (and optionally a baseline run) and one verdict.
 
-Verdicts, in order of precedence: *regression* (exit 1) when any check found one;
-*inconclusive* (exit 2) when none did but some check could not decide (too few questions,
+Verdicts, in order of precedence (exit statuses: `errors.ExitCode`): *regression* when any
+check found one; *inconclusive* when none did but some check could not decide (too few questions,
 data that neither show the drop beyond the tolerance nor exclude it, an incomplete run, a
-comparison with nothing to pair); *pass* (exit 0) only when every check passed.
+comparison with nothing to pair); *pass* only when every check passed.
 
 Accuracy. Each accuracy check compares a candidate cell with its reference cell on the same
 questions (cache on vs off, variant vs baseline variant, pass k vs 1, run vs baseline run),
@@ -68,7 +68,7 @@ from evalctl.analysis.pairing import RUN_VS_BASELINE, Comparison, between_runs, 
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
 from evalctl.config import StoppingMode
-from evalctl.errors import BadInput
+from evalctl.errors import VERDICT_EXIT, BadInput, ExitCode
 from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
@@ -86,7 +86,6 @@ CheckKind = Literal[
     "settings",
     "sequential",
 ]
-EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 2}
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
 MDE_POWER = 0.8
 
@@ -184,8 +183,8 @@ class GateResult:
     cliffs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+    def exit_code(self) -> ExitCode:
+        return VERDICT_EXIT[self.verdict]
 
 
 def _cell(row: Any) -> dict[str, Any]:

@@ -12,11 +12,14 @@ import typer
 
 from evalctl import __version__
 from evalctl.cli import analyze, canary, compare, dashboard, gate, history, probe, report, runs, servers, slurm, sweep
-from evalctl.cli.common import console, handle_errors
+from evalctl.cli.common import EvalctlGroup, console, handle_errors
+from evalctl.errors import ExitCode
 
 app = typer.Typer(
     help="Catch accuracy regressions in served language models: sweep few-shot count x prefix cache "
     "x server configuration, then analyse with paired statistics.",
+    epilog="Exit status of every command:\n\n" + "\n".join(ExitCode.table()),
+    cls=EvalctlGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -56,7 +56,7 @@ def analyze(
     """Rebuild tables, summary.csv and plots for a run from its records alone (no server), with the paired
     cache on/off table and the prefill-length cliff.
 
-    Exit status: 0 done; 2 unusable input (missing or corrupt run folder, bad policy).
+    Exit status (table: evalctl --help): PASS when done; BAD_INPUT for unusable input (missing or corrupt run folder, bad policy).
     """
     from evalctl.analysis.gate import load_policy
     from evalctl.report.finish import run_policy

@@ -21,7 +21,8 @@ def compare(
     drop, exact McNemar p (two-sided, Holm-adjusted across cells), throughput ratios, the flipped questions, and
     the resolved server settings that differ (flagged: the runs did not serve alike).
 
-    Exit status: 0 compared; 2 unusable input (missing or corrupt run folder, runs without common questions).
+    Exit status (table: evalctl --help): PASS when compared; BAD_INPUT for unusable input (missing or corrupt run
+    folder, runs without common questions).
     """
     from evalctl.analysis.flips import flipped_questions
     from evalctl.analysis.pairing import align_runs, between_runs, paired_table, with_holm

@@ -1,4 +1,4 @@
-"""`evalctl gate`: judge a run (optionally against a baseline run) and exit 0 pass, 1 regression, 2 inconclusive."""
+"""`evalctl gate`: judge a run (optionally against a baseline run); its verdict is the exit status (`errors.ExitCode`)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def gate(
     A regression is a drop shown to exceed the tolerance (Holm over all accuracy checks); a pass needs every
     cell's drop shown to be within it.
 
-    Exit status: 0 pass; 1 regression; 2 inconclusive (too few questions, an incomplete run, a drop neither
-    shown beyond nor within the tolerance, a cell with nothing to pair) or unusable input (missing or corrupt
-    run folder, bad policy, runs without common questions).
+    Exit status (table: evalctl --help): PASS; REGRESSION; INCONCLUSIVE (too few questions, an incomplete
+    run, a drop neither shown beyond nor within the tolerance, a cell with nothing to pair); BAD_INPUT for
+    unusable input (missing or corrupt run folder, bad policy, runs without common questions).
     """
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.analysis.pairing import align_runs

@@ -12,14 +12,15 @@ from rich.table import Table
 from evalctl.cli.common import console, err, fail
 from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
 from evalctl.config import SweepConfig, with_external_url
+from evalctl.errors import ExitCode
 from evalctl.report.terminal import add_column, narrow_table
 
 if TYPE_CHECKING:
     from evalctl.probe.session import ServerProbe
 
-EXIT_FAIL = 1
-EXIT_NOT_RUN = 3
-EXIT_INCONCLUSIVE = 4
+# The worst outcome over the servers probed decides the exit status (a failure outranks a probe
+# that could not run, which outranks an undecided one).
+PROBE_EXIT = {"fail": ExitCode.REGRESSION, "not run": ExitCode.RUN_FAILED, "inconclusive": ExitCode.INCONCLUSIVE}
 
 
 def _policy(path: Path | None, max_tokens: int | None, questions: int | None, prefix_tokens: list[int] | None):
@@ -89,8 +90,8 @@ def probe(
     Bins: the task's few-shot prefix at each shot count, plus synthetic prefixes just below and
     above the engine's prefill chunk size when it is known. A bin fails when warm output departs
     from cold by more than cold departs from a cold repeat, beyond the policy's tolerance.
-    Exit status: 0 pass; 1 fail (a bin diverges); 2 bad input; 3 server or probe could not run;
-    4 inconclusive (the cache hit could not be verified).
+    Exit status (table: evalctl --help): PASS; REGRESSION when a bin diverges; INCONCLUSIVE when the cache
+    hit could not be verified; RUN_FAILED when a server or the probe could not run; BAD_INPUT.
     """
     from evalctl.manifest import new_run_id
     from evalctl.probe.session import probe_servers
@@ -115,12 +116,9 @@ def probe(
     with console.status("probing") as status:
         for probed in probe_servers(cfg, task, run_dir, api_key=api_key, policy=rules, on_step=status.update):
             verdicts.append(_print_probe(probed, run_dir))
-    if "fail" in verdicts:
-        raise typer.Exit(EXIT_FAIL)
-    if "not run" in verdicts:
-        raise typer.Exit(EXIT_NOT_RUN)
-    if "inconclusive" in verdicts:
-        raise typer.Exit(EXIT_INCONCLUSIVE)
+    for outcome, status in PROBE_EXIT.items():
+        if outcome in verdicts:
+            raise typer.Exit(status)
 
 
 def _print_probe(probed: ServerProbe, run_dir: Path) -> str:

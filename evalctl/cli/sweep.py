@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
+from evalctl.cli.common import console, err, fail
 from evalctl.config import CacheMode, StoppingMode, SweepConfig, load_config, with_external_url
+from evalctl.errors import ExitCode
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
@@ -183,7 +184,7 @@ def sweep(
     wait: Annotated[
         bool,
         typer.Option(
-            help="With --executor slurm: block until the aggregation job ends and exit with the gate's status (0/1/2); "
+            help="With --executor slurm: block until the aggregation job ends and exit with the gate's verdict status; "
             "without it, print the run id and job ids and return at once.",
             rich_help_panel="Slurm",
         ),
@@ -194,10 +195,10 @@ def sweep(
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
 
-    Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
-    1 other errors (e.g. the run folder cannot be created); 130/143 interrupted by SIGINT/SIGTERM
-    (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
-    submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
+    Exit status (table: evalctl --help): PASS when all cells ran; RUN_FAILED when some server or cell
+    failed (see summary); BAD_INPUT; INTERNAL (e.g. the run folder cannot be created); INTERRUPTED or
+    TERMINATED by SIGINT/SIGTERM (records so far kept, servers stopped; finish with --resume). With
+    --executor slurm: PASS once submitted; with --wait the gate's verdict, RUN_FAILED if no gate result.
     """
     from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
@@ -264,7 +265,7 @@ def sweep(
         where = runner.run_dir
         kept = f"records so far are in {where} (finish with --resume {where})" if where else "before the run folder was created"
         err.print(f"interrupted by {exc.args[0]}; {kept}")
-        raise typer.Exit(exc.exit_code) from None
+        raise typer.Exit(exc.exit_status) from None
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
     # A sequential run's accuracy verdicts are its cells' decisions against the baseline, made
@@ -279,4 +280,4 @@ def sweep(
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:
-        raise typer.Exit(EXIT_FAILED_CELLS)
+        raise typer.Exit(ExitCode.RUN_FAILED)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from evalctl.cli.common import console, err
 from evalctl.cli.sweep import GPUS_HELP, config_overrides, resolve_config
@@ -49,7 +50,7 @@ def show(
         devices = assignment.get(profile.name, [])
         port = str(profile.port) if profile.port else PORT_PLACEHOLDER
         spec = adapter.launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
-        console.rule(f"{launch.label}  [{profile.engine}]", style="cyan")
+        console.rule(escape(f"{launch.label}  [{profile.engine}]"), style="cyan")  # the brackets are text, not markup
         where = f"{profile.gpu or 'GPU'} x{len(devices)}: CUDA_VISIBLE_DEVICES={','.join(devices)}" if devices else "no GPUs assigned"
         console.print(f"gpus:    {where}", highlight=False, markup=False)
         if spec is None:

@@ -138,7 +138,10 @@ class ServerProfile(_Strict):
     def _flat(self, handler: Any) -> dict[str, Any]:
         # Records and resumed configs read as the YAML was written: settings flat beside the common fields.
         data = handler(self)
-        return {**data, **data.pop("settings", {})} if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            return data
+        settings = data.pop("settings", {})
+        return {**data, **settings}
 
     def interpreter(self, variant: Variant) -> str | None:
         """The Python the engine runs under: the variant's build, else this profile's; None: evalctl's own."""

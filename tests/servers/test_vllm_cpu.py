@@ -47,7 +47,8 @@ SHOTS = (32, 64)
 def vllm_profile(**fields: object) -> dict:
     """The smollm2-135m-vllm alias's profile (the settings CPU vLLM needs), fields overriding."""
     profile = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-vllm.yaml").read_text())["servers"][0]
-    return {**profile, "python": VLLM_PYTHON, "max_model_len": 2048, "env": {"HF_HUB_OFFLINE": "1"}, **fields}
+    # Start-up is about a minute alone; a machine shared with other work can take several.
+    return {**profile, "python": VLLM_PYTHON, "max_model_len": 2048, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}, **fields}
 
 
 def write_config(tmp_path: Path, **fields: object) -> Path:

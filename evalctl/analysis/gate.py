@@ -478,8 +478,17 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
 
 def baseline_variant(manifest: Manifest) -> str | None:
     """The config's first variant is the baseline the others are compared with."""
-    variants = manifest.config.get("variants") or []
-    return variants[0].get("name") if variants and isinstance(variants[0], dict) else None
+    return _first_name(manifest, "variants")
+
+
+def baseline_profile(manifest: Manifest) -> str | None:
+    """The config's first server profile is the reference the others are compared with."""
+    return _first_name(manifest, "servers")
+
+
+def _first_name(manifest: Manifest, section: str) -> str | None:
+    entries = manifest.config.get(section) or []
+    return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
 
 
 def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
@@ -488,7 +497,7 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
     The result's policy names the metric judged: the policy's, else the run's task's first.
     """
     policy = policy.model_copy(update={"metric": run.metric(policy.metric)})
-    comparisons = within_run(run.samples, baseline_variant(run.manifest))
+    comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_profile(run.manifest))
     if baseline is not None:
         comparisons.append(between_runs(baseline.samples, run.samples))
     checks = completeness_checks(run, "run")
@@ -504,7 +513,7 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
                 "paired comparison",
                 "accuracy",
                 "inconclusive",
-                "nothing to compare: the run has no cache on/off, variant or pass pairs, and no baseline run shares its cells",
+                "nothing to compare: the run has no cache on/off, variant, profile or pass pairs, and no baseline run shares its cells",
             )
         ]
     checks += accuracy

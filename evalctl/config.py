@@ -131,6 +131,15 @@ class ServerProfile(_Strict):
         common = {k: v for k, v in data.items() if k in cls.model_fields and k != "settings"}
         return {**common, "settings": model.model_validate({**given, **own})}
 
+    @classmethod
+    def known_fields_only(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """`data` without the fields neither the profile nor its engine's settings know (a newer evalctl's manifest)."""
+        try:
+            model = engine_class(str(data.get("engine", cls.model_fields["engine"].default))).Settings
+        except ValueError:
+            return data  # an unknown engine is an error to report, not a field to drop
+        return {k: v for k, v in data.items() if k in cls.model_fields or k in model.model_fields}
+
     @model_serializer(mode="wrap")
     def _flat(self, handler: Any) -> dict[str, Any]:
         # Records and resumed configs read as the YAML was written: settings flat beside the common fields.

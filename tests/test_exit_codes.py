@@ -52,7 +52,8 @@ CASES = [
     # click's own usage errors (click alone exits 2, which is INCONCLUSIVE here)
     (["no-such-command"], ExitCode.BAD_INPUT, "No such command"),
     (["gate", "--no-such-option"], ExitCode.BAD_INPUT, "No such option"),
-    (["sweep", "--engine", "no-such-engine"], ExitCode.BAD_INPUT, "Invalid value"),
+    (["sweep", "--model", "smollm2-135m", "--url", "http://127.0.0.1:9", "--engine", "no-such-engine"], ExitCode.BAD_INPUT,
+     "unknown engine 'no-such-engine'; known:"),
     (["history"], ExitCode.BAD_INPUT, "Missing option"),
     (["dashboard", "--latest", "0"], ExitCode.BAD_INPUT, "Invalid value"),
     (["servers", "show", "--no-such-option"], ExitCode.BAD_INPUT, "No such option"),

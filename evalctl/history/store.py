@@ -268,7 +268,7 @@ class HistoryStore:
         table = self.cells(folders, shots=shots, cache=cache, profile=profile, variant=variant)
         known = [*TREND_KINDS, *(c[: -len("_hits")] for c in table.columns if c.endswith("_hits") and c != "hits")]
         if metric not in known:
-            raise BadInput(f"metric must be one of {', '.join(known)}, got {metric!r}")
+            raise BadInput(f"--metric must be one of {', '.join(known)}, got {metric!r}")
         return metric_trend(table, metric)
 
     def flip_ledger(self, folders: list[RunListing]) -> pd.DataFrame:

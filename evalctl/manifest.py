@@ -47,6 +47,11 @@ class _Entry(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# The metrics key (servers' `metrics` maps) of the counter of prompt tokens served from the prefix
+# cache: every engine that has one records it under this name, and the cache-engaged check reads it.
+CACHED_TOKENS = "cached_tokens"
+
+
 class CellEntry(_Entry):
     """One cell as its server ran it: cache state going in, the engine's counters around it."""
 
@@ -77,6 +82,11 @@ class CellDecision(_Entry):
     answered: int  # questions sent (and answered) up to that look
     planned: int
     by_e_process: bool = False
+    # The paired counts the decision rests on (None in runs from before they were kept).
+    b: int | None = None
+    c: int | None = None
+    n: int | None = None
+    drift: bool = False  # the drop changed along the send order (`sequential.drift_flags`): no early pass
 
     @property
     def saved(self) -> int:
@@ -108,6 +118,8 @@ class ServerEntry(_Entry):
     argv: list[str] | None = None  # redacted
     env: dict[str, str] = Field(default_factory=dict)  # redacted
     url: str | None = None
+    canary: str | None = None  # the fault evalctl's proxy injected in front of this server (`sweep --canary`)
+    canary_url: str | None = None
     log: str | None = None
     info: dict[str, Any] = Field(default_factory=dict)
     engine_version: str | None = None
@@ -225,7 +237,7 @@ class Manifest(RunState):
 
     @property
     def gate_policy(self) -> str | None:
-        """The gate policy the run's config names (a name in configs/gate/ or a file); None: the built-in."""
+        """The gate policy the run's config names (a policy name, see `config_files`, or a file); None: the built-in."""
         return self.config.get("gate_policy")
 
 

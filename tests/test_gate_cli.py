@@ -130,3 +130,11 @@ def test_missing_corrupt_or_unrelated_runs_are_clear_errors(runs, tmp_path, comm
     if pair:
         code, text = run(runs["other"], runs["good"])
         assert code == ExitCode.BAD_INPUT and "share no questions" in text
+
+
+def test_bisect_exit_codes_are_what_git_bisect_run_reads(runs):
+    assert cli("gate", str(runs["good"]), "--bisect-exit-codes").exit_code == 0
+    assert cli("gate", str(runs["bad"]), "--bisect-exit-codes").exit_code == 1
+    out = cli("gate", str(runs["small"]), "--bisect-exit-codes")
+    assert out.exit_code == 125 and "(exit 125)" in out.stdout
+    assert cli("gate", str(runs["small"] / "missing"), "--bisect-exit-codes").exit_code == 128  # git bisect stops

@@ -59,7 +59,7 @@ import pandas as pd
 
 from evalctl.analysis.checks import Check, GateInputs, Status, plain, registered_checks, verdict_of
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
-from evalctl.analysis.gate_policy import DEFAULT_POLICY_FILE, GatePolicy, PolicyError, load_policy
+from evalctl.analysis.gate_policy import GatePolicy, PolicyError, load_policy
 from evalctl.analysis.noise import noise_by_profile
 from evalctl.analysis.pairing import between_runs, within_run
 from evalctl.config import StoppingMode
@@ -68,7 +68,7 @@ from evalctl.manifest import Manifest
 from evalctl.runs import Run
 
 # What callers of the gate name from here: the policy and the findings' types.
-__all__ = ["DEFAULT_POLICY_FILE", "Check", "GatePolicy", "GateResult", "PolicyError", "Status", "evaluate", "load_policy", "plain"]
+__all__ = ["Check", "GatePolicy", "GateResult", "PolicyError", "Status", "evaluate", "load_policy", "plain"]
 
 
 @dataclass
@@ -99,20 +99,38 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
 
 def baseline_variant(manifest: Manifest) -> str | None:
     """The config's first variant is the baseline the others are compared with."""
-    variants = manifest.config.get("variants") or []
-    return variants[0].get("name") if variants and isinstance(variants[0], dict) else None
+    return _first_name(manifest, "variants")
+
+
+def baseline_profile(manifest: Manifest) -> str | None:
+    """The config's first server profile is the reference the others are compared with."""
+    return _first_name(manifest, "servers")
+
+
+def _first_name(manifest: Manifest, section: str) -> str | None:
+    entries = manifest.config.get(section) or []
+    return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
 
 
 def baseline_variant(manifest: Manifest) -> str | None:
     """The config's first variant is the baseline the others are compared with."""
-    variants = manifest.config.get("variants") or []
-    return variants[0].get("name") if variants and isinstance(variants[0], dict) else None
+    return _first_name(manifest, "variants")
+
+
+def baseline_profile(manifest: Manifest) -> str | None:
+    """The config's first server profile is the reference the others are compared with."""
+    return _first_name(manifest, "servers")
+
+
+def _first_name(manifest: Manifest, section: str) -> str | None:
+    entries = manifest.config.get(section) or []
+    return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
 
 
 def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateInputs:
     """What every check reads; the policy's metric resolved to the run's (default: its task's first)."""
     policy = policy.model_copy(update={"metric": run.metric(policy.metric)})
-    comparisons = within_run(run.samples, baseline_variant(run.manifest))
+    comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_profile(run.manifest))
     if baseline is not None:
         comparisons.append(between_runs(baseline.samples, run.samples))
     sequential = run.manifest.config.get("stopping", {}).get("mode") == StoppingMode.sequential.value

@@ -9,13 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evalctl.config_files import read_yaml
 from evalctl.errors import BadInput
-
-DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "configs" / "gate" / "default.yaml"
-
 
 class GatePolicy(BaseModel):
     """What the gate tolerates. Rates and drops are fractions (0.03 = 3 points)."""
@@ -50,17 +47,12 @@ class PolicyError(BadInput):
 
 
 def load_policy(path: Path | None = None) -> GatePolicy:
-    """The policy in `path`, or the built-in default (the same as configs/gate/default.yaml)."""
+    """The policy in `path`, or the built-in default (the same as the packaged gate/default.yaml)."""
     if path is None:
         return GatePolicy()
+    data = read_yaml(path, "gate policy", PolicyError)
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise PolicyError(f"cannot read gate policy {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"invalid YAML in gate policy {path}: {exc}") from None
-    try:
-        return GatePolicy.model_validate(data or {})
+        return GatePolicy.model_validate(data)
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
         raise PolicyError(f"invalid gate policy {path}: {where}") from None

@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
 from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
-from evalctl.config import Engine, SweepConfig, with_external_url
+from evalctl.config import SweepConfig, with_external_url
 from evalctl.errors import ExitCode
 from evalctl.report.terminal import add_column, narrow_table
 
@@ -26,16 +25,15 @@ PROBE_EXIT = {"fail": ExitCode.REGRESSION, "not run": ExitCode.RUN_FAILED, "inco
 def _policy(path: Path | None, max_tokens: int | None, questions: int | None, prefix_tokens: list[int] | None):
     from pydantic import ValidationError
 
+    from evalctl.config_files import read_yaml
     from evalctl.probe.policy import ProbePolicy
 
     data: dict = {}
     if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise fail(f"cannot read policy {path}: {exc}") from None
-        # A gate policy file keeps the probe's thresholds under `probe:`.
-        data = loaded.get("probe", loaded) if isinstance(loaded, dict) else {}
+        loaded = read_yaml(path, "probe policy")
+        data = loaded.get("probe", loaded)  # a gate policy file keeps the probe's thresholds under `probe:`
+        if not isinstance(data, dict):
+            raise fail(f"probe policy {path}: `probe:` must be a mapping")
     for key, value in (("max_tokens", max_tokens), ("questions_per_bin", questions), ("prefix_tokens", prefix_tokens)):
         if value is not None:
             data[key] = value
@@ -70,10 +68,11 @@ def _bins_table(bins, title: str) -> Table:
 
 
 def probe(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
-    engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
+    engine: Annotated[str | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
+    task: Annotated[str | None, typer.Option(help="Task whose prompts are probed: gsm8k or prefix-recall (default: the config's).")] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts to probe (default: the config's; 1,2,4,8 with --url alone).")] = None,
     prefix_tokens: Annotated[str | None, typer.Option(help="Extra synthetic prefix lengths in tokens, comma-separated.")] = None,
     questions: Annotated[int | None, typer.Option(help="Questions per prefix-length bin (default 1).")] = None,
@@ -97,7 +96,7 @@ def probe(
     from evalctl.probe.session import probe_servers
     from evalctl.tasks.lmeval import task_of
 
-    overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
+    overrides = {"task": task, "shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
     if model is None and config is None:
         if url is None:
             raise fail("give --model NAME, --config FILE or --url URL")

@@ -91,6 +91,7 @@ class Stopper:
             min_n=stopping.min_n,
             growth=stopping.growth,
             e_share=stopping.e_share,
+            regression_share=stopping.regression_share,
         )
         self.cells = [cell_key(c) for c in cells]
         self.reference = _outcomes(baseline, self.metric)
@@ -117,21 +118,24 @@ class Stopper:
         self.order[cell_key(cell)] = [(p.doc_id, p.prompt_hash) for p in ordered]
 
     def _counts(self, key: CellKey) -> np.ndarray:
-        """Flips b, c and pairs n at each look the cell has fully answered; NaN beyond."""
+        """Flips b, c and pairs n at each look the cell has reached; NaN beyond.
+
+        Look k is reached once the first `look_sizes[k]` *paired* questions of the send order
+        (those the baseline holds) are answered, so n is the look's planned size and the
+        design's information fractions hold. A look the baseline's questions cannot fill is
+        never reached: the cell ends undecided (inconclusive in the gate), never an error.
+        """
         counts = np.full((3, len(self.look_sizes)), np.nan)
         order, answers, reference = self.order.get(key), self.answers.get(key, {}), self.reference.get(key, {})
         if order is None:
             return counts
+        paired = [q for q in order if q in reference]
         for look, size in enumerate(self.look_sizes):
-            questions = order[:size]
-            if any(q not in answers for q in questions):
+            questions = paired[:size]
+            if len(questions) < size or any(q not in answers for q in questions):
                 break
-            pairs = [(reference[q], answers[q]) for q in questions if q in reference]
-            counts[:, look] = (
-                sum(r and not a for r, a in pairs),
-                sum(a and not r for r, a in pairs),
-                len(pairs),
-            )
+            pairs = [(reference[q], answers[q]) for q in questions]
+            counts[:, look] = (sum(r and not a for r, a in pairs), sum(a and not r for r, a in pairs), size)
         return counts
 
     def check(self, cell: Cell, look: int) -> CellDecision | None:
@@ -157,6 +161,10 @@ class Stopper:
             answered=self.look_sizes[look],
             planned=self.design.n_max,
             by_e_process=bool(decided.by_e_process[index]),
+            b=int(counts[0, index, look]),
+            c=int(counts[1, index, look]),
+            n=int(counts[2, index, look]),
+            drift=bool(decided.drift[index]),
         )
         self.decisions.append(decision)
         self.save()

@@ -10,9 +10,8 @@ from typing import Any
 import pandas as pd
 
 from evalctl.analysis.checks import Check, GateCheck, GateInputs, cell_of, register_check
-from evalctl.analysis.drop_rule import decide_drops
+from evalctl.analysis.drop_rule import decide_drops, drop_bounds
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.intervals import paired_drop_lower_bound, paired_drop_upper_bound
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
 from evalctl.analysis.power import mde_beyond_tolerance
@@ -65,13 +64,15 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
     table = paired_table(comparisons, policy.metric)
     decided = decide_drops(table["b"], table["c"], table["n"], policy.max_accuracy_drop, policy.alpha, policy.min_n)
+    # The interval inverts the deciding tests (`drop_rule.drop_bounds`): it never contradicts them.
+    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), policy.alpha) if len(table) else ([], [])
     table = table.assign(
         status=decided.status,
         p_value=decided.p_beyond,
         p_adjusted=decided.p_adjusted,
         p_within=decided.p_within,
-        drop_lower=[paired_drop_lower_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
-        drop_upper=[paired_drop_upper_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
+        drop_lower=lower,
+        drop_upper=upper,
     )
     tests = int(decided.tests) if len(table) else 0
     checks = []
@@ -103,7 +104,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
 
 def nothing_to_compare() -> list[Check]:
     """The one finding of a gate with no pair to judge: never a silent pass."""
-    why = "nothing to compare: the run has no cache on/off, variant or pass pairs, and no baseline run shares its cells"
+    why = "nothing to compare: the run has no cache on/off, variant, profile or pass pairs, and no baseline run shares its cells"
     return [Check("paired comparison", "accuracy", "inconclusive", why)]
 
 

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 import evalctl
 from evalctl.errors import BadInput
@@ -76,7 +76,8 @@ class CellDecision(_Entry):
     cache: str
     shots: int
     pass_index: int
-    reason: Literal["regression", "pass", "inconclusive"]
+    # Read as `reason` from manifests written before it was named for what it holds.
+    verdict: Literal["regression", "pass", "inconclusive"] = Field(validation_alias=AliasChoices("verdict", "reason"))
     look: int  # 1-based
     answered: int  # questions sent (and answered) up to that look
     planned: int

@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from evalctl.analysis.checks import SEVERITY
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
@@ -264,8 +265,7 @@ CHECK_COLUMNS = ["status", "name", "kind", "profile", "variant", "cache", "shots
 
 def _worst_first(checks: list[dict]) -> list[dict]:
     """The gate's checks for people: what failed first, the columns that say where and why."""
-    order = {"regression": 0, "inconclusive": 1, "pass": 2}
-    ranked = sorted(checks, key=lambda c: order.get(c.get("status"), 1))
+    ranked = sorted(checks, key=lambda c: SEVERITY.get(c.get("status"), SEVERITY["inconclusive"]))
     return [{k: "-" if c.get(k) is None else c[k] for k in CHECK_COLUMNS} for c in ranked]
 
 

@@ -16,12 +16,13 @@ from typing import Literal, get_args
 
 import pandas as pd
 
+from evalctl.analysis.checks import worst
 from evalctl.history.store import HistoryStore, RunListing, metric_trend
 from evalctl.report.html import GATE_FILE, load_gate
 
 Verdict = Literal["pass", "regression", "inconclusive", "incomplete", "running", "not gated"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
-_WORST_FIRST = ("regression", "inconclusive", "pass")
+GATE_VERDICTS = ("regression", "inconclusive", "pass")
 RUN_ROW_COLUMNS = ["folder", "run_id", "model", "profile", "variant", "created_at", "status", "verdict", "engine_version",
                    "git_revision", "gated", "baseline", "note"]  # fmt: skip
 
@@ -44,12 +45,11 @@ def verdict_of(status: str, gate: dict | None, profile: str | None = None, varia
         for c in gate.get("checks") or []
         if isinstance(c, dict) and c.get("profile") in (None, profile) and c.get("variant") in (None, variant)
     ]
-    found = {c.get("status") for c in checks}
-    for status in _WORST_FIRST:
-        if status in found:
-            return status  # type: ignore[return-value]
+    found = {c.get("status") for c in checks} & set(GATE_VERDICTS)  # a warning never decides
+    if found:
+        return worst(found)  # type: ignore[return-value]
     verdict = gate.get("verdict")
-    return verdict if verdict in _WORST_FIRST else "inconclusive"
+    return verdict if verdict in GATE_VERDICTS else "inconclusive"
 
 
 def _short(revision: object) -> str:

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from evalctl.analysis.accuracy import table_metrics
+from evalctl.analysis.checks import SEVERITY
 from evalctl.records import NO_METRIC, cell_keys
 
-# Worst first: a cell is as bad as its worst check.
-_SEVERITY = {"regression": 0, "inconclusive": 1, "warning": 2, "pass": 3}
+# Worst first: a cell is as bad as its worst check (the one order, `analysis.checks.STATUS_ORDER`).
+_SEVERITY = SEVERITY
 MATCH_KEYS = cell_keys("pass_index")
 
 

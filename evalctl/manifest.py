@@ -47,6 +47,11 @@ class _Entry(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# The metrics key (servers' `metrics` maps) of the counter of prompt tokens served from the prefix
+# cache: every engine that has one records it under this name, and the cache-engaged check reads it.
+CACHED_TOKENS = "cached_tokens"
+
+
 class CellEntry(_Entry):
     """One cell as its server ran it: cache state going in, the engine's counters around it."""
 

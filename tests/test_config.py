@@ -26,7 +26,7 @@ def test_alias_resolves_and_overrides_apply():
     assert cfg.shots == [1, 2]  # sorted, de-duplicated
     assert cfg.limit == 5
     assert cfg.generation.max_tokens == 16
-    assert cfg.servers[0].engine.value == "llamacpp"
+    assert cfg.servers[0].engine == "llamacpp"
 
 
 def test_limit_order_and_seed_are_config_so_the_manifest_records_them():
@@ -60,7 +60,7 @@ def test_nested_unknown_field_is_named(tmp_path):
     text = MINIMAL.replace("model_path:", "gpuz: 2\n    model_path:")
     with pytest.raises(ConfigError) as exc:
         load_config(config_file=write(tmp_path, text))
-    assert "servers.0.gpuz: unknown field" in str(exc.value)
+    assert "servers.0: gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)" in str(exc.value)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.config import CacheMode, Engine, StoppingMode, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, SweepConfig, load_config, with_external_url
 from evalctl.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -60,11 +60,12 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
 
 
 ENGINE_HELP = (
-    "With --url: the engine behind it, llamacpp, sglang, vllm or external (its cache switches then apply); default: asked of the server."
+    "With --url: the engine behind it, a registered engine such as llamacpp, sglang, vllm or external "
+    "(its cache switches then apply); default: asked of the server."
 )
 
 
-def url_engine(url: str, api_key: str | None = None) -> Engine:
+def url_engine(url: str, api_key: str | None = None) -> str:
     """The engine serving `url`, as the server says (see servers.detect); printed for the record."""
     import httpx
 
@@ -73,12 +74,12 @@ def url_engine(url: str, api_key: str | None = None) -> Engine:
 
     with httpx.Client(base_url=url.rstrip("/"), timeout=5.0, headers=auth_headers(api_key)) as http:
         engine, route = detect_engine(http)
-    err.print(f"engine at {url}: {engine.value}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
+    err.print(f"engine at {url}: {engine}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
     return engine
 
 
 def resolve_config(
-    model: str | None, config: Path | None, url: str | None, overrides: dict, engine: Engine | None = None, api_key: str | None = None
+    model: str | None, config: Path | None, url: str | None, overrides: dict, engine: str | None = None, api_key: str | None = None
 ) -> SweepConfig:
     """The config from --model/--config and overrides; with `url`, its one server is there (`engine`, else detected)."""
     resolved = load_config(model=model, config_file=config, overrides=overrides)
@@ -147,7 +148,7 @@ def sweep(
     url: Annotated[
         str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
     ] = None,
-    engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
+    engine: Annotated[str | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
     variants: Annotated[str | None, typer.Option(help="Variants (engine builds) to run, comma-separated, e.g. baseline,patched.")] = None,
     gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
     max_restarts: Annotated[
@@ -286,8 +287,6 @@ def sweep(
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
-        if resolved.stopping.mode is StoppingMode.sequential:
-            raise fail("sequential stopping runs with --executor local only: its cells are decided as one family, in one process")
         sweep_on_slurm(resolved, resume_point, api_key, wait)
         return
 

@@ -9,7 +9,6 @@ import pytest
 from probe.test_probe_cpu import FAST_POLICY, probe_json
 from test_sweep_cpu import evalctl, only_run
 
-from evalctl.config import Engine
 from evalctl.servers.detect import detect_engine
 
 
@@ -17,7 +16,7 @@ from evalctl.servers.detect import detect_engine
 def test_url_of_a_llamacpp_server_is_detected_and_cache_off_is_real(tmp_path, data_dir, no_orphans, cpu_server):
     llamacpp_url = cpu_server
     with httpx.Client(base_url=llamacpp_url, timeout=10) as http:
-        assert detect_engine(http) == (Engine.llamacpp, "/props")
+        assert detect_engine(http) == ("llamacpp", "/props")
 
     out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--url", llamacpp_url, "--cache", "off", "--shots", "2", "--limit", "3",
                   "--concurrency", "1", "--max-tokens", "4", "--output", str(tmp_path / "sweep"))  # fmt: skip
@@ -46,10 +45,10 @@ def answering(routes: dict[str, object]) -> httpx.Client:
 @pytest.mark.parametrize(
     ("routes", "expected"),
     [
-        ({"/server_info": {"tp_size": 1, "model_path": "m"}, "/version": {"version": "0.5"}}, (Engine.sglang, "/server_info")),
-        ({"/get_server_info": {"tp_size": 2, "model_path": "m"}}, (Engine.sglang, "/get_server_info")),
-        ({"/server_info": {"vllm_config": "..."}, "/version": {"version": "0.11.0"}}, (Engine.vllm, "/version")),
-        ({"/v1/models": {"data": []}}, (Engine.external, None)),
+        ({"/server_info": {"tp_size": 1, "model_path": "m"}, "/version": {"version": "0.5"}}, ("sglang", "/server_info")),
+        ({"/get_server_info": {"tp_size": 2, "model_path": "m"}}, ("sglang", "/get_server_info")),
+        ({"/server_info": {"vllm_config": "..."}, "/version": {"version": "0.11.0"}}, ("vllm", "/version")),
+        ({"/v1/models": {"data": []}}, ("external", None)),
     ],
     ids=["sglang", "sglang-older", "vllm-dev-mode", "unknown"],
 )

@@ -29,7 +29,6 @@ class ConfigError(BadInput):
     """A config that cannot be used; the message names the cause."""
 
 
-CanaryFault = Literal["lost-prefix", "corrupt-cached-suffix", "truncate-prompt", "no-cache"]  # evalctl.canary.faults.FAULTS
 
 
 class CacheMode(str, Enum):
@@ -300,7 +299,7 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
-    canary: CanaryFault | None = Field(
+    canary: str | None = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
         "a demonstration that the gate catches the fault; such a run is marked as a canary run.",
@@ -312,6 +311,15 @@ class SweepConfig(_Strict):
         if isinstance(value, int) and not isinstance(value, bool):
             return [str(i) for i in range(value)]
         return [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("canary")
+    @classmethod
+    def _known_fault(cls, fault: str | None) -> str | None:
+        from evalctl.canary.faults import FAULTS
+
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        return fault
 
     @field_validator("shots")
     @classmethod

@@ -207,8 +207,8 @@ def sweep(
         str | None,
         typer.Option(
             metavar="FAULT",
-            help="Put evalctl's fault proxy in front of every cache-on server (cache-off cells stay healthy): lost-prefix, "
-            "corrupt-cached-suffix, truncate-prompt or no-cache. Shows that the gate catches the fault (config canary).",
+            help="Put evalctl's fault proxy in front of every cache-on server (cache-off cells stay healthy), with a fault of "
+            "`evalctl canary --help` (lost-prefix, ...). Shows that the gate catches the fault (config canary).",
         ),
     ] = None,
     wait: Annotated[
@@ -247,6 +247,11 @@ def sweep(
 
         require("submitit", "--executor slurm")  # before anything is resolved, written or submitted
         require_slurm()
+    if canary is not None:
+        from evalctl.canary.faults import FAULTS
+
+        if canary not in FAULTS:  # said here, not as a fault of the config file
+            raise fail(f"unknown --canary fault {canary!r}; known: {', '.join(FAULTS)}")
     overrides = config_overrides(
         cache=cache,
         variants=variants,

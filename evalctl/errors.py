@@ -8,6 +8,7 @@ from __future__ import annotations
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_IO = 5
 
 
 class EvalctlError(Exception):
@@ -20,3 +21,14 @@ class BadInput(EvalctlError, ValueError):
     """Input the user can fix (config, policy, run folder, options): exit status 2."""
 
     exit_code = EXIT_USAGE
+
+
+class DiskError(EvalctlError, OSError):
+    """The disk refused a write (full, over quota, read-only, no permission): exit status 5.
+
+    An OSError too, so code that handles file errors still does; `filename` is the file refused."""
+
+    exit_code = EXIT_IO
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"

@@ -18,6 +18,7 @@ from typing import Literal, get_args
 import pandas as pd
 
 from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind
+from evalctl.fsio import atomic_path, disk_error
 
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
@@ -90,16 +91,26 @@ class RecordWriter:
 
     def __init__(self, run_dir: Path, part: str | None = None, file: str | None = None):
         self.path = run_dir / (file or records_file(part))
-        _drop_torn_tail(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        try:
+            _drop_torn_tail(self.path)
+            self._fh = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise disk_error(exc, self.path) from exc
 
     def write(self, record: SampleRecord) -> None:
-        self._fh.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Append one line and fsync it; DiskError naming the file if the disk refuses (earlier lines stay whole)."""
+        try:
+            self._fh.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            raise disk_error(exc, self.path) from exc
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError:
+            pass  # a line the disk refused is already reported; what was fsynced before stays
 
     def __enter__(self) -> RecordWriter:
         return self
@@ -186,7 +197,6 @@ def one_per_request(df: pd.DataFrame) -> pd.DataFrame:
 def compact(run_dir: Path) -> pd.DataFrame:
     """Write `samples.parquet` from every records file (atomically, one row per request) and return the frame."""
     df = one_per_request(read_records(run_dir))
-    tmp = run_dir / (SAMPLES_FILE + ".tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, run_dir / SAMPLES_FILE)
+    with atomic_path(run_dir / SAMPLES_FILE) as tmp:
+        df.to_parquet(tmp, index=False)
     return df

@@ -10,6 +10,7 @@ matplotlib.use("Agg")  # files only; no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from evalctl.fsio import atomic_path  # noqa: E402
 from evalctl.records import ANSWER_POSITIONS, cell_keys  # noqa: E402
 
 SERIES = cell_keys("shots", "pass_index")
@@ -37,7 +38,8 @@ def _style_accuracy_axes(ax, xlabel: str, title: str, legend: bool) -> None:
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:  # the format from the target's name: the temporary one ends in .tmp
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return path
 

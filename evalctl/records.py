@@ -159,10 +159,10 @@ def read_jsonl(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def load_samples(run_dir: Path) -> pd.DataFrame:
-    """The run's samples: the parquet file when written, else the live JSONL."""
+def load_samples(run_dir: Path, live: bool = False) -> pd.DataFrame:
+    """The run's samples: the parquet file when written (and the run is not `live`: being written), else the JSONL."""
     parquet = run_dir / SAMPLES_FILE
-    if parquet.is_file():
+    if parquet.is_file() and not (live and record_files(run_dir)):
         df = pd.read_parquet(parquet)
         return df.assign(**{c: None for c in LATER_COLUMNS if c not in df})
     if record_files(run_dir):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import errno
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,8 +12,10 @@ import typer
 
 from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
 from evalctl.config import CacheMode, Engine, StoppingMode, SweepConfig, load_config, with_external_url
+from evalctl.errors import DiskError
 
 if TYPE_CHECKING:
+    from evalctl.execution import SweepResult
     from evalctl.runs import Run
 
 
@@ -179,6 +183,16 @@ def sweep(
         Path | None,
         typer.Option("--baseline", help="An earlier complete run folder that each cell is compared with (config stopping.baseline)."),
     ] = None,
+    wait_for_lock: Annotated[
+        float | None,
+        typer.Option(
+            "--wait-for-lock",
+            metavar="SECONDS",
+            min=0,
+            help="With --resume: if another evalctl is writing the run folder, wait up to SECONDS for it to finish "
+            "instead of refusing at once (then only what it left undone is sent).",
+        ),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -193,18 +207,15 @@ def sweep(
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
 
-    Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input;
-    1 other errors (e.g. the run folder cannot be created); 130/143 interrupted by SIGINT/SIGTERM
+    Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input, or the
+    run folder is being written by another evalctl (it is named; see --wait-for-lock); 5 the disk
+    refused a write (full, quota, read-only, permission: the file is named, every row so far is
+    kept, the --resume command is printed); 1 other errors; 130/143 interrupted by SIGINT/SIGTERM
     (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
     submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
     """
-    from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
-    from evalctl.execution.stopping import sequential_baseline
-    from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
-    from evalctl.report.terminal import STATUS_STYLE, verdict_basis
-    from evalctl.runs import load_run
     from evalctl.signals import Interrupted, Shutdown
 
     if wait and executor is not Executor.slurm:
@@ -250,20 +261,50 @@ def sweep(
 
         if resolved.stopping.mode is StoppingMode.sequential:
             raise fail("sequential stopping runs with --executor local only: its cells are decided as one family, in one process")
-        sweep_on_slurm(resolved, resume_point, api_key, wait)
+        sweep_on_slurm(resolved, resume_point, api_key, wait, wait_for_lock or 0)
         return
 
     shutdown = Shutdown()
     progress = RichProgress(console)
-    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point)
-    try:
-        with shutdown.install(), progress:
-            result = runner.run()
-    except Interrupted as exc:
-        where = runner.run_dir
-        kept = f"records so far are in {where} (finish with --resume {where})" if where else "before the run folder was created"
-        err.print(f"interrupted by {exc.args[0]}; {kept}")
-        raise typer.Exit(exc.exit_code) from None
+    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point, wait_for_lock_s=wait_for_lock or 0)
+    with runner:  # the run folder's writer lock, held until the report is written
+        try:
+            with shutdown.install(), progress:
+                result = runner.run()
+            _finish_sweep(result, resolved)
+        except Interrupted as exc:
+            where = runner.run_dir
+            kept = f"records so far are in {where} (finish with: {resume_command(where)})" if where else "before the run folder was created"
+            err.print(f"interrupted by {exc.args[0]}; {kept}")
+            raise typer.Exit(exc.exit_code) from None
+        except DiskError as exc:
+            raise fail(disk_message(exc, runner.run_dir), exc.exit_code) from None
+
+
+def resume_command(run_dir: Path) -> str:
+    return f"evalctl sweep --resume {shlex.quote(str(run_dir))}"
+
+
+def disk_message(exc: DiskError, run_dir: Path | None) -> str:
+    """What a refused write means for the run: which file, what is kept, how to finish."""
+    if run_dir is None:
+        return f"{exc}; nothing was written"
+    from evalctl.records import record_files
+
+    rows = sum(len(p.read_bytes().splitlines()) for p in record_files(run_dir))
+    return (
+        f"{exc} (errno {errno.errorcode.get(exc.errno, exc.errno)}). Every row written so far is safe: {rows} in {run_dir}; "
+        f"servers are stopped. Free space (or fix the permission), then finish the run with:\n  {resume_command(run_dir)}"
+    )
+
+
+def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
+    """The run's tables, gate files and report, written by the sweep that holds the lock."""
+    from evalctl.cli.analyze import print_run_tables
+    from evalctl.execution.stopping import sequential_baseline
+    from evalctl.report.finish import REPORT_FILE, finish_run
+    from evalctl.report.terminal import STATUS_STYLE, verdict_basis
+    from evalctl.runs import load_run
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
     # A sequential run's accuracy verdicts are its cells' decisions against the baseline, made

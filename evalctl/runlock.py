@@ -79,7 +79,10 @@ class RunLocked(BadInput):
 
 
 def _command() -> str:
-    return shlex.join(redact_argv([Path(sys.argv[0]).name, *sys.argv[1:]])) if sys.argv else "?"
+    if not sys.argv:
+        return "?"
+    name = Path(sys.argv[0]).name
+    return shlex.join(redact_argv(["evalctl" if name == "__main__.py" else name, *sys.argv[1:]]))  # `python -m evalctl.cli`
 
 
 class FolderLock:

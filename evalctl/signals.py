@@ -1,5 +1,5 @@
 """SIGINT/SIGTERM as an orderly stop: no new requests, a short wait for those in flight,
-records kept, every server stopped, exit 128 + signal number.
+records kept, every server stopped, exit 128 + signal number (`errors.ExitCode`).
 
 A signal in plain code raises `Interrupted` at once so every `finally` (server teardown)
 runs. While requests are in flight (`graceful`) it only sets an event: the request loop
@@ -15,6 +15,8 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from evalctl.errors import ExitCode
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -26,8 +28,8 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
     @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
+    def exit_status(self) -> ExitCode:
+        return ExitCode(128 + self.signum)
 
 
 class Shutdown:

@@ -9,6 +9,8 @@ import sys
 
 from conftest import evalctl
 
+from evalctl.errors import ExitCode
+
 TWO_PROFILES = """
 model: m
 servers:
@@ -41,10 +43,10 @@ def test_show_nemotron_nano_prints_both_cache_modes(tmp_path):
 
 def test_show_variants_needs_the_patched_interpreter(tmp_path):
     out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--variants", "baseline,patched", "--gpus", "1")
-    assert out.returncode == 2
+    assert out.returncode == ExitCode.BAD_INPUT
     assert "uses unset environment variable SGLANG_PATCHED_PYTHON" in flat(out.stderr)
     out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--variants", "nightly", "--gpus", "1")
-    assert out.returncode == 2 and "unknown variant(s) ['nightly']; known: baseline, patched" in flat(out.stderr)
+    assert out.returncode == ExitCode.BAD_INPUT and "unknown variant(s) ['nightly']; known: baseline, patched" in flat(out.stderr)
 
 
 def test_two_profiles_on_eight_gpus_get_disjoint_sets(tmp_path):
@@ -57,7 +59,7 @@ def test_two_profiles_on_eight_gpus_get_disjoint_sets(tmp_path):
     assert "no GPUs assigned" in out.stdout  # the llama.cpp profile
 
     too_few = evalctl("servers", "show", "--config", str(cfg), "--gpus", "0,1,2,3")
-    assert too_few.returncode == 2
+    assert too_few.returncode == ExitCode.BAD_INPUT
     assert "need 6 GPUs (big: tp=4, small: tp=2) but 4 are visible (config `gpus`)" in flat(too_few.stderr)
 
 
@@ -72,4 +74,4 @@ def test_show_without_a_visible_gpu_prints_placeholder_ids_and_a_note(tmp_path):
     assert "no GPU is visible here" in flat(out.stderr) and "--gpus N" in flat(out.stderr)
     argv = [sys.executable, "-m", "evalctl.cli", "servers", "show", "--config", str(two_profiles(tmp_path)), "--gpus", "2"]
     counted = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
-    assert counted.returncode == 2 and "need 6 GPUs" in flat(counted.stderr)  # a count is still checked
+    assert counted.returncode == ExitCode.BAD_INPUT and "need 6 GPUs" in flat(counted.stderr)  # a count is still checked

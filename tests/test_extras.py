@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from evalctl.errors import ExitCode
+
 
 def evalctl_without(module: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
     """evalctl in a Python where `module` cannot be imported, as in a venv without its extra."""
@@ -26,7 +28,7 @@ def evalctl_without(module: str, *args: str, cwd=None) -> subprocess.CompletedPr
 )
 def test_missing_extra_is_named(tmp_path, module, extra, args):
     out = evalctl_without(module, *args, "--output", str(tmp_path / "results"))
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == ExitCode.BAD_INPUT, out.stdout + out.stderr
     assert f"from evalctl's {extra!r} extra" in " ".join(out.stderr.split()) and f".[{extra}]" in out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "results").exists()

@@ -31,7 +31,7 @@ def test_a_failed_write_leaves_the_old_file_whole_and_no_temporary(tmp_path):
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES])
 def test_disk_refusals_become_disk_errors_naming_the_file(code, tmp_path):
     exc = disk_error(OSError(code, "refused"), tmp_path / "records.jsonl")
-    assert isinstance(exc, DiskError) and exc.exit_code == 5 and exc.errno == code
+    assert isinstance(exc, DiskError) and exc.exit_status == 5 and exc.errno == code
     assert str(exc) == f"cannot write {tmp_path / 'records.jsonl'}: refused"
 
 

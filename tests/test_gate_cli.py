@@ -15,6 +15,7 @@ from analysis.frames import manifest_for, sweep_frame
 from typer.testing import CliRunner
 
 from evalctl.cli import app
+from evalctl.errors import ExitCode
 from evalctl.manifest import write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
@@ -28,7 +29,7 @@ def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool
     df = df.assign(run_id=name)
     with RecordWriter(run) as writer:
         for row in df.to_dict("records"):
-            writer.write(SampleRecord(**{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
+            writer.write(SampleRecord.from_row({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
     write_manifest(run, manifest_for(df).model_copy(update={"run_id": name, "status": status}))
     if parquet:
         compact(run)
@@ -53,12 +54,12 @@ def runs(tmp_path_factory):
 
 
 def test_gate_exit_codes_and_files(runs, tmp_path):
-    assert cli("gate", str(runs["good"])).exit_code == 0
-    assert cli("gate", str(runs["small"])).exit_code == 2
+    assert cli("gate", str(runs["good"])).exit_code == ExitCode.PASS
+    assert cli("gate", str(runs["small"])).exit_code == ExitCode.INCONCLUSIVE
     out = cli("gate", str(runs["stopped"]))
-    assert out.exit_code == 2 and "incomplete" in out.stdout
+    assert out.exit_code == ExitCode.INCONCLUSIVE and "incomplete" in out.stdout
     out = cli("gate", str(runs["bad"]), "--output", str(tmp_path / "gate"))
-    assert out.exit_code == 1, out.stdout
+    assert out.exit_code == ExitCode.REGRESSION, out.stdout
     text = " ".join(out.stdout.split())  # table titles wrap to the table's width
     assert "regression" in text and "Cliffs: cache-on accuracy" in text and "described, not judged" in text
 
@@ -85,7 +86,7 @@ def test_gate_exit_codes_and_files(runs, tmp_path):
 def test_gate_against_a_baseline_and_through_the_real_entry_point(runs):
     proc = subprocess.run([sys.executable, "-m", "evalctl.cli", "gate", str(runs["bad"]), "--baseline", str(runs["good"])],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == ExitCode.REGRESSION, proc.stderr
     doc = json.loads((runs["bad"] / "gate.json").read_text())
     assert doc["baseline"] == "good"
     assert {c["shots"] for c in doc["checks"] if c["name"] == "run vs baseline" and c["status"] == "regression"} == {16, 20}
@@ -119,13 +120,21 @@ def test_missing_corrupt_or_unrelated_runs_are_clear_errors(runs, tmp_path, comm
 
     pair = command != "analyze"
     missing = run(tmp_path / "nope", runs["good"]) if pair else run(tmp_path / "nope")
-    assert missing[0] == 2 and "not a directory" in missing[1]
+    assert missing[0] == ExitCode.BAD_INPUT and "not a directory" in missing[1]
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / "manifest.json").write_text("{not json")
     (corrupt / "records.jsonl").write_text("")
     code, text = run(runs["good"], corrupt) if pair else run(corrupt)
-    assert code == 2 and "manifest.json is corrupt" in text
+    assert code == ExitCode.BAD_INPUT and "manifest.json is corrupt" in text
     if pair:
         code, text = run(runs["other"], runs["good"])
-        assert code == 2 and "share no questions" in text
+        assert code == ExitCode.BAD_INPUT and "share no questions" in text
+
+
+def test_bisect_exit_codes_are_what_git_bisect_run_reads(runs):
+    assert cli("gate", str(runs["good"]), "--bisect-exit-codes").exit_code == 0
+    assert cli("gate", str(runs["bad"]), "--bisect-exit-codes").exit_code == 1
+    out = cli("gate", str(runs["small"]), "--bisect-exit-codes")
+    assert out.exit_code == 125 and "(exit 125)" in out.stdout
+    assert cli("gate", str(runs["small"] / "missing"), "--bisect-exit-codes").exit_code == 128  # git bisect stops

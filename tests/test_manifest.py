@@ -7,6 +7,7 @@ import json
 import pytest
 from conftest import evalctl
 
+from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest, ManifestError, read_manifest, write_manifest
 
 # A manifest as the untyped writer left it (a local run, one failed server), plus a field no version knows.
@@ -71,9 +72,9 @@ def test_unreadable_manifest_is_a_clear_error(tmp_path, text, message):
         read_manifest(tmp_path)
 
 
-def test_cli_reports_an_unreadable_manifest_with_exit_2(tmp_path):
+def test_cli_reports_an_unreadable_manifest_as_bad_input(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({**OLD, "servers": "cpu"}))
     (tmp_path / "records.jsonl").write_text("")
     out = evalctl("gate", str(tmp_path))
-    assert out.returncode == 2, out.stderr
+    assert out.returncode == ExitCode.BAD_INPUT, out.stderr
     assert "not an evalctl manifest" in " ".join(out.stderr.split()) and "Traceback" not in out.stderr

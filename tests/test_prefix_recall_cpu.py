@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 from conftest import cpu_profile, evalctl, only_run, server_behind_canary, write_sweep_config
 
+from evalctl.errors import ExitCode
+
 pytestmark = pytest.mark.server
 
 RECORDS = 24
@@ -46,7 +48,7 @@ def test_lost_prefix_canary_drops_recall_and_the_gate_names_the_cell(tmp_path, n
     policy = tmp_path / "policy.yaml"
     policy.write_text(f"min_n: {QUESTIONS}\n")
     gate = evalctl("gate", str(runs["faulty"]), "--baseline", str(runs["healthy"]), "--policy", str(policy))
-    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert gate.returncode == ExitCode.REGRESSION, gate.stdout + gate.stderr
     doc = json.loads((runs["faulty"] / "gate.json").read_text())
     failed = {(c["profile"], c["cache"], c["shots"]) for c in doc["checks"] if c["kind"] == "accuracy" and c["status"] == "regression"}
     assert failed == {("external", "on", RECORDS)}

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from conftest import SERVER_MODULE, evalctl, only_run, processes_of
 
+from evalctl.errors import ExitCode
 from evalctl.records import CELL_KEYS, RECORD_KEYS, RECORDS_FILE
 
 pytestmark = pytest.mark.server
@@ -126,7 +127,9 @@ def test_with_restarts_disabled_the_cell_fails_and_the_next_launch_completes(tmp
     assert "died during cpu/default cache=on shots=1" in " ".join((tmp_path / "evalctl.out").read_text().split())
 
 
-@pytest.mark.parametrize(("sig", "when", "code"), [(signal.SIGTERM, "requests", 143), (signal.SIGINT, "startup", 130)])
+@pytest.mark.parametrize(
+    ("sig", "when", "code"), [(signal.SIGTERM, "requests", ExitCode.TERMINATED), (signal.SIGINT, "startup", ExitCode.INTERRUPTED)]
+)
 def test_signal_stops_everything_quickly(tmp_path, data_dir, sig, when, code, no_orphans):
     out = tmp_path / "out"
     proc = start(tmp_path, *small(data_dir, "--shots", "1,2", "--limit", "3", "--cache", "on", "--concurrency", "1"), "--output", str(out))

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from evalctl.config import ConfigError, load_config, with_external_url
+from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest, write_manifest
 from evalctl.resume import check_same_prompts, data_fingerprint, differing_fields, resume_config
 from evalctl.secrets import redact_config
@@ -96,10 +97,10 @@ def test_recorded_prompts_must_be_todays():
         check_same_prompts({("cpu", "default", "on", 1, 1, 0, "bbb")}, planned)
 
 
-def test_cli_resume_with_other_shots_exits_2_naming_the_field(tmp_path, data_dir):
+def test_cli_resume_with_other_shots_is_bad_input_naming_the_field(tmp_path, data_dir):
     from conftest import evalctl
 
     run, _ = make_run(tmp_path, data_dir)
     out = evalctl("sweep", "--resume", str(run), "--shots", "5")
-    assert out.returncode == 2
+    assert out.returncode == ExitCode.BAD_INPUT
     assert "differs from the recorded one in shots" in " ".join(out.stderr.split())

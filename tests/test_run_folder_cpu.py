@@ -15,7 +15,7 @@ import pytest
 from conftest import evalctl, only_run, processes_of
 from test_reliability_cpu import record_count, servers_of, small, start, wait_for
 
-from evalctl.errors import BadInput, DiskError
+from evalctl.errors import ExitCode
 from evalctl.history.store import inspect_run
 from evalctl.records import RECORD_KEYS, RECORDS_FILE, is_final, read_records
 from evalctl.runlock import writers
@@ -51,7 +51,7 @@ def test_two_resumes_at_once_after_kill_9_one_writes_one_refuses_one_waits(tmp_p
     wait_for(lambda: writers(run), timeout=120, what="the first resume to hold the lock")
     second, third = resume(run), resume(run, "--wait-for-lock", "900")
     refused_out, refused_err = second.communicate(timeout=300)
-    assert second.returncode == BadInput.exit_code, refused_out + refused_err
+    assert second.returncode == ExitCode.BAD_INPUT, refused_out + refused_err
     assert f"PID {first.pid}" in refused_err and "being written by" in refused_err and "Traceback" not in refused_err
     assert third.poll() is None  # waiting for the lock, not refused
     out, errs = first.communicate(timeout=900)
@@ -87,7 +87,7 @@ def test_a_disk_that_fills_mid_run_names_the_file_keeps_every_row_and_resume_fin
         # Until the disk is full: the records file's last page has room for at most ~3 more rows (1 kB each) of 8.
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
         out, errs = proc.communicate(timeout=900)
-        assert proc.returncode == DiskError.exit_code, out + errs
+        assert proc.returncode == ExitCode.INTERNAL, out + errs
         run = only_run(root)
         assert "Traceback" not in errs
         assert "No space left on device" in errs and f"cannot write {run}/" in errs, errs

@@ -20,6 +20,8 @@ import pandas as pd
 import pytest
 from conftest import cpu_profile, evalctl, only_run, server_behind_canary, write_sweep_config
 
+from evalctl.errors import ExitCode
+
 pytestmark = pytest.mark.server
 
 RECORDS = 100  # questions = records (one question per record); the first look, at 30, is 30% of them
@@ -86,7 +88,7 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     assert shown["status"] == "regression" and f"{RECORDS - stop['answered']} requests saved" in shown["reason"]
     assert "Sequential decisions" in (faulty / "report.html").read_text()
     again = evalctl("gate", str(faulty), "--baseline", str(baseline))
-    assert again.returncode == 1, again.stdout + again.stderr
+    assert again.returncode == ExitCode.REGRESSION, again.stdout + again.stderr
 
     # Resumed mid-cell, the run sends only what its first look still lacks and decides as before.
     taken_up = json.loads((resumed / "manifest.json").read_text())

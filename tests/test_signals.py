@@ -1,4 +1,4 @@
-"""Stop signals become `Interrupted` (exit 128+n), or a stop event while requests are in flight."""
+"""Stop signals become `Interrupted` (exit 128+n, `errors.ExitCode`), or a stop event while requests are in flight."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import signal
 
 import pytest
 
+from evalctl.errors import ExitCode
 from evalctl.signals import Interrupted, Shutdown
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, ExitCode.TERMINATED), (signal.SIGINT, ExitCode.INTERRUPTED)])
 def test_signal_in_plain_code_raises_interrupted(sig, code):
     shutdown = Shutdown()
     with pytest.raises(Interrupted) as exc, shutdown.install():
         os.kill(os.getpid(), sig)
         signal.sigtimedwait([], 0)  # give the handler a bytecode boundary
-    assert exc.value.exit_code == code and shutdown.requested
+    assert exc.value.exit_status == code and shutdown.requested
     assert signal.getsignal(sig) is not shutdown._handle  # previous handler restored
 
 

@@ -15,7 +15,7 @@ from conftest import evalctl, only_run
 from test_reliability_cpu import start, wait_for
 
 from evalctl.cluster.slurm import job_states, wait_until_ended
-from evalctl.errors import BadInput
+from evalctl.errors import ExitCode
 from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.runlock import writers
 
@@ -124,7 +124,7 @@ def test_cancelled_job_gives_an_incomplete_run_and_resubmitting_completes_it(tmp
     assert m["status"] == "incomplete" and m["parts"]["a-default"] == "interrupted"
     assert next(j for j in m["jobs"] if j["part"] == "a-default")["slurm_state"] == "CANCELLED"
     gate = evalctl("gate", str(run))
-    assert gate.returncode != 0 and "incomplete" in gate.stdout
+    assert gate.returncode == ExitCode.INCONCLUSIVE and "incomplete" in gate.stdout
 
     resumed = evalctl("sweep", "--resume", str(run), "--executor", "slurm", "--wait")
     assert resumed.returncode == json.loads((run / "gate.json").read_text())["exit_code"], resumed.stdout + resumed.stderr
@@ -165,7 +165,7 @@ def test_without_slurm_the_slurm_executor_fails_before_writing(tmp_path, data_di
          "--executor", "slurm", "--output", str(tmp_path / "results")],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
-    assert out.returncode == 2
+    assert out.returncode == ExitCode.BAD_INPUT
     assert "--executor slurm needs Slurm's commands on PATH" in out.stderr and "sbatch" in out.stderr
     assert not (tmp_path / "results").exists()
 
@@ -186,11 +186,11 @@ def test_cpu_profile_default_request_fits_the_nodes(tmp_path, slurm):
     assert asked <= max(node_cpus())
 
 
-def test_job_that_can_never_start_is_reported_at_once_and_wait_exits_2(tmp_path, data_dir, slurm, no_orphans):
+def test_job_that_can_never_start_is_reported_at_once_and_wait_is_bad_input(tmp_path, data_dir, slurm, no_orphans):
     too_many = max(node_cpus()) + 1
     out = evalctl("sweep", "--config", str(two_profiles(tmp_path, data_dir, limit=1)), "--executor", "slurm", "--wait",
                   "--cpus-per-task", str(too_many), "--output", str(tmp_path / "results"), timeout=120)  # fmt: skip
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == ExitCode.BAD_INPUT, out.stdout + out.stderr
     assert "can never start (PartitionConfig)" in out.stderr and "--cpus-per-task" in out.stderr
     jobs = [j["job_id"] for j in manifest(only_run(tmp_path / "results"))["jobs"]]
     assert all(s.ended for s in job_states(jobs).values())  # cancelled: nothing left queued for ever
@@ -203,7 +203,7 @@ def test_parts_write_side_by_side_under_a_shared_lock_and_a_local_resume_is_refu
     run = only_run(root)
     wait_for(lambda: {h.role for h in writers(run)} == {"part a-default", "part b-default"}, what="both parts writing at once")
     refused = evalctl("sweep", "--resume", str(run))  # a local writer while the parts write: the manifest is theirs to share
-    assert refused.returncode == BadInput.exit_code and "part a-default" in refused.stderr, refused.stderr
+    assert refused.returncode == ExitCode.BAD_INPUT and "part a-default" in refused.stderr, refused.stderr
     wait_until_ended(job_of(run, "aggregate"), poll_s=1)
     assert_every_request_once(run, expected=12)
     assert manifest(run)["status"] == "complete" and (run / "gate.json").is_file() and writers(run) == []

@@ -11,6 +11,7 @@ import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.datasets import packaged_data_dir
+from evalctl.errors import ExitCode
 from evalctl.resume import data_fingerprint
 
 pytestmark = pytest.mark.server
@@ -65,7 +66,7 @@ def test_prompt_longer_than_context_is_an_error_row(tmp_path, data_dir, no_orpha
 def test_server_that_never_becomes_healthy_reports_log_tail(tmp_path, data_dir, no_orphans):
     cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(model_path=str(tmp_path / "missing.gguf"), startup_timeout_s=60)])
     out = evalctl("sweep", "--config", str(cfg))
-    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.returncode == ExitCode.RUN_FAILED, out.stdout + out.stderr
     assert "exited with code" in out.stderr
     manifest = json.loads((only_run(tmp_path / "out") / "manifest.json").read_text())
     failed = manifest["servers"][0]
@@ -79,7 +80,7 @@ def test_port_in_use_is_a_clear_error(tmp_path, data_dir, no_orphans):
         port = sock.getsockname()[1]
         cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(port=port)])
         out = evalctl("sweep", "--config", str(cfg))
-    assert out.returncode == 3
+    assert out.returncode == ExitCode.RUN_FAILED
     assert f"port {port} on 127.0.0.1 is already in use" in out.stderr
 
 
@@ -93,9 +94,9 @@ def test_port_in_use_is_a_clear_error(tmp_path, data_dir, no_orphans):
         (["--model", "smollm2-135m", "--limit", "0"], "limit must be >= 1"),
     ],
 )
-def test_bad_cli_input_exits_2_with_message(tmp_path, args, message, no_orphans):
+def test_bad_cli_input_is_bad_input_with_message(tmp_path, args, message, no_orphans):
     out = evalctl("sweep", *args, "--output", str(tmp_path))
-    assert out.returncode == 2
+    assert out.returncode == ExitCode.BAD_INPUT
     assert message in " ".join(out.stderr.split())
     assert not any(tmp_path.iterdir())  # nothing written for rejected input
 

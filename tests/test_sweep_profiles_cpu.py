@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
+from evalctl.errors import ExitCode
+
 pytestmark = pytest.mark.server
 
 
@@ -18,7 +20,7 @@ def test_dead_profile_is_reported_and_next_profile_runs_two_warm_passes(tmp_path
         limit=2, passes=2, concurrency=2, generation={"max_tokens": 8},
     )  # fmt: skip
     out = evalctl("sweep", "--config", str(cfg))
-    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.returncode == ExitCode.RUN_FAILED, out.stdout + out.stderr
     assert "failed: broken/default cache=on" in " ".join(out.stderr.split())
     run = only_run(tmp_path / "out")
     manifest = json.loads((run / "manifest.json").read_text())
@@ -57,6 +59,6 @@ servers:
 """
     )
     out = evalctl("sweep", "--config", str(cfg))
-    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.returncode == ExitCode.BAD_INPUT, out.stdout + out.stderr
     assert "need 6 GPUs (big: tp=4, small: tp=2) but 4 are visible" in " ".join(out.stderr.split())
     assert not (tmp_path / "out").exists()

@@ -11,12 +11,15 @@ from typing import Annotated
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, canary, compare, dashboard, gate, history, probe, report, runs, servers, slurm, sweep
-from evalctl.cli.common import console, handle_errors
+from evalctl.cli import analyze, bisect, canary, compare, dashboard, gate, history, models, probe, report, runs, servers, slurm, sweep
+from evalctl.cli.common import EvalctlGroup, console, handle_errors
+from evalctl.errors import ExitCode
 
 app = typer.Typer(
     help="Catch accuracy regressions in served language models: sweep few-shot count x prefix cache "
     "x server configuration, then analyse with paired statistics.",
+    epilog="Exit status of every command:\n\n" + "\n".join(ExitCode.table()),
+    cls=EvalctlGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -43,11 +46,13 @@ app.command()(gate.gate)
 app.command()(slurm.jobs)
 app.add_typer(servers.app, name="servers")
 app.add_typer(runs.app, name="runs")
+app.add_typer(models.app, name="models")
 app.command()(history.history)
 app.command()(dashboard.dashboard)
 app.command()(report.report)
 app.command()(probe.probe)
 app.command()(canary.canary)
+app.command()(bisect.bisect)
 
 
 def unwrap(doc: str) -> str:

@@ -31,7 +31,7 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     console.print(frame_table(throughput_view(summary.throughput), "Throughput by cell"))
     paired = with_holm(paired_table(within_run(samples, baseline_variant(manifest)), policy.metric))
     if len(paired):
-        title = f"Paired {policy.metric} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
+        title = f"Paired {run.metric(policy.metric)} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
         console.print(frame_table(paired_view(paired), title))
     if manifest.decisions:
         console.print(decisions_table(manifest.decisions))
@@ -56,7 +56,7 @@ def analyze(
     """Rebuild tables, summary.csv and plots for a run from its records alone (no server), with the paired
     cache on/off table and the prefill-length cliff.
 
-    Exit status: 0 done; 2 unusable input (missing or corrupt run folder, bad policy).
+    Exit status (table: evalctl --help): PASS when done; BAD_INPUT for unusable input (missing or corrupt run folder, bad policy).
     """
     from evalctl.analysis.gate import load_policy
     from evalctl.report.finish import run_policy

@@ -9,6 +9,7 @@ import typer
 
 from evalctl.canary.faults import FAULTS
 from evalctl.cli.common import console, err, fail
+from evalctl.errors import ExitCode
 
 
 def canary(
@@ -40,7 +41,7 @@ def canary(
     try:
         httpx.get(upstream.rstrip("/") + "/health", timeout=10.0)
     except httpx.HTTPError as exc:
-        raise fail(f"upstream {upstream} unreachable: {exc}") from None
+        raise fail(f"upstream {upstream} unreachable: {exc}", ExitCode.RUN_FAILED) from None
     try:
         server = CanaryServer(Canary(upstream, fault, chars), port, verbose=verbose)
     except OSError as exc:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from evalctl.cli.common import console, fail
+from evalctl.errors import ExitCode
 
 
 def dashboard(
@@ -30,8 +31,8 @@ def dashboard(
 
     if output.exists() and not output.is_dir():
         raise fail(f"--output {output} exists and is not a folder")
-    try:  # a missing root is BadInput (exit 2, mapped in cli.common)
+    try:  # a missing root is BadInput (mapped in cli.common)
         result = build_site(root or [Path("results")], output, latest)
     except OSError as exc:
-        raise fail(f"cannot write the site in {output}: {exc}", 1) from None
+        raise fail(f"cannot write the site in {output}: {exc}", ExitCode.INTERNAL) from None
     console.print(f"dashboard: {output / 'index.html'} ({len(result.written)} pages written, {len(result.skipped)} unchanged)")

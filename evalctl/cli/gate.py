@@ -1,4 +1,4 @@
-"""`evalctl gate`: judge a run (optionally against a baseline run) and exit 0 pass, 1 regression, 2 inconclusive."""
+"""`evalctl gate`: judge a run (optionally against a baseline run); its verdict is the exit status (`errors.ExitCode`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console, say_if_running
+from evalctl.cli.common import console, fail, say_if_running
+from evalctl.errors import EvalctlError
+
+# `git bisect run` reads 0 as good, 125 as "cannot test this commit: skip", any other code up to
+# 127 as bad, and 128 or more as "stop bisecting": a tool failure must not pass for a bad commit.
+BISECT_EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 125}
+BISECT_ABORT = 128
 
 
 def gate(
@@ -16,12 +22,20 @@ def gate(
     policy: Annotated[
         Path | None,
         typer.Option(
-            "--policy", "-p", help="Gate policy YAML; default: the run config's gate_policy, else the built-in (configs/gate/default.yaml)."
+            "--policy", "-p", help="Gate policy YAML; default: the run config's gate_policy, else the built-in (packaged gate/default)."
         ),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Folder for gate.json, gate-junit.xml, gate-summary.md (default: the run folder).")
     ] = None,
+    bisect_exit_codes: Annotated[
+        bool,
+        typer.Option(
+            "--bisect-exit-codes",
+            help="Exit as `git bisect run` expects: pass 0 (good), regression 1 (bad), inconclusive 125 (skip), "
+            "unusable input or any other failure 128 (stop the bisect).",
+        ),
+    ] = False,
 ) -> None:
     """Check a run against the gate policy: paired accuracy (cache on vs off, variants, passes, baseline run),
     error/invalid rates, per-request throughput, completeness; the length cliff is reported, not judged.
@@ -32,9 +46,9 @@ def gate(
     A run another evalctl is still writing is judged on its rows so far (said on stderr, with who writes it);
     its gate files are then written only with --output.
 
-    Exit status: 0 pass; 1 regression; 2 inconclusive (too few questions, an incomplete run, a drop neither
-    shown beyond nor within the tolerance, a cell with nothing to pair) or unusable input (missing or corrupt
-    run folder, bad policy, runs without common questions).
+    Exit status (table: evalctl --help): PASS; REGRESSION; INCONCLUSIVE (too few questions, an incomplete
+    run, a drop neither shown beyond nor within the tolerance, a cell with nothing to pair); BAD_INPUT for
+    unusable input (missing or corrupt run folder, bad policy, runs without common questions).
     """
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.analysis.pairing import align_runs
@@ -43,18 +57,24 @@ def gate(
     from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table
     from evalctl.runs import load_run
 
-    candidate = load_run(run)
-    live = say_if_running(candidate, None if output else "gate.json and the other gate files are")
-    rules = load_policy(policy) if policy else run_policy(candidate)
-    reference = load_run(baseline) if baseline is not None else None
-    if reference is not None:
-        align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass
-    result = evaluate(candidate, rules, reference)
+    try:
+        candidate = load_run(run)
+        live = say_if_running(candidate, None if output else "gate.json and the other gate files are")
+        rules = load_policy(policy) if policy else run_policy(candidate)
+        reference = load_run(baseline) if baseline is not None else None
+        if reference is not None:
+            align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass
+        result = evaluate(candidate, rules, reference)
+    except EvalctlError as exc:
+        if not bisect_exit_codes:
+            raise
+        raise fail(str(exc), BISECT_ABORT) from None
     console.print(checks_table(result.checks, f"Gate checks for {result.run}" + (f" vs {result.baseline}" if result.baseline else "")))
     if len(result.cliffs):
         console.print(cliffs_table(result.cliffs, rules.max_accuracy_drop))
     if not (live and output is None):
         files = write_gate_outputs(result, output or run)
         console.print(f"wrote {', '.join(str(f) for f in files)}")
-    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {result.exit_code})")
-    raise typer.Exit(result.exit_code)
+    code = BISECT_EXIT_CODES[result.verdict] if bisect_exit_codes else result.exit_code
+    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {code})")
+    raise typer.Exit(code)

@@ -6,35 +6,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
 from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
 from evalctl.config import Engine, SweepConfig, with_external_url
+from evalctl.errors import ExitCode
 from evalctl.report.terminal import add_column, narrow_table
 
 if TYPE_CHECKING:
     from evalctl.probe.session import ServerProbe
 
-EXIT_FAIL = 1
-EXIT_NOT_RUN = 3
-EXIT_INCONCLUSIVE = 4
+# The worst outcome over the servers probed decides the exit status (a failure outranks a probe
+# that could not run, which outranks an undecided one).
+PROBE_EXIT = {"fail": ExitCode.REGRESSION, "not run": ExitCode.RUN_FAILED, "inconclusive": ExitCode.INCONCLUSIVE}
 
 
 def _policy(path: Path | None, max_tokens: int | None, questions: int | None, prefix_tokens: list[int] | None):
     from pydantic import ValidationError
 
+    from evalctl.config_files import read_yaml
     from evalctl.probe.policy import ProbePolicy
 
     data: dict = {}
     if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise fail(f"cannot read policy {path}: {exc}") from None
-        # A gate policy file keeps the probe's thresholds under `probe:`.
-        data = loaded.get("probe", loaded) if isinstance(loaded, dict) else {}
+        loaded = read_yaml(path, "probe policy")
+        data = loaded.get("probe", loaded)  # a gate policy file keeps the probe's thresholds under `probe:`
+        if not isinstance(data, dict):
+            raise fail(f"probe policy {path}: `probe:` must be a mapping")
     for key, value in (("max_tokens", max_tokens), ("questions_per_bin", questions), ("prefix_tokens", prefix_tokens)):
         if value is not None:
             data[key] = value
@@ -69,7 +68,7 @@ def _bins_table(bins, title: str) -> Table:
 
 
 def probe(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
     engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
@@ -89,12 +88,12 @@ def probe(
     Bins: the task's few-shot prefix at each shot count, plus synthetic prefixes just below and
     above the engine's prefill chunk size when it is known. A bin fails when warm output departs
     from cold by more than cold departs from a cold repeat, beyond the policy's tolerance.
-    Exit status: 0 pass; 1 fail (a bin diverges); 2 bad input; 3 server or probe could not run;
-    4 inconclusive (the cache hit could not be verified).
+    Exit status (table: evalctl --help): PASS; REGRESSION when a bin diverges; INCONCLUSIVE when the cache
+    hit could not be verified; RUN_FAILED when a server or the probe could not run; BAD_INPUT.
     """
     from evalctl.manifest import new_run_id
     from evalctl.probe.session import probe_servers
-    from evalctl.tasks.lmeval import LmEvalTask
+    from evalctl.tasks.lmeval import task_of
 
     overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
     if model is None and config is None:
@@ -108,19 +107,16 @@ def probe(
     else:
         cfg = resolve_config(model, config, url, overrides, engine, api_key)
     rules = _policy(policy, max_tokens, questions, _csv_ints(prefix_tokens, "--prefix-tokens"))
-    task = LmEvalTask(cfg.task, data_dir=cfg.resolved_data_dir(), fewshot="shared", seed=cfg.generation.seed)
+    task = task_of(cfg, fewshot="shared")
     run_dir = Path(cfg.output_dir) / new_run_id(f"{cfg.model}-probe")
     run_dir.mkdir(parents=True, exist_ok=False)
     verdicts = []
     with console.status("probing") as status:
         for probed in probe_servers(cfg, task, run_dir, api_key=api_key, policy=rules, on_step=status.update):
             verdicts.append(_print_probe(probed, run_dir))
-    if "fail" in verdicts:
-        raise typer.Exit(EXIT_FAIL)
-    if "not run" in verdicts:
-        raise typer.Exit(EXIT_NOT_RUN)
-    if "inconclusive" in verdicts:
-        raise typer.Exit(EXIT_INCONCLUSIVE)
+    for outcome, status in PROBE_EXIT.items():
+        if outcome in verdicts:
+            raise typer.Exit(status)
 
 
 def _print_probe(probed: ServerProbe, run_dir: Path) -> str:

@@ -11,11 +11,11 @@ import typer
 
 from evalctl.cli.common import console, err, fail
 from evalctl.config import SweepConfig
+from evalctl.errors import ExitCode
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
 
-EXIT_NO_GATE = 1
 SETTLE_S = 10.0  # the scheduler gives a fresh job its pending reason within seconds
 
 
@@ -42,13 +42,13 @@ def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None,
         raise fail(f"{exc}\nthe run's jobs were cancelled; resubmit with --resume {sub.run_dir}") from None
     except KeyboardInterrupt:
         err.print(f"stopped waiting; the jobs keep running (evalctl jobs {sub.run_dir})")
-        raise typer.Exit(130) from None
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
     try:
         gate = json.loads((sub.run_dir / GATE_JSON).read_text())
     except (OSError, ValueError):
         log = sub.run_dir / SUBMITIT_DIR / f"{sub.aggregate_job}_0_log.err"
         message = f"aggregation job {sub.aggregate_job} ended ({state.state}) without a readable {GATE_JSON}; see {log}"
-        raise fail(message, EXIT_NO_GATE) from None
+        raise fail(message, ExitCode.RUN_FAILED) from None
     console.print(f"verdict: {gate['verdict']} (exit {gate['exit_code']}); gate files in {sub.run_dir}", soft_wrap=True)
     raise typer.Exit(int(gate["exit_code"]))
 
@@ -72,7 +72,7 @@ def jobs(
 ) -> None:
     """Show the Slurm jobs of a run: Slurm's state (squeue, scontrol, sacct) and each part's own state in the run folder.
 
-    Exit status: 0 shown; 2 not a run folder, or a run not submitted to Slurm.
+    Exit status (table: evalctl --help): PASS when shown; BAD_INPUT for not a run folder, or a run not submitted to Slurm.
     """
     from evalctl.extras import require
 

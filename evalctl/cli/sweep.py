@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalctl.cli.common import EXIT_FAILED_CELLS, console, err, fail
+from evalctl.cli.common import console, err, fail
 from evalctl.config import CacheMode, Engine, StoppingMode, SweepConfig, load_config, with_external_url
-from evalctl.errors import DiskError
+from evalctl.errors import DiskError, ExitCode
 
 if TYPE_CHECKING:
     from evalctl.execution import SweepResult
@@ -97,13 +97,17 @@ def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: s
 
 
 def sweep(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     task: Annotated[
         str | None,
         typer.Option(
-            help="Task: gsm8k, or prefix-recall (answers read back from a list of records in the prefix; shots count the records)."
+            help="An lm-eval generate_until task: gsm8k, prefix-recall (answers read back from records in the prefix; shots "
+            "count the records), a task in --include-path, a task YAML file, or a task lm-eval registers."
         ),
+    ] = None,
+    include_path: Annotated[
+        Path | None, typer.Option(help="Folder of lm-eval task YAML to find --task in (lm-eval's --include_path); docs/guide-add-task.md.")
     ] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
@@ -196,23 +200,23 @@ def sweep(
     wait: Annotated[
         bool,
         typer.Option(
-            help="With --executor slurm: block until the aggregation job ends and exit with the gate's status (0/1/2); "
+            help="With --executor slurm: block until the aggregation job ends and exit with the gate's verdict status; "
             "without it, print the run id and job ids and return at once.",
             rich_help_panel="Slurm",
         ),
     ] = False,
 ) -> None:
-    """Launch server(s), run the task (GSM8K or prefix-recall) at each shot count with the prefix cache on and off, and report.
+    """Launch server(s), run the task (GSM8K, prefix-recall or any lm-eval generate_until task) at each shot count with the prefix cache on and off, and report.
 
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
 
-    Exit status: 0 all cells ran; 3 some server or cell failed (see summary); 2 bad input, or the
-    run folder is being written by another evalctl (it is named; see --wait-for-lock); 5 the disk
-    refused a write (full, quota, read-only, permission: the file is named, every row so far is
-    kept, the --resume command is printed); 1 other errors; 130/143 interrupted by SIGINT/SIGTERM
-    (records so far kept, servers stopped; finish with --resume). With --executor slurm: 0 once
-    submitted; with --wait the gate's 0 pass / 1 regression / 2 inconclusive, 1 if no gate result.
+    Exit status (table: evalctl --help): PASS when all cells ran; RUN_FAILED when some server or cell
+    failed (see summary); BAD_INPUT, also when another evalctl is writing the run folder (it is named;
+    see --wait-for-lock); INTERNAL (e.g. the run folder cannot be created, or the disk refused a write:
+    the file is named, every row so far is kept, the --resume command is printed); INTERRUPTED or
+    TERMINATED by SIGINT/SIGTERM (records so far kept, servers stopped; finish with --resume). With
+    --executor slurm: PASS once submitted; with --wait the gate's verdict, RUN_FAILED if no gate result.
     """
     from evalctl.execution import Sweep
     from evalctl.report.progress import RichProgress
@@ -230,7 +234,7 @@ def sweep(
         cache=cache,
         variants=variants,
         gpus=gpus,
-        task=task,
+        task=str(Path(task).resolve()) if task and task.endswith((".yaml", ".yml")) else task,
         shots=_csv_ints(shots, "--shots"),
         limit=limit,
         limit_order=limit_order,
@@ -239,6 +243,7 @@ def sweep(
         fewshot=fewshot,
         output_dir=output,
         data_dir=data_dir,
+        include_path=include_path.resolve() if include_path else None,
         max_restarts=max_restarts,
         noise=noise,
         **{
@@ -276,9 +281,9 @@ def sweep(
             where = runner.run_dir
             kept = f"records so far are in {where} (finish with: {resume_command(where)})" if where else "before the run folder was created"
             err.print(f"interrupted by {exc.args[0]}; {kept}")
-            raise typer.Exit(exc.exit_code) from None
+            raise typer.Exit(exc.exit_status) from None
         except DiskError as exc:
-            raise fail(disk_message(exc, runner.run_dir), exc.exit_code) from None
+            raise fail(disk_message(exc, runner.run_dir), exc.exit_status) from None
 
 
 def resume_command(run_dir: Path) -> str:
@@ -319,4 +324,4 @@ def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:
-        raise typer.Exit(EXIT_FAILED_CELLS)
+        raise typer.Exit(ExitCode.RUN_FAILED)

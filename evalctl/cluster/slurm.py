@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evalctl.errors import BadInput, EvalctlError
+from evalctl.errors import BadInput, RunFailed
 
 # States after which a job never runs again (REQUEUED / PREEMPTED jobs go back to PENDING).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
@@ -31,16 +31,16 @@ UNKNOWN = "UNKNOWN"
 COMMAND_TIMEOUT_S = 30
 
 
-class SlurmUnavailable(EvalctlError):
-    """Slurm refused or did not answer (submission, release): exit 1."""
+class SlurmUnavailable(RunFailed):
+    """Slurm refused or did not answer (submission, release): the run could not run (exit 3)."""
 
 
 class NoSlurm(BadInput):
-    """`--executor slurm` on a host without Slurm's commands: a usage error (exit 2), found before anything is written."""
+    """`--executor slurm` on a host without Slurm's commands: a usage error (exit 4), found before anything is written."""
 
 
 class NeverStarts(BadInput):
-    """Pending jobs Slurm will never start as they are (exit 2); the message says why and what to change."""
+    """Pending jobs Slurm will never start as they are (exit 4); the message says why and what to change."""
 
     def __init__(self, stuck: list[JobState], partition: str | None):
         nodes = partition_nodes(partition)

@@ -37,7 +37,7 @@ from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, fin
 from evalctl.runlock import RunLock
 from evalctl.runs import Run
 from evalctl.secrets import redact_config
-from evalctl.tasks.lmeval import LmEvalTask
+from evalctl.tasks.lmeval import LmEvalTask, task_of
 
 
 @dataclass
@@ -51,7 +51,7 @@ class RunFolder:
     lock: RunLock | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, config: SweepConfig, role: str = "sweep") -> RunFolder:
+    def create(cls, config: SweepConfig, metrics: list[str], role: str = "sweep") -> RunFolder:
         run_id = new_run_id(config.model)
         path = Path(config.output_dir) / run_id
         try:
@@ -67,6 +67,7 @@ class RunFolder:
             host=host_info(),
             config=redact_config(config.model_dump(mode="json")),
             data_fingerprint=data_fingerprint(config.resolved_data_dir()),
+            metrics=metrics,
         )
         folder = cls(path, run_id, manifest, lock=lock)
         folder.save()
@@ -125,17 +126,10 @@ def prepare(
     `role` names the writer in the lock (default: sweep, or resume); `wait_s` is how long to wait for another writer."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")
-    task = LmEvalTask(
-        config.task,
-        data_dir=config.resolved_data_dir(),
-        fewshot=config.fewshot,
-        seed=config.generation.seed,
-        limit_order=config.limit_order,
-        limit_seed=config.limit_seed,
-    )
+    task = task_of(config)
     launches = expand(config)
     if resume is None:
-        return PreparedRun(RunFolder.create(config, role or "sweep"), task, launches, set(), None)
+        return PreparedRun(RunFolder.create(config, task.metric_names, role or "sweep"), task, launches, set(), None)
     folder = RunFolder.take_up(resume, part, role or "resume", wait_s)
     try:
         return _resume_plan(config, folder, task, launches)

@@ -18,13 +18,13 @@ import httpx
 
 from evalctl.client import Completion, CompletionClient, auth_headers
 from evalctl.config import CacheMode
-from evalctl.errors import EvalctlError
+from evalctl.errors import RunFailed
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import ProbePrompt
 from evalctl.servers.base import EngineAdapter
 
 
-class ProbeError(EvalctlError):
+class ProbeError(RunFailed):
     """The probe could not run as designed (e.g. no way to make a cold request)."""
 
 

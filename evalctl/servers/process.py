@@ -23,13 +23,13 @@ import httpx
 
 from evalctl.client import auth_headers
 from evalctl.config import CacheMode, Engine, ServerProfile, Variant
-from evalctl.errors import EvalctlError
+from evalctl.errors import RunFailed
 from evalctl.servers import adapter_for
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 
 
-class ServerError(EvalctlError):
-    """A server that would not start or that died; carries its log tail."""
+class ServerError(RunFailed):
+    """A server that would not start or that died; carries its log tail and the process's own `exit_code`."""
 
     def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = ""):
         super().__init__(message)

@@ -7,7 +7,9 @@ import pytest
 import yaml
 from frames import manifest_for, sweep_frame
 
-from evalctl.analysis.gate import DEFAULT_POLICY_FILE, GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.analysis.gate import GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.config_files import POLICY_FOLDER, find
+from evalctl.errors import ExitCode
 from evalctl.runs import Run
 
 POLICY = GatePolicy()
@@ -25,7 +27,7 @@ def cells(result, kind, status):
 def test_flips_at_long_prompts_under_cache_on_are_a_regression_naming_those_cells_and_the_cliff():
     flipped = set(range(30))
     result = gate(sweep_frame(to_wrong={16: flipped, 20: flipped}))
-    assert (result.verdict, result.exit_code) == ("regression", 1)
+    assert (result.verdict, result.exit_code) == ("regression", ExitCode.REGRESSION)
     assert cells(result, "accuracy", "regression") == {("cpu", "default", "on", 16, 1), ("cpu", "default", "on", 20, 1)}
     assert cells(result, "accuracy", "pass") == {("cpu", "default", "on", 8, 1)}
     regressions = {c.kind for c in result.checks if c.status == "regression"}
@@ -42,14 +44,14 @@ def test_two_random_flips_each_way_pass():
     to_wrong = {s: set(rng.sample(range(160), 2)) for s in (8, 16, 20)}
     to_right = {s: set(rng.sample(range(160, 200), 2)) for s in (8, 16, 20)}
     result = gate(sweep_frame(to_wrong=to_wrong, to_right=to_right))
-    assert (result.verdict, result.exit_code) == ("pass", 0), [c.reason for c in result.checks if c.status != "pass"]
+    assert (result.verdict, result.exit_code) == ("pass", ExitCode.PASS), [c.reason for c in result.checks if c.status != "pass"]
     assert result.cliffs.empty
 
 
 def test_ten_questions_with_a_twenty_point_drop_are_inconclusive_not_pass():
     df = sweep_frame(n=10, to_wrong={s: {0, 1} for s in (8, 16, 20)})
     result = gate(df)
-    assert (result.verdict, result.exit_code) == ("inconclusive", 2)
+    assert (result.verdict, result.exit_code) == ("inconclusive", ExitCode.INCONCLUSIVE)
     assert cells(result, "accuracy", "inconclusive") == {("cpu", "default", "on", s, 1) for s in (8, 16, 20)}
     # Even without the min_n floor, 10 pairs neither show the drop nor exclude a 3-point one.
     loose = [c for c in gate(df, policy=GatePolicy(min_n=1)).checks if c.kind == "accuracy"]
@@ -94,8 +96,9 @@ def test_error_and_invalid_rates_are_checked_per_cell():
 
 
 def test_default_policy_file_matches_the_model_and_bad_policies_name_the_field(tmp_path: Path):
-    assert load_policy(DEFAULT_POLICY_FILE) == GatePolicy() == load_policy()
-    assert set(yaml.safe_load(DEFAULT_POLICY_FILE.read_text())) == set(GatePolicy.model_fields)
+    default = find("default", POLICY_FOLDER).path  # the packaged file documents the built-in
+    assert load_policy(default) == GatePolicy() == load_policy()
+    assert set(yaml.safe_load(default.read_text())) == set(GatePolicy.model_fields)
     bad = tmp_path / "gate.yaml"
     bad.write_text("max_accuracy_drop: 2\n")
     with pytest.raises(PolicyError, match="max_accuracy_drop"):

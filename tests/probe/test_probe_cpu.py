@@ -10,6 +10,7 @@ import pytest
 from conftest import cpu_profile, evalctl, only_run, start_canary, write_sweep_config
 
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.errors import ExitCode
 from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
@@ -58,7 +59,7 @@ def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, c
     finally:
         canary.terminate()
         _, stderr = canary.communicate(timeout=30)
-    assert out.returncode == 1, out.stderr + out.stdout
+    assert out.returncode == ExitCode.REGRESSION, out.stderr + out.stdout
     result = probe_json(tmp_path / "out")
     assert result["verdict"] == "fail"
     assert result["failed_bins"] == ["1-shot", "prefix-200"]  # named, shortest prefix first

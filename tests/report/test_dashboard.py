@@ -11,7 +11,7 @@ from test_sweep_cpu import evalctl
 
 from evalctl.dashboard.build import build_site, page_name, settings_diff
 from evalctl.dashboard.catalog import load_catalog, verdict_of
-from evalctl.errors import BadInput
+from evalctl.errors import BadInput, ExitCode
 from evalctl.history.store import HistoryStore
 from evalctl.manifest import Manifest
 from evalctl.runlock import RunLock
@@ -122,7 +122,7 @@ def test_missing_root_is_a_clear_error(tmp_path):
 
 def test_cli_refuses_a_missing_root_and_a_file_as_site(tmp_path):
     missing = evalctl("dashboard", "--root", str(tmp_path / "nope"), "-o", str(tmp_path / "site"))
-    assert missing.returncode == 2 and "is not a directory" in missing.stderr and not (tmp_path / "site").exists()
+    assert missing.returncode == ExitCode.BAD_INPUT and "is not a directory" in missing.stderr and not (tmp_path / "site").exists()
     (tmp_path / "file").write_text("kept")
     clash = evalctl("dashboard", "--root", str(tmp_path), "-o", str(tmp_path / "file"))
-    assert clash.returncode == 2 and "is not a folder" in clash.stderr and (tmp_path / "file").read_text() == "kept"
+    assert clash.returncode == ExitCode.BAD_INPUT and "is not a folder" in clash.stderr and (tmp_path / "file").read_text() == "kept"

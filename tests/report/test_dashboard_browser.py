@@ -27,6 +27,7 @@ from test_report_browser import browse, console_messages, needs_chromium
 from test_sweep_cpu import evalctl
 
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.errors import VERDICT_EXIT, ExitCode
 from evalctl.servers.process import ManagedServer
 
 pytestmark = [needs_chromium, pytest.mark.server]
@@ -76,7 +77,7 @@ def start_sweep(args: list[str], root: Path, known: set[Path]) -> tuple[subproce
 def gate(run: Path, baseline: Path | None, policy: Path) -> str:
     out = evalctl("gate", str(run), "--policy", str(policy), *(["--baseline", str(baseline)] if baseline else []))
     verdict = json.loads((run / "gate.json").read_text())["verdict"]
-    assert out.returncode == {"pass": 0, "regression": 1, "inconclusive": 2}[verdict], out.stderr
+    assert out.returncode == VERDICT_EXIT[verdict], out.stderr
     return verdict
 
 
@@ -97,7 +98,7 @@ def nights(tmp_path_factory):
         runs = {}
         for night, url in (("night1", server.base_url), ("night2", server.base_url), ("night3", canary_url)):
             out = evalctl(*sweep_args(url, data, root, 8))
-            assert out.returncode in (0, 1, 2, 3), out.stderr
+            assert out.returncode in (ExitCode.PASS, ExitCode.REGRESSION, ExitCode.INCONCLUSIVE, ExitCode.RUN_FAILED), out.stderr
             runs[night] = newest(root, known)
         verdicts = {
             "night1": gate(runs["night1"], None, policy),

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import evalctl, only_run
 
+from evalctl.errors import VERDICT_EXIT, ExitCode
+
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "results" / "report-screenshot.png"
 KEY_IDS = [
@@ -57,7 +59,7 @@ def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orp
     root = tmp_path / "results"
     out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1,2", "--limit", "3", "--cache", "on,off", "--max-tokens", "32",
                   "--data-dir", str(data_dir), "--output", str(root))  # fmt: skip
-    assert out.returncode in (0, 3), out.stderr + out.stdout
+    assert out.returncode in (ExitCode.PASS, ExitCode.RUN_FAILED), out.stderr + out.stdout
     run = only_run(root)
 
     # An earlier night: the same run copied back a day, as baseline and as a point of history.
@@ -69,7 +71,7 @@ def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orp
     # The real gate, against the earlier night; the probe's file (documented schema) is rendered when present.
     gated = evalctl("gate", str(run), "--baseline", str(earlier))
     verdict = json.loads((run / "gate.json").read_text())["verdict"]
-    assert gated.returncode == {"pass": 0, "regression": 1, "inconclusive": 2}[verdict], gated.stderr
+    assert gated.returncode == VERDICT_EXIT[verdict], gated.stderr
     (run / "probe-prefix.json").write_text(json.dumps({"verdict": "pass", "note": "<script>document.title='pwned'</script>",
                                                        "bins": [{"prefix_tokens": 256, "accuracy": 0.0}]}))  # fmt: skip
 

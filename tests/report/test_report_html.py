@@ -14,6 +14,7 @@ from analysis.frames import sample_frame
 from run_folders import cell_rows, make_run
 
 from evalctl.analysis.accuracy import accuracy_table
+from evalctl.errors import ExitCode
 from evalctl.report.html import write_report
 from evalctl.report.signoff import signoff_matrix
 from evalctl.runs import load_run
@@ -147,7 +148,7 @@ def test_report_cli_writes_into_the_run_folder_by_default_and_refuses_a_missing_
     assert ok.returncode == 0, ok.stderr
     assert (run / "report.html").is_file()
     bad = subprocess.run([sys.executable, "-m", "evalctl.cli", "report", str(tmp_path / "nope")], capture_output=True, text=True, env=env)
-    assert bad.returncode == 2 and "is not a directory" in " ".join(bad.stderr.split())
+    assert bad.returncode == ExitCode.BAD_INPUT and "is not a directory" in " ".join(bad.stderr.split())
 
 
 def test_recall_runs_get_the_answer_position_section_with_a_baseline(tmp_path):

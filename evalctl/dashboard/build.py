@@ -30,6 +30,7 @@ import pandas as pd
 
 from evalctl.analysis.checks import SEVERITY
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
+from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE
@@ -78,9 +79,7 @@ def _fingerprint(folders: list[RunListing], *extra: object) -> str:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def _date(value: object) -> str:
@@ -97,8 +96,8 @@ def _copy_report(folder: RunListing, site: Path) -> str | None:
     st = src.stat()
     if not (dst.is_file() and dst.stat().st_size == st.st_size and dst.stat().st_mtime_ns == st.st_mtime_ns):
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst.with_name(name + ".tmp"))
-        os.replace(dst.with_name(name + ".tmp"), dst)
+        with atomic_path(dst) as tmp:
+            shutil.copy2(src, tmp)
     return _href("reports", name)
 
 

@@ -1,4 +1,4 @@
-"""Sweep configuration: pydantic models, model aliases in `configs/`, CLI overrides.
+"""Sweep configuration: pydantic models, model aliases (found by `config_files`), CLI overrides.
 
 A config names *what* to measure (task, shots, cache modes, passes) and *where*
 (server profiles x variants). Everything downstream reads the resolved model;
@@ -14,12 +14,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from evalctl import config_files
 from evalctl.errors import BadInput
+from evalctl.tasks.registry import registered_task
 
-CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
@@ -28,10 +28,6 @@ class ConfigError(BadInput):
     """A config that cannot be used; the message names the cause."""
 
 
-TaskName = Literal["gsm8k", "prefix-recall"]
-# Tasks generated from the seed (evalctl/tasks/prefix_recall): no data files; shots count
-# the records of the prefix, so every shot count must be >= 1.
-GENERATED_TASKS = frozenset({"prefix-recall"})
 
 
 class CacheMode(str, Enum):
@@ -207,7 +203,7 @@ class StoppingConfig(_Strict):
     baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with (CLI --baseline).")
     tolerance: float = Field(0.03, ge=0, lt=1, description="Largest tolerated accuracy drop, as the gate's max_accuracy_drop.")
     alpha: float = Field(0.05, gt=0, lt=0.5, description="Family-wise chance of a false regression, and of a false pass per cell.")
-    metric: Literal["strict", "flexible"] = Field("strict", description="Answer extraction scored, as the gate's metric.")
+    metric: str | None = Field(None, description="The task's metric scored, as the gate's metric; default: the task's first.")
     min_n: int = Field(30, ge=1, description="Paired questions at the first look.")
     growth: float = Field(1.15, gt=1, description="Each look has this many times the questions of the one before.")
     e_share: float = Field(0.1, ge=0, lt=1, description="Share of the regression level given to the betting e-process.")
@@ -221,7 +217,11 @@ class StoppingConfig(_Strict):
 
 class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
-    task: TaskName = Field("gsm8k", description="gsm8k, or prefix-recall (answers read back from records in the prefix).")
+    task: str = Field(
+        "gsm8k",
+        description="An lm-eval generate_until task: gsm8k, prefix-recall, a task in include_path, a task YAML path, or one of lm-eval's.",
+    )
+    include_path: Path | None = Field(None, description="A folder of lm-eval task YAML the task is looked up in (lm-eval's --include_path).")
     shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)))
     fewshot: Literal["shared", "sampled"] = "shared"
     cache: list[CacheMode] = Field(default_factory=lambda: [CacheMode.on, CacheMode.off])
@@ -240,7 +240,7 @@ class SweepConfig(_Strict):
     )
     output_dir: Path = Path("results")
     gate_policy: str | None = Field(
-        None, description="Policy of the verdict a sweep prints: a name in configs/gate/ (cpu-smoke) or a YAML path; default: the built-in."
+        None, description="Policy of the verdict a sweep prints: a policy name (cpu-smoke; evalctl models list) or a YAML path."
     )
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
     noise: bool = Field(
@@ -305,8 +305,9 @@ class SweepConfig(_Strict):
                 raise ValueError(f"duplicate {kind} names: {dupes}")
         if not self.servers:
             raise ValueError("servers must list at least one server profile")
-        if self.task in GENERATED_TASKS and 0 in self.shots:
-            raise ValueError(f"task {self.task} counts records as shots: every shot count must be >= 1")
+        spec = registered_task(self.task)
+        if spec is not None and min(self.shots) < spec.min_shots:
+            raise ValueError(f"task {self.task} counts records as shots: every shot count must be >= {spec.min_shots}")
         known = [v.name for v in self.variants]
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
@@ -331,48 +332,37 @@ class SweepConfig(_Strict):
     def resolved_data_dir(self) -> Path | None:
         """The local copy the task reads (the packaged one unless another is named); None for the hub
         and for generated tasks (built from the seed: no data files to read or fingerprint)."""
-        if self.task in GENERATED_TASKS:
+        spec = registered_task(self.task)
+        if spec is not None and spec.generated:
             return None
-        chosen = self.data_dir if self.data_dir is not None else os.environ.get(DATA_DIR_ENV)
+        # The environment's copy is for evalctl's registered tasks; a task of YAML reads what its YAML names.
+        chosen = self.data_dir if self.data_dir is not None else os.environ.get(DATA_DIR_ENV) if spec is not None else None
         if chosen is None:
             from evalctl.datasets import packaged_data_dir
 
-            return packaged_data_dir(self.task)
+            return packaged_data_dir(self.task) if spec is not None and spec.packaged_data else None
         return None if str(chosen) == HUB_DATA else Path(chosen)
 
 
 def gate_policy_file(name: str | None) -> Path | None:
-    """The gate policy file a config's `gate_policy` names; None for the built-in default."""
+    """The gate policy file a config's `gate_policy` names (a policy name, searched as `config_files`
+    says, else a path); None for the built-in default."""
     if name is None:
         return None
-    named = CONFIGS_DIR / "gate" / f"{name}.yaml"
-    return named if named.is_file() else Path(name)
+    named = config_files.find(name, config_files.POLICY_FOLDER)
+    return named.path if named else Path(name)
 
 
 def known_aliases() -> list[str]:
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
+    return list(config_files.known())
 
 
 def alias_path(name: str) -> Path:
-    path = CONFIGS_DIR / f"{name}.yaml"
-    if not path.is_file():
+    found = config_files.find(name)
+    if found is None:
         known = ", ".join(known_aliases()) or "(none)"
         raise ConfigError(f"unknown model alias {name!r}; known: {known}")
-    return path
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML in {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"config {path} must be a mapping at the top level")
-    return data
+    return found.path
 
 
 def _format_validation(exc: ValidationError, source: str) -> str:
@@ -389,7 +379,7 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
     if (model is None) == (config_file is None):
         raise ConfigError("give exactly one of --model NAME or --config FILE")
     path = alias_path(model) if model else Path(config_file)  # type: ignore[arg-type]
-    return config_from_dict(_read_yaml(path), overrides, str(path))
+    return config_from_dict(config_files.read_yaml(path, "config", ConfigError), overrides, str(path))
 
 
 def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:

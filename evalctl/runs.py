@@ -13,7 +13,7 @@ import pyarrow as pa
 from evalctl.analysis.summary import RunSummary, summarize
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
-from evalctl.records import COLUMNS, Metric, load_noise, load_samples
+from evalctl.records import COLUMNS, Metric, load_noise, load_samples, primary_metric
 
 
 class RunFolderError(BadInput):
@@ -66,11 +66,16 @@ class Run:
         except (OSError, ValueError) as exc:
             raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
 
-    def summary(self, metric: Metric = "strict") -> RunSummary:
-        """The summary tables, computed once per metric (`invalid` follows the metric)."""
+    def summary(self, metric: Metric | None = None) -> RunSummary:
+        """The summary tables, computed once per metric (`invalid` follows the metric; default: the task's first)."""
+        metric = self.metric(metric)
         if metric not in self.summaries:
             self.summaries[metric] = summarize(self.samples, metric)
         return self.summaries[metric]
+
+    def metric(self, requested: Metric | None = None) -> Metric:
+        """`requested` when the run's task scores it, else (None) the task's first metric."""
+        return primary_metric(self.samples, requested)
 
     @property
     def chunked_prefill_size(self) -> int | None:

@@ -71,7 +71,7 @@ CASES = [
     (["sweep", "--model", "smollm2-135m", "--shots", "a,b"], ExitCode.BAD_INPUT, "comma-separated integers"),
     (["sweep", "--model", "smollm2-135m", "--wait"], ExitCode.BAD_INPUT, "--wait applies to --executor slurm"),
     (["probe"], ExitCode.BAD_INPUT, "give --model NAME, --config FILE or --url URL"),
-    (["probe", "--url", "http://127.0.0.1:9", "--policy", "{not-yaml}"], ExitCode.BAD_INPUT, "cannot read policy"),
+    (["probe", "--url", "http://127.0.0.1:9", "--policy", "{not-yaml}"], ExitCode.BAD_INPUT, "invalid YAML in probe policy"),
     (["compare", "{good}", "{missing}"], ExitCode.BAD_INPUT, "is not a directory"),
     (["compare", "{other}", "{good}"], ExitCode.BAD_INPUT, "share no questions"),
     (["compare", "{good}", "{bad}"], ExitCode.PASS, "Flipped questions"),
@@ -86,6 +86,8 @@ CASES = [
     (["servers", "show", "--model", "nemotron-nano-9b", "--variants", "nightly"], ExitCode.BAD_INPUT, "unknown variant"),
     (["canary", "--upstream", "http://127.0.0.1:9", "--fault", "no-such-fault"], ExitCode.BAD_INPUT, "unknown fault"),
     (["canary", "--upstream", "http://127.0.0.1:9", "--fault", "lost-prefix"], ExitCode.RUN_FAILED, "unreachable"),
+    (["models", "list"], ExitCode.PASS, "smollm2-135m"),
+    (["models", "show"], ExitCode.BAD_INPUT, "No such command"),
     (["jobs", "{good}"], ExitCode.BAD_INPUT, "was not submitted to Slurm"),
     (["jobs", "{missing}"], ExitCode.BAD_INPUT, "nope"),
 ]

@@ -29,7 +29,7 @@ def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool
     df = df.assign(run_id=name)
     with RecordWriter(run) as writer:
         for row in df.to_dict("records"):
-            writer.write(SampleRecord(**{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
+            writer.write(SampleRecord.from_row({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
     write_manifest(run, manifest_for(df).model_copy(update={"run_id": name, "status": status}))
     if parquet:
         compact(run)

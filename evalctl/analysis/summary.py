@@ -10,7 +10,7 @@ from evalctl.analysis.accuracy import accuracy_table
 from evalctl.analysis.lengths import accuracy_by_length
 from evalctl.analysis.positions import accuracy_by_position
 from evalctl.analysis.throughput import throughput_table
-from evalctl.records import Metric
+from evalctl.records import Metric, primary_metric
 
 
 @dataclass(frozen=True)
@@ -19,13 +19,16 @@ class RunSummary:
     by_length: pd.DataFrame
     throughput: pd.DataFrame
     by_position: pd.DataFrame  # prefix-recall only; empty for other tasks
+    metric: str  # the metric judged (`<metric>_acc` in the tables), which the `invalid` counts follow
 
 
-def summarize(samples: pd.DataFrame, metric: Metric = "strict") -> RunSummary:
-    """The tables; `metric` is the one the gate judges, which the `invalid` counts follow."""
+def summarize(samples: pd.DataFrame, metric: Metric | None = None) -> RunSummary:
+    """The tables; `metric` is the one the gate judges (default: the task's first), which the `invalid` counts follow."""
+    metric = primary_metric(samples, metric)
     return RunSummary(
         accuracy_table(samples, metric=metric),
         accuracy_by_length(samples, metric=metric),
         throughput_table(samples),
         accuracy_by_position(samples, metric=metric),
+        metric,
     )

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, bisect, canary, compare, dashboard, gate, history, probe, report, runs, servers, slurm, sweep
+from evalctl.cli import analyze, bisect, canary, compare, dashboard, gate, history, models, probe, report, runs, servers, slurm, sweep
 from evalctl.cli.common import EvalctlGroup, console, handle_errors
 from evalctl.errors import ExitCode
 
@@ -46,6 +46,7 @@ app.command()(gate.gate)
 app.command()(slurm.jobs)
 app.add_typer(servers.app, name="servers")
 app.add_typer(runs.app, name="runs")
+app.add_typer(models.app, name="models")
 app.command()(history.history)
 app.command()(dashboard.dashboard)
 app.command()(report.report)

@@ -22,7 +22,7 @@ def gate(
     policy: Annotated[
         Path | None,
         typer.Option(
-            "--policy", "-p", help="Gate policy YAML; default: the run config's gate_policy, else the built-in (configs/gate/default.yaml)."
+            "--policy", "-p", help="Gate policy YAML; default: the run config's gate_policy, else the built-in (packaged gate/default)."
         ),
     ] = None,
     output: Annotated[

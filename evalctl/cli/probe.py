@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
@@ -26,16 +25,15 @@ PROBE_EXIT = {"fail": ExitCode.REGRESSION, "not run": ExitCode.RUN_FAILED, "inco
 def _policy(path: Path | None, max_tokens: int | None, questions: int | None, prefix_tokens: list[int] | None):
     from pydantic import ValidationError
 
+    from evalctl.config_files import read_yaml
     from evalctl.probe.policy import ProbePolicy
 
     data: dict = {}
     if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise fail(f"cannot read policy {path}: {exc}") from None
-        # A gate policy file keeps the probe's thresholds under `probe:`.
-        data = loaded.get("probe", loaded) if isinstance(loaded, dict) else {}
+        loaded = read_yaml(path, "probe policy")
+        data = loaded.get("probe", loaded)  # a gate policy file keeps the probe's thresholds under `probe:`
+        if not isinstance(data, dict):
+            raise fail(f"probe policy {path}: `probe:` must be a mapping")
     for key, value in (("max_tokens", max_tokens), ("questions_per_bin", questions), ("prefix_tokens", prefix_tokens)):
         if value is not None:
             data[key] = value
@@ -70,7 +68,7 @@ def _bins_table(bins, title: str) -> Table:
 
 
 def probe(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. smollm2-135m).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
     engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
@@ -95,7 +93,7 @@ def probe(
     """
     from evalctl.manifest import new_run_id
     from evalctl.probe.session import probe_servers
-    from evalctl.tasks.lmeval import LmEvalTask
+    from evalctl.tasks.lmeval import task_of
 
     overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
     if model is None and config is None:
@@ -109,7 +107,7 @@ def probe(
     else:
         cfg = resolve_config(model, config, url, overrides, engine, api_key)
     rules = _policy(policy, max_tokens, questions, _csv_ints(prefix_tokens, "--prefix-tokens"))
-    task = LmEvalTask(cfg.task, data_dir=cfg.resolved_data_dir(), fewshot="shared", seed=cfg.generation.seed)
+    task = task_of(cfg, fewshot="shared")
     run_dir = Path(cfg.output_dir) / new_run_id(f"{cfg.model}-probe")
     run_dir.mkdir(parents=True, exist_ok=False)
     verdicts = []

@@ -25,7 +25,7 @@ WORKDIR_PLACEHOLDER = "$RUN_DIR/server-slots"
 
 @app.command()
 def show(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias: a file in configs/ (e.g. nemotron-nano-9b).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. nemotron-nano-9b; evalctl models list).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     variants: Annotated[str | None, typer.Option(help="Variants to show, comma-separated (default: the config's run_variants).")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes: on,off (or one of them).")] = None,

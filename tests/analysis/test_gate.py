@@ -7,7 +7,8 @@ import pytest
 import yaml
 from frames import manifest_for, sweep_frame
 
-from evalctl.analysis.gate import DEFAULT_POLICY_FILE, GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.analysis.gate import GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.config_files import POLICY_FOLDER, find
 from evalctl.errors import ExitCode
 from evalctl.runs import Run
 
@@ -95,8 +96,9 @@ def test_error_and_invalid_rates_are_checked_per_cell():
 
 
 def test_default_policy_file_matches_the_model_and_bad_policies_name_the_field(tmp_path: Path):
-    assert load_policy(DEFAULT_POLICY_FILE) == GatePolicy() == load_policy()
-    assert set(yaml.safe_load(DEFAULT_POLICY_FILE.read_text())) == set(GatePolicy.model_fields)
+    default = find("default", POLICY_FOLDER).path  # the packaged file documents the built-in
+    assert load_policy(default) == GatePolicy() == load_policy()
+    assert set(yaml.safe_load(default.read_text())) == set(GatePolicy.model_fields)
     bad = tmp_path / "gate.yaml"
     bad.write_text("max_accuracy_drop: 2\n")
     with pytest.raises(PolicyError, match="max_accuracy_drop"):

@@ -162,7 +162,7 @@ PROMPT = " ".join(f"Record {i}: the code of item {i} is {i * 37 % 1000}." for i 
 
 
 def test_flush_then_first_request_reports_zero_cached_tokens_and_metrics_count_the_hits(vllm_server):
-    with vllm_server.http() as http:
+    with vllm_server.http(timeout=120) as http:
         assert vllm_server.adapter.flush(http)
         before = vllm_server.adapter.scrape_metrics(http)
         cold, warm = complete(vllm_server, PROMPT), complete(vllm_server, PROMPT)
@@ -179,7 +179,7 @@ def test_flush_then_first_request_reports_zero_cached_tokens_and_metrics_count_t
 
 
 def test_resolved_settings_from_server_info(vllm_server):
-    with vllm_server.http() as http:
+    with vllm_server.http(timeout=120) as http:
         info = vllm_server.adapter.server_info(http)
     assert info["engine"] == "vllm" and info["version"].startswith("0.")
     settings = info["settings"]

@@ -24,7 +24,9 @@ def _drop_fields(data: Any, locs: list[tuple]) -> Any:
     data = copy.deepcopy(data)
     for loc in locs:
         target = data
-        for part in loc[:-1]:
+        for i, part in enumerate(loc[:-1]):
+            if part == "settings" and loc[:1] == ("servers",) and i == 2:
+                continue  # engine settings are written flat in the profile
             target = target[part]
         target.pop(loc[-1], None)
     return data

@@ -81,6 +81,19 @@ def url_engine(url: str, api_key: str | None = None) -> str:
     return engine
 
 
+def served_model(url: str, api_key: str | None = None) -> str:
+    """The first model `url` serves (/v1/models), which requests must name: vLLM answers 404 to any other."""
+    import httpx
+
+    from evalctl.client import auth_headers
+
+    try:
+        with httpx.Client(base_url=url.rstrip("/"), timeout=30.0, headers=auth_headers(api_key)) as http:
+            return str(http.get("/v1/models").json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        return "external"  # a server without the route (llama.cpp's takes any name)
+
+
 def resolve_config(
     model: str | None, config: Path | None, url: str | None, overrides: dict, engine: str | None = None, api_key: str | None = None
 ) -> SweepConfig:

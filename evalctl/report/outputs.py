@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalctl.analysis.summary import RunSummary
+from evalctl.analysis.summary import RunSummary, run_summary
 from evalctl.records import CELL_KEYS, Metric
 from evalctl.report.plots import accuracy_by_position as plot_by_position
 from evalctl.report.plots import accuracy_vs_prefill, accuracy_vs_shots
@@ -38,6 +38,6 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
 def write_run_summary(run: Run, metric: Metric = "strict") -> RunSummary:
     """Write a run's summary files and plots into its folder, titled from its manifest; the summary."""
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
-    summary = run.summary(metric)
+    summary = run_summary(run, metric)
     write_outputs(run.path, summary, title=title, chunked_prefill=run.chunked_prefill_size)
     return summary

@@ -17,20 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evalctl import config_files
-from evalctl.errors import BadInput
+from evalctl.errors import ConfigError
+from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
 
-class ConfigError(BadInput):
-    """A config that cannot be used; the message names the cause."""
-
-
-TaskName = Literal["gsm8k", "prefix-recall"]
-# Tasks generated from the seed (evalctl/tasks/prefix_recall): no data files; shots count
-# the records of the prefix, so every shot count must be >= 1.
-GENERATED_TASKS = frozenset({"prefix-recall"})
 
 
 class CacheMode(str, Enum):
@@ -206,7 +199,7 @@ class StoppingConfig(_Strict):
     baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with (CLI --baseline).")
     tolerance: float = Field(0.03, ge=0, lt=1, description="Largest tolerated accuracy drop, as the gate's max_accuracy_drop.")
     alpha: float = Field(0.05, gt=0, lt=0.5, description="Family-wise chance of a false regression, and of a false pass per cell.")
-    metric: Literal["strict", "flexible"] = Field("strict", description="Answer extraction scored, as the gate's metric.")
+    metric: str | None = Field(None, description="The task's metric scored, as the gate's metric; default: the task's first.")
     min_n: int = Field(30, ge=1, description="Paired questions at the first look.")
     growth: float = Field(1.15, gt=1, description="Each look has this many times the questions of the one before.")
     e_share: float = Field(0.1, ge=0, lt=1, description="Share of the regression level given to the betting e-process.")
@@ -220,7 +213,11 @@ class StoppingConfig(_Strict):
 
 class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
-    task: TaskName = Field("gsm8k", description="gsm8k, or prefix-recall (answers read back from records in the prefix).")
+    task: str = Field(
+        "gsm8k",
+        description="An lm-eval generate_until task: gsm8k, prefix-recall, a task in include_path, a task YAML path, or one of lm-eval's.",
+    )
+    include_path: Path | None = Field(None, description="A folder of lm-eval task YAML the task is looked up in (lm-eval's --include_path).")
     shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)))
     fewshot: Literal["shared", "sampled"] = "shared"
     cache: list[CacheMode] = Field(default_factory=lambda: [CacheMode.on, CacheMode.off])
@@ -304,8 +301,9 @@ class SweepConfig(_Strict):
                 raise ValueError(f"duplicate {kind} names: {dupes}")
         if not self.servers:
             raise ValueError("servers must list at least one server profile")
-        if self.task in GENERATED_TASKS and 0 in self.shots:
-            raise ValueError(f"task {self.task} counts records as shots: every shot count must be >= 1")
+        spec = registered_task(self.task)
+        if spec is not None and min(self.shots) < spec.min_shots:
+            raise ValueError(f"task {self.task} counts records as shots: every shot count must be >= {spec.min_shots}")
         known = [v.name for v in self.variants]
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
@@ -330,13 +328,15 @@ class SweepConfig(_Strict):
     def resolved_data_dir(self) -> Path | None:
         """The local copy the task reads (the packaged one unless another is named); None for the hub
         and for generated tasks (built from the seed: no data files to read or fingerprint)."""
-        if self.task in GENERATED_TASKS:
+        spec = registered_task(self.task)
+        if spec is not None and spec.generated:
             return None
-        chosen = self.data_dir if self.data_dir is not None else os.environ.get(DATA_DIR_ENV)
+        # The environment's copy is for evalctl's registered tasks; a task of YAML reads what its YAML names.
+        chosen = self.data_dir if self.data_dir is not None else os.environ.get(DATA_DIR_ENV) if spec is not None else None
         if chosen is None:
             from evalctl.datasets import packaged_data_dir
 
-            return packaged_data_dir(self.task)
+            return packaged_data_dir(self.task) if spec is not None and spec.packaged_data else None
         return None if str(chosen) == HUB_DATA else Path(chosen)
 
 

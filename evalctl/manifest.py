@@ -76,6 +76,11 @@ class CellDecision(_Entry):
     answered: int  # questions sent (and answered) up to that look
     planned: int
     by_e_process: bool = False
+    # The paired counts the decision rests on (None in runs from before they were kept).
+    b: int | None = None
+    c: int | None = None
+    n: int | None = None
+    drift: bool = False  # the drop changed along the send order (`sequential.drift_flags`): no early pass
 
     @property
     def saved(self) -> int:
@@ -204,6 +209,9 @@ class Manifest(RunState):
     host: Host = Field(default_factory=Host)
     config: dict[str, Any] = Field(default_factory=dict)  # redacted (`secrets.redact_config`)
     data_fingerprint: str | None = None
+    # The task's metrics as the records name them, the primary first; a manifest from before
+    # the task registry held GSM8K's two.
+    metrics: list[str] = Field(default_factory=lambda: ["strict", "flexible"])
     executor: Literal["local", "slurm"] = "local"
     error: str | None = None
     jobs: list[JobEntry] = Field(default_factory=list)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -28,8 +28,12 @@ NOISE_GLOB = "noise-*.jsonl"
 # Columns newer than some run folders: read as empty from those.
 LATER_COLUMNS = ("itl_s",)
 
-# The answer extraction an accuracy is scored by (GSM8K: `#### N` strict, or the last number).
-Metric = Literal["strict", "flexible"]
+# A task's metric, as the task names it (`tasks.lmeval`): GSM8K's `strict` (`#### N`) and
+# `flexible` (the last number), or any filter name of a task's YAML. Each metric is two columns
+# of the samples, `<metric>_answer` and `<metric>_correct`, in the task's order, primary first.
+Metric = str
+ANSWER_SUFFIX, CORRECT_SUFFIX = "_answer", "_correct"
+NO_METRIC = "accuracy"  # what a run without a single record names its (empty) accuracy
 
 # Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
 CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]
@@ -70,10 +74,8 @@ class SampleRecord:
     itl_s: float | None  # streamed requests: mean inter-token (inter-chunk) latency
     finish_reason: str | None
     response: str | None
-    strict_answer: str | None
-    flexible_answer: str | None
-    strict_correct: bool | None
-    flexible_correct: bool | None
+    answers: dict[str, str | None]  # per metric: the extracted answer (None: none, or no response)
+    correct: dict[str, bool | None]  # per metric: right or wrong (None: no response to score)
     attempts: int
     error: str | None  # None for a scored answer; else why there is none
     error_kind: ErrorKind | None
@@ -82,7 +84,47 @@ class SampleRecord:
     answer_token_offset: int | None = None  # tokens before the value (server's /tokenize; else estimated)
 
 
-COLUMNS = [f.name for f in fields(SampleRecord)]
+    def row(self) -> dict:
+        """The record as one flat row: each metric's answer and outcome its own columns."""
+        row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("answers", "correct")}
+        for metric in self.correct:
+            row[metric + ANSWER_SUFFIX] = self.answers.get(metric)
+            row[metric + CORRECT_SUFFIX] = self.correct[metric]
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> SampleRecord:
+        """The record a flat row holds (the inverse of `row`)."""
+        metrics = [k[: -len(CORRECT_SUFFIX)] for k in row if k.endswith(CORRECT_SUFFIX)]
+        plain = {k: v for k, v in row.items() if k in COLUMNS}
+        answers = {m: row.get(m + ANSWER_SUFFIX) for m in metrics}
+        return cls(**plain, answers=answers, correct={m: row[m + CORRECT_SUFFIX] for m in metrics})
+
+
+# The columns every run has; each metric adds its two (`metric_names`).
+COLUMNS = [f.name for f in fields(SampleRecord) if f.name not in ("answers", "correct")]
+
+
+def metric_names(df: pd.DataFrame) -> list[str]:
+    """The metrics a run's samples are scored by, in the task's order (the primary first)."""
+    return [c[: -len(CORRECT_SUFFIX)] for c in df.columns if c.endswith(CORRECT_SUFFIX)]
+
+
+def primary_metric(df: pd.DataFrame, requested: str | None = None) -> str:
+    """`requested` if the samples have it, else (None) the task's first metric; an unknown one is a BadInput.
+
+    Samples without rows hold no metric columns: then `requested`, or NO_METRIC, names the (empty) tables.
+    """
+    from evalctl.errors import BadInput
+
+    known = metric_names(df)
+    if not known:
+        return requested or NO_METRIC
+    if requested is None:
+        return known[0]
+    if requested not in known:
+        raise BadInput(f"unknown metric {requested!r}: this run's task scores {', '.join(known) or 'none'}")
+    return requested
 
 
 class RecordWriter:
@@ -94,7 +136,7 @@ class RecordWriter:
         self._fh = open(self.path, "a", encoding="utf-8")
 
     def write(self, record: SampleRecord) -> None:
-        self._fh.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+        self._fh.write(json.dumps(record.row(), ensure_ascii=False) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -145,7 +187,13 @@ def read_jsonl(path: Path) -> pd.DataFrame:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return with_columns(pd.DataFrame(rows))
+
+
+def with_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with every base column (empty where missing), base columns first, then the metrics' in order."""
+    extra = [c for c in df.columns if c not in COLUMNS]
+    return df.reindex(columns=[*COLUMNS, *extra])
 
 
 def load_samples(run_dir: Path) -> pd.DataFrame:

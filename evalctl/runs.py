@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
-from evalctl.records import COLUMNS, load_noise, load_samples
+from evalctl.records import COLUMNS, Metric, load_noise, load_samples, primary_metric
 
 
 class RunFolderError(BadInput):
@@ -64,6 +64,10 @@ class Run:
             return load_noise(self.path)
         except (OSError, ValueError) as exc:
             raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
+
+    def metric(self, requested: Metric | None = None) -> Metric:
+        """`requested` when the run's task scores it, else (None) the task's first metric."""
+        return primary_metric(self.samples, requested)
 
     @property
     def chunked_prefill_size(self) -> int | None:

@@ -60,8 +60,7 @@ def evalctl_pipeline(server: ManagedServer, task: LmEvalTask, prompts, params: d
                     cached_tokens=completion.cached_tokens, completion_tokens=completion.completion_tokens,
                     started_at=completion.started_at, latency_s=completion.latency_s, ttft_s=completion.ttft_s, itl_s=completion.itl_s,
                     finish_reason=completion.finish_reason, response=completion.text,
-                    strict_answer=score.strict_answer, flexible_answer=score.flexible_answer,
-                    strict_correct=score.strict_correct, flexible_correct=score.flexible_correct,
+                    answers=score.answers, correct=score.correct,
                     attempts=completion.attempts, error=completion.error, error_kind=completion.error_kind,
                 )
             )  # fmt: skip

@@ -43,7 +43,7 @@ def synthetic_samples(run_id: str, questions: int, rng: np.random.Generator) -> 
         "started_at": rng.random(n) * 60, "latency_s": rng.random(n) * 5, "ttft_s": None, "finish_reason": "stop",
         "response": "#### 1", "strict_answer": "1", "flexible_answer": "1", "strict_correct": correct, "flexible_correct": correct,
         "attempts": 1, "error": None, "error_kind": None,
-    })[COLUMNS]  # fmt: skip
+    })[[*COLUMNS, "strict_answer", "flexible_answer", "strict_correct", "flexible_correct"]]  # fmt: skip
 
 
 def build_store(root: Path, runs: int, questions: int) -> None:

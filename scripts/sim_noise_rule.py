@@ -1,5 +1,9 @@
 """Simulate the gate's noise-aware regression rule (evalctl/analysis/noise.py) against the plain one.
 
+Each rule is the gate's regression test for one cell (`drop_rule.p_beyond_tolerance`, drop
+beyond the tolerance at level alpha) plus a margin: none (plain), the A/A noise drop's point
+estimate (point), or its upper bound (gate, `noise.drop_margin`).
+
 An engine with no change at all but non-batch-invariant numerics: each run of a question keeps
 its reference outcome except that a right answer turns wrong with probability `q_break` and a
 wrong one right with `q_fix`. The candidate cell and the A/A arm are both such re-runs. Prints
@@ -16,7 +20,7 @@ import argparse
 import numpy as np
 
 from evalctl.analysis.noise import Noise, drop_margin
-from evalctl.analysis.paired import mcnemar_exact
+from evalctl.analysis.drop_rule import p_beyond_tolerance
 
 TOLERANCE, ALPHA = 0.03, 0.05
 
@@ -33,7 +37,7 @@ def flips(ref: np.ndarray, other: np.ndarray) -> tuple[int, int]:
 def regression(b: int, c: int, n: int, noise: Noise | None, point: bool = False) -> bool:
     """The gate's rule for one cell; `point`: the margin from the noise drop's point estimate instead of its upper bound."""
     margin = TOLERANCE + max(0.0, noise.drop) if point and noise is not None else drop_margin(TOLERANCE, ALPHA, noise)
-    return mcnemar_exact(b, c, "greater").p_value <= ALPHA and (b - c) / n > margin
+    return bool(p_beyond_tolerance(b, c, n, TOLERANCE) <= ALPHA) and (b - c) / n > margin
 
 
 def main() -> None:

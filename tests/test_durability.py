@@ -15,8 +15,8 @@ def record(doc_id: int, *, error_kind: str | None = None, shots: int = 1, respon
         run_id="r", profile="cpu", variant="default", cache="on", shots=shots, pass_index=1, doc_id=doc_id, prompt_hash=f"h{doc_id}",
         question="q", target="1", prewarmed=False, prompt_chars=10, prompt_tokens=5, cached_tokens=0, completion_tokens=3,
         started_at=0.0, latency_s=0.1, ttft_s=None, itl_s=None, finish_reason="stop", response=None if error_kind else response,
-        strict_answer=None, flexible_answer=None, strict_correct=None if error_kind else True,
-        flexible_correct=None if error_kind else True, attempts=1, error=error_kind, error_kind=error_kind,
+        answers={"strict": None, "flexible": None},
+        correct=dict.fromkeys(("strict", "flexible"), None if error_kind else True), attempts=1, error=error_kind, error_kind=error_kind,
     )  # fmt: skip
 
 

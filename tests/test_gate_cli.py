@@ -29,7 +29,7 @@ def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool
     df = df.assign(run_id=name)
     with RecordWriter(run) as writer:
         for row in df.to_dict("records"):
-            writer.write(SampleRecord(**{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
+            writer.write(SampleRecord.from_row({k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}))
     write_manifest(run, manifest_for(df).model_copy(update={"run_id": name, "status": status}))
     if parquet:
         compact(run)
@@ -130,3 +130,11 @@ def test_missing_corrupt_or_unrelated_runs_are_clear_errors(runs, tmp_path, comm
     if pair:
         code, text = run(runs["other"], runs["good"])
         assert code == ExitCode.BAD_INPUT and "share no questions" in text
+
+
+def test_bisect_exit_codes_are_what_git_bisect_run_reads(runs):
+    assert cli("gate", str(runs["good"]), "--bisect-exit-codes").exit_code == 0
+    assert cli("gate", str(runs["bad"]), "--bisect-exit-codes").exit_code == 1
+    out = cli("gate", str(runs["small"]), "--bisect-exit-codes")
+    assert out.exit_code == 125 and "(exit 125)" in out.stdout
+    assert cli("gate", str(runs["small"] / "missing"), "--bisect-exit-codes").exit_code == 128  # git bisect stops

@@ -87,8 +87,8 @@ def test_scored_by_the_tasks_own_filters(recall):
     }
     for response, (strict, flexible) in cases.items():
         score = recall.score(prompt, response)
-        assert (score.strict_correct, score.flexible_correct) == (strict, flexible), response
-    assert recall.score(prompt, " unknown").strict_answer is None  # invalid, counted apart from wrong
+        assert (score.correct["strict"], score.correct["flexible"]) == (strict, flexible), response
+    assert recall.score(prompt, " unknown").answers["strict"] is None  # invalid, counted apart from wrong
 
 
 def test_zero_records_is_refused():

@@ -6,6 +6,7 @@ import pytest
 
 from evalctl.config import ConfigError
 from evalctl.datasets import packaged_data_dir
+from evalctl.errors import BadInput
 from evalctl.tasks.lmeval import LmEvalTask
 
 
@@ -93,14 +94,15 @@ def test_scoring_matches_lm_eval_pipeline(shared_task):
         task.apply_filters()
         expected = {name: task.process_results(inst.doc, [ans])["exact_match"] for name, ans in inst.filtered_resps.items()}
         score = shared_task.score(prompt, response)
-        assert score.strict_correct == bool(expected["strict-match"]), response
-        assert score.flexible_correct == bool(expected["flexible-extract"]), response
-    assert shared_task.score(prompt, RESPONSES[0]).strict_answer == "18"
-    assert shared_task.score(prompt, RESPONSES[5]).strict_answer is None  # invalid, not wrong-but-valid
+        assert score.correct == {"strict": bool(expected["strict-match"]), "flexible": bool(expected["flexible-extract"])}, response
+    assert shared_task.score(prompt, RESPONSES[0]).answers["strict"] == "18"
+    assert shared_task.score(prompt, RESPONSES[5]).answers["strict"] is None  # invalid, not wrong-but-valid
 
 
 def test_unknown_task_and_bad_data_dir(tmp_path):
-    with pytest.raises(ConfigError, match="unknown task"):
+    with pytest.raises(BadInput, match="unknown task 'no-such-task' in .*; known: gsm8k, prefix-recall"):
+        LmEvalTask("no-such-task", data_dir=tmp_path, fewshot="shared", include_path=tmp_path)
+    with pytest.raises(BadInput, match="'mmlu' is an lm-eval group of tasks"):
         LmEvalTask("mmlu", data_dir=tmp_path, fewshot="shared")
     with pytest.raises(ConfigError, match="has no train.jsonl"):
         LmEvalTask("gsm8k", data_dir=tmp_path, fewshot="shared")

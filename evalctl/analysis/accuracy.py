@@ -1,11 +1,11 @@
-"""Accuracy per cell, strict and flexible, with Wilson intervals; errors apart from wrong answers."""
+"""Accuracy per cell for each of the task's metrics, with Wilson intervals; errors apart from wrong answers."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
-from evalctl.records import CELL_KEYS, Metric
+from evalctl.records import CELL_KEYS, Metric, metric_names, primary_metric
 
 
 def scored(df: pd.DataFrame) -> pd.DataFrame:
@@ -13,28 +13,39 @@ def scored(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["error"].isna()]
 
 
-def _accuracy_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
+def accuracy_columns(metrics: list[str]) -> list[str]:
+    """`<metric>_acc`, `_lo`, `_hi` per metric, in order."""
+    return [f"{m}_{part}" for m in metrics for part in ("acc", "lo", "hi")]
+
+
+def table_metrics(table: pd.DataFrame) -> list[str]:
+    """The metrics an accuracy table holds (`<metric>_acc` columns), in the task's order."""
+    return [c[: -len("_acc")] for c in table.columns if c.endswith("_acc")]
+
+
+def _accuracy_row(group: pd.DataFrame, metric: Metric, metrics: list[str]) -> pd.Series:
     ok = scored(group)
     n = len(ok)
     row = {"n": n, "errors": int(group["error"].notna().sum()), "invalid": int(ok[f"{metric}_answer"].isna().sum())}
-    for metric in ("strict", "flexible"):
-        hits = int(ok[f"{metric}_correct"].astype(bool).sum())
+    for name in metrics:
+        hits = int(ok[f"{name}_correct"].astype(bool).sum())
         lo, hi = wilson_interval(hits, n)
-        row.update({f"{metric}_acc": hits / n if n else float("nan"), f"{metric}_lo": lo, f"{metric}_hi": hi})
+        row.update({f"{name}_acc": hits / n if n else float("nan"), f"{name}_lo": lo, f"{name}_hi": hi})
     return pd.Series(row)
 
 
-def accuracy_table(df: pd.DataFrame, by: list[str] | None = None, metric: Metric = "strict") -> pd.DataFrame:
-    """One row per group: n scored, errors, invalid, strict/flexible accuracy with 95% Wilson bounds.
+def accuracy_table(df: pd.DataFrame, by: list[str] | None = None, metric: Metric | None = None) -> pd.DataFrame:
+    """One row per group: n scored, errors, invalid, each metric's accuracy with 95% Wilson bounds.
 
-    `invalid` counts scored answers with no `metric` answer extracted: the metric the gate judges.
+    `invalid` counts scored answers with no `metric` answer extracted: the metric the gate judges
+    (default: the task's first).
     """
     by = by or CELL_KEYS
-    if df.empty:
-        return pd.DataFrame(
-            columns=[*by, "n", "errors", "invalid", "strict_acc", "strict_lo", "strict_hi", "flexible_acc", "flexible_lo", "flexible_hi"]
-        )
-    out = df.groupby(by, sort=True, dropna=False).apply(_accuracy_row, metric=metric, include_groups=False).reset_index()
+    metrics = metric_names(df)
+    if df.empty or not metrics:
+        return pd.DataFrame(columns=[*by, "n", "errors", "invalid", *accuracy_columns(metrics)])
+    metric = primary_metric(df, metric)
+    out = df.groupby(by, sort=True, dropna=False).apply(_accuracy_row, metric=metric, metrics=metrics, include_groups=False).reset_index()
     for col in ("n", "errors", "invalid"):
         out[col] = out[col].astype(int)
     return out

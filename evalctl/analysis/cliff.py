@@ -32,7 +32,7 @@ from evalctl.analysis.lengths import length_bins
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact
 from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
-from evalctl.records import cell_keys
+from evalctl.records import cell_keys, primary_metric
 
 LengthColumn = Literal["prompt_tokens", "cached_tokens"]
 GROUP = cell_keys("cache", "shots")
@@ -60,7 +60,7 @@ CLIFF_COLUMNS = [*GROUP, "column", "bin", "bin_lo", "bin_hi", "min_tokens", "n",
 
 
 def paired_by_length(
-    cache_comparison: Comparison, column: LengthColumn = "prompt_tokens", metric: Metric = "strict", n_bins: int = 6
+    cache_comparison: Comparison, column: LengthColumn = "prompt_tokens", metric: Metric | None = None, n_bins: int = 6
 ) -> pd.DataFrame:
     """Per (profile, variant, pass, length bin): pairs, flips, both accuracies, the bin's one-sided
     McNemar p, and the same for the tail (this bin and all longer ones). `min_tokens` is the
@@ -69,7 +69,7 @@ def paired_by_length(
     pairs = pairs[pairs[column].notna()]
     if pairs.empty:
         return pd.DataFrame(columns=BIN_COLUMNS)
-    col = f"{metric}_correct"
+    col = f"{primary_metric(pairs, metric)}_correct"
     edges = length_bins(pairs[column], n_bins)
     idx = np.clip(np.digitize(pairs[column].astype(float), edges) - 1, 0, len(edges) - 2)
     data = pd.DataFrame(

@@ -3,20 +3,30 @@
 A reference and a candidate answer the same n questions; b counts right->wrong flips and c
 wrong->right ones. The drop is delta = p_b - p_c (reference minus candidate accuracy),
 estimated by (b - c) / n. With a tolerance `tol` two one-sided tests are run on each cell,
-both with Tango's (1998) score statistic Z(tol) (`intervals.tango_score_statistic`), whose
-variance comes from the cell probabilities fitted under the null (constrained MLE):
+both with the skew-corrected score statistic z*(tol) (`intervals.skew_corrected_score`):
+Tango's (1998) score statistic, whose variance comes from the cell probabilities fitted
+under the null (constrained MLE), with the Cornish-Fisher skewness correction of Gart & Nam
+(1988) and a continuity correction toward not rejecting:
 
-- beyond (regression): H0: delta <= tol against H1: delta > tol; p = 1 - Phi(Z(tol)), with
-  a half-unit continuity correction on b - c. The flips are a skewed count whose upper tail
-  the normal approximation underestimates, and Holm tests the first cell at alpha / m, far
-  in that tail: uncorrected, the test's size there was 1.4 times nominal (n = 200,
-  discordance 0.036, 13 cells); corrected, at most nominal in every setting simulated;
-- within (pass): H0: delta >= tol against H1: delta < tol; p = Phi(Z(tol)). This is the
-  matched-pairs non-inferiority test of Nam (1997) and Tango (1998).
+- beyond (regression): H0: delta <= tol against H1: delta > tol; p = 1 - Phi(z*), z* with
+  b - c lowered by three quarters of a flip;
+- within (pass): H0: delta >= tol against H1: delta < tol; p = Phi(z*), z* with b - c raised
+  by half a flip. This is the matched-pairs non-inferiority test of Nam (1997) and Tango
+  (1998), corrected the same way.
 
-Z(delta0) decreases in delta0, so testing at the boundary tol gives a test of the whole
-composite null: the p-values are the same as inverting the one-sided Tango confidence
-bounds (`paired_drop_lower_bound`, `paired_drop_upper_bound`) at tol.
+Why both corrections. When the flips go one way (a deterministic engine: no flips besides
+the drop) b - c is a binomial count with a right tail heavier than the normal's; Holm tests
+the first of m cells at alpha / m, far in that tail. Tango's z with half a flip off had an
+exact family-wise rate up to 9.6% (n = 400, 18 cells, any dependence) and 6.7% with 13
+independent cells; a whole flip off still 6.2% (n = 1319, 20 cells). The skew term is the
+size of that tail's excess, level by level, and costs little where flips go both ways.
+
+`drop_bounds` inverts the same two tests: the lower bound is the smallest drop delta0 the
+beyond-test at level alpha does not reject, the upper bound the largest the within-test
+does not. z* decreases in delta0, so the lower bound is above tol exactly when the
+beyond-p is <= alpha, and the upper bound below tol exactly when the cell passes: the
+printed interval and the decision cannot disagree (tests/analysis/test_drop_rule.py checks
+every (b, c) at several n).
 
 `decide_drops` applies the rule to a family of cells (all accuracy checks of one gate):
 
@@ -26,34 +36,46 @@ bounds (`paired_drop_lower_bound`, `paired_drop_upper_bound`) at tol.
 - inconclusive otherwise, and for cells with fewer than `min_n` pairs, which stay out of
   the family.
 
-Guarantees, under the assumptions below:
+Guarantees, proven by exact enumeration (`scripts/exact_gate.py`, no simulation), for
+alpha = 0.05, tolerance 0.03, every n from 30 to 5,000, every extra discordance 2 p_c from
+0 to 0.3 (a grid refined around its worst points), 1 to 20 cells:
 - family-wise false-regression rate <= alpha: whenever every cell's true drop is <= tol,
   the chance that any cell of the gate is called a regression is at most alpha, under any
-  dependence between cells (they share questions and servers);
+  dependence between cells (they share questions and servers). The script bounds it by
+  m0 * size(alpha / m0), the Bonferroni bound Holm's first step obeys, m0 the cells whose
+  null holds; the worst case is reported beside the rule before this one;
 - false acceptance <= alpha: whenever some cell's true drop is >= tol, the chance that the
-  gate passes (every cell rejects its within-null) is at most alpha.
+  cell passes, hence that the gate passes, is at most alpha.
+The worst case over the null is at a drop of exactly tol: given c, the rejection region is
+an upper set in b, and b | c ~ Bin(n - c, p_b / (1 - p_c)) grows stochastically with p_b
+(the pass side mirrors it). Other tolerances and alphas are approximate unless the script
+is run for them (`--tolerance`, `--alpha`).
 
 Assumptions: questions are independent draws from the population the run stands for, each
-giving one (reference, candidate) outcome pair; and the normal approximation of the score
-statistic, which is asymptotic: Tango's test holds its level closely for a few dozen pairs
-and more (Fagerland, Lydersen & Laake 2014, Stat Med 33:2850; Tango 1998, Stat Med 17:891;
-Nam 1997, Biometrics 53:1422). The gate's `min_n` floor keeps tiny cells out. The
-simulation in scripts/bench_gate.py measures both rates.
+giving one (reference, candidate) outcome pair. The gate's `min_n` floor keeps tiny cells
+out. References: Tango 1998, Stat Med 17:891; Nam 1997, Biometrics 53:1422; Gart & Nam 1988,
+Biometrics 44:323; Laud 2017, Pharm Stat 16:334; Fagerland, Lydersen & Laake 2014, Stat Med
+33:2850; Holm 1979, Scand J Stat 6:65; Berger 1982, Technometrics 24:295.
 """
+
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
-from evalctl.analysis.intervals import tango_score_statistic
+from evalctl.analysis.intervals import skew_corrected_score
 from evalctl.analysis.multiple import holm_rows
 
-CONTINUITY = 0.5  # subtracted from b - c in the regression test; see the module docstring
+# Flips taken from b - c toward not rejecting: half a flip for the lattice on each side, and on
+# the regression side a quarter more for what the one-term expansion leaves out (its tail is
+# tested at alpha / m); 0.5 there exceeds alpha (5.2%, n = 274), 1.0 costs 3.4 points of power.
+REGRESSION_CONTINUITY, PASS_CONTINUITY = 0.75, 0.5
 
 
 class DropStatus(str, Enum):
@@ -62,14 +84,51 @@ class DropStatus(str, Enum):
     inconclusive = "inconclusive"
 
 
+def beyond_score(b: ArrayLike, c: ArrayLike, n: ArrayLike, delta0: ArrayLike) -> np.ndarray:
+    """The regression side's z*: large when the drop is beyond delta0."""
+    return np.asarray(skew_corrected_score(b, c, n, delta0, continuity=REGRESSION_CONTINUITY))
+
+
+def within_score(b: ArrayLike, c: ArrayLike, n: ArrayLike, delta0: ArrayLike) -> np.ndarray:
+    """The pass side's z*: very negative when the drop is within delta0."""
+    return np.asarray(skew_corrected_score(b, c, n, delta0, continuity=-PASS_CONTINUITY))
+
+
 def p_beyond_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float) -> np.ndarray:
-    """One-sided p-value for H0: drop <= tolerance (small: the drop is beyond it), continuity-corrected."""
-    return ndtr(-np.asarray(tango_score_statistic(b, c, n, tolerance, continuity=CONTINUITY)))
+    """One-sided p-value for H0: drop <= tolerance (small: the drop is beyond it)."""
+    return ndtr(-beyond_score(b, c, n, tolerance))
 
 
 def p_within_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float) -> np.ndarray:
     """One-sided p-value for H0: drop >= tolerance (small: the drop is within it)."""
-    return ndtr(np.asarray(tango_score_statistic(b, c, n, tolerance)))
+    return ndtr(within_score(b, c, n, tolerance))
+
+
+_EDGE = 1e-9  # the scores are fitted on the open interval (-1, 1)
+
+
+def _root(score: Callable[[np.ndarray], np.ndarray], target: float, shape: tuple[int, ...]) -> np.ndarray:
+    """The delta0 in [-1, 1] where a score decreasing in delta0 crosses `target`, by bisection."""
+    lo, hi = np.full(shape, -1.0 + _EDGE), np.full(shape, 1.0 - _EDGE)
+    above_lo, above_hi = score(lo) >= target, score(hi) >= target
+    for _ in range(60):  # 2^-60 of the interval: far below a flip
+        mid = (lo + hi) / 2
+        up = score(mid) >= target
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return np.where(~above_lo, -1.0, np.where(above_hi, 1.0, (lo + hi) / 2))
+
+
+def drop_bounds(b: ArrayLike, c: ArrayLike, n: ArrayLike, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The (1 - 2 alpha) interval on the drop that inverts the rule's two one-sided tests.
+
+    Lower bound: the largest delta0 the beyond-test at level alpha still rejects; upper: the
+    smallest delta0 the within-test still rejects (see the module docstring).
+    """
+    b, c, n = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, c, n)))
+    z = float(ndtri(1 - alpha))
+    lower = _root(lambda d: beyond_score(b, c, n, d), z, b.shape)
+    upper = _root(lambda d: within_score(b, c, n, d), -z, b.shape)
+    return lower, upper
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from evalctl.records import primary_metric
+
 RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right->wrong", "wrong->right"
 FLIP_COLUMNS = [
     "doc_id",
@@ -17,12 +19,14 @@ FLIP_COLUMNS = [
 ]
 
 
-def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list[str], metric: str = "strict") -> pd.DataFrame:
+def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list[str], metric: str | None = None) -> pd.DataFrame:
     """Pairs (same `on` keys, doc and prompt) scored in both where exactly one is correct.
 
     `direction` is "right->wrong" when the candidate lost a question the reference got.
     Error rows are not answers and so are never flips. Right->wrong first (they matter most).
+    `metric` defaults to the task's first.
     """
+    metric = primary_metric(candidate, metric)
     keys = [*on, "doc_id", "prompt_hash"]
     cols = [*keys, "question", "target", f"{metric}_answer", "response", f"{metric}_correct"]
 

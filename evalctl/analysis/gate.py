@@ -60,13 +60,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.completeness import cell_counts
-from evalctl.analysis.drop_rule import decide, decide_drops
-from evalctl.analysis.intervals import paired_drop_lower_bound, paired_drop_upper_bound
+from evalctl.analysis.drop_rule import decide, decide_drops, drop_bounds
 from evalctl.analysis.noise import Noise, drop_margin, noise_by_profile
 from evalctl.analysis.pairing import RUN_VS_BASELINE, Comparison, between_runs, paired_table, unpaired_cells, within_run
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
-from evalctl.config import StoppingMode
+from evalctl.config import StoppingConfig, StoppingMode
 from evalctl.config_files import read_yaml
 from evalctl.errors import VERDICT_EXIT, BadInput, ExitCode
 from evalctl.manifest import Manifest
@@ -94,7 +93,9 @@ class GatePolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: Literal["strict", "flexible"] = Field("strict", description="GSM8K answer extraction scored: strict (#### N) or flexible.")
+    metric: str | None = Field(
+        None, description="The task's metric judged, as the task names it (gsm8k: strict or flexible); default: the task's first."
+    )
     max_accuracy_drop: float = Field(0.03, ge=0, lt=1, description="Largest tolerated paired accuracy drop, absolute.")
     alpha: float = Field(
         0.05, gt=0, lt=0.5, description="Largest chance of a false regression (Holm over the accuracy checks) and of a false pass."
@@ -245,45 +246,90 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
     return checks
 
 
-def sequential_checks(run: Run) -> list[Check]:
+def stopping_policy_mismatch(stopping: dict[str, Any], policy: GatePolicy) -> list[str]:
+    """Where the gate policy differs from the `stopping:` section a sequential run was decided by."""
+    stopped = StoppingConfig.model_validate(stopping)
+    pairs = (("tolerance", "max_accuracy_drop"), ("alpha", "alpha"), ("metric", "metric"), ("min_n", "min_n"))
+    return [
+        f"stopping.{ours}={getattr(stopped, ours)!r} vs policy {theirs}={getattr(policy, theirs)!r}"
+        for ours, theirs in pairs
+        if getattr(stopped, ours) != getattr(policy, theirs)
+    ]
+
+
+def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
     """A sequential run's accuracy verdicts: per cell, its decision against the baseline run,
     when it was made and the requests it saved (`execution.stopping`).
 
     These replace the fixed-n accuracy checks: the fixed-n rule is not valid on a sample whose
     size the data chose, and a cell that ran to its last look was judged there by the same
     sequential rule, whose error rates hold over all looks together (`analysis.sequential`).
-    A cell with rows but no decision (it failed before its last look) is inconclusive.
+    A cell with rows but no decision (it failed before its last look, or the baseline lacks
+    questions its looks need) is inconclusive. As every paired check, a regression must also
+    exceed the engine's own A/A noise (`noise.drop_margin`) at the look it was decided.
+
+    The decisions were made with the run's `stopping:` tolerance, alpha, metric and min_n, so
+    a policy that differs is refused (`PolicyError`) rather than printed beside them: a sequential
+    verdict cannot be re-judged at other values (where the cell stopped depended on them), and
+    judging "by the stricter" would mix two rules whose error rates were never proven together.
     """
+    stopping = run.manifest.config.get("stopping", {})
+    differ = stopping_policy_mismatch(stopping, policy)
+    if differ:
+        raise PolicyError(
+            f"run {run.run_id} was stopped sequentially with other settings than the gate policy ({'; '.join(differ)}): "
+            "gate it with a policy that matches its stopping section"
+        )
     decided = {d.cell for d in run.manifest.decisions}
     undecided = [
         Check(
             f"{RUN_VS_BASELINE} (sequential)",
             "sequential",
             "inconclusive",
-            "no sequential decision: the cell did not reach a look",
+            "no sequential decision: the cell did not reach its last look (too few paired questions, or it failed)",
             **_cell(row),
         )
         for _, row in run.samples[CELL_KEYS].drop_duplicates().iterrows()
         if tuple(row) not in decided
     ]
-    return undecided + [
-        Check(
-            f"{RUN_VS_BASELINE} (sequential)",
-            "sequential",
-            decision.reason,
+    checks = []
+    for decision in run.manifest.decisions:
+        status: Status = decision.reason
+        reason = (
             f"{decision.reason} at look {decision.look} after {decision.answered} of {decision.planned} questions"
-            f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved",
-            profile=decision.profile,
-            variant=decision.variant,
-            cache=decision.cache,
-            shots=decision.shots,
-            pass_index=decision.pass_index,
-            metric="requests saved",
-            value=float(decision.saved),
-            n=decision.answered,
+            f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved"
         )
-        for decision in run.manifest.decisions
-    ]
+        if decision.drift:
+            reason += "; the drop differed between early and late questions of the send order (drift), so no early pass"
+        profile_noise = (noise or {}).get(decision.profile)
+        if decision.n:
+            reason += f"; flips {decision.b} right->wrong, {decision.c} wrong->right of {decision.n} pairs"
+        if profile_noise is not None:
+            reason += f"; {profile_noise.describe()}"
+            margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
+            drop = (decision.b - decision.c) / decision.n if decision.n else math.nan
+            if status == "regression" and not drop > margin:
+                status = "inconclusive"
+                reason = f"not above tolerance plus the engine's own noise drop = {margin:.3f} (drop {drop:.3f}): {reason}"
+        checks.append(
+            Check(
+                f"{RUN_VS_BASELINE} (sequential)",
+                "sequential",
+                status,
+                reason,
+                profile=decision.profile,
+                variant=decision.variant,
+                cache=decision.cache,
+                shots=decision.shots,
+                pass_index=decision.pass_index,
+                metric="requests saved",
+                value=float(decision.saved),
+                b=decision.b,
+                c=decision.c,
+                n=decision.n if decision.n is not None else decision.answered,
+            )
+        )
+    return undecided + checks
 
 
 def rate_checks(samples: pd.DataFrame, policy: GatePolicy) -> list[Check]:
@@ -338,13 +384,15 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
     table = paired_table(comparisons, policy.metric)
     decided = decide_drops(table["b"], table["c"], table["n"], policy.max_accuracy_drop, policy.alpha, policy.min_n)
+    # The interval inverts the deciding tests (`drop_rule.drop_bounds`): it never contradicts them.
+    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), policy.alpha) if len(table) else ([], [])
     table = table.assign(
         status=decided.status,
         p_value=decided.p_beyond,
         p_adjusted=decided.p_adjusted,
         p_within=decided.p_within,
-        drop_lower=[paired_drop_lower_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
-        drop_upper=[paired_drop_upper_bound(b, c, n, 1 - policy.alpha) for b, c, n in zip(table["b"], table["c"], table["n"])],
+        drop_lower=lower,
+        drop_upper=upper,
     )
     tests = int(decided.tests) if len(table) else 0
     checks = []
@@ -435,7 +483,11 @@ def baseline_variant(manifest: Manifest) -> str | None:
 
 
 def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
-    """Every check on `run` (and against `baseline`, if given) and the verdict."""
+    """Every check on `run` (and against `baseline`, if given) and the verdict.
+
+    The result's policy names the metric judged: the policy's, else the run's task's first.
+    """
+    policy = policy.model_copy(update={"metric": run.metric(policy.metric)})
     comparisons = within_run(run.samples, baseline_variant(run.manifest))
     if baseline is not None:
         comparisons.append(between_runs(baseline.samples, run.samples))
@@ -445,7 +497,7 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
     checks += rate_checks(run.samples, policy)
     noise = noise_by_profile(run.samples, run.noise, policy.metric)
     sequential = run.manifest.config.get("stopping", {}).get("mode") == StoppingMode.sequential.value
-    accuracy = sequential_checks(run) if sequential else accuracy_checks(comparisons, policy, noise)
+    accuracy = sequential_checks(run, policy, noise) if sequential else accuracy_checks(comparisons, policy, noise)
     if not accuracy:
         accuracy = [
             Check(

@@ -22,7 +22,7 @@ def length_bins(tokens: pd.Series, n_bins: int = 6) -> np.ndarray:
 
 
 def accuracy_by_length(
-    df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None, metric: Metric = "strict"
+    df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None, metric: Metric | None = None
 ) -> pd.DataFrame:
     """Accuracy per (group, length bin); `column` is prompt_tokens or cached_tokens."""
     by = by or cell_keys("shots", "pass_index")

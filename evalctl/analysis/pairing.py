@@ -23,7 +23,7 @@ from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
 from evalctl.errors import BadInput
-from evalctl.records import CELL_KEYS, Metric, cell_keys
+from evalctl.records import CELL_KEYS, Metric, cell_keys, primary_metric
 
 # What differs between the two sides of a comparison: the cache mode, the variant, the pass, or the run.
 ComparisonKind = Literal["cache", "variant", "pass", "run"]
@@ -135,14 +135,15 @@ def scored_pairs(pairs: pd.DataFrame, metric: Metric) -> pd.DataFrame:
     return pairs[ok]
 
 
-def judged_pairs(pairs: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+def judged_pairs(pairs: pd.DataFrame, metric: Metric | None = None) -> pd.DataFrame:
     """The pairs a paired test judges: the reference answered, and the candidate answered or failed.
 
     A candidate's request error on a question the reference answered counts as a wrong answer
     (`cand_error` marks it): left out, errors would hide exactly the questions a broken
     server loses. A reference error says nothing about the candidate, so that pair is left out.
+    `metric` defaults to the task's first.
     """
-    col = f"{metric}_correct"
+    col = f"{primary_metric(pairs, metric)}_correct"
     ref_ok = pairs["error_ref"].isna() & pairs[f"{col}_ref"].notna()
     failed = pairs["error"].notna() | pairs[col].isna()
     judged = pairs[ref_ok].assign(cand_error=failed[ref_ok])
@@ -202,7 +203,7 @@ PAIRED_COLUMNS = [
 ]
 
 
-def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -> pd.DataFrame:
+def paired_table(comparisons: Iterable[Comparison], metric: Metric | None = None) -> pd.DataFrame:
     """One row per candidate cell of each comparison: judged pairs n (`judged_pairs`: a candidate's
     request error counts as wrong; `cand_errors` of them), flips b (right->wrong) and c
     (wrong->right), both accuracies with 95% Wilson bounds, the paired drop (reference minus
@@ -213,7 +214,8 @@ def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -
         pairs = judged_pairs(align(comp), metric)
         if pairs.empty:
             continue
-        table = pairs.groupby(CELL_KEYS, sort=True).apply(_paired_row, metric=metric, include_groups=False).reset_index()
+        scored_by = primary_metric(comp.candidate, metric)
+        table = pairs.groupby(CELL_KEYS, sort=True).apply(_paired_row, metric=scored_by, include_groups=False).reset_index()
         for col in ("n", "b", "c", "cand_errors"):
             table[col] = table[col].astype(int)
         table.insert(0, "reference", comp.reference_label)
@@ -225,7 +227,7 @@ def paired_table(comparisons: Iterable[Comparison], metric: Metric = "strict") -
     return pd.concat(parts, ignore_index=True)[PAIRED_COLUMNS]
 
 
-def unpaired_cells(comparison: Comparison, metric: Metric = "strict") -> pd.DataFrame:
+def unpaired_cells(comparison: Comparison, metric: Metric | None = None) -> pd.DataFrame:
     """Candidate cells of a comparison with no judged pair, and why (`reason`).
 
     A planned comparison that pairs nothing cannot be judged; the gate makes it inconclusive

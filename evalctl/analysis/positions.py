@@ -15,7 +15,7 @@ from evalctl.records import ANSWER_POSITIONS, Metric
 BY = ["profile", "variant", "pass_index", "answer_position", "cache"]
 
 
-def accuracy_by_position(df: pd.DataFrame, metric: Metric = "strict") -> pd.DataFrame:
+def accuracy_by_position(df: pd.DataFrame, metric: Metric | None = None) -> pd.DataFrame:
     """Accuracy per (profile, variant, pass, answer position, cache mode), over all shot counts.
 
     Rows without a position (tasks other than prefix-recall) are left out; positions come

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from evalctl.analysis.drop_rule import CONTINUITY
+from evalctl.analysis.drop_rule import REGRESSION_CONTINUITY
 from evalctl.analysis.intervals import constrained_flip_rate
 
 
@@ -111,7 +111,7 @@ def mde_beyond_tolerance(
         p_c0 = float(constrained_flip_rate(q + d, q, 1.0, tolerance))  # the null fit's limit
         v0 = 2 * p_c0 + tolerance * (1 - tolerance)
         v1 = 2 * q + d - d * d
-        return math.sqrt(n) * (d - tolerance) - CONTINUITY / math.sqrt(n) - z_a * math.sqrt(v0) - z_b * math.sqrt(v1)
+        return math.sqrt(n) * (d - tolerance) - REGRESSION_CONTINUITY / math.sqrt(n) - z_a * math.sqrt(v0) - z_b * math.sqrt(v1)
 
     top = 1.0 - 2 * q  # every right answer flips
     if gap(top) < 0:

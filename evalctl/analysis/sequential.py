@@ -17,10 +17,11 @@ A decided cell sends no more questions. Both tests act on the paired outcome of 
 X_i = ref_i - cand_i in {-1, 0, 1}, with mean d. Each is built to keep its level whenever the
 cell stops, for whichever reason, at any of the looks.
 
-**Group-sequential part** (both sides). At look k the statistic is Tango's score statistic
-Z_k = Z(b_k, c_k, n_k; tol) of `intervals.tango_score_statistic` (b_k, c_k the right->wrong and
-wrong->right flips among the first n_k questions), the statistic of the fixed-n gate
-(`drop_rule`); on the regression side, as there, with half a flip taken off b - c.
+**Group-sequential part** (both sides). At look k the statistic is the fixed-n gate's
+skew-corrected score statistic Z_k = z*(b_k, c_k, n_k; tol) (`drop_rule.beyond_score` and
+`within_score`: Tango's score with the Gart-Nam skewness correction and its continuity
+corrections; b_k, c_k the right->wrong and wrong->right flips among the first n_k paired
+questions). z* is built to be compared with any critical value, a boundary c_k included.
 Under d = tol, (Z_1, ..., Z_K) is asymptotically multivariate normal with
 cov(Z_j, Z_k) = sqrt(t_j / t_k), t_k = n_k / N (Brownian motion on the information scale;
 Jennison & Turnbull 2000, ch. 3). Boundaries c_1..c_K come from an alpha-spending function
@@ -63,15 +64,32 @@ its level. A cell stopped for pass keeps its pass. Stopping for pass is non-bind
 regression side and vice versa: each side's boundaries are computed as if the other never
 stopped the cell, so stopping only removes chances to err.
 
+**Edges.** A look is reached only with at least `min_n` pairs (`execution.stopping` counts a
+look's pairs among the questions the baseline holds, so n_k is the planned size); a cell whose
+questions end below `min_n` is inconclusive at its last look, never passed or failed, as in the
+fixed-n gate.
+
+**Drift** (`drift_flags`). At every look the pairs are split at the look with half of them and
+the two halves' drops compared (a two-sided homogeneity test at level 0.1). Where they differ
+the look counts as not reached: the cell is decided at no look but its last, on all its
+questions, as the fixed-n gate decides it, and its reason says so.
+
 **Guarantees.** Family-wise probability of any false regression (a cell called a regression
 whose true drop is <= tol) <= alpha; probability that a cell whose true drop is >= tol passes
 <= alpha, hence a run with such a cell passes with probability <= alpha. The e-process part is
-exact; the group-sequential part is exact as N grows and approximate for small counts, as the
-fixed-n Tango test is (simulated at a true drop of exactly tol, both gates' family-wise rate is
-within Monte Carlo error of alpha). **Assumptions**: the cell's pairs are exchangeable draws from
-the question population (the shared seeded permutation makes every prefix a uniform sample), and
-look times do not depend on the outcomes. With one look at n = N and e_share = 0 the rule is the
-fixed-n gate exactly.
+exact; the group-sequential part rests on the normal approximation of the score process, checked
+by simulation (`scripts/bench_sequential.py`, 10,000 runs: at a true drop of exactly tol, with
+flips both ways and with flips one way only, both rates within Monte Carlo error of alpha and
+at most the fixed-n gate's). **Assumptions**: the cell's pairs are exchangeable draws from the
+question population: the shared seeded permutation makes every prefix a uniform sample of the
+*questions*, but not of the *time* they were asked in, so an engine whose accuracy changes
+during the run (a cache that degrades once it fills) breaks it. The drift test catches that
+once both halves are seen; a decision made before the change shows cannot be protected: a
+rule that stops on the first half alone cannot know the second. The benchmark's step change at
+half the questions (5 points lost in the first half and 1 in the second, and the reverse) still
+gives about 30% false regressions and 40% false passes sequentially, against the fixed-n gate's
+4-5%; where such drift is expected, run `stopping.mode: fixed`. Look times must not depend on
+the outcomes. With one look at n = N and e_share = 0 the rule is the fixed-n gate exactly.
 
 **Why this hybrid.** A pure betting e-process is exact and stops a collapse within a few dozen
 pairs, but it pays log(1/alpha) at every n instead of z_alpha at N: healthy cells that disagree
@@ -92,10 +110,9 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
-from scipy.special import logsumexp, ndtr
+from scipy.special import logsumexp, ndtr, ndtri
 
-from evalctl.analysis.drop_rule import CONTINUITY
-from evalctl.analysis.intervals import tango_score_statistic
+from evalctl.analysis.drop_rule import beyond_score, within_score
 
 # Score-scale grid of the numerical integration: spacing as a share of the narrowest increment's
 # standard deviation, and how far below zero the continuation density is carried (in sd units).
@@ -125,6 +142,7 @@ class Design:
     pass_gamma: float = -2.0
     regression_gamma: float = -4.0
     e_share: float = 0.1
+    drift_alpha: float = 0.1
 
     def __post_init__(self) -> None:
         if self.n_max < 1 or self.min_n < 1 or not self.growth > 1:
@@ -154,12 +172,14 @@ class Decisions:
     """Per cell (arrays shaped like the counts without the looks axis), what `decide` found.
 
     `look` is the look a cell was decided at (-1 while running); `by_e_process` says whether a
-    regression was shown by the e-process rather than the group-sequential bound.
+    regression was shown by the e-process rather than the group-sequential bound; `drift` that
+    the homogeneity test found the drop changing along the send order by then (`drift_flags`).
     """
 
     status: np.ndarray
     look: np.ndarray
     by_e_process: np.ndarray
+    drift: np.ndarray
 
 
 def spending(t: ArrayLike, alpha: float, gamma: float) -> np.ndarray:
@@ -219,6 +239,33 @@ def regression_log_e(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float)
     return logsumexp(wealth, axis=-1) - np.log(BETS.size)
 
 
+def drift_flags(b: np.ndarray, c: np.ndarray, n: np.ndarray, design: Design) -> np.ndarray:
+    """Per look, whether the drop has been seen to change along the send order by then.
+
+    At look k the pairs are split at the last earlier look with at most half of them: an
+    early part and a late one. Under exchangeability both estimate the same drop, and
+    z = (d_early - d_late) / sqrt(v (1/n_early + 1/n_late)), v = D - d^2 pooled over the look,
+    is about standard normal; |z| >= z_{drift_alpha/2} flags drift at that look. A flag holds
+    the cell's decision back to a later look (it costs requests, never validity), so the level
+    is liberal (0.1); it is not carried forward, so a chance flag delays only while the early
+    and late parts still look apart.
+    """
+    sizes = design.look_sizes[: b.shape[-1]]
+    flags = np.zeros(b.shape, dtype=bool)
+    z_crit = float(ndtri(1 - design.drift_alpha / 2))
+    for k in range(1, sizes.size):
+        j = int(np.searchsorted(sizes, sizes[k] / 2, side="right")) - 1
+        if j < 0 or j >= k:
+            continue
+        n_e, n_l = n[..., j], n[..., k] - n[..., j]
+        d_e, d_l = (b[..., j] - c[..., j]) / n_e, (b[..., k] - b[..., j] - c[..., k] + c[..., j]) / n_l
+        d, disc = (b[..., k] - c[..., k]) / n[..., k], (b[..., k] + c[..., k]) / n[..., k]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (d_e - d_l) / np.sqrt(np.maximum(disc - d * d, 0.0) * (1 / n_e + 1 / n_l))
+        flags[..., k] = np.nan_to_num(np.abs(z), nan=0.0, posinf=np.inf) >= z_crit
+    return flags
+
+
 def _first(hit: np.ndarray) -> np.ndarray:
     """Index of the first True along the last axis, or its length when there is none."""
     return np.where(hit.any(axis=-1), hit.argmax(axis=-1), hit.shape[-1])
@@ -239,9 +286,20 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     fractions = design.fractions
     if seen > len(fractions):
         raise ValueError(f"{seen} looks given, the design has {len(fractions)}")
-    z = tango_score_statistic(b, c, n, design.tolerance)
+    # A look with fewer than min_n pairs is a look not reached: such a cell is never passed or
+    # failed on it, as the fixed-n gate leaves it inconclusive (a cell whose questions end below
+    # min_n ends inconclusive at the last look).
+    reached_last = ~np.isnan(n[..., -1])
+    small = n < design.min_n
+    b, c, n = (np.where(small, np.nan, x) for x in (b, c, n))
+    # A cell whose drop drifts along the send order is decided at no look but its last, where
+    # the rule judges the whole population's drop: a look it is flagged at is a look not reached.
+    drift = drift_flags(b, c, n, design)
+    early_drift = drift & (np.arange(seen) < len(fractions) - 1)
+    b, c, n = (np.where(early_drift, np.nan, x) for x in (b, c, n))
+    z = within_score(b, c, n, design.tolerance)
     first_pass = _first(z <= -upper_bounds(fractions, design.alpha, design.pass_gamma)[:seen])
-    z = tango_score_statistic(b, c, n, design.tolerance, continuity=CONTINUITY)
+    z = beyond_score(b, c, n, design.tolerance)
     log_e = np.fmax.accumulate(regression_log_e(b, c, n, design.tolerance), axis=-1) if design.e_share else None
     # First look at which each cell's regression test rejects, at every Holm level a/(m - r),
     # through the group-sequential bound and through the e-process.
@@ -266,6 +324,7 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
         new = (status == CellStatus.RUNNING) & (first_pass == k)
         status[new], look[new] = CellStatus.PASS, k
     if seen == len(fractions):
-        out = (status == CellStatus.RUNNING) & ~np.isnan(n[..., -1])
+        out = (status == CellStatus.RUNNING) & reached_last
         status[out], look[out] = CellStatus.INCONCLUSIVE, seen - 1
-    return Decisions(status, look, by_e)
+    at = np.where(look >= 0, look, seen - 1)[..., None]
+    return Decisions(status, look, by_e, np.take_along_axis(drift, at, axis=-1)[..., 0])

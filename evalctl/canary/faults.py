@@ -12,6 +12,8 @@ Each fault imitates a class of serving bug that is silent (no error, plausible u
 - `no-cache`: the prompt is left alone but every request is sent with prefix caching turned
   off (`cache_prompt: false`, llama.cpp's per-request switch), and usage is passed on as the
   server reports it: a cache that silently never engages.
+- `none`: nothing is changed: a pass-through, the healthy control (e.g. a good build in a
+  bisect test).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ FAULTS: dict[str, Fault] = {
     "corrupt-cached-suffix": Fault(corrupt_cached_suffix, 200, cache_only=True),
     "truncate-prompt": Fault(truncate_prompt, 2000, cache_only=False),
     "no-cache": Fault(keep_prompt, 0, cache_only=False, request_fields={"cache_prompt": False}),
+    "none": Fault(keep_prompt, 0, cache_only=False),
 }
 
 

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evalctl import __version__
-from evalctl.cli import analyze, canary, compare, dashboard, gate, history, models, probe, report, runs, servers, slurm, sweep
+from evalctl.cli import analyze, bisect, canary, compare, dashboard, gate, history, models, probe, report, runs, servers, slurm, sweep
 from evalctl.cli.common import EvalctlGroup, console, handle_errors
 from evalctl.errors import ExitCode
 
@@ -52,6 +52,7 @@ app.command()(dashboard.dashboard)
 app.command()(report.report)
 app.command()(probe.probe)
 app.command()(canary.canary)
+app.command()(bisect.bisect)
 
 
 def unwrap(doc: str) -> str:

@@ -32,7 +32,7 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     console.print(frame_table(throughput_view(summary.throughput), "Throughput by cell"))
     paired = with_holm(paired_table(within_run(samples, baseline_variant(manifest)), policy.metric))
     if len(paired):
-        title = f"Paired {policy.metric} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
+        title = f"Paired {run.metric(policy.metric)} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
         console.print(frame_table(paired_view(paired), title))
     if manifest.decisions:
         console.print(decisions_table(manifest.decisions))

@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console
+from evalctl.cli.common import console, fail
+from evalctl.errors import EvalctlError
+
+# `git bisect run` reads 0 as good, 125 as "cannot test this commit: skip", any other code up to
+# 127 as bad, and 128 or more as "stop bisecting": a tool failure must not pass for a bad commit.
+BISECT_EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 125}
+BISECT_ABORT = 128
 
 
 def gate(
@@ -22,6 +28,14 @@ def gate(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Folder for gate.json, gate-junit.xml, gate-summary.md (default: the run folder).")
     ] = None,
+    bisect_exit_codes: Annotated[
+        bool,
+        typer.Option(
+            "--bisect-exit-codes",
+            help="Exit as `git bisect run` expects: pass 0 (good), regression 1 (bad), inconclusive 125 (skip), "
+            "unusable input or any other failure 128 (stop the bisect).",
+        ),
+    ] = False,
 ) -> None:
     """Check a run against the gate policy: paired accuracy (cache on vs off, variants, passes, baseline run),
     error/invalid rates, per-request throughput, completeness; the length cliff is reported, not judged.
@@ -40,16 +54,22 @@ def gate(
     from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table
     from evalctl.runs import load_run
 
-    candidate = load_run(run)
-    rules = load_policy(policy) if policy else run_policy(candidate)
-    reference = load_run(baseline) if baseline is not None else None
-    if reference is not None:
-        align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass
-    result = evaluate(candidate, rules, reference)
+    try:
+        candidate = load_run(run)
+        rules = load_policy(policy) if policy else run_policy(candidate)
+        reference = load_run(baseline) if baseline is not None else None
+        if reference is not None:
+            align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass
+        result = evaluate(candidate, rules, reference)
+    except EvalctlError as exc:
+        if not bisect_exit_codes:
+            raise
+        raise fail(str(exc), BISECT_ABORT) from None
     console.print(checks_table(result.checks, f"Gate checks for {result.run}" + (f" vs {result.baseline}" if result.baseline else "")))
     if len(result.cliffs):
         console.print(cliffs_table(result.cliffs, rules.max_accuracy_drop))
     files = write_gate_outputs(result, output or run)
     console.print(f"wrote {', '.join(str(f) for f in files)}")
-    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {result.exit_code})")
-    raise typer.Exit(result.exit_code)
+    code = BISECT_EXIT_CODES[result.verdict] if bisect_exit_codes else result.exit_code
+    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {code})")
+    raise typer.Exit(code)

@@ -93,7 +93,7 @@ def probe(
     """
     from evalctl.manifest import new_run_id
     from evalctl.probe.session import probe_servers
-    from evalctl.tasks.lmeval import LmEvalTask
+    from evalctl.tasks.lmeval import task_of
 
     overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
     if model is None and config is None:
@@ -107,7 +107,7 @@ def probe(
     else:
         cfg = resolve_config(model, config, url, overrides, engine, api_key)
     rules = _policy(policy, max_tokens, questions, _csv_ints(prefix_tokens, "--prefix-tokens"))
-    task = LmEvalTask(cfg.task, data_dir=cfg.resolved_data_dir(), fewshot="shared", seed=cfg.generation.seed)
+    task = task_of(cfg, fewshot="shared")
     run_dir = Path(cfg.output_dir) / new_run_id(f"{cfg.model}-probe")
     run_dir.mkdir(parents=True, exist_ok=False)
     verdicts = []

@@ -99,8 +99,12 @@ def sweep(
     task: Annotated[
         str | None,
         typer.Option(
-            help="Task: gsm8k, or prefix-recall (answers read back from a list of records in the prefix; shots count the records)."
+            help="An lm-eval generate_until task: gsm8k, prefix-recall (answers read back from records in the prefix; shots "
+            "count the records), a task in --include-path, a task YAML file, or a task lm-eval registers."
         ),
+    ] = None,
+    include_path: Annotated[
+        Path | None, typer.Option(help="Folder of lm-eval task YAML to find --task in (lm-eval's --include_path); docs/guide-add-task.md.")
     ] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts, comma-separated, e.g. 8,12,16,20.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix-cache modes to run: on,off (or one of them).")] = None,
@@ -189,7 +193,7 @@ def sweep(
         ),
     ] = False,
 ) -> None:
-    """Launch server(s), run the task (GSM8K or prefix-recall) at each shot count with the prefix cache on and off, and report.
+    """Launch server(s), run the task (GSM8K, prefix-recall or any lm-eval generate_until task) at each shot count with the prefix cache on and off, and report.
 
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
@@ -220,7 +224,7 @@ def sweep(
         cache=cache,
         variants=variants,
         gpus=gpus,
-        task=task,
+        task=str(Path(task).resolve()) if task and task.endswith((".yaml", ".yml")) else task,
         shots=_csv_ints(shots, "--shots"),
         limit=limit,
         limit_order=limit_order,
@@ -229,6 +233,7 @@ def sweep(
         fewshot=fewshot,
         output_dir=output,
         data_dir=data_dir,
+        include_path=include_path.resolve() if include_path else None,
         max_restarts=max_restarts,
         noise=noise,
         **{

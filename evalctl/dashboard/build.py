@@ -29,7 +29,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
-from evalctl.history.store import RunListing, metric_trend
+from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE
 from evalctl.report.html import GATE_FILE, Table, fmt_acc, png_uri, records_table, template_env
@@ -111,7 +111,7 @@ def _longest(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cache_gap(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per run: strict accuracy cache on minus cache off at the longest prefix both modes ran, as a trend table."""
+    """Per run: accuracy (its primary metric) cache on minus cache off at the longest prefix both modes ran, as a trend table."""
     acc = metric_trend(cells, "accuracy").assign(path=cells["path"].to_numpy())
     both = acc.pivot_table(index=["path", "run_id", "created_at", "profile", "variant", "shots"], columns="cache", values="value")
     if not {"on", "off"} <= set(both.columns):
@@ -121,10 +121,10 @@ def _cache_gap(cells: pd.DataFrame) -> pd.DataFrame:
     return both.assign(cache="on − off", value=both["on"] - both["off"], lo=float("nan"), hi=float("nan"), n=0, errors=0)
 
 
-# Per configuration: (key, caption, y label) of each trend plot, in page order.
+# Per configuration: (key, caption, y label) of each trend plot, in page order; {metric} is the runs' primary metric.
 TREND_PLOTS = [
-    ("accuracy", "strict accuracy per shots x cache cell", "accuracy (strict, 95% Wilson)"),
-    ("gap", "cache on − off gap at the longest prefix", "strict gap, cache on − off"),
+    ("accuracy", "{metric} accuracy per shots x cache cell", "accuracy ({metric}, 95% Wilson)"),
+    ("gap", "cache on − off gap at the longest prefix", "{metric} gap, cache on − off"),
     ("throughput", "output tokens/s at the longest prefix", "output tokens/s"),
     ("ttft", "median time to first token at the longest prefix (streamed requests)", "TTFT p50 (s)"),
 ]
@@ -140,7 +140,9 @@ def _trends(cells: pd.DataFrame, title: str, verdicts: dict) -> list[tuple[str, 
         "ttft": metric_trend(longest, "throughput").assign(value=longest["ttft_p50_s"].to_numpy()),
     }
     plots = []
+    metric = shown_metric(cells)
     for key, caption, ylabel in TREND_PLOTS:
+        caption, ylabel = caption.format(metric=metric), ylabel.format(metric=metric)
         table = tables[key].dropna(subset=["value"])
         uri = png_uri(history_trend, table, title=f"{title}: {caption}", ylabel=ylabel, verdicts=verdicts) if len(table) else None
         plots.append((key, caption, uri))
@@ -161,7 +163,7 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
             "date": _date(r.created_at), "run_id": r.run_id, "verdict": r.verdict, "status": r.status,
             "engine_version": r.engine_version or "-", "git_revision": r.git_revision or "-",
             "cell": f"{int(first['shots'])}-shot cache {first['cache']}" if first is not None else "-",
-            "accuracy": fmt_acc(first["strict_acc"] if first is not None else None),
+            "accuracy": fmt_acc(first["accuracy_acc"] if first is not None else None),
             "gap": fmt_acc(gap.get(path)) if path in gap.index else "-",
             "throughput": f"{first['throughput']:.1f}" if first is not None and pd.notna(first["throughput"]) else "-",
             "ttft": f"{first['ttft_p50_s']:.3f}" if first is not None and pd.notna(first["ttft_p50_s"]) else "-",
@@ -198,7 +200,7 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
             "plots": _trends(here[here["path"].isin(recent)], f"{model} {profile}/{variant}", verdicts),
         })  # fmt: skip
     return _env.get_template("model.html.j2").render(
-        model=model, configs=configs, ledger=_ledger(catalog, model), trend_runs=TREND_RUNS, generated=_now()
+        model=model, configs=configs, ledger=_ledger(catalog, model), trend_runs=TREND_RUNS, generated=_now(), metric=shown_metric(cells)
     )
 
 
@@ -214,9 +216,9 @@ def _side_by_side(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> Tab
     keys = ["profile", "variant", "cache", "shots"]
 
     def view(cells: pd.DataFrame, label: str) -> pd.DataFrame:
-        interval = [f"[{lo:.2f}, {hi:.2f}]" if n else "-" for lo, hi, n in zip(cells["strict_lo"], cells["strict_hi"], cells["n"])]
+        interval = [f"[{lo:.2f}, {hi:.2f}]" if n else "-" for lo, hi, n in zip(cells["accuracy_lo"], cells["accuracy_hi"], cells["n"])]
         columns = {
-            f"{label}_acc": cells["strict_acc"],
+            f"{label}_acc": cells["accuracy_acc"],
             f"{label} 95%": interval,
             f"{label} n": cells["n"],
             f"{label} errors": cells["errors"],
@@ -296,7 +298,8 @@ def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
         baseline_who=_who(baseline) if baseline else None,
         baseline_report=reports.get(baseline.path.name) if baseline else None,
         side_by_side=_side_by_side(cells, base_cells),
-        matrix=signoff_matrix(_accuracy_frame(cells), checks),
+        matrix=signoff_matrix(_accuracy_frame(cells), checks, "accuracy"),
+        metric=shown_metric(cells),
         checks=records_table(_worst_first(checks)) if checks else None,
         settings=settings_diff(folder.manifest, baseline.manifest if baseline else None),
         report=reports.get(folder.path.name),

@@ -90,7 +90,7 @@ class Catalog:
     folders: list[RunListing]  # every folder under the root, newest first
     gates: dict[str, dict | None]  # gate.json by folder path; None when not gated
     runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
-    cells: pd.DataFrame  # HistoryStore.cells over every run, with strict_acc and its 95% Wilson bounds strict_lo, strict_hi
+    cells: pd.DataFrame  # HistoryStore.cells over every run, with accuracy_acc (each run's primary `metric`) and its 95% Wilson bounds accuracy_lo, accuracy_hi
 
     @cached_property
     def _by_name(self) -> dict[str, RunListing]:
@@ -121,7 +121,7 @@ def load_catalog(roots: list[Path]) -> Catalog:
     store = stores[0]
     cells = store.cells(folders)
     accuracy = metric_trend(cells, "accuracy")  # once here, not per page
-    cells = cells.assign(strict_acc=accuracy["value"].to_numpy(), strict_lo=accuracy["lo"].to_numpy(), strict_hi=accuracy["hi"].to_numpy())
+    cells = cells.assign(accuracy_acc=accuracy["value"].to_numpy(), accuracy_lo=accuracy["lo"].to_numpy(), accuracy_hi=accuracy["hi"].to_numpy())
     recorded: dict[str, list[tuple[str, str]]] = {}
     for path, profile, variant in cells[["path", "profile", "variant"]].drop_duplicates().itertuples(index=False):
         recorded.setdefault(path, []).append((str(profile), str(variant)))

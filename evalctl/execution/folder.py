@@ -28,7 +28,7 @@ from evalctl.plan import ServerLaunch, expand
 from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, finished_keys, planned_keys
 from evalctl.runs import Run
 from evalctl.secrets import redact_config
-from evalctl.tasks.lmeval import LmEvalTask
+from evalctl.tasks.lmeval import LmEvalTask, task_of
 
 
 @dataclass
@@ -41,7 +41,7 @@ class RunFolder:
     part: str | None = None
 
     @classmethod
-    def create(cls, config: SweepConfig) -> RunFolder:
+    def create(cls, config: SweepConfig, metrics: list[str]) -> RunFolder:
         run_id = new_run_id(config.model)
         path = Path(config.output_dir) / run_id
         try:
@@ -55,6 +55,7 @@ class RunFolder:
             host=host_info(),
             config=redact_config(config.model_dump(mode="json")),
             data_fingerprint=data_fingerprint(config.resolved_data_dir()),
+            metrics=metrics,
         )
         folder = cls(path, run_id, manifest)
         folder.save()
@@ -97,17 +98,10 @@ def prepare(config: SweepConfig, resume: Run | None = None, part: str | None = N
     """Check task and data, then create the run folder (or take up the interrupted one); nothing is launched."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")
-    task = LmEvalTask(
-        config.task,
-        data_dir=config.resolved_data_dir(),
-        fewshot=config.fewshot,
-        seed=config.generation.seed,
-        limit_order=config.limit_order,
-        limit_seed=config.limit_seed,
-    )
+    task = task_of(config)
     launches = expand(config)
     if resume is None:
-        return PreparedRun(RunFolder.create(config), task, launches, set(), None)
+        return PreparedRun(RunFolder.create(config, task.metric_names), task, launches, set(), None)
     folder = RunFolder.take_up(resume, part)
     planned = planned_keys([cell for launch in launches for cell in launch.cells], task, config.limit)
     mine = {key.part for key in planned}

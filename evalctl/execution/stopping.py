@@ -21,7 +21,7 @@ from evalctl.config import StoppingConfig, StoppingMode, SweepConfig
 from evalctl.errors import BadInput
 from evalctl.manifest import CellDecision
 from evalctl.plan import Cell, expand
-from evalctl.records import CELL_KEYS, SampleRecord
+from evalctl.records import CELL_KEYS, SampleRecord, primary_metric
 from evalctl.runs import Run, load_run
 from evalctl.tasks.lmeval import Prompt
 
@@ -83,7 +83,7 @@ class Stopper:
         save: Callable[[], None],
         recorded: pd.DataFrame | None = None,
     ):
-        self.metric = stopping.metric
+        self.metric = primary_metric(baseline, stopping.metric)  # the baseline's task is this run's
         self.design = Design(
             n_max=questions,
             tolerance=stopping.tolerance,
@@ -111,27 +111,30 @@ class Stopper:
         """Note a written row; only settled ones (not to be retried) count."""
         if settled:
             key = (record.profile, record.variant, record.cache, record.shots, record.pass_index)
-            self.answers.setdefault(key, {})[(record.doc_id, record.prompt_hash)] = bool(getattr(record, f"{self.metric}_correct"))
+            self.answers.setdefault(key, {})[(record.doc_id, record.prompt_hash)] = bool(record.correct.get(self.metric))
 
     def start(self, cell: Cell, ordered: list[Prompt]) -> None:
         self.order[cell_key(cell)] = [(p.doc_id, p.prompt_hash) for p in ordered]
 
     def _counts(self, key: CellKey) -> np.ndarray:
-        """Flips b, c and pairs n at each look the cell has fully answered; NaN beyond."""
+        """Flips b, c and pairs n at each look the cell has reached; NaN beyond.
+
+        Look k is reached once the first `look_sizes[k]` *paired* questions of the send order
+        (those the baseline holds) are answered, so n is the look's planned size and the
+        design's information fractions hold. A look the baseline's questions cannot fill is
+        never reached: the cell ends undecided (inconclusive in the gate), never an error.
+        """
         counts = np.full((3, len(self.look_sizes)), np.nan)
         order, answers, reference = self.order.get(key), self.answers.get(key, {}), self.reference.get(key, {})
         if order is None:
             return counts
+        paired = [q for q in order if q in reference]
         for look, size in enumerate(self.look_sizes):
-            questions = order[:size]
-            if any(q not in answers for q in questions):
+            questions = paired[:size]
+            if len(questions) < size or any(q not in answers for q in questions):
                 break
-            pairs = [(reference[q], answers[q]) for q in questions if q in reference]
-            counts[:, look] = (
-                sum(r and not a for r, a in pairs),
-                sum(a and not r for r, a in pairs),
-                len(pairs),
-            )
+            pairs = [(reference[q], answers[q]) for q in questions]
+            counts[:, look] = (sum(r and not a for r, a in pairs), sum(a and not r for r, a in pairs), size)
         return counts
 
     def check(self, cell: Cell, look: int) -> CellDecision | None:
@@ -157,6 +160,10 @@ class Stopper:
             answered=self.look_sizes[look],
             planned=self.design.n_max,
             by_e_process=bool(decided.by_e_process[index]),
+            b=int(counts[0, index, look]),
+            c=int(counts[1, index, look]),
+            n=int(counts[2, index, look]),
+            drift=bool(decided.drift[index]),
         )
         self.decisions.append(decision)
         self.save()

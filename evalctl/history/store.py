@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -19,15 +20,18 @@ import pandas as pd
 from evalctl.analysis.intervals import wilson_interval
 from evalctl.errors import BadInput
 from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, ManifestError, parse_manifest
-from evalctl.records import CELL_KEYS, SAMPLES_FILE, record_files
+from evalctl.records import CELL_KEYS, NO_METRIC, SAMPLES_FILE, record_files
 
-METRICS = ("accuracy", "strict", "flexible", "throughput")
-CELL_COLUMNS = ["path", "profile", "variant", "cache", "shots", "n", "strict_hits", "flexible_hits", "errors", "out_tokens", "wall_s",
+# `accuracy`: each run's primary metric (its task's first); any other name a task's metric (gsm8k: strict, flexible).
+TREND_KINDS = ("accuracy", "throughput")
+# `hits` are the primary `metric`'s; each metric of the runs also has its own `<metric>_hits` column after these.
+CELL_COLUMNS = ["path", "profile", "variant", "cache", "shots", "n", "metric", "hits", "errors", "out_tokens", "wall_s",
                 "throughput", "ttft_p50_s", "max_prompt_tokens"]  # fmt: skip
 LEDGER_COLUMNS = ["profile", "variant", "cache", "shots", "doc_id", "runs", "flips", "in_latest", "latest_run", "latest_correct",
                   "question", "target", "latest_answer", "latest_response"]  # fmt: skip
 RUN_COLUMNS = ["run_id", "status", "model", "created_at", "samples", "cells", "note", "path"]
 _PARQUET_MAGIC = b"PAR1"
+Query = str | Callable[[list[str]], str]  # SQL, or SQL made from the samples view's columns
 _RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
 
 
@@ -122,9 +126,10 @@ class HistoryStore:
             raise BadInput(f"results root {self.root} is not a directory")
         return [inspect_run(p) for p in sorted(self.root.iterdir()) if p.is_dir()]
 
-    def _query(self, folders: list[RunListing], sql: str, params: list | None = None, tables: dict | None = None) -> pd.DataFrame:
+    def _query(self, folders: list[RunListing], sql: Query, params: list | None = None, tables: dict | None = None) -> pd.DataFrame:
         """Run `sql` over a view `samples` of the given runs' parquet files (with a `path` column).
 
+        `sql` may be a function of the view's columns (the metrics differ between tasks).
         `tables` are more frames the query may join, by name.
 
         A file that passes the magic check but still cannot be read would fail the whole
@@ -141,12 +146,14 @@ class HistoryStore:
                 return self._scan(con, readable, sql, params, tables) if readable else pd.DataFrame()
 
     @staticmethod
-    def _scan(con: duckdb.DuckDBPyConnection, files: list[str], sql: str, params: list | None, tables: dict | None) -> pd.DataFrame:
+    def _scan(con: duckdb.DuckDBPyConnection, files: list[str], sql: Query, params: list | None, tables: dict | None) -> pd.DataFrame:
         for name, frame in (tables or {}).items():
             con.register(name, frame)
         rel = con.read_parquet(files, filename=True, union_by_name=True)
         con.register("samples_raw", rel)
         con.execute("CREATE OR REPLACE TEMP VIEW samples AS SELECT * EXCLUDE (filename), parse_dirpath(filename) AS path FROM samples_raw")
+        if callable(sql):
+            sql = sql([row[0] for row in con.execute("DESCRIBE samples").fetchall()])
         return con.execute(sql, params or []).df()
 
     @staticmethod
@@ -182,7 +189,8 @@ class HistoryStore:
     def cells(self, folders: list[RunListing] | None = None, **where: object) -> pd.DataFrame:
         """One row per (run, profile, variant, cache, shots) on the first pass, oldest first.
 
-        Counts of scored answers (`n`), strict and flexible hits, errors; output tokens per
+        Counts of scored answers (`n`), hits of the run's primary `metric` and of each metric
+        (`<metric>_hits`), errors; output tokens per
         second over the cell's wall-clock window; median TTFT (streamed requests only); the
         longest prompt. `where` narrows by equality on profile, variant, cache or shots.
         Corrupt folders never count; `folders` defaults to every folder under the root.
@@ -195,13 +203,17 @@ class HistoryStore:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
-        table = self._query(
-            folders,
-            f"""
+        metrics = list(dict.fromkeys(m for f in folders if f.manifest for m in f.manifest.metrics))
+
+        def sql(columns: list[str]) -> str:
+            hits = "".join(
+                f"count(*) FILTER (WHERE error IS NULL AND {ident(m + '_correct')}) AS {ident(m + '_hits')}, "
+                for m in metrics
+                if f"{m}_correct" in columns
+            )
+            return f"""
             SELECT path, profile, variant, cache, shots,
-                   count(*) FILTER (WHERE error IS NULL) AS n,
-                   count(*) FILTER (WHERE error IS NULL AND strict_correct) AS strict_hits,
-                   count(*) FILTER (WHERE error IS NULL AND flexible_correct) AS flexible_hits,
+                   count(*) FILTER (WHERE error IS NULL) AS n, {hits}
                    count(*) FILTER (WHERE error IS NOT NULL) AS errors,
                    sum(completion_tokens) FILTER (WHERE error IS NULL) AS out_tokens,
                    -- the cell's wall-clock window, as analysis.throughput measures it, in SQL for speed across many runs
@@ -210,20 +222,27 @@ class HistoryStore:
                    max(prompt_tokens) AS max_prompt_tokens
             FROM samples WHERE {" AND ".join(clauses)}
             GROUP BY ALL
-            """,
-            params,
-        )
+            """
+
+        table = self._query(folders, sql, params)
         columns = ["run_id", "created_at", "model", "path", *CELL_COLUMNS[1:]]
         if table.empty:
             return pd.DataFrame(columns=columns)
         meta = {str(f.path): f for f in folders}
+        per_metric = [m for m in metrics if f"{m}_hits" in table]
+        table["metric"] = [primary_of(meta[p], per_metric) for p in table["path"]]
+        table["hits"] = 0
+        for m in per_metric:
+            mine = table["metric"] == m
+            table.loc[mine, "hits"] = table.loc[mine, f"{m}_hits"]
+        columns += [f"{m}_hits" for m in per_metric]
         table["run_id"] = [meta[p].run_id for p in table["path"]]
         table["model"] = [meta[p].model for p in table["path"]]
         table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
         wall = table["wall_s"].astype(float)
         table["throughput"] = (table["out_tokens"].fillna(0).astype(float) / wall).where(wall > 0)
-        for column in ("n", "strict_hits", "flexible_hits", "errors", "shots"):
-            table[column] = table[column].astype(int)
+        for column in ("n", "hits", "errors", "shots", *(f"{m}_hits" for m in per_metric)):
+            table[column] = table[column].fillna(0).astype(int)
         for column in ("path", "profile", "variant", "cache"):  # plain strings: row access on Arrow-backed ones is slow
             table[column] = table[column].astype(object)
         table["ttft_p50_s"] = table["ttft_p50_s"].astype(float)
@@ -240,20 +259,22 @@ class HistoryStore:
     ) -> pd.DataFrame:
         """One row per (run, profile, variant, cache, shots) on the first pass, oldest first.
 
-        `accuracy` is strict match (GSM8K's headline figure); `throughput` is output
-        tokens per second over the cell's wall-clock window. Only compacted runs with a
+        `accuracy` is each run's primary metric (its task's first: strict match for GSM8K),
+        another name one metric of the runs' task; `throughput` is output tokens per second over
+        the cell's wall-clock window. Only compacted runs with a
         readable manifest count: a run still writing is not yet a point of history.
         """
-        if metric not in METRICS:
-            raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
         folders = [f for f in self.folders() if f.model == model]
         table = self.cells(folders, shots=shots, cache=cache, profile=profile, variant=variant)
+        known = [*TREND_KINDS, *(c[: -len("_hits")] for c in table.columns if c.endswith("_hits") and c != "hits")]
+        if metric not in known:
+            raise BadInput(f"metric must be one of {', '.join(known)}, got {metric!r}")
         return metric_trend(table, metric)
 
     def flip_ledger(self, folders: list[RunListing]) -> pd.DataFrame:
         """Per question and cell (first pass, scored answers) across `folders`, one model's runs.
 
-        `flips` counts the runs whose strict outcome differs from the question's run before
+        `flips` counts the runs whose outcome (each run's primary metric) differs from the question's run before
         (oldest first); `in_latest` says the newest run of the question's profile x variant
         changed it. A question that flips often is noise; one whose first flip is in the
         newest run is news. Only questions that flipped at least once are returned, with
@@ -264,13 +285,21 @@ class HistoryStore:
                              "created_at": pd.to_datetime([f.created_at for f in folders], utc=True)})  # fmt: skip
         runs = runs.sort_values(["created_at", "run_id"], na_position="first", kind="stable")
         runs["seq"] = range(len(runs))
-        table = self._query(
-            folders,
-            """
+        primary = {str(f.path): primary_of(f, []) for f in folders}
+        runs["metric"] = [primary[p] for p in runs["path"]]
+
+        def by_metric(columns: list[str], suffix: str) -> str:
+            """The primary metric's `suffix` column of each row's run."""
+            cases = "".join(f"WHEN {literal(m)} THEN s.{ident(m + suffix)} " for m in sorted(set(primary.values())) if m + suffix in columns)
+            return f"CASE r.metric {cases}END" if cases else "NULL"
+
+        def sql(columns: list[str]) -> str:
+            return f"""
             WITH outcome AS (
                 SELECT s.profile, s.variant, s.cache, s.shots, s.doc_id, r.seq, r.run_id,
-                       bool_or(s.strict_correct) AS correct, any_value(s.question) AS question,
-                       any_value(s.target) AS target, any_value(s.strict_answer) AS answer, any_value(s.response) AS response
+                       bool_or({by_metric(columns, "_correct")}) AS correct, any_value(s.question) AS question,
+                       any_value(s.target) AS target, any_value({by_metric(columns, "_answer")}) AS answer,
+                       any_value(s.response) AS response
                 FROM samples s JOIN runs r USING (path)
                 WHERE s.pass_index = 1 AND s.error IS NULL
                 GROUP BY ALL
@@ -287,23 +316,45 @@ class HistoryStore:
                    arg_max(answer, seq) AS latest_answer, arg_max(response, seq) AS latest_response
             FROM changes GROUP BY ALL HAVING count(*) FILTER (WHERE changed) > 0
             ORDER BY flips DESC, profile, variant, cache, shots, doc_id
-            """,
-            tables={"runs": runs[["path", "run_id", "seq"]]},
-        )
+            """
+
+        table = self._query(folders, sql, tables={"runs": runs[["path", "run_id", "seq", "metric"]]})
         return table if len(table) else pd.DataFrame(columns=LEDGER_COLUMNS)
+
+
+def ident(name: str) -> str:
+    """`name` as a quoted SQL identifier: a task's metric names may hold dashes."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def primary_of(folder: RunListing, found: list[str]) -> str:
+    """A run's primary metric: its manifest's, else the first `found` in the samples."""
+    return folder.manifest.metrics[0] if folder.manifest else next(iter(found), NO_METRIC)
+
+
+def shown_metric(cells: pd.DataFrame) -> str:
+    """The primary metric of these cells' runs, for labels ("a / b" when runs of different tasks are mixed)."""
+    names = list(dict.fromkeys(cells["metric"])) if "metric" in cells and len(cells) else []
+    return " / ".join(names) or NO_METRIC
 
 
 def metric_trend(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
     """`cells` as one metric's trend: value and 95% Wilson bounds (accuracy) or output tokens/s (throughput)."""
-    columns = ["run_id", "created_at", "profile", "variant", "cache", "shots", "n", "errors", "value", "lo", "hi"]
+    columns = ["run_id", "created_at", "profile", "variant", "cache", "shots", "n", "errors", "value", "lo", "hi", "metric"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
     table = cells.copy()
+    if metric not in TREND_KINDS:
+        table["metric"] = metric
     if metric == "throughput":
         table["value"] = table["throughput"]
         table["lo"] = table["hi"] = float("nan")
     else:
-        hits = table["flexible_hits" if metric == "flexible" else "strict_hits"]
+        hits = table["hits" if metric == "accuracy" else f"{metric}_hits"]
         table["value"] = [h / n if n else float("nan") for h, n in zip(hits, table["n"])]
         bounds = [wilson_interval(int(h), int(n)) for h, n in zip(hits, table["n"])]
         table["lo"], table["hi"] = [b[0] for b in bounds], [b[1] for b in bounds]

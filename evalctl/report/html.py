@@ -203,14 +203,14 @@ def _settings_diff(run: Run, baseline: Run | None) -> dict:
     return {"table": Table.of(settings_view(both)) if len(both) else None, "differs_from_baseline": len(runs) > 0}
 
 
-def _flips(run: Run, baseline: Run | None) -> list[dict]:
+def _flips(run: Run, baseline: Run | None, metric: str) -> list[dict]:
     sections = []
     df = run.samples
     if {"on", "off"} <= set(df["cache"]):
-        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], cell_keys("cache"))
+        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], cell_keys("cache"), metric)
         sections.append({"title": "cache on vs cache off", "reference": "cache off", "candidate": "cache on", "table": table})
     if baseline is not None:
-        table = flipped_questions(baseline.samples, df, CELL_KEYS)
+        table = flipped_questions(baseline.samples, df, CELL_KEYS, metric)
         sections.append(
             {"title": f"this run vs baseline {baseline.run_id}", "reference": "baseline", "candidate": "this run", "table": table}
         )
@@ -220,7 +220,7 @@ def _flips(run: Run, baseline: Run | None) -> list[dict]:
     return sections
 
 
-def _history(run: Run, root: Path | None) -> dict | None:
+def _history(run: Run, root: Path | None, metric: str) -> dict | None:
     """The model's trend at the run's most demanding cell (most shots, cache on), when earlier runs exist."""
     if root is None or run.samples.empty:
         return None
@@ -236,7 +236,8 @@ def _history(run: Run, root: Path | None) -> dict | None:
     view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M"))
     return {
         "cell": f"{shots}-shot, cache {cache}",
-        "plot": png_uri(history_trend, trend, title=f"{model}: strict accuracy, {shots}-shot, cache {cache}"),
+        "metric": metric,
+        "plot": png_uri(history_trend, trend, title=f"{model}: {metric} accuracy, {shots}-shot, cache {cache}"),
         "table": Table.of(view),
     }
 
@@ -254,7 +255,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
     gate = gate if gate is not None else load_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     plot_title = title.replace(" (", "\n(")  # two lines: fits a plot's width
-    metric = (gate or {}).get("policy", {}).get("metric", "strict")  # the tables' invalid counts follow the gate's
+    metric = run.metric((gate or {}).get("policy", {}).get("metric"))  # the tables' invalid counts follow the gate's
     summary = run_summary(run, metric)
     plotted = ("accuracy", "by_length", "by_position")
     acc, by_length, by_position = (getattr(summary, name) for name in plotted)
@@ -272,18 +273,19 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         gate_checks=records_table(checks) if checks else None,
         gate_cliffs=records_table(gate["cliffs"]) if gate and gate.get("cliffs") else None,
         decisions=Table.of(decisions_view(run.manifest.decisions)) if run.manifest.decisions else None,
-        matrix=signoff_matrix(summary.accuracy, checks),
+        matrix=signoff_matrix(summary.accuracy, checks, summary.metric),
+        metric=summary.metric,
         accuracy=Table.of(accuracy_view(summary.accuracy)),
-        plot_shots=png_uri(accuracy_vs_shots, acc, title=plot_title),
-        plot_prefill=png_uri(accuracy_vs_prefill, by_length, title=plot_title),
+        plot_shots=png_uri(accuracy_vs_shots, acc, title=plot_title, metric=summary.metric),
+        plot_prefill=png_uri(accuracy_vs_prefill, by_length, title=plot_title, metric=summary.metric),
         by_position=Table.of(accuracy_view(summary.by_position)) if len(summary.by_position) else None,
-        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=plot_title) if len(by_position) else None,
+        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=plot_title, metric=summary.metric) if len(by_position) else None,
         throughput=_throughput(run, baseline),
         probes=load_probes(run_dir),
-        flips=_flips(run, baseline),
+        flips=_flips(run, baseline, summary.metric),
         servers=_servers(run, out_dir),
         settings_diff=_settings_diff(run, baseline),
-        history=_history(run, run_dir.parent),
+        history=_history(run, run_dir.parent, summary.metric),
         fmt_acc=fmt_acc,
     )
 

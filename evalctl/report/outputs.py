@@ -26,16 +26,16 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
     summary.throughput.to_csv(run_dir / THROUGHPUT_FILE, index=False)
     written = [
         run_dir / SUMMARY_FILE,
-        accuracy_vs_shots(summary.accuracy, run_dir / PLOT_SHOTS, title),
-        accuracy_vs_prefill(summary.by_length, run_dir / PLOT_PREFILL, title, chunked_prefill),
+        accuracy_vs_shots(summary.accuracy, run_dir / PLOT_SHOTS, title, summary.metric),
+        accuracy_vs_prefill(summary.by_length, run_dir / PLOT_PREFILL, title, chunked_prefill, summary.metric),
     ]
     if len(summary.by_position):
         summary.by_position.to_csv(run_dir / POSITION_FILE, index=False)
-        written.append(plot_by_position(summary.by_position, summary.by_length, run_dir / PLOT_POSITION, title, chunked_prefill))
+        written.append(plot_by_position(summary.by_position, summary.by_length, run_dir / PLOT_POSITION, title, chunked_prefill, summary.metric))
     return written
 
 
-def write_run_summary(run: Run, metric: Metric = "strict") -> RunSummary:
+def write_run_summary(run: Run, metric: Metric | None = None) -> RunSummary:
     """Write a run's summary files and plots into its folder, titled from its manifest; the summary."""
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     summary = run_summary(run, metric)

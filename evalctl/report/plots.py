@@ -10,7 +10,8 @@ matplotlib.use("Agg")  # files only; no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from evalctl.records import ANSWER_POSITIONS, cell_keys  # noqa: E402
+from evalctl.analysis.accuracy import table_metrics  # noqa: E402
+from evalctl.records import ANSWER_POSITIONS, NO_METRIC, cell_keys  # noqa: E402
 
 SERIES = cell_keys("shots", "pass_index")
 
@@ -22,14 +23,14 @@ def _series(table: pd.DataFrame):
         yield label, cache, group
 
 
-def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str) -> None:
-    y = group["strict_acc"]
-    yerr = [(y - group["strict_lo"]).clip(lower=0), (group["strict_hi"] - y).clip(lower=0)]
+def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str, metric: str) -> None:
+    y = group[f"{metric}_acc"]
+    yerr = [(y - group[f"{metric}_lo"]).clip(lower=0), (group[f"{metric}_hi"] - y).clip(lower=0)]
     ax.errorbar(x, y, yerr=yerr, marker="o" if cache == "on" else "s", linestyle="-" if cache == "on" else "--", capsize=3, label=label)
 
 
-def _style_accuracy_axes(ax, xlabel: str, title: str, legend: bool) -> None:
-    ax.set(xlabel=xlabel, ylabel="accuracy (strict, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
+def _style_accuracy_axes(ax, xlabel: str, title: str, legend: bool, metric: str) -> None:
+    ax.set(xlabel=xlabel, ylabel=f"accuracy ({metric}, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
     ax.grid(alpha=0.3)
     if legend:
         ax.legend(fontsize=8)
@@ -42,47 +43,55 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool) -> Path:
-    _style_accuracy_axes(ax, xlabel, title, legend)
+def _shown(table: pd.DataFrame, metric: str | None) -> str:
+    """The metric a plot shows: the one named, else the table's first (the task's primary)."""
+    return metric or next(iter(table_metrics(table)), NO_METRIC)
+
+
+def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool, metric: str) -> Path:
+    _style_accuracy_axes(ax, xlabel, title, legend, metric)
     return _save(fig, path)
 
 
-def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str) -> Path:
+def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str, metric: str | None = None) -> Path:
+    metric = _shown(table, metric)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     first_pass = table[table["pass_index"] == table["pass_index"].min()] if len(table) else table
     for label, cache, group in _series(first_pass):
         group = group.sort_values("shots")
-        _errorbar(ax, group["shots"], group, label, cache)
-    return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, legend=len(first_pass) > 0)
+        _errorbar(ax, group["shots"], group, label, cache, metric)
+    return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, len(first_pass) > 0, metric)
 
 
-def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None) -> None:
+def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None, metric: str) -> None:
     for label, cache, group in _series(table):
         group = group.sort_values("bin_lo")
-        _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache)
+        _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache, metric)
     if chunked_prefill:
         ax.axvline(chunked_prefill, color="grey", linestyle=":", label=f"chunked prefill {chunked_prefill}")
 
 
-def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None) -> Path:
+def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None, metric: str | None = None) -> Path:
+    metric = _shown(table, metric)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    _draw_prefill(ax, table, chunked_prefill)
-    return _finish_accuracy_plot(fig, ax, path, "prompt tokens (bin centre)", title, legend=len(table) > 0)
+    _draw_prefill(ax, table, chunked_prefill, metric)
+    return _finish_accuracy_plot(fig, ax, path, "prompt tokens (bin centre)", title, len(table) > 0, metric)
 
 
 def accuracy_by_position(
-    positions: pd.DataFrame, by_length: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None
+    positions: pd.DataFrame, by_length: pd.DataFrame, path: Path, title: str, chunked_prefill: int | None = None, metric: str | None = None
 ) -> Path:
     """prefix-recall: accuracy by the answer's third of the prefix, cache on vs off, beside accuracy vs prefill length."""
+    metric = _shown(positions, metric)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     first_pass = positions[positions["pass_index"] == positions["pass_index"].min()] if len(positions) else positions
     index = {p: i for i, p in enumerate(ANSWER_POSITIONS)}
     for label, cache, group in _series(first_pass):
-        _errorbar(left, group["answer_position"].map(index), group, label, cache)
+        _errorbar(left, group["answer_position"].map(index), group, label, cache, metric)
     left.set_xticks(range(len(ANSWER_POSITIONS)), ANSWER_POSITIONS)
-    _style_accuracy_axes(left, "where the answer sits in the prefix", "by answer position", legend=len(first_pass) > 0)
-    _draw_prefill(right, by_length, chunked_prefill)
-    _style_accuracy_axes(right, "prompt tokens (bin centre)", "by prefill length", legend=False)
+    _style_accuracy_axes(left, "where the answer sits in the prefix", "by answer position", len(first_pass) > 0, metric)
+    _draw_prefill(right, by_length, chunked_prefill, metric)
+    _style_accuracy_axes(right, "prompt tokens (bin centre)", "by prefill length", False, metric)
     fig.suptitle(title)
     return _save(fig, path)
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from evalctl.records import cell_keys
+from evalctl.analysis.accuracy import table_metrics
+from evalctl.records import NO_METRIC, cell_keys
 
 # Worst first: a cell is as bad as its worst check.
 _SEVERITY = {"regression": 0, "inconclusive": 1, "warning": 2, "pass": 3}
@@ -41,13 +42,15 @@ def _matches(check: dict, cell: dict) -> bool:
     return all(check.get(k) is None or str(check[k]) == str(cell[k]) for k in MATCH_KEYS)
 
 
-def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None) -> SignoffMatrix:
-    """`accuracy` is `accuracy_table` output; `checks` the gate's, or None when the run is not gated."""
+def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: str | None = None) -> SignoffMatrix:
+    """`accuracy` is `accuracy_table` output; `checks` the gate's, or None when the run is not gated; `metric`
+    the accuracy shown (default: the table's first)."""
+    column = f"{metric or next(iter(table_metrics(accuracy)), NO_METRIC)}_acc"
     first = accuracy[accuracy["pass_index"] == accuracy["pass_index"].min()] if len(accuracy) else accuracy
     shots = sorted({int(s) for s in first["shots"]})
     rows = []
     for (profile, variant, cache), group in first.groupby(cell_keys("shots", "pass_index"), sort=True):
-        acc = {int(r.shots): r.strict_acc for r in group.itertuples()}
+        acc = {int(s): a for s, a in zip(group["shots"], group[column])}
         cells = []
         for n in shots:
             value = acc.get(n)

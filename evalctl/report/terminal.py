@@ -11,6 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from evalctl.analysis.accuracy import accuracy_columns, table_metrics
 from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
@@ -77,13 +78,13 @@ def _drop_constant_keys(df: pd.DataFrame) -> pd.DataFrame:
 def accuracy_view(acc: pd.DataFrame) -> pd.DataFrame:
     """Accuracy with its interval in one readable column."""
     view = _drop_constant_keys(acc)
-    for metric in ("strict", "flexible"):
+    metrics = table_metrics(acc)
+    for metric in metrics:
         view[metric] = [
             "-" if math.isnan(a) else f"{a:.2f} [{lo:.2f},{hi:.2f}]"
             for a, lo, hi in zip(view[f"{metric}_acc"], view[f"{metric}_lo"], view[f"{metric}_hi"])
         ]
-    keep = [c for c in view.columns if not c.startswith(("strict_", "flexible_"))]
-    return view[keep]
+    return view.drop(columns=accuracy_columns(metrics))
 
 
 THROUGHPUT_COLUMNS = {

@@ -1,16 +1,27 @@
-"""lm-eval's task machinery: prompts for each shot count, and scoring with its filters.
+"""lm-eval's task machinery: prompts for each shot count, and scoring with the task's own filters.
 
-Tasks:
+Any lm-eval `generate_until` task runs (`tasks.registry` says how one is named):
 - `gsm8k`: lm-eval's own; shots are train exemplars before each test question.
 - `prefix-recall`: evalctl's (`prefix_recall/`), generated from the seed; shots are the
   records of the prefix, and every answer must be read back from them.
+- a task of the user's YAML (`--include-path DIR`, or the YAML's path as the task), its data
+  local through its own `dataset_path: json` and `data_files` (relative to the YAML's folder).
+Loglikelihood and multiple-choice tasks are refused: they score the server's log-probabilities
+of given continuations, which an OpenAI-style completion of generated text does not return.
+
+Metrics are the task's filters, named as the task names them (a registered task may rename
+them: gsm8k keeps `strict`/`flexible`); an answer is right when the task's first metric
+(`metric_list[0]`, e.g. exact_match) scores it 1. The first filter is the primary metric, the
+one the gate judges unless its policy names another.
 
 Few-shot modes:
-- `shared`: one prefix for every question of a cell (GSM8K: the first k train examples,
-  what a prefix cache is for, and what SGLang's own GSM8K check does; prefix-recall: one
-  list of k records, questions about keys spread over its start, middle and end);
-- `sampled`: a different prefix per question (GSM8K: lm-eval's default sampler).
-Exemplars always come from the train split; scored questions from test.
+- `shared`: one prefix for every question of a cell, lm-eval's `first_n` sampler (GSM8K: the
+  first k train examples). This is the default because it is what a prefix cache is for, and
+  what SGLang's own GSM8K check does: with one prefix per cell, cache on and off differ only in
+  whether the server reused it. prefix-recall: one list of k records, questions about keys
+  spread over its start, middle and end;
+- `sampled`: a different prefix per question (lm-eval's default sampler).
+Exemplars always come from the task's few-shot split; scored questions from its test split.
 """
 
 from __future__ import annotations
@@ -19,18 +30,22 @@ import copy
 import hashlib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import get_args
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evalctl.config import GENERATED_TASKS, ConfigError, TaskName
+from evalctl.errors import BadInput, ConfigError
 from evalctl.records import AnswerPosition
 from evalctl.tasks.data import local_dataset_overrides
+from evalctl.tasks.registry import TaskSpec, UnknownTask, registered_task, registered_tasks
 
-TASKS = get_args(TaskName)
-EVALCTL_TASKS_DIR = Path(__file__).resolve().parent
+if TYPE_CHECKING:
+    from evalctl.config import SweepConfig  # tasks are below config: the sweep's config only passes through
+
+GENERATE = "generate_until"
+INVALID = "[invalid]"  # lm-eval's regex filter's answer when nothing matched
 
 
 @dataclass(frozen=True)
@@ -49,46 +64,127 @@ class Prompt:
 
 @dataclass(frozen=True)
 class Score:
-    strict_answer: str | None
-    flexible_answer: str | None
-    strict_correct: bool
-    flexible_correct: bool
+    """One response scored by every metric of the task: the extracted answer (None: none) and whether it is right."""
+
+    answers: dict[str, str | None] = field(default_factory=dict)
+    correct: dict[str, bool] = field(default_factory=dict)
 
 
 def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _is_yaml_path(name: str) -> bool:
+    return name.endswith((".yaml", ".yml"))
+
+
+def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path, TaskSpec | None]:
+    """The task's name, its YAML file and its registered spec (None for a task of YAML alone).
+
+    Looked up in turn: a YAML path given as the task, the registry, `include_path`, lm-eval's own index.
+    """
+    from lm_eval.tasks import TaskManager
+
+    if _is_yaml_path(name):
+        path = Path(name)
+        if not path.is_file():
+            raise UnknownTask(f"task file {name} does not exist")
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        try:
+            declared = load_yaml(path, resolve_func=False).get("task")
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"cannot read task file {name}: {exc}") from exc
+        if not isinstance(declared, str):
+            raise BadInput(f"task file {name} names no `task:`")
+        name, include_path = declared, path.resolve().parent
+    spec = registered_task(name)
+    if spec is not None:
+        folder = spec.yaml_dir
+    elif include_path is not None:
+        if not Path(include_path).is_dir():
+            raise BadInput(f"--include-path {include_path} is not a directory")
+        folder = Path(include_path)
+    else:
+        folder = None
+    # Index only the task's folder when known: scanning every lm-eval task takes seconds.
+    manager = TaskManager(include_defaults=folder is None, include_path=str(folder) if folder else None)
+    entry = manager.task_index.get(name)
+    kind = getattr(getattr(entry, "kind", None), "name", "TASK").lower()
+    if entry is not None and kind != "task":
+        raise BadInput(f"{name!r} is an lm-eval {kind} of tasks, not one task: evalctl runs one task per sweep; name one of its tasks")
+    if entry is None or entry.yaml_path is None:
+        where = f"in {folder}" if folder else "among evalctl's and lm-eval's tasks"
+        known = sorted(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
+        raise UnknownTask(f"unknown task {name!r} {where}; known: {', '.join(sorted(set(known)))} (or --include-path DIR of task YAML)")
+    return name, Path(entry.yaml_path), spec
+
+
+def _local_data_files(config: dict, yaml_dir: Path) -> None:
+    """`data_files` named relative to the task's YAML folder, as a user writes them beside it."""
+    files = (config.get("dataset_kwargs") or {}).get("data_files")
+    if files is None:
+        return
+
+    def resolved(value):
+        if isinstance(value, str) and not Path(value).is_absolute() and (yaml_dir / value).is_file():
+            return str((yaml_dir / value).resolve())
+        if isinstance(value, list):
+            return [resolved(v) for v in value]
+        return value
+
+    kwargs = dict(config["dataset_kwargs"])
+    kwargs["data_files"] = {k: resolved(v) for k, v in files.items()} if isinstance(files, dict) else resolved(files)
+    config["dataset_kwargs"] = kwargs
+
+
+def metric_names(config: dict, spec: TaskSpec | None) -> list[tuple[str, str]]:
+    """(filter name in the YAML, metric name in records) per filter, the primary first.
+
+    A task without filters is scored on its raw answer, named by its first metric.
+    """
+    aliases = spec.metric_names if spec else {}
+    filters = [f["name"] for f in config.get("filter_list") or []]
+    if not filters:
+        first = (config.get("metric_list") or [{"metric": "exact_match"}])[0]["metric"]
+        return [("none", aliases.get("none", str(first)))]
+    return [(f, aliases.get(f, f)) for f in filters]
+
+
 class LmEvalTask:
     """One lm-eval generation task with evalctl's data source and few-shot mode."""
 
     def __init__(
-        self, name: str, *, data_dir: Path | None, fewshot: str, seed: int = 1234, limit_order: str = "shuffled", limit_seed: int = 1234
+        self,
+        name: str,
+        *,
+        data_dir: Path | None,
+        fewshot: str,
+        seed: int = 1234,
+        limit_order: str = "shuffled",
+        limit_seed: int = 1234,
+        include_path: Path | None = None,
     ):
-        if name not in TASKS:
-            raise ConfigError(f"unknown task {name!r}; supported: {', '.join(TASKS)}")
-        self.name = name
-        self.generated = name in GENERATED_TASKS
-        self.data_source = None if self.generated else data_dir  # generated tasks read no data dir
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        if self.data_source is not None or self.generated:
-            # No hub look-ups at all when the data are local.
-            os.environ["HF_DATASETS_OFFLINE"] = "1"
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
-        import lm_eval
-        from lm_eval.filters import build_filter_ensemble
-        from lm_eval.tasks import TaskManager
+        name, yaml_path, self.spec = locate_task(name, include_path)
+        self.name = name
+        self.generated = bool(self.spec and self.spec.generated)
+        self.data_source = None if self.generated else data_dir  # generated tasks read no data dir
         from lm_eval.tasks._yaml_loader import load_yaml
 
-        if self.generated:
-            tasks_dir = EVALCTL_TASKS_DIR / name.replace("-", "_")
-        else:
-            tasks_dir = Path(lm_eval.__file__).parent / "tasks" / name
-        # Index only this task's folder: scanning every lm-eval task takes seconds.
-        manager = TaskManager(include_defaults=False, include_path=str(tasks_dir))
         # Loaded in full: prefix-recall's `custom_dataset` is a function of its folder.
-        config = copy.deepcopy(load_yaml(manager.task_index[name].yaml_path, resolve_func=True))
+        config = copy.deepcopy(load_yaml(yaml_path, resolve_func=True))
         config.pop("tag", None)
+        if config.get("output_type", GENERATE) != GENERATE:
+            raise BadInput(
+                f"task {name!r} is {config['output_type']}: evalctl scores generated answers (generate_until tasks only); "
+                "log-likelihood scoring needs prompt log-probabilities that served completion APIs do not return alike"
+            )
+        _local_data_files(config, yaml_path.parent)
+        if self.data_source is not None or self.generated or config.get("dataset_path") in ("json", "csv", "parquet", "text"):
+            # No hub look-ups at all when the data are local.
+            os.environ["HF_DATASETS_OFFLINE"] = "1"
         if self.generated:
             config["metadata"] = {**config.get("metadata", {}), "mode": fewshot, "seed": seed}
         else:
@@ -99,15 +195,28 @@ class LmEvalTask:
         self.config = config
         # Scores every answer; for a generated task it also holds the YAML's default prefix.
         self.task = self._configurable(config)
-        self.filters = [
-            build_filter_ensemble(f["name"], [(c["function"], {k: v for k, v in c.items() if k != "function"}) for c in f["filter"]])
-            for f in config["filter_list"]
-        ]
+        self.metrics = metric_names(config, self.spec)
+        self.filters = self._filters(config)
         self.seed = seed
         self.limit_order, self.limit_seed = limit_order, limit_seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
         # The fewest shots that still make a prompt: a generated prefix needs a record to ask about.
-        self.min_shots = 1 if self.generated else 0
+        self.min_shots = self.spec.min_shots if self.spec else 0
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The task's metrics as records name them, the primary first."""
+        return [metric for _, metric in self.metrics]
+
+    @staticmethod
+    def _filters(config: dict) -> dict:
+        from lm_eval.filters import build_filter_ensemble
+
+        filter_list = config.get("filter_list") or [{"name": "none", "filter": [{"function": "take_first"}]}]
+        return {
+            f["name"]: build_filter_ensemble(f["name"], [(c["function"], {k: v for k, v in c.items() if k != "function"}) for c in f["filter"]])
+            for f in filter_list
+        }
 
     def _configurable(self, config: dict):
         from lm_eval.api.task import ConfigurableTask
@@ -178,7 +287,7 @@ class LmEvalTask:
             text=context,
             prompt_hash=prompt_hash(context),
             question=str(doc["question"] if self.generated else task.doc_to_text(doc)),
-            target=target.split("####")[-1].strip(),
+            target=self.spec.target(target) if self.spec else target.strip(),
             stop=tuple(gen_kwargs.get("until", ())),
             doc=doc,
             answer_char_offset=doc.get("answer_char_offset"),
@@ -186,21 +295,37 @@ class LmEvalTask:
         )
 
     def score(self, prompt: Prompt, response: str) -> Score:
-        """Apply the task's own filters and metric to one response."""
+        """Apply the task's own filters and its first metric to one response."""
         from lm_eval.api.instance import Instance
 
-        inst = Instance(request_type="generate_until", doc=prompt.doc, arguments=(prompt.text, {}), idx=0)
+        inst = Instance(request_type=GENERATE, doc=prompt.doc, arguments=(prompt.text, {}), idx=0)
         inst.resps = [response]
         answers, correct = {}, {}
-        for ensemble in self.filters:
+        for filter_name, metric in self.metrics:
+            ensemble = self.filters[filter_name]
             ensemble.apply([inst])
             answer = inst.filtered_resps[ensemble.name]
-            answers[ensemble.name] = answer
-            correct[ensemble.name] = bool(self.task.process_results(prompt.doc, [answer])["exact_match"])
-        strict, flexible = answers.get("strict-match"), answers.get("flexible-extract")
-        return Score(
-            strict_answer=None if strict in (None, "[invalid]") else str(strict),
-            flexible_answer=None if flexible in (None, "[invalid]") else str(flexible),
-            strict_correct=correct.get("strict-match", False),
-            flexible_correct=correct.get("flexible-extract", False),
-        )
+            answers[metric] = None if answer in (None, INVALID) else str(answer)
+            correct[metric] = self._right(prompt, answer)
+        return Score(answers, correct)
+
+    def _right(self, prompt: Prompt, answer) -> bool:
+        """Whether the task's first metric scores `answer` as right; a graded metric cannot gate pairs."""
+        results = self.task.process_results(prompt.doc, [answer])
+        name, value = next(iter(results.items()))
+        if value not in (0, 1):
+            raise BadInput(f"task {self.name!r}: metric {name} scored {value!r}; evalctl pairs right/wrong answers (a 0/1 metric)")
+        return bool(value)
+
+
+def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
+    """The task a sweep config names, with its data source, few-shot mode (default: the config's) and seeds."""
+    return LmEvalTask(
+        config.task,
+        include_path=config.include_path,
+        data_dir=config.resolved_data_dir(),
+        fewshot=fewshot or config.fewshot,
+        seed=config.generation.seed,
+        limit_order=config.limit_order,
+        limit_seed=config.limit_seed,
+    )

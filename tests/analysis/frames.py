@@ -16,7 +16,9 @@ def sample_frame(rows: list[dict]) -> pd.DataFrame:
         finish_reason="stop", response="#### 1", strict_answer="1", flexible_answer="1",
         strict_correct=True, flexible_correct=True, attempts=1, error=None, error_kind=None,
     )  # fmt: skip
-    return pd.DataFrame([{**defaults, **r} for r in rows], columns=COLUMNS)
+    # gsm8k's two metrics, as a sweep of it records them
+    metrics = ["strict_answer", "strict_correct", "flexible_answer", "flexible_correct"]
+    return pd.DataFrame([{**defaults, **r} for r in rows], columns=[*COLUMNS, *metrics])
 
 
 def sweep_frame(

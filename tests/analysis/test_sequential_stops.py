@@ -143,3 +143,72 @@ def test_a_baseline_without_the_planned_cells_is_refused_before_anything_runs(tm
     with pytest.raises(BaselineError, match=r"no rows for 2 planned cell\(s\): .*shots=20"):
         sequential_baseline(config)
     assert sequential_baseline(config.model_copy(update={"shots": list(SHOTS)})).path == baseline
+
+
+def test_a_look_the_baseline_cannot_fill_is_not_reached_never_an_error():
+    # Issue 25, item 4: the baseline holds none of the first look's questions, then only half
+    # of the rest. Before: n = 0 raised ValueError from the score statistic.
+    sent = [p.doc_id for p in prompts(8)]
+    base = sweep_frame(N, SHOTS, run_id="base")
+    base = base[~base["doc_id"].isin(sent[:40]) & ~base["doc_id"].isin(sent[40::2])]
+    gate = Stopper(StoppingConfig(mode="sequential", baseline=Path("base")), base, CELLS, N, decisions=[], save=lambda: None,
+                   recorded=sweep_frame(N, SHOTS, run_id="cand"))  # fmt: skip
+    cell = CELLS[0]
+    gate.start(cell, prompts(8))
+    found = [gate.check(cell, look) for look in range(len(gate.look_sizes))]
+    # Each look it reaches holds exactly its planned pairs (the design's fractions); the
+    # last (200 pairs) is out of reach of the baseline's 80 questions: no verdict, no error.
+    assert all(d is None or d.n == gate.look_sizes[d.look - 1] for d in found)
+    assert all(d is None or d.reason == "pass" for d in found)
+
+
+def test_a_cell_below_min_n_is_never_decided():
+    # Issue 25, item 5: 20 questions, 5 flips (a 25-point drop). Before: one look at n_max = 20
+    # decided "regression"; the fixed-n gate says inconclusive below min_n = 30.
+    from evalctl.analysis.sequential import CellStatus, decide
+
+    design = Design(20, 0.03)
+    found = decide(np.array([[5.0]]), np.array([[0.0]]), np.array([[20.0]]), design)
+    assert CellStatus(int(found.status[0])) is CellStatus.INCONCLUSIVE
+    healthy = decide(np.array([[0.0]]), np.array([[0.0]]), np.array([[20.0]]), design)
+    assert CellStatus(int(healthy.status[0])) is CellStatus.INCONCLUSIVE
+
+
+def noisy_run(cand, decisions, noise_flips: int) -> Run:
+    """A sequential run with an A/A arm whose replica flips `noise_flips` of cell on/16's answers right->wrong."""
+    run = sequential_run(cand, decisions)
+    replica = cand[(cand["cache"] == "on") & (cand["shots"] == 16)].copy()
+    replica["strict_correct"] = replica["strict_correct"].astype(bool)
+    flipped = replica.index[replica["strict_correct"]][:noise_flips]
+    replica.loc[flipped, "strict_correct"] = False
+    return Run(run.path, run.manifest, run.samples, given_noise=replica)
+
+
+def test_a_sequential_regression_must_exceed_the_engines_own_noise():
+    # Issue 25, item 6: a 10-point drop decided at look 3 (6 of 60 flipped), on an engine whose
+    # A/A arm itself loses 10 points: the fixed-n gate would call it inconclusive, and so must this.
+    cand = sweep_frame(N, SHOTS, run_id="cand")
+    collapsed = Cell("cpu", "default", CacheMode.on, 16, 1)
+    regression = decision(collapsed, "regression", 60).model_copy(update={"b": 6, "c": 0, "n": 60})
+    decisions = [regression if c == collapsed else decision(c, "pass", N) for c in CELLS]
+    quiet = evaluate(sequential_run(cand, decisions), GatePolicy())
+    assert quiet.verdict == "regression"
+    noisy = evaluate(noisy_run(cand, decisions, noise_flips=20), GatePolicy())
+    (check,) = [c for c in noisy.checks if c.kind == "sequential" and (c.cache, c.shots) == ("on", 16)]
+    assert check.status == "inconclusive" and "own noise" in check.reason and "A/A noise" in check.reason
+    assert noisy.verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("change", [{"max_accuracy_drop": 0.05}, {"alpha": 0.1}, {"metric": "flexible"}, {"min_n": 50}])
+def test_a_policy_other_than_the_runs_stopping_rule_is_refused(change):
+    # Issue 25, item 6: the decisions were made at the stopping section's values; a gate
+    # policy with others would print its own beside verdicts it did not make.
+    from evalctl.analysis.gate import PolicyError
+    from evalctl.errors import BadInput
+
+    cand = sweep_frame(N, SHOTS, run_id="cand")
+    run = sequential_run(cand, [decision(c, "pass", N) for c in CELLS])
+    assert evaluate(run, GatePolicy()).verdict == "pass"
+    with pytest.raises(PolicyError, match=next(iter(change))) as raised:
+        evaluate(run, GatePolicy(**change))
+    assert isinstance(raised.value, BadInput)

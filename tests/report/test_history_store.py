@@ -119,7 +119,8 @@ def _write_run(root: str, model: str, rows: int, barrier) -> str:
     with RecordWriter(Path(run)) as writer:
         for i in range(rows):
             writer.write(SampleRecord(run_id, "cpu", "default", "on", 8, 1, i, f"h{i}", "q", "1", False, 10, 100, 0, 5, 0.0, 1.0,
-                                      None, None, "stop", "#### 1", "1", "1", True, True, 1, None, None))  # fmt: skip
+                                      None, None, "stop", "#### 1", {"strict": "1", "flexible": "1"}, {"strict": True, "flexible": True},
+                                      1, None, None))  # fmt: skip
             write_manifest(Path(run), manifest)  # rewritten while others read, as a sweep does
     manifest.status = "complete"
     write_manifest(Path(run), manifest)

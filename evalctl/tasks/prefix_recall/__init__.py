@@ -1,1 +1,19 @@
-"""prefix-recall: lm-eval task config (prefix-recall.yaml) and its seeded document generator (generate.py)."""
+"""prefix-recall: lm-eval task config (prefix-recall.yaml) and its seeded document generator (generate.py).
+
+Registered as a generated task: no data files, and the shots axis counts the prefix's records,
+so a prompt needs at least one record to ask about.
+"""
+
+from pathlib import Path
+
+from evalctl.tasks.registry import TaskSpec, register_task
+
+PREFIX_RECALL = register_task(
+    TaskSpec(
+        name="prefix-recall",
+        yaml_dir=Path(__file__).resolve().parent,
+        metric_names={"strict-match": "strict", "flexible-extract": "flexible"},
+        generated=True,
+        min_shots=1,
+    )
+)

@@ -1,0 +1,149 @@
+"""The builds a bisect searches, in commit order: git commits as worktrees, or a listed set of variants.
+
+A build is a variant (config.Variant: interpreter, environment, runner prefix) plus where it
+came from. From git, every commit on the path good..bad (`git rev-list --ancestry-path`,
+first-parent unless `all_commits`) gets a detached worktree; the template variant's
+`{worktree}` is replaced by its path (SGLang: `env: {PYTHONPATH: "{worktree}/python"}`, no
+build step). An optional build command runs in the worktree once per commit (cached by the
+commit, log kept); a failed build is skipped by the search, never called bad.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from evalctl.config import Variant
+from evalctl.errors import BadInput
+
+WORKTREE = "{worktree}"
+
+
+class BuildInputError(BadInput):
+    """A repository, revision or builds file the bisect cannot use; the message says why."""
+
+
+class Build(BaseModel):
+    """One build in commit order: its variant (with `{worktree}` filled in) and its origin."""
+
+    name: str
+    variant: Variant
+    revision: str | None = None
+    subject: str | None = None
+    worktree: Path | None = None
+    built: bool | None = None  # None: not built yet (or no build command)
+    build_log: Path | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.revision[:10]} {self.subject or ''}".strip() if self.revision else self.name
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise BuildInputError(f"cannot run git: {exc}") from None
+    if done.returncode != 0:
+        raise BuildInputError(f"git {' '.join(args)} in {repo} failed: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+def _revision(repo: Path, rev: str) -> str:
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    except BuildInputError:
+        raise BuildInputError(f"{rev!r} is not a commit in {repo}") from None
+
+
+def commits(repo: Path, good: str, bad: str, all_commits: bool = False) -> list[tuple[str, str]]:
+    """(sha, subject) from good to bad inclusive, in commit order; BuildInputError unless good is an ancestor of bad."""
+    if not repo.is_dir():
+        raise BuildInputError(f"--repo {repo} is not a directory")
+    _git(repo, "rev-parse", "--git-dir")
+    good_sha, bad_sha = (_revision(repo, rev) for rev in (good, bad))
+    path = ["--ancestry-path"] + ([] if all_commits else ["--first-parent"])
+    lines = _git(repo, "rev-list", "--reverse", *path, "--format=%H %s", f"{good_sha}..{bad_sha}").splitlines()
+    found = [tuple(line.split(" ", 1)) if " " in line else (line, "") for line in lines if not line.startswith("commit ")]
+    if not found or found[-1][0] != bad_sha:
+        raise BuildInputError(f"--good {good} is not an ancestor of --bad {bad} (no commit path between them)")
+    subject = _git(repo, "log", "-1", "--format=%s", good_sha).strip()
+    return [(good_sha, subject), *((sha, text) for sha, text in found)]
+
+
+def filled(template: Variant, worktree: Path, revision: str | None) -> Variant:
+    """`template` with `{worktree}` replaced in its interpreter, prefix, arguments and environment."""
+    path = str(worktree)
+
+    def sub(text: str) -> str:
+        return text.replace(WORKTREE, path)
+
+    return template.model_copy(
+        update={
+            "python": sub(template.python) if template.python else None,
+            "command_prefix": [sub(x) for x in template.command_prefix],
+            "extra_args": [sub(x) for x in template.extra_args],
+            "env": {k: sub(v) for k, v in template.env.items()},
+            "git_revision": revision,
+        }
+    )
+
+
+def git_builds(repo: Path, good: str, bad: str, template: Variant, worktrees: Path, all_commits: bool = False) -> list[Build]:
+    """One build per commit good..bad; worktrees are made later, when a build is first tested (`checkout`)."""
+    return [
+        Build(name=sha[:10], revision=sha, subject=subject, worktree=worktrees / sha[:12], variant=filled(template, worktrees / sha[:12], sha))
+        for sha, subject in commits(repo.resolve(), good, bad, all_commits)
+    ]
+
+
+def checkout(repo: Path, build: Build) -> None:
+    """The build's detached worktree, made once (an existing one is kept)."""
+    if build.worktree is None or (build.worktree / ".git").exists():
+        return
+    build.worktree.parent.mkdir(parents=True, exist_ok=True)
+    _git(repo, "worktree", "add", "--detach", "--force", str(build.worktree), str(build.revision))
+
+
+def run_build(build: Build, command: str, logs: Path) -> bool:
+    """Run `command` in the build's worktree (a shell), its output to logs/<revision>.log; True if it succeeded.
+
+    Cached by the revision: a build already run is not run again.
+    """
+    if build.built is not None:
+        return build.built
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{build.name}.log"
+    with log.open("w") as out:
+        done = subprocess.run(command, shell=True, cwd=build.worktree, stdout=out, stderr=subprocess.STDOUT, check=False)
+        out.write(f"\n[evalctl bisect] build command exited {done.returncode}\n")
+    build.built, build.build_log = done.returncode == 0, log
+    return build.built
+
+
+class _BuildList(BaseModel):
+    builds: list[Variant]
+
+
+def listed_builds(path: Path) -> list[Build]:
+    """Builds from a YAML file: `builds:` (or a bare list) of variants, good first, bad last."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise BuildInputError(f"cannot read builds file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise BuildInputError(f"invalid YAML in builds file {path}: {exc}") from None
+    try:
+        variants = _BuildList.model_validate({"builds": data} if isinstance(data, list) else data).builds
+    except ValidationError as exc:
+        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise BuildInputError(f"invalid builds file {path}: {where}") from None
+    if len(variants) < 3:
+        raise BuildInputError(f"builds file {path} lists {len(variants)} builds: need the good one, the bad one and one between")
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise BuildInputError(f"builds file {path}: build names repeat")
+    return [Build(name=v.name, variant=v, revision=v.git_revision) for v in variants]

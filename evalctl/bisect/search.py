@@ -1,0 +1,176 @@
+"""The noise-aware search: a posterior over which build is the culprit, and the next build to test.
+
+Builds 0..m-1 are in commit order; build 0 is the known-good endpoint (the reference), build
+m-1 the bad one. The unknown culprit C is the first bad build, C in 1..m-1, uniform a priori.
+A step tests build i and says *bad* (its regressed cells regress against the reference),
+*good* (they pass), *unknown* (the sequential rule ran out of questions) or *skipped* (the
+build or its launch failed).
+
+**Model.** Build i is truly bad iff i >= C (one culprit; its regression persists). A decided
+step errs with probability at most `error`, independently of the other steps given C: a truly
+good build is called bad with probability <= error, a truly bad one good with probability
+<= error. Unknown and skipped steps carry no information about C (their likelihood is taken
+equal on both sides: a launch fails, or a cell runs out of questions, for reasons of its own).
+The posterior after steps (i_t, v_t) is then
+
+    P(C = j | data)  proportional to  prod_t  (1 - error) if v_t agrees with "i_t >= j", else error,
+
+over the decided steps: probabilistic bisection (Horstein 1963, "Sequential transmission using
+noiseless feedback", IEEE Trans. Inf. Theory; Waeber, Frazier & Henderson 2013, "Bisection
+search with noisy responses", SIAM J. Control Optim.), on a finite set as in Google's
+flake-aware culprit finding (Henderson et al., ICST 2023, "Flake Aware Culprit Finding") and
+git-bayesect.
+
+**Next test.** The testable build i whose P(C <= i) is nearest 1/2 (the posterior median):
+with symmetric errors it maximises the expected information of the verdict, Horstein's rule.
+Each build is tested by at most one decided step: on a deterministic engine a second launch
+of one build repeats its answers, so the independence above would not hold for it. A build
+that failed to build, or to launch twice, is untestable; it cannot be told apart from the
+build after it, so the two are reported together (as `git bisect skip` does). A skipped build
+is never called bad.
+
+**The steps' question.** A step asks which endpoint the build resembles. The bad endpoint is
+judged at the gate's tolerance (does the regression reproduce?); every later step tests, with
+the same sequential rule, against the tolerance `step_tolerance`: half the bad endpoint's
+drop (its 95% lower confidence bound, pooled over the regressed cells), never less than the
+gate's. A build without the culprit (drop near 0) and one with it (drop near the endpoint's)
+then sit on opposite sides, each half the regression away, so both verdicts come fast; with a
+regression barely beyond the gate's tolerance it is the gate's own question.
+
+**Stopping and the guarantee.** Testing stops when one culprit (with the untestable builds
+just before it) holds posterior probability >= `target` (0.95), or when the budget of
+launches is spent, or when no build is left whose test could move the posterior. Under the
+model with a uniform prior, a culprit named at posterior >= target is wrong with probability
+<= 1 - target (averaged over culprit positions): the stopping rule reads only the posterior.
+**Assumptions**: one culprit and a persistent regression (i >= C all bad); per-step errors
+<= `error` and independent given C; unknown and skipped outcomes independent of C.
+`error` is the steps' alpha: the sequential rule (analysis/sequential.py) bounds both its
+false-regression and false-pass rates by alpha at the worst case, a drop exactly at the
+tolerance; at realistic drops (far beyond it, or none) the errors are far rarer, so the
+posterior is conservative there. For `target` to be reachable when the culprit's neighbours
+are each tested once, error/(1 - error) must be below (1 - target)/(2 target), i.e. about
+0.026 at 0.95: hence the steps' default alpha of 0.02 (`session.STEP_ALPHA`).
+`scripts/bench_bisect.py` measures the culprit-found rate and the launches, beside plain
+bisection, with step verdicts drawn from the real sequential rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from evalctl.analysis.intervals import paired_drop_lower_bound
+
+TARGET = 0.95
+LAUNCH_RETRIES = 2  # failed launches of one build tried again before it counts as untestable
+
+
+class Verdict(str, Enum):
+    good = "good"
+    bad = "bad"
+    unknown = "unknown"
+    skipped = "skipped"
+
+
+@dataclass(frozen=True)
+class Observation:
+    build: int  # index in commit order, 0 = the good endpoint
+    verdict: Verdict
+
+
+def posterior(builds: int, observations: list[Observation], error: float) -> np.ndarray:
+    """P(C = j) for j in 0..builds-1 (0 for j = 0, the good endpoint), given the observations."""
+    if builds < 2 or not 0 < error < 0.5:
+        raise ValueError(f"need >= 2 builds and 0 < error < 0.5, got {builds}, {error}")
+    log = np.zeros(builds)
+    log[0] = -np.inf
+    j = np.arange(builds)
+    right, wrong = np.log1p(-error), np.log(error)
+    for obs in observations:
+        if obs.verdict not in (Verdict.good, Verdict.bad):
+            continue
+        bad_if = obs.build >= j  # the build is bad for every culprit at or before it
+        agrees = bad_if if obs.verdict is Verdict.bad else ~bad_if
+        log += np.where(agrees, right, wrong)
+    log -= log.max()
+    mass = np.exp(log)
+    return mass / mass.sum()
+
+
+def step_tolerance(tolerance: float, b: int, c: int, n: int) -> float:
+    """The tolerance later steps test against: half the bad endpoint's drop (lower 95% bound; flips b, c of n), at least `tolerance`."""
+    return max(tolerance, paired_drop_lower_bound(b, c, n, 0.95) / 2) if n else tolerance
+
+
+def untestable(builds: int, observations: list[Observation], failed_builds: set[int], launch_retries: int = LAUNCH_RETRIES) -> set[int]:
+    """Builds no step can judge: a failed build, or more failed launches than `launch_retries` allows."""
+    launches = {i: 0 for i in range(builds)}
+    for obs in observations:
+        if obs.verdict is Verdict.skipped:
+            launches[obs.build] += 1
+    return set(failed_builds) | {i for i, n in launches.items() if n > launch_retries}
+
+
+def groups(builds: int, blocked: set[int]) -> list[list[int]]:
+    """Candidates 1..builds-1 as the posterior can tell them apart: each untestable build joins the next one."""
+    out, pending = [], []
+    for i in range(1, builds):
+        pending.append(i)
+        if i not in blocked or i == builds - 1:
+            out.append(pending)
+            pending = []
+    return out
+
+
+@dataclass(frozen=True)
+class Culprit:
+    builds: list[int]  # the culprit, after the untestable builds it cannot be told apart from
+    probability: float
+
+
+def best(probs: np.ndarray, blocked: set[int]) -> Culprit:
+    scored = [(float(probs[g].sum()), g) for g in groups(len(probs), blocked)]
+    probability, members = max(scored, key=lambda x: x[0])
+    return Culprit(members, probability)
+
+
+def next_build(probs: np.ndarray, observations: list[Observation], blocked: set[int]) -> int | None:
+    """The testable, not yet decided build nearest the posterior median; None if no test can move the posterior."""
+    decided = {o.build for o in observations if o.verdict in (Verdict.good, Verdict.bad, Verdict.unknown)}
+    below = np.cumsum(probs)  # P(C <= i)
+    # Testing i splits {C <= i} from {C > i}; the last build (bad endpoint) splits nothing.
+    options = [i for i in range(1, len(probs) - 1) if i not in decided and i not in blocked and 0 < below[i] < 1]
+    if not options:
+        return None
+    return min(options, key=lambda i: (abs(below[i] - 0.5), i))
+
+
+@dataclass(frozen=True)
+class Next:
+    """What the search says after the steps so far: test `build`, or stop (build None) with `culprit`."""
+
+    build: int | None
+    culprit: Culprit
+    probabilities: np.ndarray
+
+
+def choose(builds: int, observations: list[Observation], failed_builds: set[int], error: float, target: float = TARGET) -> Next:
+    """The posterior after `observations`, and the next build to test unless a culprit reached `target`.
+
+    A build left unknown is grouped with the next one, as an untestable one is: no later step
+    on it will decide it.
+    """
+    probs = posterior(builds, observations, error)
+    unknown = {o.build for o in observations if o.verdict is Verdict.unknown}
+    blocked = untestable(builds, observations, failed_builds) | unknown
+    culprit = best(probs, blocked)
+    if culprit.probability >= target:
+        return Next(None, culprit, probs)
+    return Next(next_build(probs, observations, blocked), culprit, probs)
+
+
+def default_budget(builds: int) -> int:
+    """Launches a bisect may use by default: both endpoints, twice log2 of the builds, and a few flaky relaunches."""
+    return 2 + 2 * int(np.ceil(np.log2(max(builds - 1, 2)))) + 4

@@ -1,0 +1,154 @@
+"""The bisect loop: the reference, the bad endpoint, then the search's next build until a culprit or the budget.
+
+Every change is saved to bisect.json before and after each step, so an interrupted bisect
+(SIGINT, kill -9, a lost node) goes on with `--resume` from the step it was in: a finished
+step is never run again, and the step in progress takes up its own run folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from evalctl.bisect.builds import checkout, run_build
+from evalctl.bisect.search import LAUNCH_RETRIES, Next, Observation, Verdict, choose, step_tolerance
+from evalctl.bisect.state import BisectState, Step
+from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
+from evalctl.config import SweepConfig
+from evalctl.errors import EvalctlError, RunFailed
+from evalctl.manifest import Failure
+from evalctl.report.finish import finish_run
+from evalctl.runs import Run, load_run
+
+STEP_ALPHA = 0.02  # see search's docstring: below ~0.026 for one test each side of the culprit to reach 0.95
+
+
+class ReferenceFailed(RunFailed):
+    """The good build could not be run, so there is nothing to compare with."""
+
+
+class StepRunner(Protocol):
+    def __call__(self, config: SweepConfig, root: Path) -> tuple[Path, list[Failure]]:
+        """Run (or take up) the one run folder of `config` under `root`; its path and launch failures."""
+
+
+class Bisect:
+    def __init__(
+        self,
+        folder: Path,
+        state: BisectState,
+        regression: Regression,
+        runner: StepRunner,
+        *,
+        on_step: Callable[[Step], None] = lambda step: None,
+    ):
+        self.folder, self.state, self.regression, self.runner, self.on_step = folder, state, regression, runner, on_step
+
+    @property
+    def builds(self) -> int:
+        return len(self.state.builds)
+
+    def save(self) -> None:
+        self.state.save(self.folder)
+
+    def observations(self) -> list[Observation]:
+        return [Observation(s.build, s.verdict) for s in self.state.steps[1:] if s.verdict is not None and s.launched]
+
+    def failed_builds(self) -> set[int]:
+        return {i for i, b in enumerate(self.state.builds) if b.built is False}
+
+    def search(self) -> Next:
+        return choose(self.builds, self.observations(), self.failed_builds(), self.state.settings.step_alpha, self.state.settings.target)
+
+    def run(self) -> BisectState:
+        state = self.state
+        reference = self._test(0)
+        if reference.verdict is not Verdict.good:
+            raise ReferenceFailed(f"the good build {state.builds[0].label} did not run: {reference.reason}")
+        bad = self.builds - 1
+        step = self._test(bad)
+        while step.verdict is Verdict.skipped and self._launches_of(bad) <= LAUNCH_RETRIES and self._budget_left():
+            step = self._test(bad)
+        if step.verdict is not Verdict.bad:
+            state.outcome, state.message = "not-reproduced", f"the bad build {state.builds[bad].label}: {step.reason}"
+            self.save()
+            return state
+        while self._budget_left() and (nxt := self.search()).build is not None:
+            self._test(nxt.build)
+        final = self.search()
+        state.culprit, state.probability = final.culprit.builds, final.culprit.probability
+        if final.culprit.probability >= state.settings.target and len(final.culprit.builds) == 1:
+            state.outcome = "culprit"
+            state.message = f"culprit: {state.builds[final.culprit.builds[0]].label} (posterior probability {final.culprit.probability:.3f})"
+        else:
+            state.outcome = "inconclusive"
+            names = " or ".join(state.builds[i].label for i in final.culprit.builds)
+            why = "the launch budget is spent" if not self._budget_left() else "no build left whose test could decide"
+            state.message = f"inconclusive ({why}): most likely {names}, posterior probability {final.culprit.probability:.3f}"
+        self.save()
+        return state
+
+    def _budget_left(self) -> bool:
+        return self.state.launches < self.state.settings.max_launches
+
+    def _launches_of(self, build: int) -> int:
+        return sum(s.launched for s in self.state.steps if s.build == build)
+
+    def _test(self, index: int) -> Step:
+        """Run one step on build `index` (or take up the one in progress); its verdict."""
+        state = self.state
+        done = self._finished(index)
+        if done is not None:
+            return done
+        pending = next((s for s in state.steps if s.verdict is None), None)
+        if pending is not None and pending.build != index:
+            raise EvalctlError(f"bisect.json has step {pending.number} on build {pending.build} in progress, not {index}")
+        build = state.builds[index]
+        step = pending or Step(number=len(state.steps), build=index, root=self.folder / "steps" / f"{len(state.steps):02d}-{build.name}")
+        if pending is None:
+            state.steps.append(step)
+        if state.settings.repo is not None:
+            checkout(state.settings.repo, build)
+        if state.settings.build_command and not run_build(build, state.settings.build_command, self.folder / "builds"):
+            step.launched, step.verdict, step.reason = False, Verdict.skipped, f"build failed (log {build.build_log})"
+            self.save()
+            self.on_step(step)
+            return step
+        self.save()  # the step is on record before it sends anything
+        policy = self.regression.policy
+        reference = None if index == 0 else self._run_of(state.steps[0])
+        endpoint = index in (0, self.builds - 1)
+        tolerance = policy.max_accuracy_drop if endpoint else state.step_tolerance or policy.max_accuracy_drop
+        config = step_config(
+            self.regression, build.variant, step.root,
+            baseline=None if endpoint else state.steps[0].run_dir, tolerance=tolerance, alpha=state.settings.step_alpha,
+        )  # fmt: skip
+        run_dir, failures = self.runner(config, step.root)
+        run = load_run(run_dir)
+        measure(step, run, reference, policy.metric)
+        if failures:
+            step.verdict, step.reason = Verdict.skipped, f"launch failed: {failures[0].error}"
+        elif index == 0:
+            step.verdict, step.reason = Verdict.good, "reference: the good build, every question"
+        elif endpoint:
+            judged = endpoint_verdict(run, reference, policy.metric, policy.max_accuracy_drop, policy.alpha, policy.min_n)
+            step.verdict, step.reason = judged.verdict, judged.reason
+            state.step_tolerance = step_tolerance(policy.max_accuracy_drop, *judged.flips)
+        else:
+            step.verdict, step.reason = sequential_verdict(run)
+        finish_run(run, policy, baseline=reference)  # an ordinary run folder: gate files, report.html
+        self.save()
+        self.on_step(step)
+        return step
+
+    def _finished(self, index: int) -> Step | None:
+        """The endpoints' finished step, when resuming (the search never repeats a decided build)."""
+        if index not in (0, self.builds - 1):
+            return None
+        return next((s for s in self.state.steps if s.build == index and s.verdict is not None and s.verdict is not Verdict.skipped), None)
+
+    @staticmethod
+    def _run_of(step: Step) -> Run:
+        assert step.run_dir is not None
+        return load_run(step.run_dir)

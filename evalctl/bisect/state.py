@@ -1,0 +1,96 @@
+"""bisect.json: everything a bisect has decided, written atomically after every change, so `--resume` goes on.
+
+A step's run folder lives under `steps/<n>/` of the bisect folder; a step whose folder holds
+an unfinished run is taken up with the sweep's own resume (only unanswered requests are sent).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from evalctl.bisect.builds import Build
+from evalctl.bisect.search import Verdict
+from evalctl.errors import BadInput
+
+STATE_FILE = "bisect.json"
+
+
+class StateError(BadInput):
+    """A bisect folder that cannot be resumed; the message says why."""
+
+
+class CellSpec(BaseModel):
+    """The regressed cells a step runs: one profile and variant, these shot counts and cache modes."""
+
+    profile: str
+    variant: str
+    shots: list[int]
+    cache: list[str]
+
+
+class Step(BaseModel):
+    """One launch of one build: its run folder, and the verdict once finished."""
+
+    number: int  # 0 = the good build's reference run
+    build: int  # index in commit order
+    root: Path  # results root holding the step's one run folder
+    launched: bool = True  # False: the build failed, nothing was launched
+    run_dir: Path | None = None
+    verdict: Verdict | None = None  # None while running
+    reason: str = ""
+    answered: int = 0
+    planned: int = 0
+    accuracy: float | None = None  # the step's, on the questions it answered
+    reference_accuracy: float | None = None  # the reference's on the same questions
+
+
+class Settings(BaseModel):
+    """What the bisect was started with; a resume keeps all of it."""
+
+    from_run: Path
+    repo: Path | None = None
+    build_command: str | None = None
+    cells: CellSpec
+    step_alpha: float
+    target: float
+    max_launches: int
+    executor: Literal["local", "slurm"] = "local"
+
+
+class BisectState(BaseModel):
+    settings: Settings
+    builds: list[Build]
+    steps: list[Step] = Field(default_factory=list)
+    step_tolerance: float | None = None  # set once the bad endpoint reproduced (search.step_tolerance)
+    outcome: Literal["running", "culprit", "inconclusive", "not-reproduced"] = "running"
+    culprit: list[int] = Field(default_factory=list)
+    probability: float | None = None
+    message: str = ""
+
+    @property
+    def launches(self) -> int:
+        return sum(s.launched for s in self.steps)
+
+    def save(self, folder: Path) -> None:
+        tmp = folder / f".{STATE_FILE}.tmp"
+        with tmp.open("w") as out:
+            out.write(self.model_dump_json(indent=2))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, folder / STATE_FILE)
+
+
+def load_state(folder: Path) -> BisectState:
+    path = folder / STATE_FILE
+    try:
+        return BisectState.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        raise StateError(f"cannot resume {folder}: no {STATE_FILE} there (not a bisect folder)") from None
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror}") from None
+    except ValidationError as exc:
+        raise StateError(f"{path} is corrupt or from another version: {exc.errors()[0]['msg']}") from None

@@ -1,0 +1,165 @@
+"""One bisect step: an ordinary run folder of only the regressed cells of one build.
+
+`--from-run` (a run whose gate says regression) gives the cells, the task, the questions, the
+tolerance and the metric. The good build runs them first, fully, as the reference (a fixed-n
+run); every other step runs them with sequential stopping against that reference
+(`execution.stopping`, `analysis.sequential`), so a step ends once it is decided and goes on
+to the plan's limit of questions, on the same launch, while it is not. A step's verdict is
+its cells' decisions: any regression -> bad, every cell passed -> good, otherwise unknown;
+a launch that failed -> skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from pydantic import ValidationError
+
+from evalctl.analysis.drop_rule import decide_drops
+from evalctl.analysis.gate import GatePolicy
+from evalctl.analysis.pairing import QUESTION_KEYS
+from evalctl.bisect.search import Verdict
+from evalctl.bisect.state import CellSpec, Step
+from evalctl.config import SweepConfig, Variant, config_from_dict
+from evalctl.errors import BadInput
+from evalctl.records import CELL_KEYS
+from evalctl.report.gate_outputs import GATE_JSON
+from evalctl.runs import Run, open_run
+
+ACCURACY_KINDS = ("accuracy", "sequential")
+
+
+class FromRunError(BadInput):
+    """A --from-run that cannot start a bisect; the message says why."""
+
+
+@dataclass(frozen=True)
+class Regression:
+    """What a regressed run hands the bisect: its config, the cells that regressed, the gate's tolerance and metric."""
+
+    config: SweepConfig
+    cells: CellSpec
+    policy: GatePolicy
+
+
+def regression_of(run_dir: Path) -> Regression:
+    """The regressed cells (of the first regressed profile and variant) of a gated run; FromRunError unless it regressed."""
+    run = open_run(run_dir)
+    try:
+        gate = json.loads((run_dir / GATE_JSON).read_text())
+    except FileNotFoundError:
+        raise FromRunError(f"--from-run {run_dir} has no {GATE_JSON}: gate it first (evalctl gate RUN --baseline GOOD_RUN)") from None
+    except (OSError, ValueError) as exc:
+        raise FromRunError(f"cannot read {run_dir / GATE_JSON}: {exc}") from None
+    if gate.get("verdict") != "regression":
+        raise FromRunError(f"--from-run {run_dir}: its gate says {gate.get('verdict')!r}, not regression: nothing to bisect")
+    hits = [c for c in gate.get("checks", []) if c.get("kind") in ACCURACY_KINDS and c.get("status") == "regression" and c.get("profile")]
+    if not hits:
+        raise FromRunError(f"--from-run {run_dir}: no accuracy check regressed (its regression is not one a bisect can test)")
+    first = hits[0]
+    mine = [c for c in hits if (c["profile"], c["variant"]) == (first["profile"], first["variant"])]
+    cells = CellSpec(
+        profile=first["profile"],
+        variant=first["variant"],
+        shots=sorted({int(c["shots"]) for c in mine}),
+        cache=sorted({str(c["cache"]) for c in mine}),
+    )
+    try:
+        policy = GatePolicy.model_validate(gate.get("policy") or {})
+    except ValidationError as exc:
+        raise FromRunError(f"{run_dir / GATE_JSON}: unreadable policy: {exc.errors()[0]['msg']}") from None
+    config = config_from_dict(run.config, None, f"{run_dir}/manifest.json")
+    return Regression(config, cells, policy)
+
+
+def step_config(regression: Regression, variant: Variant, root: Path, *, baseline: Path | None, tolerance: float, alpha: float) -> SweepConfig:
+    """The from-run's config cut to the regressed cells and one build (`variant`, named as the regressed one).
+
+    Without `baseline` a run of every question (the endpoints); with it, a sequential run
+    against it at `tolerance` and `alpha`.
+    """
+    cells = regression.cells
+    data = regression.config.model_dump(mode="json")
+    data.update(
+        servers=[p for p in data["servers"] if p["name"] == cells.profile],
+        variants=[{**variant.model_dump(mode="json"), "name": cells.variant}],
+        run_variants=None,
+        shots=cells.shots,
+        cache=cells.cache,
+        passes=1,
+        output_dir=str(root),
+        noise=False,
+        probe=False,
+    )
+    stopping = {"tolerance": tolerance, "metric": regression.policy.metric, "alpha": alpha}
+    data["stopping"] = {**data["stopping"], **stopping, "mode": "sequential" if baseline else "fixed", "baseline": str(baseline) if baseline else None}
+    return config_from_dict(data, None, "the bisect step")
+
+
+def run_folder(root: Path) -> Path | None:
+    """The step's run folder under its results root, if the step got that far."""
+    found = sorted(p for p in root.glob("*/manifest.json")) if root.is_dir() else []
+    return found[0].parent if found else None
+
+
+def _right(samples: pd.DataFrame, metric: str) -> pd.Series:
+    keyed = samples.drop_duplicates([*CELL_KEYS, *QUESTION_KEYS], keep="last").set_index([*CELL_KEYS, *QUESTION_KEYS])
+    return keyed[f"{metric}_correct"].fillna(False).astype(bool)
+
+
+def measure(step: Step, run: Run, reference: Run | None, metric: str) -> None:
+    """Fill in the step's questions and accuracy, beside the reference's on the same questions."""
+    step.run_dir = run.path
+    decisions = run.manifest.decisions
+    step.planned = sum(d.planned for d in decisions) if decisions else len(run.samples)
+    step.answered = sum(d.answered for d in decisions) if decisions else len(run.samples)
+    if not len(run.samples):
+        return
+    mine = _right(run.samples, metric)
+    step.accuracy = float(mine.mean())
+    if reference is not None and len(reference.samples):
+        theirs = _right(reference.samples, metric)
+        shared = mine.index.intersection(theirs.index)
+        step.reference_accuracy = float(theirs.loc[shared].mean()) if len(shared) else None
+
+
+def sequential_verdict(run: Run) -> tuple[Verdict, str]:
+    """A sequential step's verdict from its cells' decisions."""
+    decisions = run.manifest.decisions
+    if any(d.reason == "regression" for d in decisions):
+        return Verdict.bad, "regression against the reference"
+    if decisions and all(d.reason == "pass" for d in decisions):
+        return Verdict.good, "within the step's tolerance of the reference"
+    return Verdict.unknown, "inconclusive at the plan's limit of questions"
+
+
+@dataclass(frozen=True)
+class EndpointJudgement:
+    verdict: Verdict
+    reason: str
+    flips: tuple[int, int, int]  # right->wrong, wrong->right, pairs, pooled over the cells that regressed
+
+
+def endpoint_verdict(run: Run, reference: Run, metric: str, tolerance: float, alpha: float, min_n: int) -> EndpointJudgement:
+    """The bad endpoint (every question) against the reference by the gate's fixed-n rule, cell by cell (Holm)."""
+    mine, theirs = _right(run.samples, metric), _right(reference.samples, metric)
+    shared = mine.index.intersection(theirs.index)
+    pairs = pd.DataFrame({"ref": theirs.loc[shared], "cand": mine.loc[shared]})
+    if pairs.empty:
+        return EndpointJudgement(Verdict.unknown, "no question pairs with the reference", (0, 0, 0))
+    cells = pairs.groupby(level=list(range(len(CELL_KEYS))))
+    b = cells.apply(lambda g: int((g.ref & ~g.cand).sum())).to_numpy()
+    c = cells.apply(lambda g: int((~g.ref & g.cand).sum())).to_numpy()
+    n = cells.size().to_numpy()
+    status = decide_drops(b, c, n, tolerance, alpha, min_n).status
+    hit = status == "regression"
+    drops = ", ".join(f"{(bi - ci) / ni:+.3f}" for bi, ci, ni in zip(b, c, n))
+    if hit.any():
+        flips = (int(b[hit].sum()), int(c[hit].sum()), int(n[hit].sum()))
+        return EndpointJudgement(Verdict.bad, f"reproduced: drop {drops} beyond the tolerance {tolerance}", flips)
+    if (status == "pass").all():
+        return EndpointJudgement(Verdict.good, f"not reproduced: drop {drops} within the tolerance {tolerance}", (0, 0, 0))
+    return EndpointJudgement(Verdict.unknown, f"not reproduced: drop {drops} not shown beyond the tolerance {tolerance}", (0, 0, 0))

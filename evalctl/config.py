@@ -14,16 +14,18 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_serializer, model_validator
 
 from evalctl import config_files
 from evalctl.errors import ConfigError
+from evalctl.servers.registry import engine_class
 from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
 
+CanaryFault = Literal["lost-prefix", "corrupt-cached-suffix", "truncate-prompt", "no-cache"]  # evalctl.canary.faults.FAULTS
 
 
 class CacheMode(str, Enum):
@@ -31,14 +33,8 @@ class CacheMode(str, Enum):
     off = "off"
 
 
-class Engine(str, Enum):
-    llamacpp = "llamacpp"
-    sglang = "sglang"
-    vllm = "vllm"
-    external = "external"
-
-
-GPU_ENGINES = frozenset({Engine.sglang, Engine.vllm})
+# The engine that evalctl does not launch: a server at a URL (`url`, and `serves` for the engine behind it).
+EXTERNAL = "external"
 
 
 class _Strict(BaseModel):
@@ -53,69 +49,112 @@ class GenerationConfig(_Strict):
     stream: bool = Field(True, description="Stream completions, so each record carries TTFT and inter-token latency.")
 
 
+def expand_text(text: str, what: str) -> str:
+    """`text` with `$VAR` and `~` resolved; ConfigError (a ValueError) naming `what` if a variable is unset."""
+    value = os.path.expanduser(os.path.expandvars(text))
+    unset = re.findall(r"\$\{?(\w+)", value)
+    if unset:
+        raise ConfigError(f"{what} {text!r} uses unset environment variable {unset[0]}")
+    return value
+
+
+class EngineSettings(_Strict):
+    """An engine's own profile fields; each engine's adapter names its subclass (`EngineAdapter.Settings`).
+
+    They sit flat in the profile's YAML beside the common fields (`tp: 2` next to `engine: sglang`).
+    """
+
+    def gpus_needed(self) -> int:
+        """GPUs a server of this profile takes (0: a CPU engine, never given CUDA_VISIBLE_DEVICES)."""
+        return 0
+
+    def pinned_devices(self) -> list[str] | None:
+        """GPU ids the profile pins; None lets the sweep pick."""
+        return None
+
+    def unpinned(self) -> EngineSettings:
+        """These settings without pinned GPU ids (a Slurm job's GPUs are the ones Slurm gives it)."""
+        return self
+
+    def seed_default(self, seed: int) -> None:
+        """Fill an engine-side sampling seed left unset with the sweep's generation seed (engines without one ignore it)."""
+
+
 class ServerProfile(_Strict):
-    """One way of serving the model (engine, hardware, parallelism, precision)."""
+    """One way of serving the model: the fields every engine shares, and the engine's own `settings`."""
 
     name: str
-    engine: Engine = Engine.llamacpp
+    engine: str = Field("llamacpp", description="A registered engine: llamacpp, sglang, vllm, external (servers.registry).")
     model_path: str = Field(..., description="Weights path or hub id; `bundled:smollm2-135m` for the CPU model.")
     url: str | None = Field(None, description="Base URL, for engine `external` only.")
-    serves: Engine | None = Field(
+    serves: str | None = Field(
         None, description="Engine behind `url` (engine external): its cache switches then apply; --url detects it."
     )
     port: int | None = Field(None, ge=1, le=65535, description="Fixed port; default: a free one.")
     host: str = "127.0.0.1"
-    tp: int = Field(1, ge=1)
-    dtype: str | None = None
-    quantization: str | None = None
     gpu: str | None = Field(None, description="GPU label, for the record (e.g. H100, B200).")
-    context_length: int = Field(8192, gt=0, description="Context per request slot.")
-    parallel: int = Field(4, ge=1, description="Concurrent request slots (llama.cpp).")
-    threads: int | None = Field(None, ge=1, description="CPU threads (llama.cpp); default: all cores.")
     startup_timeout_s: float = Field(300.0, gt=0, description="Big models load for 10+ minutes: raise this for them.")
-    # GPU engines (sglang, vllm); None leaves the engine's own default.
-    chunked_prefill_size: int | None = Field(None, gt=0, description="SGLang --chunked-prefill-size, vLLM --max-num-batched-tokens.")
-    mem_fraction_static: float | None = Field(None, gt=0, le=1, description="SGLang --mem-fraction-static, vLLM --gpu-memory-utilization.")
-    max_running_requests: int | None = Field(None, ge=1, description="SGLang --max-running-requests, vLLM --max-num-seqs.")
-    random_seed: int | None = Field(None, description="SGLang --random-seed, vLLM --seed; default: generation.seed.")
-    mamba: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
-    )
-    devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
     deterministic: bool = Field(
         False,
         description="Deterministic inference: SGLang --enable-deterministic-inference, vLLM VLLM_BATCH_INVARIANT=1 "
         "(llama.cpp on CPU already is).",
     )
+    python: str | None = Field(
+        None,
+        description="Interpreter of this profile's engine (e.g. the vLLM CPU venv's, $VAR expanded), so profiles of one sweep "
+        "can run different engines; a variant's `python` overrides it.",
+    )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    settings: SerializeAsAny[EngineSettings] = Field(default_factory=EngineSettings, description="The engine's own fields, flat in YAML.")
 
-    @field_validator("devices", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _device_ids_as_text(cls, value: Any) -> Any:
-        return [str(v) for v in value] if isinstance(value, list) else value
+    def _engine_settings(cls, data: Any) -> Any:
+        """Gather the fields that are not common into the engine's settings model; name the ones it does not take."""
+        if not isinstance(data, dict):
+            return data
+        engine = data.get("engine", cls.model_fields["engine"].default)
+        model = engine_class(str(engine)).Settings  # UnknownEngine lists the known ones
+        given = data.get("settings") or {}
+        if isinstance(given, BaseModel):
+            given = given.model_dump(exclude_unset=True)
+        own = {k: v for k, v in data.items() if k not in cls.model_fields}
+        unknown = sorted(own.keys() - model.model_fields.keys())
+        if unknown:
+            takes = ", ".join(model.model_fields) or "none"
+            raise ValueError(f"{', '.join(unknown)}: not a setting of engine {engine!r} (its own settings: {takes})")
+        common = {k: v for k, v in data.items() if k in cls.model_fields and k != "settings"}
+        return {**common, "settings": model.model_validate({**given, **own})}
 
-    @field_validator("mamba")
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: Any) -> dict[str, Any]:
+        # Records and resumed configs read as the YAML was written: settings flat beside the common fields.
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        settings = data.pop("settings", {})
+        return {**data, **settings}
+
+    def interpreter(self, variant: Variant) -> str | None:
+        """The Python the engine runs under: the variant's build, else this profile's; None: evalctl's own."""
+        if variant.python:
+            return variant.python
+        return expand_text(self.python, f"server profile {self.name!r}: python") if self.python else None
+
+    @field_validator("serves")
     @classmethod
-    def _mamba_keys(cls, options: dict) -> dict:
-        bad = [k for k in options if not re.fullmatch(r"[a-z0-9_]+", k)]
-        if bad:
-            raise ValueError(f"mamba option names are snake_case without the 'mamba_' prefix, got {bad}")
-        return options
+    def _known_engine(cls, serves: str | None) -> str | None:
+        if serves is not None:
+            engine_class(serves)
+        return serves
 
     @model_validator(mode="after")
     def _engine_fields(self) -> ServerProfile:
-        if self.engine is Engine.external and not self.url:
+        if self.engine == EXTERNAL and not self.url:
             raise ValueError(f"server profile {self.name!r}: engine 'external' needs `url`")
-        if self.engine is not Engine.external and (self.url or self.serves):
+        if self.engine != EXTERNAL and (self.url or self.serves):
             raise ValueError(f"server profile {self.name!r}: `url` and `serves` are only for engine 'external'")
-        if self.engine not in GPU_ENGINES:
-            gpu_only = ("chunked_prefill_size", "mem_fraction_static", "max_running_requests", "mamba", "devices")
-            used = [f for f in gpu_only if f in self.model_fields_set and getattr(self, f)]
-            if used:
-                raise ValueError(f"server profile {self.name!r}: {', '.join(used)} only apply to engines sglang and vllm")
-        if self.devices is not None and len(self.devices) != self.tp:
-            raise ValueError(f"server profile {self.name!r}: devices lists {len(self.devices)} GPUs but tp is {self.tp}")
         return self
 
 
@@ -135,16 +174,8 @@ class Variant(_Strict):
 
     def expanded(self) -> Variant:
         """`$VAR` and `~` resolved in python and command_prefix; an unset variable is an error."""
-
-        def expand(text: str, field: str) -> str:
-            value = os.path.expanduser(os.path.expandvars(text))
-            unset = re.findall(r"\$\{?(\w+)", value)
-            if unset:
-                raise ValueError(f"variant {self.name!r}: {field} {text!r} uses unset environment variable {unset[0]}")
-            return value
-
-        python = expand(self.python, "python") if self.python else None
-        prefix = [expand(part, "command_prefix") for part in self.command_prefix]
+        python = expand_text(self.python, f"variant {self.name!r}: python") if self.python else None
+        prefix = [expand_text(part, f"variant {self.name!r}: command_prefix") for part in self.command_prefix]
         return self.model_copy(update={"python": python, "command_prefix": prefix})
 
 
@@ -203,6 +234,9 @@ class StoppingConfig(_Strict):
     min_n: int = Field(30, ge=1, description="Paired questions at the first look.")
     growth: float = Field(1.15, gt=1, description="Each look has this many times the questions of the one before.")
     e_share: float = Field(0.1, ge=0, lt=1, description="Share of the regression level given to the betting e-process.")
+    regression_share: float = Field(
+        1.0, gt=0, le=1, description="Share of alpha for this process's regressions; a Slurm part gets its cells' share of the run's."
+    )
 
     @model_validator(mode="after")
     def _baseline_given(self) -> StoppingConfig:
@@ -253,6 +287,11 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
+    canary: CanaryFault | None = Field(
+        None,
+        description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
+        "a demonstration that the gate catches the fault; such a run is marked as a canary run.",
+    )
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -313,8 +352,7 @@ class SweepConfig(_Strict):
         # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.
         self.variants = [v.expanded() if v.name in self.active_variant_names() else v for v in self.variants]
         for server in self.servers:
-            if server.random_seed is None:
-                server.random_seed = self.generation.seed
+            server.settings.seed_default(self.generation.seed)
         return self
 
     def active_variant_names(self) -> list[str]:
@@ -364,8 +402,10 @@ def alias_path(name: str) -> Path:
 def _format_validation(exc: ValidationError, source: str) -> str:
     lines = [f"invalid config {source}:"]
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        # A profile's engine settings are written flat beside its common fields: name them so.
+        loc = [p for i, p in enumerate(err["loc"]) if not (p == "settings" and i >= 2 and err["loc"][i - 2] == "servers")]
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         lines.append(f"  {where}: {msg}")
     return "\n".join(lines)
 
@@ -381,6 +421,11 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
 def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:
     """Validate a config mapping after applying CLI overrides; `source` names it in errors."""
     data = copy.deepcopy(data)
+    # `task_settings: {task: {field: value}}` in a config file: that task's own fields (shots, limit,
+    # generation), applied when it runs (`--task gsm8k` on the recall default), under the CLI's. Resolved
+    # here, so a recorded config (manifest) holds the result and resuming it applies nothing again.
+    task = (overrides or {}).get("task") or data.get("task", "gsm8k")
+    data.update((data.pop("task_settings", None) or {}).get(task, {}))
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -398,15 +443,12 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
         raise ConfigError(_format_validation(exc, source)) from None
 
 
-def with_external_url(config: SweepConfig, url: str, serves: Engine | None = None) -> SweepConfig:
+def with_external_url(config: SweepConfig, url: str, serves: str | None = None) -> SweepConfig:
     """Replace the profiles by one already-running server (`--url`), served by `serves` if known."""
-    known = None if serves is Engine.external else serves
+    if serves is not None:
+        engine_class(serves)  # UnknownEngine (a ConfigError) lists the known names
     external = ServerProfile(
-        name="external",
-        engine=Engine.external,
-        url=url.rstrip("/"),
-        serves=known,
+        name="external", engine=EXTERNAL, url=url.rstrip("/"), serves=None if serves == EXTERNAL else serves,
         model_path=config.servers[0].model_path,
-        random_seed=config.generation.seed,  # as validation fills it, so a resumed run's config reads the same
     )
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

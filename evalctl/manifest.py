@@ -47,6 +47,11 @@ class _Entry(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# The metrics key (servers' `metrics` maps) of the counter of prompt tokens served from the prefix
+# cache: every engine that has one records it under this name, and the cache-engaged check reads it.
+CACHED_TOKENS = "cached_tokens"
+
+
 class CellEntry(_Entry):
     """One cell as its server ran it: cache state going in, the engine's counters around it."""
 
@@ -112,6 +117,8 @@ class ServerEntry(_Entry):
     argv: list[str] | None = None  # redacted
     env: dict[str, str] = Field(default_factory=dict)  # redacted
     url: str | None = None
+    canary: str | None = None  # the fault evalctl's proxy injected in front of this server (`sweep --canary`)
+    canary_url: str | None = None
     log: str | None = None
     info: dict[str, Any] = Field(default_factory=dict)
     engine_version: str | None = None

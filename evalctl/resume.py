@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from evalctl.config import ConfigError, Engine, SweepConfig, config_from_dict, with_external_url
+from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
 from evalctl.errors import BadInput
 from evalctl.plan import Cell
 from evalctl.records import RECORD_KEYS, is_final, read_records
@@ -108,7 +108,7 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
             )
         given = config_from_dict(recorded, overrides, f"{run_dir}/manifest.json")
     if url:  # the engine recorded behind the first URL is taken to serve the new one
-        given = with_external_url(given, url, Engine(serves) if (serves := recorded["servers"][0].get("serves")) else None)
+        given = with_external_url(given, url, recorded["servers"][0].get("serves"))
     changed = differing_fields(recorded, given.model_dump(mode="json"))
     if changed:
         raise ConfigError(

@@ -52,7 +52,7 @@ CASES = [
     # click's own usage errors (click alone exits 2, which is INCONCLUSIVE here)
     (["no-such-command"], ExitCode.BAD_INPUT, "No such command"),
     (["gate", "--no-such-option"], ExitCode.BAD_INPUT, "No such option"),
-    (["sweep", "--engine", "no-such-engine"], ExitCode.BAD_INPUT, "Invalid value"),
+    (["sweep", "--limit", "many"], ExitCode.BAD_INPUT, "Invalid value"),
     (["history"], ExitCode.BAD_INPUT, "Missing option"),
     (["dashboard", "--latest", "0"], ExitCode.BAD_INPUT, "Invalid value"),
     (["servers", "show", "--no-such-option"], ExitCode.BAD_INPUT, "No such option"),

@@ -13,6 +13,10 @@ from pathlib import Path
 import evalctl
 
 PACKAGE = Path(evalctl.__file__).parent
+# Cycles other work in progress still has to break, with who breaks them; the tests fail when a new cycle
+# appears and when one of these goes (then its entry goes too).
+KNOWN_MODULE_CYCLES = [["evalctl.analysis.gate", "evalctl.analysis.trust_checks"]]  # the gate-check registry (issue 21)
+KNOWN_PART_CYCLES = [["evalctl.config", "evalctl.extras", "evalctl.servers"]]  # the engine registry (issue 22)
 
 
 def module_names() -> dict[str, Path]:
@@ -84,7 +88,7 @@ def module_graph() -> dict[str, set[str]]:
 
 
 def test_no_import_cycle_between_modules():
-    assert cycles(module_graph()) == []
+    assert cycles(module_graph()) == KNOWN_MODULE_CYCLES
 
 
 def test_no_cycle_between_the_parts_of_evalctl():
@@ -93,7 +97,7 @@ def test_no_cycle_between_the_parts_of_evalctl():
     folded: dict[str, set[str]] = {}
     for name, targets in module_graph().items():
         folded.setdefault(part(name), set()).update(part(t) for t in targets if part(t) != part(name))
-    assert cycles(folded) == []
+    assert cycles(folded) == KNOWN_PART_CYCLES
     assert "evalctl.analysis" in folded["evalctl.cli"] and "evalctl.runs" in folded["evalctl.analysis"]  # the graph is read
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import evalctl, only_run
+from conftest import cli, evalctl, only_run
 from test_reliability_cpu import start, wait_for
 
 from evalctl.cluster.slurm import job_states, wait_until_ended
@@ -101,7 +101,7 @@ def test_sweep_on_slurm_runs_each_profile_in_its_job_then_gates(tmp_path, data_d
     assert {s["profile"] for s in m["servers"]} == {"a", "b"}  # folded from the parts' state files
     assert (run / "summary.csv").is_file() and (run / "accuracy_vs_shots.png").is_file()
 
-    shown = evalctl("jobs", str(run))
+    shown = cli("jobs", str(run))
     assert shown.returncode == 0, shown.stderr
     assert all(j["job_id"] in shown.stdout for j in m["jobs"]) and "COMPLETED" in shown.stdout
 
@@ -122,7 +122,7 @@ def test_cancelled_job_gives_an_incomplete_run_and_resubmitting_completes_it(tmp
     m = manifest(run)
     assert m["status"] == "incomplete" and m["parts"]["a-default"] == "interrupted"
     assert next(j for j in m["jobs"] if j["part"] == "a-default")["slurm_state"] == "CANCELLED"
-    gate = evalctl("gate", str(run))
+    gate = cli("gate", str(run))
     assert gate.returncode == ExitCode.INCONCLUSIVE and "incomplete" in gate.stdout
 
     resumed = evalctl("sweep", "--resume", str(run), "--executor", "slurm", "--wait")

@@ -19,12 +19,12 @@ def test_gpu_profile_job_asks_for_tp_gpus_and_the_flags_settings(tmp_path):
     config = load_config(model="nemotron-3-ultra", overrides=config_overrides(**SLURM_FLAGS))
     profile = config.servers[0]
     text = script(tmp_path, config, profile)
-    for line in (f"--gpus-per-node={profile.tp}", "--partition=gpu", "--account=llm", "--qos=high", f"--time={26 * 60}", "--requeue"):
+    for line in (f"--gpus-per-node={profile.settings.tp}", "--partition=gpu", "--account=llm", "--qos=high", f"--time={26 * 60}", "--requeue"):
         assert f"#SBATCH {line}\n" in text, line
 
 
 def test_cpu_profile_job_asks_for_no_gpus(tmp_path):
-    config = load_config(model="smollm2-135m", overrides={"slurm.cpus_per_task": 2, "slurm.additional": {"constraint": "avx512"}})
+    config = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "slurm.cpus_per_task": 2, "slurm.additional": {"constraint": "avx512"}})
     text = script(tmp_path, config, config.servers[0])
     assert "gpus" not in text and "gres" not in text
     assert "#SBATCH --cpus-per-task=2\n" in text and "#SBATCH --constraint=avx512\n" in text
@@ -32,13 +32,14 @@ def test_cpu_profile_job_asks_for_no_gpus(tmp_path):
 
 def test_a_part_runs_one_profile_and_variant_on_the_gpus_slurm_gives_it(tmp_path):
     config = load_config(model="nemotron-3-ultra", overrides={"gpus": ["4", "5", "6", "7"]})
-    pinned = config.servers[0].model_copy(update={"devices": ["4", "5", "6", "7"]})
+    server = config.servers[0]
+    pinned = server.model_copy(update={"settings": server.settings.model_copy(update={"devices": ["4", "5", "6", "7"]})})
     part = part_config(config.model_copy(update={"servers": [pinned, config.servers[0].model_copy(update={"name": "other"})]}),
                        pinned, config.variants[0])  # fmt: skip
-    assert [s.name for s in part.servers] == [pinned.name] and part.servers[0].devices is None
+    assert [s.name for s in part.servers] == [pinned.name] and part.servers[0].settings.devices is None
     assert part.gpus is None and [v.name for v in part.active_variants()] == [config.variants[0].name]
 
 
 def test_bad_slurm_time_is_a_config_error():
     with pytest.raises(ConfigError, match="slurm.time"):
-        load_config(model="smollm2-135m", overrides={"slurm.time": "4 hours"})
+        load_config(model="smollm2-135m", overrides={"task": "gsm8k", "slurm.time": "4 hours"})

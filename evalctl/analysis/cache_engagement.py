@@ -25,13 +25,11 @@ from dataclasses import replace
 import pandas as pd
 
 from evalctl.analysis.pairing import Comparison, match
-from evalctl.manifest import CellEntry, Manifest
+from evalctl.manifest import CACHED_TOKENS, CellEntry, Manifest
 from evalctl.records import CELL_KEYS
 
 MIN_ENGAGED = 0.5
 MAX_OFF = 0.05
-# /metrics keys (servers' `metrics` maps) that count prompt tokens served from the cache.
-CACHED_METRICS = ("cached_tokens", "prefix_cache_hits")
 ENGAGEMENT_COLUMNS = [*CELL_KEYS, "expected_tokens", "reported_tokens", "source", "ok", "reason"]
 
 
@@ -45,10 +43,10 @@ def _cell_entries(manifest: Manifest) -> dict[tuple, CellEntry]:
 
 
 def _metrics_delta(entry: CellEntry) -> float | None:
+    # Every engine's adapter records its cached-prompt-token counter under CACHED_TOKENS (servers.base).
     before, after = entry.metrics_before, entry.metrics_after
-    for name in CACHED_METRICS:
-        if name in before and name in after:
-            return float(after[name]) - float(before[name])
+    if CACHED_TOKENS in before and CACHED_TOKENS in after:
+        return float(after[CACHED_TOKENS]) - float(before[CACHED_TOKENS])
     return None
 
 

@@ -246,9 +246,10 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
     return checks
 
 
-def stopping_policy_mismatch(stopping: dict[str, Any], policy: GatePolicy) -> list[str]:
-    """Where the gate policy differs from the `stopping:` section a sequential run was decided by."""
-    stopped = StoppingConfig.model_validate(stopping)
+def stopping_policy_mismatch(run: Run, policy: GatePolicy) -> list[str]:
+    """Where the gate policy (its metric resolved) differs from the `stopping:` section the run was decided by."""
+    stopped = StoppingConfig.model_validate(run.manifest.config.get("stopping", {}))
+    stopped = stopped.model_copy(update={"metric": run.metric(stopped.metric)})
     pairs = (("tolerance", "max_accuracy_drop"), ("alpha", "alpha"), ("metric", "metric"), ("min_n", "min_n"))
     return [
         f"stopping.{ours}={getattr(stopped, ours)!r} vs policy {theirs}={getattr(policy, theirs)!r}"
@@ -273,8 +274,7 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
     verdict cannot be re-judged at other values (where the cell stopped depended on them), and
     judging "by the stricter" would mix two rules whose error rates were never proven together.
     """
-    stopping = run.manifest.config.get("stopping", {})
-    differ = stopping_policy_mismatch(stopping, policy)
+    differ = stopping_policy_mismatch(run, policy)
     if differ:
         raise PolicyError(
             f"run {run.run_id} was stopped sequentially with other settings than the gate policy ({'; '.join(differ)}): "
@@ -478,8 +478,17 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
 
 def baseline_variant(manifest: Manifest) -> str | None:
     """The config's first variant is the baseline the others are compared with."""
-    variants = manifest.config.get("variants") or []
-    return variants[0].get("name") if variants and isinstance(variants[0], dict) else None
+    return _first_name(manifest, "variants")
+
+
+def baseline_profile(manifest: Manifest) -> str | None:
+    """The config's first server profile is the reference the others are compared with."""
+    return _first_name(manifest, "servers")
+
+
+def _first_name(manifest: Manifest, section: str) -> str | None:
+    entries = manifest.config.get(section) or []
+    return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
 
 
 def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
@@ -488,7 +497,7 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
     The result's policy names the metric judged: the policy's, else the run's task's first.
     """
     policy = policy.model_copy(update={"metric": run.metric(policy.metric)})
-    comparisons = within_run(run.samples, baseline_variant(run.manifest))
+    comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_profile(run.manifest))
     if baseline is not None:
         comparisons.append(between_runs(baseline.samples, run.samples))
     checks = completeness_checks(run, "run")
@@ -504,7 +513,7 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
                 "paired comparison",
                 "accuracy",
                 "inconclusive",
-                "nothing to compare: the run has no cache on/off, variant or pass pairs, and no baseline run shares its cells",
+                "nothing to compare: the run has no cache on/off, variant, profile or pass pairs, and no baseline run shares its cells",
             )
         ]
     checks += accuracy

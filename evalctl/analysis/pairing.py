@@ -2,7 +2,8 @@
 
 A *comparison* names a reference and a candidate slice of a frame and the cell
 keys that must match between them: cache on vs off matches profile, variant,
-shots and pass; pass k vs pass 1 matches everything but the pass. The same
+shots and pass; pass k vs pass 1 matches everything but the pass; profile vs the
+first profile (another engine or hardware on the same questions) everything but the profile. The same
 comparison serves sample frames (paired per question) and per-cell tables such
 as throughput (matched per cell), so the two never disagree on what is paired.
 
@@ -25,8 +26,8 @@ from evalctl.analysis.paired import mcnemar_exact, paired_flips
 from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS, Metric, cell_keys, primary_metric
 
-# What differs between the two sides of a comparison: the cache mode, the variant, the pass, or the run.
-ComparisonKind = Literal["cache", "variant", "pass", "run"]
+# What differs between the two sides of a comparison: the cache mode, the variant, the pass, the server profile, or the run.
+ComparisonKind = Literal["cache", "variant", "pass", "profile", "run"]
 # A question is the same question only with the same prompt: same shots, doc and few-shot text.
 QUESTION_KEYS = ["doc_id", "prompt_hash"]
 
@@ -45,10 +46,11 @@ class Comparison:
     reference_label: str  # how the reference cell differs: "cache off"
 
 
-def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Comparison]:
-    """The comparisons one run supports: cache on vs off, each variant vs the baseline, pass k vs pass 1.
+def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_profile: str | None = None) -> list[Comparison]:
+    """The comparisons one run supports: cache on vs off, each variant vs the baseline, pass k vs pass 1,
+    each server profile vs the reference profile.
 
-    `baseline_variant` defaults to the alphabetically first variant; callers pass the config's first.
+    `baseline_variant` and `baseline_profile` default to the alphabetically first; callers pass the config's first.
     Comparisons whose slices are empty (a run with one cache mode) are left out.
     """
     out = []
@@ -75,6 +77,20 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None) -> list[Co
                     df[df["variant"] == variant],
                     tuple(cell_keys("variant")),
                     f"variant {baseline}",
+                )
+            )
+    profiles = sorted(set(df["profile"]))
+    reference = baseline_profile if baseline_profile in profiles else (profiles[0] if profiles else None)
+    for profile in profiles:
+        if profile != reference:
+            out.append(
+                Comparison(
+                    "profile",
+                    f"profile {profile} vs {reference}",
+                    df[df["profile"] == reference],
+                    df[df["profile"] == profile],
+                    tuple(cell_keys("profile")),
+                    f"profile {reference}",
                 )
             )
     for pass_index in sorted(set(df["pass_index"]) - {1}):

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def print_run_tables(run: Run, policy: GatePolicy) -> None:
     """The run's tables on the terminal: accuracy, by prefill length, throughput, paired comparisons, cliffs."""
-    from evalctl.analysis.gate import baseline_variant, cliffs
+    from evalctl.analysis.gate import baseline_profile, baseline_variant, cliffs
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
     from evalctl.analysis.summary import run_summary
     from evalctl.report.terminal import accuracy_view, cliffs_table, decisions_table, frame_table, paired_view, throughput_view
@@ -30,7 +30,7 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
         title = "Accuracy by answer position in the prefix, all shot counts (95% Wilson)"
         console.print(frame_table(accuracy_view(summary.by_position), title))
     console.print(frame_table(throughput_view(summary.throughput), "Throughput by cell"))
-    paired = with_holm(paired_table(within_run(samples, baseline_variant(manifest)), policy.metric))
+    paired = with_holm(paired_table(within_run(samples, baseline_variant(manifest), baseline_profile(manifest)), policy.metric))
     if len(paired):
         title = f"Paired {run.metric(policy.metric)} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
         console.print(frame_table(paired_view(paired), title))

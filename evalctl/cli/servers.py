@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from evalctl.cli.common import console, err
 from evalctl.cli.sweep import GPUS_HELP, config_overrides, resolve_config
-from evalctl.config import GPU_ENGINES
 from evalctl.plan import expand
-from evalctl.servers import adapter_for
+from evalctl.servers.registry import adapter_for
 from evalctl.servers.gpus import gpu_assignment, placeholder_gpus, visible_gpus
 
 app = typer.Typer(help="Inspect the inference servers a sweep launches.", no_args_is_help=True)
@@ -36,7 +36,7 @@ def show(
     `$PORT` stands for the port the sweep picks when the profile fixes none.
     """
     resolved = resolve_config(model, config, None, config_overrides(cache=cache, variants=variants, gpus=gpus))
-    if resolved.gpus is None and any(p.engine in GPU_ENGINES for p in resolved.servers) and not visible_gpus()[0]:
+    if resolved.gpus is None and any(p.settings.gpus_needed() for p in resolved.servers) and not visible_gpus()[0]:
         # A preview is planned where there are no GPUs (laptop, login node): show where the ids go.
         resolved = resolved.model_copy(update={"gpus": placeholder_gpus(resolved.servers)})
         err.print(
@@ -50,7 +50,7 @@ def show(
         devices = assignment.get(profile.name, [])
         port = str(profile.port) if profile.port else PORT_PLACEHOLDER
         spec = adapter.launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
-        console.rule(f"{launch.label}  [{profile.engine.value}]", style="cyan")
+        console.rule(escape(f"{launch.label}  [{profile.engine}]"), style="cyan")  # the brackets are text, not markup
         where = f"{profile.gpu or 'GPU'} x{len(devices)}: CUDA_VISIBLE_DEVICES={','.join(devices)}" if devices else "no GPUs assigned"
         console.print(f"gpus:    {where}", highlight=False, markup=False)
         if spec is None:

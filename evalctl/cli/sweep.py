@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.config import CacheMode, Engine, StoppingMode, SweepConfig, load_config, with_external_url
+from evalctl.config import CacheMode, SweepConfig, load_config, with_external_url
 from evalctl.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -60,11 +60,12 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
 
 
 ENGINE_HELP = (
-    "With --url: the engine behind it, llamacpp, sglang, vllm or external (its cache switches then apply); default: asked of the server."
+    "With --url: the engine behind it, a registered engine such as llamacpp, sglang, vllm or external "
+    "(its cache switches then apply); default: asked of the server."
 )
 
 
-def url_engine(url: str, api_key: str | None = None) -> Engine:
+def url_engine(url: str, api_key: str | None = None) -> str:
     """The engine serving `url`, as the server says (see servers.detect); printed for the record."""
     import httpx
 
@@ -73,12 +74,12 @@ def url_engine(url: str, api_key: str | None = None) -> Engine:
 
     with httpx.Client(base_url=url.rstrip("/"), timeout=5.0, headers=auth_headers(api_key)) as http:
         engine, route = detect_engine(http)
-    err.print(f"engine at {url}: {engine.value}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
+    err.print(f"engine at {url}: {engine}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
     return engine
 
 
 def resolve_config(
-    model: str | None, config: Path | None, url: str | None, overrides: dict, engine: Engine | None = None, api_key: str | None = None
+    model: str | None, config: Path | None, url: str | None, overrides: dict, engine: str | None = None, api_key: str | None = None
 ) -> SweepConfig:
     """The config from --model/--config and overrides; with `url`, its one server is there (`engine`, else detected)."""
     resolved = load_config(model=model, config_file=config, overrides=overrides)
@@ -91,6 +92,24 @@ def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: s
 
     given = resolve_config(model, config, None, overrides) if model or config else None
     return resume_config(run_dir, given, overrides, url)
+
+
+FLIPS_SHOWN = 10
+
+
+def print_regressed_flips(run, gate) -> None:
+    """The questions behind each regressed cache on vs off cell: what the cache-off server answered and what cache on did."""
+    from evalctl.analysis.flips import flipped_questions
+    from evalctl.records import CELL_KEYS
+    from evalctl.report.terminal import flips_view, frame_table
+
+    cells = {(c.profile, c.variant, c.shots, c.pass_index) for c in gate.checks if c.kind == "accuracy" and c.status == "regression"}
+    samples = run.samples[[k in cells for k in zip(run.samples.profile, run.samples.variant, run.samples.shots, run.samples.pass_index)]]
+    keys = [k for k in CELL_KEYS if k != "cache"]
+    flipped = flipped_questions(samples[samples.cache == "off"], samples[samples.cache == "on"], keys, gate.policy.metric)
+    if len(flipped):
+        title = f"Flipped questions of the regressed cells, cache off -> on ({min(FLIPS_SHOWN, len(flipped))} of {len(flipped)})"
+        console.print(frame_table(flips_view(flipped.head(FLIPS_SHOWN), width=40), title))
 
 
 def sweep(
@@ -129,7 +148,7 @@ def sweep(
     url: Annotated[
         str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")
     ] = None,
-    engine: Annotated[Engine | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
+    engine: Annotated[str | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
     variants: Annotated[str | None, typer.Option(help="Variants (engine builds) to run, comma-separated, e.g. baseline,patched.")] = None,
     gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
     max_restarts: Annotated[
@@ -184,6 +203,14 @@ def sweep(
         Path | None,
         typer.Option("--baseline", help="An earlier complete run folder that each cell is compared with (config stopping.baseline)."),
     ] = None,
+    canary: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FAULT",
+            help="Put evalctl's fault proxy in front of every cache-on server (cache-off cells stay healthy): lost-prefix, "
+            "corrupt-cached-suffix, truncate-prompt or no-cache. Shows that the gate catches the fault (config canary).",
+        ),
+    ] = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -208,7 +235,7 @@ def sweep(
     from evalctl.execution.stopping import sequential_baseline
     from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
-    from evalctl.report.terminal import STATUS_STYLE, verdict_basis
+    from evalctl.report.terminal import STATUS_STYLE, tolerance_note, verdict_basis
     from evalctl.runs import load_run
     from evalctl.signals import Interrupted, Shutdown
 
@@ -236,6 +263,7 @@ def sweep(
         include_path=include_path.resolve() if include_path else None,
         max_restarts=max_restarts,
         noise=noise,
+        canary=canary,
         **{
             "generation.max_tokens": max_tokens,
             "slurm.partition": partition,
@@ -254,8 +282,6 @@ def sweep(
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
-        if resolved.stopping.mode is StoppingMode.sequential:
-            raise fail("sequential stopping runs with --executor local only: its cells are decided as one family, in one process")
         sweep_on_slurm(resolved, resume_point, api_key, wait)
         return
 
@@ -278,8 +304,16 @@ def sweep(
     print_run_tables(run, gate.policy)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
+    if gate.verdict == "regression":
+        print_regressed_flips(run, gate)
     policy = resolved.gate_policy or "default"
-    console.print(f"gate ({policy} policy): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {result.run_dir}")
+    console.print(
+        f"gate ({policy} policy, {tolerance_note(gate.policy)}): [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/]"
+        f" - details: evalctl gate {result.run_dir}",
+        highlight=False,
+    )
+    if resolved.canary:
+        console.print(f"canary run: {resolved.canary} was injected in front of the cache-on servers on purpose", highlight=False)
     console.print(f"verdict rests on: {verdict_basis(gate)}", highlight=False)
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")

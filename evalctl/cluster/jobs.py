@@ -86,6 +86,7 @@ def fold_jobs(run_dir: Path, manifest: Manifest) -> None:
     submitted = {e.part for e in manifest.jobs} - {AGGREGATE}
     manifest.servers = [server for state in parts.values() for server in state.servers]
     manifest.failures = [failure for state in parts.values() for failure in state.failures]
+    manifest.decisions = [decision for state in parts.values() for decision in state.decisions]  # each part stopped its own cells
     statuses = {part: parts[part].status if part in parts else "not started" for part in submitted}
     manifest.parts = statuses
     if all(s == "complete" for s in statuses.values()):

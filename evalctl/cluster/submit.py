@@ -18,8 +18,9 @@ import submitit
 
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import SlurmUnavailable, fitting_cpus, release, require_slurm
-from evalctl.config import GPU_ENGINES, ServerProfile, SlurmConfig, SweepConfig, Variant, slurm_minutes
+from evalctl.config import ServerProfile, SlurmConfig, StoppingMode, SweepConfig, Variant, slurm_minutes
 from evalctl.manifest import JobEntry, now
+from evalctl.plan import expand
 from evalctl.runs import Run
 
 DEFAULT_CPUS = 8  # per profile x variant job unless the config says: a server and its client
@@ -39,9 +40,19 @@ def part_name(profile: ServerProfile, variant: Variant) -> str:
 
 
 def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -> SweepConfig:
-    """One job's share: one profile x variant; its GPUs are the ones Slurm gives the job (CUDA_VISIBLE_DEVICES)."""
-    alone = profile.model_copy(update={"devices": None})
-    return config.model_copy(update={"servers": [alone], "run_variants": [variant.name], "gpus": None})
+    """One job's share: one profile x variant; its GPUs are the ones Slurm gives the job (CUDA_VISIBLE_DEVICES).
+
+    Sequentially, the job stops its own cells as one Holm family at its cells' share of alpha
+    (`analysis.sequential`, across families), so the run keeps its family-wise rate."""
+    alone = profile.model_copy(update={"settings": profile.settings.unpinned()})
+    update: dict = {"servers": [alone], "run_variants": [variant.name], "gpus": None}
+    if config.stopping.mode is StoppingMode.sequential:
+        cells = {(launch.profile.name, launch.variant.name): 0 for launch in expand(config)}
+        for launch in expand(config):
+            cells[launch.profile.name, launch.variant.name] += len(launch.cells)
+        share = cells[profile.name, variant.name] / sum(cells.values())
+        update["stopping"] = config.stopping.model_copy(update={"regression_share": config.stopping.regression_share * share})
+    return config.model_copy(update=update)
 
 
 def _executor(folder: Path, slurm: SlurmConfig, name: str, time: str, cpus: int, gpus: int = 0, **sbatch: object) -> submitit.SlurmExecutor:
@@ -62,9 +73,9 @@ def _executor(folder: Path, slurm: SlurmConfig, name: str, time: str, cpus: int,
 
 
 def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, part: str) -> submitit.SlurmExecutor:
-    """The executor of one profile x variant job: GPUs = the profile's tp (GPU engines only), requeued on preemption."""
+    """The executor of one profile x variant job: the GPUs its engine needs (tp on GPU engines), requeued on preemption."""
     slurm = config.slurm
-    gpus = profile.tp if profile.engine in GPU_ENGINES else 0
+    gpus = profile.settings.gpus_needed()
     cpus = slurm.cpus_per_task or fitting_cpus(slurm.partition, DEFAULT_CPUS)
     return _executor(folder, slurm, f"evalctl-{part}", slurm.time, cpus, gpus, requeue=True)
 

@@ -21,7 +21,7 @@ from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
-from evalctl.servers import adapter_for
+from evalctl.servers.registry import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.signals import Shutdown
@@ -71,7 +71,8 @@ class Sweep:
         gpus = gpu_assignment(self.config)
         baseline = sequential_baseline(self.config)
         for profile in self.config.servers:
-            adapter_for(profile.engine).preflight(profile)
+            for variant in self.config.active_variants():
+                adapter_for(profile.engine).preflight(profile, variant)
         self.prepared = run = prepare(self.config, self.resume, self.part)
         folder = run.folder
         result = SweepResult(folder.path, folder.run_id)
@@ -121,6 +122,7 @@ class Sweep:
             max_restarts=self.config.max_restarts,
             progress=self.progress,
             save=folder.save,
+            canary=self.config.canary,
         )
         folder.state.servers.append(launch.entry)
         cell = None

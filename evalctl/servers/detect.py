@@ -1,35 +1,27 @@
-"""Which engine serves a URL: each answers a route the others lack.
+"""Which engine serves a URL: each registered engine names routes the others lack (`detect_routes`).
 
 llama.cpp `/props` (its generation settings), SGLang `/server_info` (older builds
-`/get_server_info`: its server arguments), vLLM `/version`. SGLang is asked before vLLM
-because vLLM in dev mode also has a `/server_info` (holding `vllm_config`).
+`/get_server_info`: its server arguments), vLLM `/version`. Engines are asked in ascending
+`detect_rank`: SGLang before vLLM because vLLM in dev mode also has a `/server_info`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import httpx
 
-from evalctl.config import Engine
-
-_Test = Callable[[dict], bool]
-ROUTES: list[tuple[Engine, str, _Test]] = [
-    (Engine.llamacpp, "/props", lambda body: "default_generation_settings" in body),
-    (Engine.sglang, "/server_info", lambda body: "vllm_config" not in body and "tp_size" in body),
-    (Engine.sglang, "/get_server_info", lambda body: "tp_size" in body),
-    (Engine.vllm, "/version", lambda body: "version" in body),
-]
+from evalctl.config import EXTERNAL
+from evalctl.servers.registry import engines
 
 
-def detect_engine(http: httpx.Client) -> tuple[Engine, str | None]:
+def detect_engine(http: httpx.Client) -> tuple[str, str | None]:
     """The engine behind `http`'s base URL and the route that told; (external, None) when none does."""
-    for engine, route, test in ROUTES:
-        try:
-            response = http.get(route)
-            body = response.json() if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            continue
-        if isinstance(body, dict) and test(body):
-            return engine, route
-    return Engine.external, None
+    for adapter in sorted(engines(), key=lambda cls: (cls.detect_rank, cls.name)):
+        for route, test in adapter.detect_routes:
+            try:
+                response = http.get(route)
+                body = response.json() if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                continue
+            if isinstance(body, dict) and test(body):
+                return adapter.name, route
+    return EXTERNAL, None

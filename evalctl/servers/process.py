@@ -1,7 +1,8 @@
 """Server lifecycle shared by every engine: launch, readiness, logs, teardown.
 
 The server runs as a child in its own process group (session), so stopping it
-reaches every process it spawned (TP workers, tokenizer managers).
+reaches every process it spawned (TP workers, tokenizer managers, vLLM's EngineCore and
+Worker); a reaper process (servers.reaper) kills that group if evalctl dies without stopping it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from pathlib import Path
 import httpx
 
 from evalctl.client import auth_headers
-from evalctl.config import CacheMode, Engine, ServerProfile, Variant
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import RunFailed
-from evalctl.servers import adapter_for
+from evalctl.servers.registry import adapter_for, engine_class
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 
 
@@ -80,6 +81,7 @@ class ManagedServer:
     spec: LaunchSpec | None = field(init=False, default=None)
     base_url: str = field(init=False, default="")
     process: subprocess.Popen | None = field(init=False, default=None)
+    reaper: subprocess.Popen | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         # An external server's own engine (detected or named) decides how to switch and flush its cache.
@@ -94,7 +96,7 @@ class ManagedServer:
 
     def start(self, on_tick: Callable[[float], None] | None = None) -> None:
         """Launch (unless external) and wait until healthy, or raise ServerError."""
-        if self.profile.engine is Engine.external:
+        if not engine_class(self.profile.engine).launches:
             self.base_url = self.profile.url or ""
             self._wait_healthy(on_tick)
             return
@@ -121,6 +123,7 @@ class ManagedServer:
                     start_new_session=True,
                     preexec_fn=_in_child,
                 )
+                self.reaper = _start_reaper(self.process.pid)
             self._wait_healthy(on_tick)
         except OSError as exc:
             if self.process is not None:
@@ -169,6 +172,14 @@ class ManagedServer:
         proc = self.process
         if proc is None:
             return
+        try:
+            self._stop_group(proc, grace_s)
+        finally:
+            if self.reaper is not None:
+                self.reaper.kill()
+                self.reaper.wait()
+
+    def _stop_group(self, proc: subprocess.Popen, grace_s: float) -> None:
         pgid = proc.pid  # start_new_session: the child leads its own group
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
             try:
@@ -203,9 +214,25 @@ def _in_child() -> None:
     PDEATHSIG kills the server when the evalctl thread that started it dies, even by
     `kill -9`, so no server outlives its sweep (engines' own workers watch their parent).
     """
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    _unblock_signals()
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _start_reaper(pgid: int) -> subprocess.Popen:
+    """The group's reaper (servers.reaper): kills the group if evalctl dies without stopping it.
+
+    In a session of its own, so a terminal's Ctrl-C (sent to evalctl's group) leaves it to do its job.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-m", "evalctl.servers.reaper", str(os.getpid()), str(pgid)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, preexec_fn=_unblock_signals,
+    )  # fmt: skip
+
+
+def _unblock_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 def _group_alive(pgid: int) -> bool:

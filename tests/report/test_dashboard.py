@@ -7,7 +7,7 @@ import json
 
 import pytest
 from run_folders import cell_rows, make_run
-from test_sweep_cpu import evalctl
+from conftest import cli
 
 from evalctl.dashboard.build import build_site, page_name, settings_diff
 from evalctl.dashboard.catalog import load_catalog, verdict_of
@@ -117,8 +117,8 @@ def test_missing_root_is_a_clear_error(tmp_path):
 
 
 def test_cli_refuses_a_missing_root_and_a_file_as_site(tmp_path):
-    missing = evalctl("dashboard", "--root", str(tmp_path / "nope"), "-o", str(tmp_path / "site"))
+    missing = cli("dashboard", "--root", str(tmp_path / "nope"), "-o", str(tmp_path / "site"))
     assert missing.returncode == ExitCode.BAD_INPUT and "is not a directory" in missing.stderr and not (tmp_path / "site").exists()
     (tmp_path / "file").write_text("kept")
-    clash = evalctl("dashboard", "--root", str(tmp_path), "-o", str(tmp_path / "file"))
+    clash = cli("dashboard", "--root", str(tmp_path), "-o", str(tmp_path / "file"))
     assert clash.returncode == ExitCode.BAD_INPUT and "is not a folder" in clash.stderr and (tmp_path / "file").read_text() == "kept"

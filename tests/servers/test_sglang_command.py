@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from evalctl.config import CacheMode, ServerProfile, Variant, load_config
-from evalctl.servers.sglang import SGLangAdapter
+from evalctl.servers.engines.sglang import SGLangAdapter
 
 NANO_ON = [
     "-m", "sglang.launch_server",

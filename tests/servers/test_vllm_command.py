@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.vllm import VLLMAdapter
+from evalctl.servers.engines.vllm import VLLMAdapter
 
 PROFILE = ServerProfile(
     name="h100", engine="vllm", model_path="nvidia/NVIDIA-Nemotron-Nano-9B-v2", tp=2, dtype="bfloat16", quantization="fp8",
@@ -15,7 +15,7 @@ VENV = Variant(name="patched", python="/opt/vllm/bin/python")
 def test_cache_on_command_and_env():
     spec = VLLMAdapter().launch_spec(PROFILE, VENV, CacheMode.on, 8000, "unused", ["0", "1"])
     assert spec.argv == [
-        "/opt/vllm/bin/python", "-m", "vllm.entrypoints.cli.main", "serve", "nvidia/NVIDIA-Nemotron-Nano-9B-v2",
+        "/opt/vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "nvidia/NVIDIA-Nemotron-Nano-9B-v2",
         "--host", "127.0.0.1", "--port", "8000", "--tensor-parallel-size", "2",
         "--dtype", "bfloat16", "--quantization", "fp8", "--seed", "1234", "--max-num-batched-tokens", "8192",
         "--gpu-memory-utilization", "0.9", "--max-num-seqs", "256",

@@ -9,10 +9,14 @@ from types import ModuleType
 
 import httpx
 
-from evalctl.config import CacheMode, ServerProfile
+from pydantic import Field
+
+from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant
 from evalctl.extras import require
+from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.base import EngineAdapter, flat_settings
 from evalctl.servers.bundled import resolve_model_path
+from evalctl.servers.registry import register_engine
 
 # /props keys that change on every start, or repeat what the launch said, not what it resolved.
 _PROPS_SKIP = ("media_marker", "ui_settings", "webui_settings")
@@ -23,28 +27,42 @@ def _xllamacpp() -> ModuleType | None:
     return importlib.import_module("xllamacpp") if importlib.util.find_spec("xllamacpp") else None
 
 
+class LlamaCppSettings(EngineSettings):
+    context_length: int = Field(8192, gt=0, description="Context per request slot.")
+    parallel: int = Field(4, ge=1, description="Concurrent request slots.")
+    threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores.")
+
+
+def _props_say_llamacpp(body: dict) -> bool:
+    return "default_generation_settings" in body
+
+
+@register_engine("llamacpp")
 class LlamaCppAdapter(EngineAdapter):
-    name = "llamacpp"
+    Settings = LlamaCppSettings
+    detect_routes = (("/props", _props_say_llamacpp),)
+    detect_rank = 10
 
     metrics = {
         "llamacpp:prompt_tokens_total": "prompt_tokens_evaluated",  # cache hits excluded
-        "llamacpp:prompt_tokens_cached_total": "cached_tokens",
+        "llamacpp:prompt_tokens_cached_total": CACHED_TOKENS,
         "llamacpp:tokens_predicted_total": "tokens_predicted",
     }
 
-    def preflight(self, profile: ServerProfile) -> None:
+    def preflight(self, profile: ServerProfile, variant: Variant) -> None:
         require("xllamacpp", "the llama.cpp CPU engine")
         resolve_model_path(profile.model_path)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
+        settings = self.settings(profile)
         return [
             python, "-m", "evalctl.servers.llamacpp_main",
             "--model", resolve_model_path(profile.model_path),
             "--host", profile.host,
             "--port", str(port),
-            "--ctx-per-slot", str(profile.context_length),
-            "--parallel", str(profile.parallel),
-            "--threads", str(profile.threads or os.cpu_count() or 1),
+            "--ctx-per-slot", str(settings.context_length),
+            "--parallel", str(settings.parallel),
+            "--threads", str(settings.threads or os.cpu_count() or 1),
             "--cache", cache.value,
             "--slot-save-path", workdir,
         ]  # fmt: skip
@@ -53,8 +71,9 @@ class LlamaCppAdapter(EngineAdapter):
         return {"cache_prompt": cache is CacheMode.on}
 
     def prewarm_fields(self, profile: ServerProfile) -> list[dict]:
-        # Each llama.cpp slot keeps its own prompt cache: seed every slot.
-        return [{"id_slot": slot} for slot in range(profile.parallel)]
+        # Each llama.cpp slot keeps its own prompt cache: seed every slot (a server at a URL: as many as launched by default).
+        own = profile.settings if isinstance(profile.settings, LlamaCppSettings) else LlamaCppSettings()
+        return [{"id_slot": slot} for slot in range(own.parallel)]
 
     def flush(self, http: httpx.Client) -> bool:
         slots = http.get("/slots").json()

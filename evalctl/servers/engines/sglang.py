@@ -8,44 +8,55 @@ from __future__ import annotations
 import httpx
 
 from evalctl.config import CacheMode, ServerProfile
-from evalctl.servers.base import EngineAdapter, flat_settings, mamba_flags, optional_flags
+from evalctl.manifest import CACHED_TOKENS
+from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
+from evalctl.servers.registry import register_engine
 
 # /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
 # changes with each request: the live parts are left out of the record.
 _LIVE_KEYS = ("internal_states", "version", "status", "last_receive_tstamp")
 
 
+def _sglang_server_info(body: dict) -> bool:
+    # vLLM in dev mode also answers /server_info, with its `vllm_config`.
+    return "vllm_config" not in body and "tp_size" in body
+
+
+@register_engine("sglang")
 class SGLangAdapter(EngineAdapter):
-    name = "sglang"
+    Settings = GpuEngineSettings
+    detect_routes = (("/server_info", _sglang_server_info), ("/get_server_info", _sglang_server_info))
+    detect_rank = 20  # before vLLM, whose dev-mode /server_info would otherwise be asked second
     # Readiness means a token was generated, not just that the HTTP server is up.
     health_path = "/health_generate"
     # --enable-cache-report adds prompt_tokens_details.cached_tokens only when it is > 0.
     cached_tokens_if_missing = 0
     metrics = {
         "sglang:cache_hit_rate": "cache_hit_rate",
-        "sglang:cached_tokens_total": "cached_tokens",
+        "sglang:cached_tokens_total": CACHED_TOKENS,
         "sglang:prompt_tokens_total": "prompt_tokens",
         "sglang:generation_tokens_total": "generation_tokens",
     }
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
+        settings = self.settings(profile)
         return [
             python, "-m", "sglang.launch_server",
             "--model-path", profile.model_path,
             "--host", profile.host,
             "--port", str(port),
-            "--tp-size", str(profile.tp),
+            "--tp-size", str(settings.tp),
             *optional_flags({
-                "--dtype": profile.dtype,
-                "--quantization": profile.quantization,
-                "--random-seed": profile.random_seed,
-                "--chunked-prefill-size": profile.chunked_prefill_size,
-                "--mem-fraction-static": profile.mem_fraction_static,
-                "--max-running-requests": profile.max_running_requests,
+                "--dtype": settings.dtype,
+                "--quantization": settings.quantization,
+                "--random-seed": settings.random_seed,
+                "--chunked-prefill-size": settings.chunked_prefill_size,
+                "--mem-fraction-static": settings.mem_fraction_static,
+                "--max-running-requests": settings.max_running_requests,
             }),
             "--enable-cache-report",  # how cached tokens are measured per request
             "--enable-metrics",
-            *mamba_flags(profile),
+            *settings.mamba_flags(),
             *(["--disable-radix-cache"] if cache is CacheMode.off else []),
             *(["--enable-deterministic-inference"] if profile.deterministic else []),
         ]  # fmt: skip
@@ -65,7 +76,7 @@ class SGLangAdapter(EngineAdapter):
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         # The profile's setting when pinned; else what the server resolved (SGLang picks it by GPU memory).
-        if profile is not None and profile.chunked_prefill_size:
-            return profile.chunked_prefill_size
+        if profile is not None and settings.chunked_prefill_size:
+            return settings.chunked_prefill_size
         size = self.server_info(http)["settings"].get("chunked_prefill_size")
         return int(size) if size else None

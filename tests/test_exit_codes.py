@@ -139,3 +139,9 @@ def test_commands_name_exit_statuses_by_the_table_only():
                 given += [k.value for k in node.keywords if k.arg in ("code", "exit_code")]
                 bare += [f"{path.name}:{node.lineno}" for a in given if isinstance(a, ast.Constant) and isinstance(a.value, int)]
     assert not bare
+
+
+def test_the_readme_shows_the_same_table():
+    readme = (Path(evalctl.errors.__file__).parents[1] / "README.md").read_text()
+    for code in ExitCode:
+        assert f"| {code.value} | `{code.name}` | {code.meaning} |" in readme, code.name

@@ -55,7 +55,7 @@ def test_installed_wheel_runs_its_examples_outside_the_checkout(wheel, tmp_path,
     elsewhere.mkdir()
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([bin_dir / "evalctl", *args], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=900)
+        return subprocess.run([bin_dir / "evalctl", *args], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=1800)
 
     where = subprocess.run([bin_dir / "python", "-c", "import evalctl.config_files as c; print(c.packaged_dir())"],
                            capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120)  # fmt: skip

@@ -9,7 +9,6 @@ from evalctl.config import load_config
 from evalctl.datasets import packaged_data_dir
 from evalctl.resume import data_fingerprint
 
-REPO_ROOT = packaged_data_dir("gsm8k").parents[2]
 
 
 def test_packaged_files_match_the_sha256_their_source_note_pins():

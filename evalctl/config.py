@@ -27,16 +27,12 @@ from pydantic import (
 )
 
 from evalctl import config_files
-from evalctl.errors import BadInput
+from evalctl.errors import ConfigError
 from evalctl.servers.registry import engine_class
 from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
-
-
-class ConfigError(BadInput):
-    """A config that cannot be used; the message names the cause."""
 
 
 

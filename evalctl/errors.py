@@ -69,6 +69,10 @@ class BadInput(EvalctlError, ValueError):
     exit_status = ExitCode.BAD_INPUT
 
 
+class ConfigError(BadInput):
+    """A config that cannot be used; the message names the cause."""
+
+
 class RunFailed(EvalctlError):
     """A server, a job or the run itself could not do its work: exit status 3."""
 

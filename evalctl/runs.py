@@ -16,7 +16,6 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from evalctl.analysis.summary import RunSummary, summarize
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
 from evalctl.records import COLUMNS, Metric, load_noise, load_samples, primary_metric
@@ -29,7 +28,8 @@ class RunFolderError(BadInput):
 
 @dataclass(eq=False)
 class Run:
-    """A run folder: its manifest, and its samples and their summary, each loaded once on first use.
+    """A run folder: its manifest and its samples, each loaded once on first use (its summary tables:
+    `analysis.summary.run_summary`; a run is data, analysis reads it, never the other way round).
 
     `samples` may be given (tests, or a caller that already holds them); otherwise they are
     read from the folder (`records.load_samples`) when first asked for.
@@ -39,7 +39,6 @@ class Run:
     manifest: Manifest
     given_samples: pd.DataFrame | None = field(default=None, repr=False)
     given_noise: pd.DataFrame | None = field(default=None, repr=False)
-    summaries: dict[str, RunSummary] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -83,13 +82,6 @@ class Run:
             return load_noise(self.path)
         except (OSError, ValueError) as exc:
             raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
-
-    def summary(self, metric: Metric | None = None) -> RunSummary:
-        """The summary tables, computed once per metric (`invalid` follows the metric; default: the task's first)."""
-        metric = self.metric(metric)
-        if metric not in self.summaries:
-            self.summaries[metric] = summarize(self.samples, metric)
-        return self.summaries[metric]
 
     def metric(self, requested: Metric | None = None) -> Metric:
         """`requested` when the run's task scores it, else (None) the task's first metric."""

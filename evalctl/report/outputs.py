@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalctl.analysis.summary import RunSummary
+from evalctl.analysis.summary import RunSummary, run_summary
 from evalctl.fsio import write_atomic
 from evalctl.records import CELL_KEYS, Metric
 from evalctl.report.plots import accuracy_by_position as plot_by_position
@@ -45,6 +45,6 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
 def write_run_summary(run: Run, metric: Metric | None = None) -> RunSummary:
     """Write a run's summary files and plots into its folder, titled from its manifest; the summary."""
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
-    summary = run.summary(metric)
+    summary = run_summary(run, metric)
     write_outputs(run.path, summary, title=title, chunked_prefill=run.chunked_prefill_size)
     return summary

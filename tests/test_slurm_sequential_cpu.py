@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import evalctl, only_run, server_behind_canary, write_sweep_config
+from conftest import canary_in_front, evalctl, only_run, write_sweep_config
 
 from evalctl.cluster.submit import part_config
 from evalctl.config import SweepConfig
@@ -73,11 +73,12 @@ def test_each_part_splits_alpha_by_its_cells(tmp_path):
     assert part_config(fixed, cfg.servers[0], cfg.variants[0]).stopping.regression_share == 1.0
 
 
-def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family(tmp_path, no_orphans):
+def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family(tmp_path, no_orphans, cpu_server):
     out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
     if out.returncode != 0 or not {"idle", "mix", "alloc"} & set(out.stdout.split()):
         pytest.fail(f"Slurm is installed but no node is up ({out.stdout.strip()} {out.stderr.strip()}): run scripts/slurm-local.sh start")
-    with server_behind_canary(tmp_path, context_length=2048, parallel=2) as (server_url, canary_url):
+    server_url = cpu_server
+    with canary_in_front(cpu_server) as canary_url:
         base_cfg = config(tmp_path, "baseline", profiles(server_url, server_url))
         made = evalctl("sweep", "--config", str(base_cfg), "--output", str(tmp_path / "baseline"), timeout=1800)
         assert made.returncode == 0, made.stdout + made.stderr
@@ -94,11 +95,11 @@ def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family
     assert manifest["executor"] == "slurm" and manifest["status"] == "complete"
     decided = {d["profile"]: d for d in manifest["decisions"]}  # folded from the parts' state files
     assert set(decided) == {"a", "b"}
-    assert decided["a"]["reason"] == "regression" and decided["a"]["answered"] < RECORDS  # stopped early, in its own job
-    assert decided["b"]["reason"] != "regression"
+    assert decided["a"]["verdict"] == "regression" and decided["a"]["answered"] < RECORDS  # stopped early, in its own job
+    assert decided["b"]["verdict"] != "regression"
     records = pd.read_parquet(run / "samples.parquet")
     assert (records["profile"] == "a").sum() == decided["a"]["answered"]  # the rest never sent
     shown = {c["profile"]: c["status"] for c in gate["checks"] if c["kind"] == "sequential"}
-    assert shown == {"a": "regression", "b": decided["b"]["reason"]}
+    assert shown == {"a": "regression", "b": decided["b"]["verdict"]}
     a, b = decided["a"], decided["b"]
-    print(f"slurm sequential: a regression after {a['answered']} of {RECORDS}; b {b['reason']} after {b['answered']}")
+    print(f"slurm sequential: a regression after {a['answered']} of {RECORDS}; b {b['verdict']} after {b['answered']}")

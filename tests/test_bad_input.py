@@ -14,9 +14,12 @@ def test_wrong_type_is_named(tmp_path):
         load_config(model="smollm2-135m", overrides={"limit": "ten"})
 
 
-def test_unknown_task_is_named(tmp_path):
-    with pytest.raises(ConfigError, match="task: Input should be 'gsm8k'"):
-        load_config(model="smollm2-135m", overrides={"task": "mmlu"})
+def test_unknown_task_is_named_with_the_known_ones_before_anything_is_written(tmp_path, no_orphans):
+    out = cli("sweep", "--model", "smollm2-135m", "--task", "no-such-task", "--output", str(tmp_path / "out"))
+    assert out.returncode == ExitCode.BAD_INPUT
+    told = " ".join((out.stdout + out.stderr).split())
+    assert "unknown task 'no-such-task'" in told and "known: gsm8k, prefix-recall" in told, told
+    assert not (tmp_path / "out").exists()
 
 
 def test_negative_max_restarts_is_rejected():

@@ -202,7 +202,7 @@ def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
 def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_server, tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text("chunk_offsets: []\nmax_tokens: 8\n")
-    common = ["--engine", "vllm", "--shots", "32", "--prefix-tokens", "300", "--policy", str(policy)]
+    common = ["--engine", "vllm", "--shots", "2", "--prefix-tokens", "300", "--policy", str(policy)]
     healthy = evalctl("probe", "--url", vllm_server.base_url, "--output", str(tmp_path / "ok"), *common)
     assert healthy.returncode == 0, healthy.stderr + healthy.stdout
     result = json.loads((only_run(tmp_path / "ok") / "probe.json").read_text())

@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from evalctl import config_files
-from evalctl.errors import BadInput
+from evalctl.errors import ConfigError
 from evalctl.servers.registry import engine_class
 from evalctl.tasks.registry import registered_task
 
@@ -35,11 +35,6 @@ DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
 
-class ConfigError(BadInput):
-    """A config that cannot be used; the message names the cause."""
-
-
-CanaryFault = Literal["lost-prefix", "corrupt-cached-suffix", "truncate-prompt", "no-cache"]  # evalctl.canary.faults.FAULTS
 
 
 class CacheMode(str, Enum):
@@ -149,6 +144,15 @@ class ServerProfile(_Strict):
         if "engine" not in info.data:
             return EngineSettings()  # the engine's own error is reported
         return engine_class(info.data["engine"]).Settings.model_validate(settings)
+
+    @classmethod
+    def known_fields_only(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """`data` without the fields neither the profile nor its engine's settings know (a newer evalctl's manifest)."""
+        try:
+            model = engine_class(str(data.get("engine", cls.model_fields["engine"].default))).Settings
+        except ValueError:
+            return data  # an unknown engine is an error to report, not a field to drop
+        return {k: v for k, v in data.items() if k in cls.model_fields or k in model.model_fields}
 
     @model_serializer(mode="wrap")
     def _flat(self, handler: Any) -> dict[str, Any]:
@@ -310,7 +314,7 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
-    canary: CanaryFault | None = Field(
+    canary: str | None = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
         "a demonstration that the gate catches the fault; such a run is marked as a canary run.",
@@ -322,6 +326,15 @@ class SweepConfig(_Strict):
         if isinstance(value, int) and not isinstance(value, bool):
             return [str(i) for i in range(value)]
         return [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("canary")
+    @classmethod
+    def _known_fault(cls, fault: str | None) -> str | None:
+        from evalctl.canary.faults import FAULTS
+
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        return fault
 
     @field_validator("shots")
     @classmethod

@@ -154,7 +154,8 @@ class EngineAdapter:
     def settings(self, profile: ServerProfile) -> Any:
         """The profile's settings as this engine's own `Settings` (a profile of another engine is a bug, not input)."""
         if not isinstance(profile.settings, self.Settings):
-            raise TypeError(f"profile {profile.name!r} holds {type(profile.settings).__name__}, not engine {self.name}'s {self.Settings.__name__}")
+            held = type(profile.settings).__name__
+            raise TypeError(f"profile {profile.name!r} holds {held}, not engine {self.name}'s {self.Settings.__name__}")
         return profile.settings
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str] | None:

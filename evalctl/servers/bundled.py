@@ -114,7 +114,9 @@ def converted_name(model_path: str) -> str | None:
     name = _bundled_name(model_path)
     if name in BUNDLED_MODELS:
         hf = next(k for k, v in CONVERTED_MODELS.items() if v == name)
-        raise ConfigError(f"bundled:{name} is a GGUF file, which vLLM cannot load on CPU; use bundled:{hf} (the same weights as safetensors)")
+        raise ConfigError(
+            f"bundled:{name} is a GGUF file, which vLLM cannot load on CPU; use bundled:{hf} (the same weights as safetensors)"
+        )
     return name
 
 

@@ -66,5 +66,6 @@ def test_a_new_engine_is_one_module_and_runs_a_sweep(tmp_path, no_orphans):
     config["servers"][0]["engine"] = "no-such-engine"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
     bad = run("servers", "show", "--config", str(tmp_path / "bad.yaml"))
-    assert bad.returncode == 4 and "unknown engine 'no-such-engine'; known: external, llamacpp, llamacpp-one-slot, sglang, vllm" in bad.stderr
+    known = "known: external, llamacpp, llamacpp-one-slot, sglang, vllm"
+    assert bad.returncode == 4 and f"unknown engine 'no-such-engine'; {known}" in bad.stderr
     assert {p: p.stat().st_mtime_ns for p in package.rglob("*.py")} == before  # evalctl itself untouched

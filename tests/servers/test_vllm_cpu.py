@@ -77,7 +77,9 @@ class ProcessTree:
             return []
         for proc in procs:
             try:
-                self.seen.setdefault((proc.pid, proc.create_time()), " ".join(proc.cmdline())[:120])
+                # The latest command line: vLLM retitles its processes (VLLM::EngineCore) after they start.
+                key = (proc.pid, proc.create_time())
+                self.seen[key] = " ".join(proc.cmdline())[:120] or self.seen.get(key, "")
             except psutil.NoSuchProcess:
                 pass
         return procs
@@ -202,7 +204,7 @@ def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
 def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_server, tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text("chunk_offsets: []\nmax_tokens: 8\n")
-    common = ["--engine", "vllm", "--shots", "32", "--prefix-tokens", "300", "--policy", str(policy)]
+    common = ["--engine", "vllm", "--shots", "2", "--prefix-tokens", "300", "--policy", str(policy)]
     healthy = evalctl("probe", "--url", vllm_server.base_url, "--output", str(tmp_path / "ok"), *common)
     assert healthy.returncode == 0, healthy.stderr + healthy.stdout
     result = json.loads((only_run(tmp_path / "ok") / "probe.json").read_text())
@@ -283,7 +285,8 @@ def test_a_failed_start_up_leaves_no_vllm_process(tmp_path):
         assert not tree.wait_gone(30), tree.alive()
     finally:
         tree.kill_all()
-    assert "during start-up" in (tmp_path / "evalctl.out").read_text()
+    (server,) = json.loads((only_run(tmp_path / "out") / "manifest.json").read_text())["servers"]
+    assert server["status"] == "failed" and "during start-up" in server["error"]
 
 
 def test_a_start_up_that_times_out_leaves_no_vllm_process(tmp_path):
@@ -295,7 +298,8 @@ def test_a_start_up_that_times_out_leaves_no_vllm_process(tmp_path):
         assert not tree.wait_gone(30), tree.alive()
     finally:
         tree.kill_all()
-    assert "not healthy after 15s" in (tmp_path / "evalctl.out").read_text()
+    (server,) = json.loads((only_run(tmp_path / "out") / "manifest.json").read_text())["servers"]
+    assert server["status"] == "failed" and "not healthy after 15s" in server["error"]
 
 
 def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monkeypatch):

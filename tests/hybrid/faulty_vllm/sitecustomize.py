@@ -35,7 +35,6 @@ def _patch(module) -> None:
         module.cleanup_mamba_state_idx(a["scheduler_output"], state_idx)
         hits = [r for r in a["input_batch"].req_ids if r not in state_idx and requests[r].num_computed_tokens > 0]
         result = original(*args, **kwargs)
-        if hits: print("[faulty build] DEBUG hits", hits, [(requests[r].num_computed_tokens, state_idx[r], requests[r].block_ids) for r in hits], file=sys.stderr)
         groups = a["kv_cache_config"].kv_cache_groups
         context = a["forward_context"]
         for req_id in hits:
@@ -43,7 +42,6 @@ def _patch(module) -> None:
                 block = requests[req_id].block_ids[gid][state_idx[req_id]]
                 for layer in groups[gid].layer_names:
                     for state in context[layer].kv_cache:
-                        print('[faulty build] DEBUG', layer, block, tuple(state.shape), float(state[block].abs().sum()), [float(state[b].abs().sum()) for b in requests[req_id].block_ids[gid]], file=sys.stderr)
                         state[block].zero_()
         return result
 

@@ -165,7 +165,7 @@ def main() -> int:
     parser.add_argument("--max-n", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1, help="Enumerate every step-th n (1: every n, the guarantee's check).")
     parser.add_argument("--every-n-to", type=int, default=1500, help="Up to this n every discordance at every n; see the docstring.")
-    parser.add_argument("--before-step", type=int, default=5, help="The rule before is shown every this many n (it only has to show where it fails).")
+    parser.add_argument("--before-step", type=int, default=5, help="The rule before is scanned every this many n.")
     parser.add_argument("--cells", type=int, default=20)
     parser.add_argument("--max-discordance", type=float, default=0.3, help="Largest share of flips besides the drop, 2 p_c.")
     parser.add_argument("--grid", type=int, default=16, help="Discordance grid points (0 and a geometric grid up to the maximum).")
@@ -192,7 +192,7 @@ def main() -> int:
         )
         if name == "now":
             failed = fwer > args.alpha or false_pass > args.alpha
-    print(f"\nExact power of one cell of 13 (level alpha/13, Holm's first step) at a 5-point drop:")
+    print("\nExact power of one cell of 13 (level alpha/13, Holm's first step) at a 5-point drop:")
     for n in (200, 1319):
         for disc in (0.0, 0.036, 0.09):
             figures = "  ".join(

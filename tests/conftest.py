@@ -1,3 +1,31 @@
+"""Shared test helpers. Read this before adding a test that needs a server or the CLI.
+
+The shared CPU server
+    `cpu_server` (session scope) is the bundled SmolLM2-135M on one real llama.cpp server
+    (prefix cache on, `SHARED_SERVER` slots and context), started once for the whole run and
+    stopped at its end. Use it through `--url` in every test that does not test the server's
+    own lifecycle (launch, health, logs, death, port, argv):
+
+        def test_x(cpu_server, tmp_path):
+            out = evalctl("sweep", "--model", "smollm2-135m", "--url", cpu_server, ...)
+
+    A sweep with `--url` asks the server which engine it is (llamacpp) and switches the cache
+    per request (`cache_prompt`), so cache on and cache off cells both run against it. Tests
+    that change the server (its flags, its process, a fault inside it) start their own
+    (`ManagedServer`, or a sweep without `--url`); a fault in front of it is `start_canary`.
+    Do not stop or signal the shared server from a test.
+
+Running the CLI
+    `cli(...)` runs evalctl in this process (Typer's CliRunner): use it for commands that do
+    not launch servers or take signals (gate, analyze, report, compare, history, --help, bad
+    input): it saves the interpreter's start and evalctl's imports (about 1-3 s a call on 2
+    cores). `evalctl(...)` runs it in a child process, as a user would: use it for sweeps,
+    and wherever the test is about processes (exit on signals, orphans, environment).
+
+Markers: `server` (starts or uses a real CPU server), `nightly` (long; excluded by default,
+`-m nightly` runs them). docs/testing.md says what runs where.
+"""
+
 from __future__ import annotations
 
 import os
@@ -5,6 +33,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -102,23 +131,51 @@ def start_canary(upstream: str, fault: str = "lost-prefix") -> tuple[subprocess.
 
 
 @contextmanager
-def server_behind_canary(log_dir: Path, *, context_length: int, parallel: int, fault: str = "lost-prefix") -> Iterator[tuple[str, str]]:
-    """The bundled model on a real llama.cpp server (cache on) and `evalctl canary` in front of
-    it: (server URL, canary URL); both stopped on the way out."""
-    profile = ServerProfile(
-        name="cpu", model_path="bundled:smollm2-135m", context_length=context_length, parallel=parallel, startup_timeout_s=120
-    )
+def canary_in_front(upstream: str, fault: str = "lost-prefix") -> Iterator[str]:
+    """`evalctl canary` in front of `upstream` (e.g. the shared `cpu_server`): its URL, stopped on the way out."""
+    canary, url = start_canary(upstream, fault)
+    try:
+        yield url
+    finally:
+        canary.terminate()
+        canary.wait(timeout=30)
+
+
+# Slots and context per slot of the shared server: 4 slots of 8192 tokens fit every test's prompts
+# (prefix-recall up to ~4k tokens) and the default sweep's concurrency.
+SHARED_SERVER = {"context_length": 8192, "parallel": 4}
+
+
+@pytest.fixture(scope="session")
+def cpu_server(tmp_path_factory) -> Iterator[str]:
+    """The URL of the one llama.cpp CPU server the session shares (see the module docstring)."""
+    log_dir = tmp_path_factory.mktemp("shared-server")
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", startup_timeout_s=300, **SHARED_SERVER)
     server = ManagedServer(profile, Variant(), CacheMode.on, log_dir / "server.log")
     server.start()
-    canary = None
     try:
-        canary, canary_url = start_canary(server.base_url, fault)
-        yield server.base_url, canary_url
+        yield server.base_url
     finally:
-        if canary is not None:
-            canary.terminate()
-            canary.wait(timeout=30)
         server.stop()
+
+
+@dataclass
+class CliResult:
+    """What `cli` returns: the fields of subprocess.CompletedProcess the tests read."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str) -> CliResult:
+    """Run the evalctl CLI in this process (see the module docstring for when)."""
+    from typer.testing import CliRunner
+
+    from evalctl.cli import app
+
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
 def evalctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import evalctl
+from conftest import cli
 
 from evalctl.config import ConfigError, load_config
 from evalctl.errors import ExitCode
@@ -25,7 +25,7 @@ def test_negative_max_restarts_is_rejected():
 
 
 def test_missing_data_dir_is_bad_input_before_anything_is_written(tmp_path, no_orphans):
-    out = evalctl("sweep", "--model", "smollm2-135m", "--data-dir", str(tmp_path / "nope"), "--output", str(tmp_path / "out"))
+    out = cli("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--data-dir", str(tmp_path / "nope"), "--output", str(tmp_path / "out"))
     assert out.returncode == ExitCode.BAD_INPUT
     assert f"data dir {tmp_path / 'nope'} does not exist" in " ".join(out.stderr.split())
     assert not (tmp_path / "out").exists()
@@ -34,7 +34,7 @@ def test_missing_data_dir_is_bad_input_before_anything_is_written(tmp_path, no_o
 def test_results_dir_not_writable_fails_before_any_server_starts(tmp_path, data_dir, no_orphans):
     blocker = tmp_path / "results"
     blocker.write_text("a file where the results folder should be")
-    out = evalctl("sweep", "--model", "smollm2-135m", "--data-dir", str(data_dir), "--output", str(blocker / "sub"))
+    out = cli("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--data-dir", str(data_dir), "--output", str(blocker / "sub"))
     assert out.returncode == ExitCode.INTERNAL, out.stderr  # an I/O error
     assert "cannot create run folder" in out.stderr and "Not a directory" in out.stderr
     assert "starting server" not in out.stdout

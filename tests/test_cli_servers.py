@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from conftest import evalctl
+from conftest import cli
 
 from evalctl.errors import ExitCode
 
@@ -31,7 +31,7 @@ def flat(text: str) -> str:
 
 
 def test_show_nemotron_nano_prints_both_cache_modes(tmp_path):
-    out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--gpus", "1")
+    out = cli("servers", "show", "--model", "nemotron-nano-9b", "--gpus", "1")
     assert out.returncode == 0, out.stderr
     commands = [line for line in out.stdout.splitlines() if line.startswith("command: ")]
     assert len(commands) == 2  # run_variants: [baseline] x cache on/off
@@ -42,23 +42,23 @@ def test_show_nemotron_nano_prints_both_cache_modes(tmp_path):
 
 
 def test_show_variants_needs_the_patched_interpreter(tmp_path):
-    out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--variants", "baseline,patched", "--gpus", "1")
+    out = cli("servers", "show", "--model", "nemotron-nano-9b", "--variants", "baseline,patched", "--gpus", "1")
     assert out.returncode == ExitCode.BAD_INPUT
     assert "uses unset environment variable SGLANG_PATCHED_PYTHON" in flat(out.stderr)
-    out = evalctl("servers", "show", "--model", "nemotron-nano-9b", "--variants", "nightly", "--gpus", "1")
+    out = cli("servers", "show", "--model", "nemotron-nano-9b", "--variants", "nightly", "--gpus", "1")
     assert out.returncode == ExitCode.BAD_INPUT and "unknown variant(s) ['nightly']; known: baseline, patched" in flat(out.stderr)
 
 
 def test_two_profiles_on_eight_gpus_get_disjoint_sets(tmp_path):
     cfg = two_profiles(tmp_path)
-    out = evalctl("servers", "show", "--config", str(cfg), "--gpus", "8", "--cache", "on")
+    out = cli("servers", "show", "--config", str(cfg), "--gpus", "8", "--cache", "on")
     assert out.returncode == 0, out.stderr
     devices = re.findall(r"^env:\s+CUDA_VISIBLE_DEVICES=(\S+)", out.stdout, flags=re.M)
     assert devices == ["0,1,2,3", "4,5"]
     assert "env: VLLM_SERVER_DEV_MODE=1" in flat(out.stdout)
     assert "no GPUs assigned" in out.stdout  # the llama.cpp profile
 
-    too_few = evalctl("servers", "show", "--config", str(cfg), "--gpus", "0,1,2,3")
+    too_few = cli("servers", "show", "--config", str(cfg), "--gpus", "0,1,2,3")
     assert too_few.returncode == ExitCode.BAD_INPUT
     assert "need 6 GPUs (big: tp=4, small: tp=2) but 4 are visible (config `gpus`)" in flat(too_few.stderr)
 

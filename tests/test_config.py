@@ -22,7 +22,7 @@ servers:
 
 
 def test_alias_resolves_and_overrides_apply():
-    cfg = load_config(model="smollm2-135m", overrides={"shots": [2, 1, 2], "limit": 5, "generation.max_tokens": 16})
+    cfg = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "shots": [2, 1, 2], "limit": 5, "generation.max_tokens": 16})
     assert cfg.shots == [1, 2]  # sorted, de-duplicated
     assert cfg.limit == 5
     assert cfg.generation.max_tokens == 16
@@ -30,11 +30,11 @@ def test_alias_resolves_and_overrides_apply():
 
 
 def test_limit_order_and_seed_are_config_so_the_manifest_records_them():
-    saved = load_config(model="smollm2-135m").model_dump(mode="json")  # what the manifest stores
+    saved = load_config(model="smollm2-135m", overrides={"task": "gsm8k"}).model_dump(mode="json")  # what the manifest stores
     assert (saved["limit_order"], saved["limit_seed"]) == ("shuffled", 1234)
-    assert load_config(model="smollm2-135m", overrides={"limit_order": "head"}).limit_order == "head"
+    assert load_config(model="smollm2-135m", overrides={"task": "gsm8k", "limit_order": "head"}).limit_order == "head"
     with pytest.raises(ConfigError, match="limit_order"):
-        load_config(model="smollm2-135m", overrides={"limit_order": "first"})
+        load_config(model="smollm2-135m", overrides={"task": "gsm8k", "limit_order": "first"})
 
 
 def test_unknown_alias_lists_known_ones():
@@ -60,7 +60,7 @@ def test_nested_unknown_field_is_named(tmp_path):
     text = MINIMAL.replace("model_path:", "gpuz: 2\n    model_path:")
     with pytest.raises(ConfigError) as exc:
         load_config(config_file=write(tmp_path, text))
-    assert "servers.0: gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)" in str(exc.value)
+    assert "servers.0.gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)" in str(exc.value)
 
 
 @pytest.mark.parametrize(
@@ -100,3 +100,13 @@ def test_data_dir_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path))
     cfg = load_config(config_file=write(tmp_path, MINIMAL))
     assert cfg.resolved_data_dir() == tmp_path
+
+
+def test_the_default_is_prefix_recall_and_gsm8k_brings_its_own_settings_under_the_cli():
+    default = load_config(model="smollm2-135m")
+    assert (default.task, default.shots, default.limit, default.generation.max_tokens) == ("prefix-recall", [50, 80], 50, 5)
+    assert default.limit <= min(default.shots)  # a recall cell asks each record at most once
+    gsm8k = load_config(model="smollm2-135m", overrides={"task": "gsm8k"})
+    assert (gsm8k.shots, gsm8k.limit, gsm8k.generation.max_tokens) == ([1, 2, 4, 8], 20, 128)
+    assert load_config(model="smollm2-135m", overrides={"task": "gsm8k", "limit": 3}).limit == 3  # the CLI still wins
+    assert "task_settings" not in gsm8k.model_dump()  # resolved: a recorded config resumes as it ran

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import evalctl
+from conftest import cli
 
 from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest, ManifestError, read_manifest, write_manifest
@@ -75,6 +75,6 @@ def test_unreadable_manifest_is_a_clear_error(tmp_path, text, message):
 def test_cli_reports_an_unreadable_manifest_as_bad_input(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({**OLD, "servers": "cpu"}))
     (tmp_path / "records.jsonl").write_text("")
-    out = evalctl("gate", str(tmp_path))
+    out = cli("gate", str(tmp_path))
     assert out.returncode == ExitCode.BAD_INPUT, out.stderr
     assert "not an evalctl manifest" in " ".join(out.stderr.split()) and "Traceback" not in out.stderr

@@ -5,7 +5,7 @@ from evalctl.plan import expand
 
 
 def test_one_launch_per_profile_variant_cache_and_all_shots_inside():
-    cfg = load_config(model="smollm2-135m", overrides={"shots": [8, 12], "passes": 2, "cache": ["on", "off"]})
+    cfg = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "shots": [8, 12], "passes": 2, "cache": ["on", "off"]})
     launches = expand(cfg)
     assert [(launch.profile.name, launch.cache) for launch in launches] == [("cpu", CacheMode.on), ("cpu", CacheMode.off)]
     cells = launches[0].cells

@@ -13,7 +13,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, evalctl, only_run, server_behind_canary, write_sweep_config
+from conftest import canary_in_front, cli, cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.errors import ExitCode
 
@@ -23,8 +23,9 @@ RECORDS = 24
 QUESTIONS = 15
 
 
-def test_lost_prefix_canary_drops_recall_and_the_gate_names_the_cell(tmp_path, no_orphans):
-    with server_behind_canary(tmp_path, context_length=1024, parallel=1) as (server_url, canary_url):
+def test_lost_prefix_canary_drops_recall_and_the_gate_names_the_cell(tmp_path, no_orphans, cpu_server):
+    server_url = cpu_server
+    with canary_in_front(server_url) as canary_url:
         cfg = write_sweep_config(
             tmp_path, None, [cpu_profile()], task="prefix-recall", shots=[RECORDS], limit=QUESTIONS, generation={"max_tokens": 5}
         )
@@ -47,7 +48,7 @@ def test_lost_prefix_canary_drops_recall_and_the_gate_names_the_cell(tmp_path, n
 
     policy = tmp_path / "policy.yaml"
     policy.write_text(f"min_n: {QUESTIONS}\n")
-    gate = evalctl("gate", str(runs["faulty"]), "--baseline", str(runs["healthy"]), "--policy", str(policy))
+    gate = cli("gate", str(runs["faulty"]), "--baseline", str(runs["healthy"]), "--policy", str(policy))
     assert gate.returncode == ExitCode.REGRESSION, gate.stdout + gate.stderr
     doc = json.loads((runs["faulty"] / "gate.json").read_text())
     failed = {(c["profile"], c["cache"], c["shots"]) for c in doc["checks"] if c["kind"] == "accuracy" and c["status"] == "regression"}

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.server
 
 
 def small(data_dir: Path, *extra: str) -> list[str]:
-    return ["sweep", "--model", "smollm2-135m", "--max-tokens", "16", "--data-dir", str(data_dir), *extra]
+    return ["sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--max-tokens", "16", "--data-dir", str(data_dir), *extra]
 
 
 def start(tmp_path: Path, *args: str) -> subprocess.Popen:

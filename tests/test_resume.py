@@ -14,7 +14,7 @@ from evalctl.secrets import redact_config
 
 
 def make_run(tmp_path, data_dir, url: str | None = None, **overrides):
-    config = load_config(model="smollm2-135m", overrides={"data_dir": data_dir, "output_dir": tmp_path, "limit": 2, **overrides})
+    config = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "data_dir": data_dir, "output_dir": tmp_path, "limit": 2, **overrides})
     if url:
         config = with_external_url(config, url)
     run = tmp_path / "20260101-000000-smollm2-135m-abcdef"
@@ -71,7 +71,7 @@ def test_resume_refuses_changed_data(tmp_path, data_dir):
 
 
 def test_redacted_secrets_need_the_config_again(tmp_path, data_dir):
-    cfg = load_config(model="smollm2-135m", overrides={"data_dir": data_dir})
+    cfg = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "data_dir": data_dir})
     servers = [cfg.servers[0].model_copy(update={"env": {"HF_TOKEN": "secret"}})]
     run, _ = make_run(tmp_path, data_dir)
     from evalctl.manifest import read_manifest

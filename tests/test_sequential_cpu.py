@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, evalctl, only_run, server_behind_canary, write_sweep_config
+from conftest import canary_in_front, cli, cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.errors import ExitCode
 
@@ -49,8 +49,9 @@ def sweep(cfg, url: str, out, *extra: str):
     return only_run(out), result.stdout
 
 
-def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_does(tmp_path, no_orphans):
-    with server_behind_canary(tmp_path, context_length=2048, parallel=2) as (server_url, canary_url):
+def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_does(tmp_path, no_orphans, cpu_server):
+    server_url = cpu_server
+    with canary_in_front(server_url) as canary_url:
         cfg = write_sweep_config(
             tmp_path,
             None,
@@ -74,7 +75,7 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     manifest = json.loads((faulty / "manifest.json").read_text())
     assert manifest["status"] == "complete"
     (stop,) = manifest["decisions"]
-    assert stop["reason"] == "regression" and stop["planned"] == RECORDS
+    assert stop["verdict"] == "regression" and stop["planned"] == RECORDS
     assert stop["answered"] <= 0.3 * RECORDS
     records = pd.read_parquet(faulty / "samples.parquet")
     assert len(records) == stop["answered"] and records.error.isna().all()  # the rest were never sent
@@ -87,7 +88,7 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     (shown,) = [c for c in gate["checks"] if c["kind"] == "sequential"]
     assert shown["status"] == "regression" and f"{RECORDS - stop['answered']} requests saved" in shown["reason"]
     assert "Sequential decisions" in (faulty / "report.html").read_text()
-    again = evalctl("gate", str(faulty), "--baseline", str(baseline))
+    again = cli("gate", str(faulty), "--baseline", str(baseline))
     assert again.returncode == ExitCode.REGRESSION, again.stdout + again.stderr
 
     # Resumed mid-cell, the run sends only what its first look still lacks and decides as before.

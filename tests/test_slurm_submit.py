@@ -24,7 +24,7 @@ def test_gpu_profile_job_asks_for_tp_gpus_and_the_flags_settings(tmp_path):
 
 
 def test_cpu_profile_job_asks_for_no_gpus(tmp_path):
-    config = load_config(model="smollm2-135m", overrides={"slurm.cpus_per_task": 2, "slurm.additional": {"constraint": "avx512"}})
+    config = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "slurm.cpus_per_task": 2, "slurm.additional": {"constraint": "avx512"}})
     text = script(tmp_path, config, config.servers[0])
     assert "gpus" not in text and "gres" not in text
     assert "#SBATCH --cpus-per-task=2\n" in text and "#SBATCH --constraint=avx512\n" in text
@@ -42,4 +42,4 @@ def test_a_part_runs_one_profile_and_variant_on_the_gpus_slurm_gives_it(tmp_path
 
 def test_bad_slurm_time_is_a_config_error():
     with pytest.raises(ConfigError, match="slurm.time"):
-        load_config(model="smollm2-135m", overrides={"slurm.time": "4 hours"})
+        load_config(model="smollm2-135m", overrides={"task": "gsm8k", "slurm.time": "4 hours"})

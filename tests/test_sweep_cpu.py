@@ -8,7 +8,7 @@ import socket
 
 import pandas as pd
 import pytest
-from conftest import cpu_profile, evalctl, only_run, write_sweep_config
+from conftest import cli, cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import ExitCode
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.server
 
 
 def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):
-    out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1,2", "--limit", "3", "--cache", "on,off",
+    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off",
                   "--max-tokens", "48", "--data-dir", str(data_dir), "--output", str(tmp_path))  # fmt: skip
     assert out.returncode == 0, out.stderr + out.stdout
     run = only_run(tmp_path)
@@ -45,7 +45,7 @@ def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):
     assert len(summary) == 4 and {"strict_acc", "strict_lo", "requests_per_s", "cache_hit_ratio"} <= set(summary.columns)
     assert "Accuracy by cell" in out.stdout
 
-    again = evalctl("analyze", str(run))
+    again = cli("analyze", str(run))
     assert again.returncode == 0, again.stderr
     assert pd.read_csv(run / "summary.csv").equals(summary)
 
@@ -88,33 +88,36 @@ def test_port_in_use_is_a_clear_error(tmp_path, data_dir, no_orphans):
     ("args", "message"),
     [
         (["--model", "nope"], "unknown model alias 'nope'; known:"),
-        (["--model", "smollm2-135m", "--shots", "-1"], "shot counts must be >= 0"),
-        (["--model", "smollm2-135m", "--shots", "a,b"], "--shots must be comma-separated integers"),
-        (["--model", "smollm2-135m", "--cache", "sometimes"], "--cache takes on and/or off"),
-        (["--model", "smollm2-135m", "--limit", "0"], "limit must be >= 1"),
+        (["--model", "smollm2-135m", "--task", "gsm8k", "--shots", "-1"], "shot counts must be >= 0"),
+        (["--model", "smollm2-135m", "--task", "gsm8k", "--shots", "a,b"], "--shots must be comma-separated integers"),
+        (["--model", "smollm2-135m", "--task", "gsm8k", "--cache", "sometimes"], "--cache takes on and/or off"),
+        (["--model", "smollm2-135m", "--task", "gsm8k", "--limit", "0"], "limit must be >= 1"),
+        (["--model", "smollm2-135m", "--canary", "nope"], "unknown --canary fault 'nope'; known: lost-prefix,"),
     ],
 )
 def test_bad_cli_input_is_bad_input_with_message(tmp_path, args, message, no_orphans):
-    out = evalctl("sweep", *args, "--output", str(tmp_path))
+    out = cli("sweep", *args, "--output", str(tmp_path))
     assert out.returncode == ExitCode.BAD_INPUT
     assert message in " ".join(out.stderr.split())
     assert not any(tmp_path.iterdir())  # nothing written for rejected input
 
 
 def test_help_explains_every_option():
-    out = evalctl("sweep", "--help")
+    out = cli("sweep", "--help")
     assert out.returncode == 0
     for option in ("--model", "--config", "--shots", "--cache", "--limit", "--concurrency", "--output", "--fewshot", "--url", "--data-dir"):
         assert option in out.stdout
 
 
-def test_first_sweep_of_the_readme_gives_a_verdict_that_means_something(tmp_path, no_orphans):
-    # The README's first command, smaller: the alias as shipped, packaged data (no --data-dir), the CPU gate policy.
-    out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1", "--limit", "6", "--output", str(tmp_path), timeout=1500)
+def test_gsm8k_is_one_flag_away_from_the_default_and_reads_the_packaged_data(tmp_path, no_orphans):
+    # The alias as shipped (launching its own server), --task gsm8k: the task's own settings, packaged data, the CPU gate policy.
+    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1", "--limit", "6", "--output", str(tmp_path),
+                  timeout=1500)  # fmt: skip
     assert out.returncode == 0, out.stderr + out.stdout
     text = " ".join(out.stdout.split())
-    verdict = re.search(r"gate \(cpu-smoke policy\): (\w+)", text)
+    verdict = re.search(r"gate \(cpu-smoke policy, tolerated flexible accuracy drop 0\.15[^)]*\): (\w+)", text)
     assert verdict and verdict.group(1) in ("pass", "inconclusive"), text  # a healthy server is no regression
     assert re.search(r"verdict rests on: \w+ from \d+ of \d+ ", text)
     manifest = json.loads((only_run(tmp_path) / "manifest.json").read_text())
+    assert manifest["config"]["task"] == "gsm8k" and manifest["config"]["generation"]["max_tokens"] == 128  # gsm8k's task_settings
     assert manifest["data_fingerprint"] == data_fingerprint(packaged_data_dir("gsm8k"))

@@ -8,14 +8,12 @@ import json
 import threading
 
 import pytest
-from conftest import cpu_profile, write_sweep_config
+from conftest import cli, cpu_profile, write_sweep_config
 from test_sweep_cpu import evalctl, only_run
 
 from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.canary.proxy import Canary, CanaryServer
-from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.runs import load_run
-from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
 # Tiny cells (the machine is shared): tolerances wide enough that a handful of deterministic pairs can pass.
@@ -72,19 +70,16 @@ def test_compare_shows_a_changed_llamacpp_setting(tmp_path, data_dir, no_orphans
         assert out.returncode == 0, out.stderr + out.stdout
         runs.append(only_run(where / "out"))
     assert json.loads((runs[1] / "manifest.json").read_text())["servers"][0]["info"]["settings"]["total_slots"] == 1
-    shown = evalctl("compare", *map(str, runs))
+    shown = cli("compare", *map(str, runs))
     assert shown.returncode == 0, shown.stderr
     assert "Resolved server settings that differ" in shown.stdout
     assert "resolved setting(s) differ from the baseline's: total_slots" in shown.stdout
-    same = evalctl("compare", str(runs[0]), str(runs[0]))
+    same = cli("compare", str(runs[0]), str(runs[0]))
     assert "differ from the baseline" not in same.stdout
 
 
-def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparisons_inconclusive(tmp_path, data_dir, no_orphans):
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, startup_timeout_s=300)
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
-    server.start()
-    proxy = CanaryServer(Canary(server.base_url, "no-cache"))
+def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparisons_inconclusive(tmp_path, data_dir, no_orphans, cpu_server):
+    proxy = CanaryServer(Canary(cpu_server, "no-cache"))
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     try:
         config = write_sweep_config(
@@ -100,7 +95,6 @@ def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparison
     finally:
         proxy.shutdown()
         proxy.server_close()
-        server.stop()
     run = load_run(only_run(tmp_path / "out"))
     on = run.samples[run.samples.cache == "on"]
     assert (on.cached_tokens == 0).all()  # the cache-on cell never hit

@@ -60,7 +60,11 @@ error is at most a_R, at any stopping among the looks. **Across cells**, Holm: w
 already rejected, the others are tested at a_R = alpha / (m - r) on their whole history so far,
 the sequentially rejective procedure of Maurer & Bretz (2013, "Multiple testing in group
 sequential trials using graphical approaches"), valid because each cell's test is monotone in
-its level. A cell stopped for pass keeps its pass. Stopping for pass is non-binding for the
+its level. **Across families** (the parts of a Slurm run, each a job that stops its own cells):
+family f runs Holm at `regression_share` w_f * alpha, w_f its share of the run's cells, sum 1;
+a false regression anywhere needs one in some family, so the run's family-wise rate is at most
+sum_f w_f alpha = alpha (weighted Bonferroni over the parts, Holm within each). The pass side
+is per cell and needs no split. A cell stopped for pass keeps its pass. Stopping for pass is non-binding for the
 regression side and vice versa: each side's boundaries are computed as if the other never
 stopped the cell, so stopping only removes chances to err.
 
@@ -143,6 +147,7 @@ class Design:
     regression_gamma: float = -4.0
     e_share: float = 0.1
     drift_alpha: float = 0.1
+    regression_share: float = 1.0  # of alpha, for this family's regressions (see "Across families")
 
     def __post_init__(self) -> None:
         if self.n_max < 1 or self.min_n < 1 or not self.growth > 1:
@@ -304,7 +309,7 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     # First look at which each cell's regression test rejects, at every Holm level a/(m - r),
     # through the group-sequential bound and through the e-process.
     first_bound, first_e = [], []
-    for level in design.alpha / (cells - np.arange(cells)):
+    for level in design.alpha * design.regression_share / (cells - np.arange(cells)):
         bound = upper_bounds(fractions, (1 - design.e_share) * level, design.regression_gamma)[:seen]
         first_bound.append(_first(np.maximum.accumulate(np.nan_to_num(z - bound, nan=-np.inf), axis=-1) >= 0))
         first_e.append(_first(log_e >= -np.log(design.e_share * level)) if log_e is not None else np.full(z.shape[:-1], seen))

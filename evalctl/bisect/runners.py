@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evalctl.bisect.steps import run_folder
-from evalctl.config import GPU_ENGINES, SweepConfig
+from evalctl.config import SweepConfig
 from evalctl.execution import Sweep, SweepProgress
 from evalctl.manifest import Failure
 from evalctl.signals import Shutdown
@@ -50,7 +50,7 @@ def slurm_runner(scripts: Path) -> Callable[[SweepConfig, Path], tuple[Path, lis
         profile = config.servers[0]
         slurm = config.slurm
         cpus = slurm.cpus_per_task or fitting_cpus(slurm.partition, DEFAULT_CPUS)
-        gpus = profile.tp if profile.engine in GPU_ENGINES else 0
+        gpus = profile.settings.gpus_needed()
         scripts.mkdir(mode=0o700, parents=True, exist_ok=True)
         job = _executor(scripts, slurm, f"evalctl-bisect-{root.name}", slurm.time, cpus, gpus).submit(sweep_step, config, root)
         return job.result()

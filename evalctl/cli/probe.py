@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
+from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, served_model, url_engine
 from evalctl.config import SweepConfig, with_external_url
 from evalctl.errors import ExitCode
 from evalctl.report.terminal import add_column, narrow_table
@@ -72,6 +72,7 @@ def probe(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
     url: Annotated[str | None, typer.Option(help="Probe an already-running server at this base URL instead of launching one.")] = None,
     engine: Annotated[str | None, typer.Option(metavar="<engine>", help=ENGINE_HELP)] = None,
+    task: Annotated[str | None, typer.Option(help="Task whose prompts are probed: gsm8k or prefix-recall (default: the config's).")] = None,
     shots: Annotated[str | None, typer.Option(help="Few-shot counts to probe (default: the config's; 1,2,4,8 with --url alone).")] = None,
     prefix_tokens: Annotated[str | None, typer.Option(help="Extra synthetic prefix lengths in tokens, comma-separated.")] = None,
     questions: Annotated[int | None, typer.Option(help="Questions per prefix-length bin (default 1).")] = None,
@@ -95,13 +96,13 @@ def probe(
     from evalctl.probe.session import probe_servers
     from evalctl.tasks.lmeval import task_of
 
-    overrides = {"shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
+    overrides = {"task": task, "shots": _csv_ints(shots, "--shots"), "output_dir": output, "data_dir": data_dir}
     if model is None and config is None:
         if url is None:
             raise fail("give --model NAME, --config FILE or --url URL")
         cfg = SweepConfig.model_validate(
             {"model": "external", "shots": [1, 2, 4, 8], **{k: v for k, v in overrides.items() if v is not None},
-             "servers": [{"name": "external", "engine": "external", "url": url.rstrip("/"), "model_path": "external"}]}
+             "servers": [{"name": "external", "engine": "external", "url": url.rstrip("/"), "model_path": served_model(url, api_key)}]}
         )  # fmt: skip
         cfg = with_external_url(cfg, url, engine or url_engine(url, api_key))
     else:

@@ -6,12 +6,15 @@ started again, up to `max_restarts` times per launch, before the launch fails.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+from evalctl.canary.proxy import Canary, CanaryServer
+from evalctl.config import CacheMode
 from evalctl.execution.progress import SweepProgress
 from evalctl.manifest import RestartEntry, ServerEntry, now
 from evalctl.plan import Cell, ServerLaunch
@@ -21,6 +24,8 @@ from evalctl.servers.process import ManagedServer, ServerError, tail
 # Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.
 STOP_GRACE_S = 10.0
 STOP_GRACE_INTERRUPTED_S = 3.0
+# Longest wait for a record-only answer (server info, metrics).
+RECORD_TIMEOUT_S = 60.0
 # First wait before restarting a dead server; doubles per restart of the same launch.
 RESTART_BACKOFF_S = 1.0
 
@@ -28,7 +33,8 @@ RESTART_BACKOFF_S = 1.0
 def for_the_record(server: ManagedServer, what: str, ask: Callable[[httpx.Client], dict]) -> dict:
     """Ask the server for something kept only for the record: a failure is noted, never fatal."""
     try:
-        with server.http() as http:
+        # Generous: a loaded CPU engine answered vLLM's /server_info in more than 10 s.
+        with server.http(timeout=RECORD_TIMEOUT_S) as http:
             return ask(http)
     except Exception as exc:  # a server without info or metrics still serves
         return {"error": f"{what} unavailable: {exc}"}
@@ -54,6 +60,7 @@ class Launch:
         max_restarts: int,
         progress: SweepProgress,
         save: Callable[[], None],
+        canary: str | None = None,
     ):
         self.launch = launch
         self.label = launch.label
@@ -73,6 +80,9 @@ class Launch:
         self.max_restarts = max_restarts
         self.progress = progress
         self.save = save
+        # The fault proxy stands in front of cache-on servers only: cache-off cells stay the healthy reference.
+        self.canary = canary if launch.cache is CacheMode.on else None
+        self.proxy: CanaryServer | None = None
 
     def start(self) -> None:
         server, entry = self.server, self.entry
@@ -82,6 +92,8 @@ class Launch:
         entry.url = server.base_url
         entry.log = server.log_path.name if server.launched else None
         entry.info = for_the_record(server, "server info", server.adapter.server_info)
+        if self.canary:
+            self._put_canary_in_front()
         entry.engine_version = entry.info.get("version")
         self.save()
         self.progress.server_ready(self.label)
@@ -117,6 +129,22 @@ class Launch:
         self.entry.status, self.entry.error, self.entry.exit_code, self.entry.log_tail = "failed", exc.args[0], exc.exit_code, exc.log_tail
         self.progress.warn(f"{self.label}: {exc.args[0]}")
 
+    def _put_canary_in_front(self) -> None:
+        """Every request of this launch's cells goes through the fault proxy from now on (flushes and health too)."""
+        self._stop_canary()
+        self.proxy = CanaryServer(Canary(self.server.base_url, self.canary))
+        threading.Thread(target=self.proxy.serve_forever, daemon=True, name=f"canary {self.label}").start()
+        self.entry.canary, self.entry.canary_url = self.canary, self.proxy.url
+        self.server.base_url = self.proxy.url
+        self.progress.warn(f"{self.label}: canary {self.canary} in front ({self.proxy.url}): this run injects a fault on purpose")
+
+    def _stop_canary(self) -> None:
+        if self.proxy is not None:
+            self.proxy.shutdown()
+            self.proxy.server_close()
+            self.proxy = None
+
     def stop(self, interrupted: bool) -> None:
+        self._stop_canary()
         self.server.stop(grace_s=STOP_GRACE_INTERRUPTED_S if interrupted else STOP_GRACE_S)
         self.save()

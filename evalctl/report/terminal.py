@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich import box
+from rich.measure import Measurement
 from rich.table import Table
+from rich.markup import escape
 from rich.text import Text
 
 from evalctl.analysis.accuracy import accuracy_columns, table_metrics
 from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
-    from evalctl.analysis.gate import Check, GateResult
+    from evalctl.analysis.gate import Check, GatePolicy, GateResult
     from evalctl.manifest import CellDecision
 
 
@@ -48,23 +51,107 @@ def narrow_table(title: str) -> Table:
     return _TitleAbove(title=title, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
 
 
-def add_column(table: Table, header: str, cells: list[str], numeric: bool = False) -> None:
-    """Headers wrap at spaces but are never cut; numbers are never cut; text folds."""
-    widest = max((len(word) for word in header.split()), default=1)
-    if numeric:
-        widest = max([widest, *(len(c) for c in cells)])
-    table.add_column(header, justify="right" if numeric else "left", min_width=widest, overflow="fold")
+def add_column(table: Table, header: str, cells: list[str], numeric: bool = False, width: int | None = None) -> None:
+    """Headers wrap at spaces but are never cut; numbers are never cut; text wraps at spaces."""
+    low = narrowest(header, cells, numeric)
+    table.add_column(header, justify="right" if numeric else "left", min_width=low, width=width, overflow="fold")
 
 
-def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) -> Table:
+# Columns that say which cell a row is: repeated in every part of a table split to fit.
+KEY_COLUMNS = ("comparison", *CELL_KEYS, "bin", "column", "doc_id", "run_id")
+COLUMN_GAP = 2  # narrow_table: one space of padding on each side of a rule-less column boundary
+
+Column = tuple[str, list[str], bool]  # header, cells (Rich markup), numeric
+
+
+def plain(cell: str) -> str:
+    """A cell as the terminal shows it (cells are Rich markup)."""
+    return Text.from_markup(cell).plain
+
+
+def narrowest(header: str, cells: list[str], numeric: bool) -> int:
+    """The narrowest a column can be without cutting: its longest word (a whole number when numeric)."""
+    texts = [plain(c) for c in cells]
+    words = [*header.split(), *(word for t in texts for word in ([t] if numeric else t.split()))]
+    return max(map(len, words), default=1)
+
+
+def widest(header: str, cells: list[str], numeric: bool) -> int:
+    """The width at which no header or cell of the column wraps."""
+    return max((len(plain(t)) for t in (header, *cells)), default=1)
+
+
+def allot(columns: list[Column], width: int) -> list[int]:
+    """Column widths within `width`: each at least its narrowest; the space left goes first to the
+    columns that need least of it to stop wrapping. (Rich's own shrinking narrows the widest
+    column first, below its longest word, and so cuts values.)"""
+    low = [narrowest(*c) for c in columns]
+    need = [widest(*c) - lo for c, lo in zip(columns, low)]
+    spare = width - sum(low) - COLUMN_GAP * (len(columns) - 1)
+    for i in sorted(range(len(columns)), key=need.__getitem__):
+        grow = max(0, min(spare, need[i]))
+        low[i], spare = low[i] + grow, spare - grow
+    return low
+
+
+class FittedTable:
+    """A table that never cuts a header or a value. Its columns get at least their longest word;
+    when they cannot all have that within the terminal, the table is split into parts, one below
+    the other, each repeating the key columns that name the row (profile, cache, shots...)."""
+
+    def __init__(self, title: str, columns: list[Column], keys: int):
+        self.title, self.columns, self.keys = title, columns, keys
+
+    def table(self, title: str, columns: list[Column], width: int) -> Table:
+        table = narrow_table(title)
+        for (header, cells, numeric), size in zip(columns, allot(columns, width)):
+            add_column(table, header, cells, numeric, width=size)
+        for row in zip(*(cells for _, cells, _ in columns)):
+            table.add_row(*row)
+        return table
+
+    def parts(self, width: int) -> list[list[Column]]:
+        keys, values = self.columns[: self.keys], self.columns[self.keys :]
+
+        def fits(cols: list[Column]) -> bool:
+            return sum(narrowest(*c) for c in cols) + COLUMN_GAP * (len(cols) - 1) <= width
+
+        if not values or fits(self.columns):
+            return [self.columns]
+        if not fits(keys + [min(values, key=lambda c: narrowest(*c))]):
+            return []  # not even the keys and one value fit: stacked, see __rich_console__
+        parts: list[list[Column]] = [[]]
+        for column in values:
+            if parts[-1] and not fits(keys + parts[-1] + [column]):
+                parts.append([])
+            parts[-1].append(column)
+        return [keys + part for part in parts]
+
+    def stacked(self, width: int) -> Iterator[Table]:
+        """One small two-column table per row (header, value): for terminals too narrow for the keys."""
+        yield narrow_table(self.title)
+        headers = [header for header, _, _ in self.columns]
+        for row in zip(*(cells for _, cells, _ in self.columns)):
+            yield self.table("", [("field", headers, False), ("value", list(row), False)], width)
+
+    def __rich_console__(self, console, options):
+        parts = self.parts(options.max_width)
+        if not parts:
+            yield from self.stacked(options.max_width)
+        for i, columns in enumerate(parts):
+            title = self.title if len(parts) == 1 else f"{self.title} ({i + 1}/{len(parts)})"
+            yield self.table(title, columns, options.max_width)
+
+    def __rich_measure__(self, console, options) -> Measurement:
+        return Measurement(1, options.max_width)
+
+
+def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) -> FittedTable:
     columns = columns or list(df.columns)
     rows = [[_fmt(v, c) for v, c in zip(row, columns)] for row in df[columns].itertuples(index=False)]
-    table = narrow_table(title)
-    for i, col in enumerate(columns):
-        add_column(table, col, [r[i] for r in rows], numeric=df[col].dtype != object)
-    for row in rows:
-        table.add_row(*row)
-    return table
+    cells = [(col, [r[i] for r in rows], df[col].dtype != object) for i, col in enumerate(columns)]
+    keys = next((i for i, col in enumerate(columns) if col not in KEY_COLUMNS), len(columns))
+    return FittedTable(title, cells, keys)
 
 
 def _drop_constant_keys(df: pd.DataFrame) -> pd.DataFrame:
@@ -108,14 +195,16 @@ def throughput_view(tp: pd.DataFrame) -> pd.DataFrame:
 STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow", "warning": "magenta"}
 
 
-def checks_table(checks: list[Check], title: str) -> Table:
+def checks_table(checks: list[Check], title: str) -> FittedTable:
     """Every gate check: status (coloured), what was checked, where, and why."""
-    table = narrow_table(title)
-    for col in ("status", "check", "cell", "reason"):
-        add_column(table, col, [])
-    for c in checks:
-        table.add_row(f"[{STATUS_STYLE[c.status]}]{c.status}[/]", c.name, c.where, c.reason)
-    return table
+    cells = [[f"[{STATUS_STYLE[c.status]}]{c.status}[/]" for c in checks], [c.name for c in checks], [c.where for c in checks],
+             [escape(c.reason) for c in checks]]  # fmt: skip
+    return FittedTable(title, [(h, col, False) for h, col in zip(("status", "check", "cell", "reason"), cells)], keys=0)
+
+
+def tolerance_note(policy: GatePolicy) -> str:
+    """The policy's tolerance in words, for the verdict line."""
+    return f"tolerated {policy.metric} accuracy drop {policy.max_accuracy_drop:.2f}, alpha {policy.alpha}, min {policy.min_n} pairs"
 
 
 def verdict_basis(result: GateResult) -> str:
@@ -159,7 +248,7 @@ def decisions_view(decisions: list[CellDecision]) -> pd.DataFrame:
                 **decision.model_dump(exclude={"by_e_process", "planned"}),
                 "of": decision.planned,
                 "saved": decision.saved,
-                "shown by": "e-process" if decision.by_e_process else "z bound" if decision.reason != "inconclusive" else "",
+                "shown by": "e-process" if decision.by_e_process else "z bound" if decision.verdict != "inconclusive" else "",
             }
             for decision in decisions
         ]
@@ -180,7 +269,7 @@ def settings_view(diff: pd.DataFrame) -> pd.DataFrame:
 
 def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:
     """The cliffs `analysis.gate.cliffs` found: a description of where accuracy departs, not a check."""
-    view = found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
+    view = _drop_constant_keys(found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]])
     return frame_table(view, f"Cliffs: cache-on accuracy below cache-off by > {tolerance} from this length on (described, not judged)")
 
 

@@ -9,9 +9,7 @@ import httpx
 import pytest
 from conftest import cpu_profile, evalctl, only_run, start_canary, write_sweep_config
 
-from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import ExitCode
-from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
 
@@ -26,7 +24,7 @@ def probe_json(root: Path) -> dict:
 def test_probe_passes_on_healthy_server(tmp_path, data_dir, no_orphans):
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY)
-    out = evalctl("probe", "--model", "smollm2-135m", "--shots", "1,2", "--policy", str(policy),
+    out = evalctl("probe", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--policy", str(policy),
                   "--data-dir", str(data_dir), "--output", str(tmp_path / "out"))  # fmt: skip
     assert out.returncode == 0, out.stderr + out.stdout
     result = probe_json(tmp_path / "out")
@@ -38,20 +36,10 @@ def test_probe_passes_on_healthy_server(tmp_path, data_dir, no_orphans):
     assert "Probe cpu/default" in out.stdout
 
 
-@pytest.fixture
-def cpu_server(tmp_path):
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, startup_timeout_s=120)
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, cpu_server):
-    # no_orphans before cpu_server: the server fixture stops its server before the leftover check runs
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY)
-    canary, url = start_canary(cpu_server.base_url)
+    canary, url = start_canary(cpu_server)
     try:
         assert httpx.get(url + "/health").status_code == 200
         out = evalctl("probe", "--url", url, "--engine", "llamacpp", "--shots", "1", "--prefix-tokens", "200", "--policy", str(policy),

@@ -1,7 +1,6 @@
 """The dashboard over real CPU runs, opened in headless Chromium: each night listed with the right verdict.
 
-Five nights of SmolLM2-135M on one real llama.cpp CPU server (sweeps with --url, so the
-server starts once): night 1 gated alone (inconclusive: nothing to compare), night 2 gated
+Five nights of SmolLM2-135M on the session's shared llama.cpp CPU server (sweeps with --url): night 1 gated alone (inconclusive: nothing to compare), night 2 gated
 against night 1 (pass), night 3 through the lost-prefix canary gated against night 2
 (regression), night 4 stopped by SIGTERM (incomplete), night 5 still running while the site
 is built. The questions are one-digit sums a 135M model answers in the few-shot format
@@ -22,13 +21,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import processes_of, start_canary
+from conftest import cli, evalctl, processes_of, start_canary
 from test_report_browser import browse, console_messages, needs_chromium
-from test_sweep_cpu import evalctl
 
-from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import VERDICT_EXIT, ExitCode
-from evalctl.servers.process import ManagedServer
 
 pytestmark = [needs_chromium, pytest.mark.server]
 
@@ -51,7 +47,7 @@ def write_sums(folder: Path, questions: int) -> Path:
 
 
 def sweep_args(url: str, data: Path, root: Path, limit: int) -> list[str]:
-    return ["sweep", "--model", "smollm2-135m", "--url", url, "--shots", "2", "--cache", "on", "--limit", str(limit),
+    return ["sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--url", url, "--shots", "2", "--cache", "on", "--limit", str(limit),
             "--max-tokens", "16", "--concurrency", "2", "--data-dir", str(data), "--output", str(root)]  # fmt: skip
 
 
@@ -75,28 +71,25 @@ def start_sweep(args: list[str], root: Path, known: set[Path]) -> tuple[subproce
 
 
 def gate(run: Path, baseline: Path | None, policy: Path) -> str:
-    out = evalctl("gate", str(run), "--policy", str(policy), *(["--baseline", str(baseline)] if baseline else []))
+    out = cli("gate", str(run), "--policy", str(policy), *(["--baseline", str(baseline)] if baseline else []))
     verdict = json.loads((run / "gate.json").read_text())["verdict"]
     assert out.returncode == VERDICT_EXIT[verdict], out.stderr
     return verdict
 
 
 @pytest.fixture(scope="module")
-def nights(tmp_path_factory):
+def nights(tmp_path_factory, cpu_server):
     tmp = tmp_path_factory.mktemp("dashboard")
     data, root, site = write_sums(tmp / "data", 200), tmp / "results", tmp / "site"
     policy = tmp / "policy.yaml"
     policy.write_text(POLICY)
     root.mkdir()
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=1024, parallel=2, startup_timeout_s=300)
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp / "server.log")
-    server.start()
-    canary, canary_url = start_canary(server.base_url)
+    canary, canary_url = start_canary(cpu_server)
     running = None
     try:
         known: set[Path] = set()
         runs = {}
-        for night, url in (("night1", server.base_url), ("night2", server.base_url), ("night3", canary_url)):
+        for night, url in (("night1", cpu_server), ("night2", cpu_server), ("night3", canary_url)):
             out = evalctl(*sweep_args(url, data, root, 8))
             assert out.returncode in (ExitCode.PASS, ExitCode.REGRESSION, ExitCode.INCONCLUSIVE, ExitCode.RUN_FAILED), out.stderr
             runs[night] = newest(root, known)
@@ -105,11 +98,11 @@ def nights(tmp_path_factory):
             "night2": gate(runs["night2"], runs["night1"], policy),
             "night3": gate(runs["night3"], runs["night2"], policy),
         }
-        stopped, runs["night4"] = start_sweep(sweep_args(server.base_url, data, root, 200), root, known)
+        stopped, runs["night4"] = start_sweep(sweep_args(cpu_server, data, root, 200), root, known)
         stopped.send_signal(signal.SIGTERM)
         stopped.communicate(timeout=300)
-        running, runs["night5"] = start_sweep(sweep_args(server.base_url, data, root, 200), root, known)
-        built = evalctl("dashboard", "--root", str(root), "-o", str(site))
+        running, runs["night5"] = start_sweep(sweep_args(cpu_server, data, root, 200), root, known)
+        built = cli("dashboard", "--root", str(root), "-o", str(site))
         assert json.loads((runs["night5"] / "manifest.json").read_text())["status"] == "running"  # still, after the build
         yield {"root": root, "site": site, "runs": runs, "verdicts": verdicts, "built": built, "tmp": tmp}
     finally:
@@ -118,7 +111,6 @@ def nights(tmp_path_factory):
             running.communicate(timeout=300)
         canary.terminate()
         canary.communicate(timeout=30)
-        server.stop()
         left = processes_of(tmp)
         for proc in left:
             proc.kill()
@@ -198,7 +190,7 @@ def test_model_output_with_html_shows_as_text(nights, tmp_path):
             manifest.update(run_id=later["run_id"], created_at=later["created_at"])
         (run / "manifest.json").write_text(json.dumps(manifest))
     site = tmp_path / "site"
-    built = evalctl("dashboard", "--root", str(root), "-o", str(site))
+    built = cli("dashboard", "--root", str(root), "-o", str(site))
     assert built.returncode == 0, built.stderr
     (model,) = (site / "models").iterdir()
     for page in (site / "index.html", model, site / "signoff" / f"{hostile.name}.html"):

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import evalctl, only_run
+from conftest import cli, evalctl, only_run
 
 from evalctl.errors import VERDICT_EXIT, ExitCode
 
@@ -57,7 +57,7 @@ def test_console_check_catches_a_page_error(tmp_path):
 @pytest.mark.server
 def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orphans):
     root = tmp_path / "results"
-    out = evalctl("sweep", "--model", "smollm2-135m", "--shots", "1,2", "--limit", "3", "--cache", "on,off", "--max-tokens", "32",
+    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off", "--max-tokens", "32",
                   "--data-dir", str(data_dir), "--output", str(root))  # fmt: skip
     assert out.returncode in (ExitCode.PASS, ExitCode.RUN_FAILED), out.stderr + out.stdout
     run = only_run(root)
@@ -69,14 +69,14 @@ def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orp
     shutil.copytree(run, earlier)
     (earlier / "manifest.json").write_text(json.dumps({**manifest, "run_id": earlier_id, "created_at": "2000-01-01T00:00:00+00:00"}))
     # The real gate, against the earlier night; the probe's file (documented schema) is rendered when present.
-    gated = evalctl("gate", str(run), "--baseline", str(earlier))
+    gated = cli("gate", str(run), "--baseline", str(earlier))
     verdict = json.loads((run / "gate.json").read_text())["verdict"]
     assert gated.returncode == VERDICT_EXIT[verdict], gated.stderr
     (run / "probe-prefix.json").write_text(json.dumps({"verdict": "pass", "note": "<script>document.title='pwned'</script>",
                                                        "bins": [{"prefix_tokens": 256, "accuracy": 0.0}]}))  # fmt: skip
 
     report = run / "report.html"
-    made = evalctl("report", str(run), "--baseline", str(earlier), "-o", str(report))
+    made = cli("report", str(run), "--baseline", str(earlier), "-o", str(report))
     assert made.returncode == 0, made.stderr
 
     dom = browse(report, tmp_path, "--dump-dom")

@@ -27,7 +27,7 @@ def offline(tmp_path: Path) -> dict[str, str]:
 
 def test_offline_and_not_cached_is_a_named_error_before_anything_is_written(tmp_path):
     env = {**os.environ, **offline(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", WITHOUT_PACKAGE, "sweep", "--model", "smollm2-135m", "--limit", "1",
+    out = subprocess.run([sys.executable, "-c", WITHOUT_PACKAGE, "sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--limit", "1",
                           "--output", str(tmp_path / "results")], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert out.returncode == ExitCode.BAD_INPUT, out.stderr
     text = " ".join(out.stderr.split())

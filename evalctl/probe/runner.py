@@ -2,10 +2,11 @@
 
 Cold: the cache flushed (where the engine can) and switched off per request (where it
 can); the response must report no cached tokens. The second cold run measures the
-engine's own run-to-run disagreement: the baseline. Warm: after a flush, the longest
-prefixes are sent once (one token generated) so the cache holds them; then every prompt,
-longest prefix first, each reusing the nested prefix; the response must report cached
-tokens. Requests go one at a time: the order is what puts state in the cache.
+engine's own run-to-run disagreement: the baseline. Warm: after a flush, every prefix is
+sent once (one token generated), longest first, so the cache holds it; then every prompt,
+longest prefix first; the response must report cached tokens. Every prefix, not only those no
+other extends: a hybrid engine keeps Mamba state only where a request ended (vLLM's
+`--mamba-cache-mode align`), so a prefix nested in a longer one finds no state of its own. Requests go one at a time: the order is what puts state in the cache.
 """
 
 from __future__ import annotations
@@ -48,14 +49,9 @@ class ProbeRun:
         return sum(c.completion_tokens or 0 for c in completions)
 
 
-def _maximal_prefixes(prompts: list[ProbePrompt]) -> list[str]:
-    """Prefixes no other prefix extends: caching these caches every prefix."""
-    prefixes = sorted({p.prefix for p in prompts}, key=len, reverse=True)
-    kept: list[str] = []
-    for prefix in prefixes:
-        if not any(k.startswith(prefix) for k in kept):
-            kept.append(prefix)
-    return kept
+def _seed_prefixes(prompts: list[ProbePrompt]) -> list[str]:
+    """Each distinct prefix once, longest first (a shorter one then reuses the longer one's attention cache)."""
+    return sorted({p.prefix for p in prompts}, key=lambda prefix: (-len(prefix), prefix))
 
 
 class ProbeRunner:
@@ -121,7 +117,7 @@ class ProbeRunner:
             self.on_step("seeding the cache with the shared prefixes")
             self._flush()
             seeds = []
-            for prefix in _maximal_prefixes(prompts):
+            for prefix in _seed_prefixes(prompts):
                 seed = await client.complete(prefix, max_tokens=1, temperature=0.0, **self.adapter.request_fields(CacheMode.on))
                 if seed.error:
                     raise ProbeError(f"seeding the prefix cache failed: {seed.error}")

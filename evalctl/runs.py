@@ -1,4 +1,10 @@
-"""The loaded run: one run folder as every reader sees it (analysis, gate, reports, resume), or one clear error."""
+"""The loaded run: one run folder as every reader sees it (analysis, gate, reports, resume), or one clear error.
+
+A run folder another process is writing (`writers`: see `runlock`) is read as a snapshot: the
+manifest and samples.parquet are only ever replaced whole (`fsio`), and a live run's samples
+come from its records files (every line fsynced; a torn last line is skipped), so a reader
+sees the rows answered so far, never a half-written file.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import pyarrow as pa
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
 from evalctl.records import COLUMNS, Metric, load_noise, load_samples, primary_metric
+from evalctl.runlock import Holder, writers
 
 
 class RunFolderError(BadInput):
@@ -43,11 +50,22 @@ class Run:
         return self.manifest.config
 
     @cached_property
+    def writers(self) -> list[Holder]:
+        """Who is writing the run folder now (empty: nobody), as first asked."""
+        return [] if self.given_samples is not None else writers(self.path)
+
+    @property
+    def live(self) -> bool:
+        """Another process is writing the run: what a reader sees is the rows so far."""
+        return bool(self.writers)
+
+    @cached_property
     def samples(self) -> pd.DataFrame:
         if self.given_samples is not None:
             return self.given_samples
         try:
-            samples = load_samples(self.path)
+            # A live run's parquet, if any, is an earlier compaction: its records are newer.
+            samples = load_samples(self.path, live=self.live)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise RunFolderError(f"cannot read run folder {self.path}: {exc}") from None
         missing = [c for c in COLUMNS if c not in samples.columns]

@@ -19,7 +19,7 @@ from evalctl.errors import ExitCode
 from evalctl.manifest import write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
-CHECK_KEYS = {"name", "kind", "profile", "variant", "cache", "shots", "pass_index", "status", "reason", "metric", "value",
+CHECK_KEYS = {"name", "kind", "family", "profile", "variant", "cache", "shots", "pass_index", "status", "reason", "metric", "value",
               "threshold", "p_value", "p_adjusted", "b", "c", "n", "comparison"}  # fmt: skip
 
 

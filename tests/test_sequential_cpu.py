@@ -75,7 +75,7 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     manifest = json.loads((faulty / "manifest.json").read_text())
     assert manifest["status"] == "complete"
     (stop,) = manifest["decisions"]
-    assert stop["reason"] == "regression" and stop["planned"] == RECORDS
+    assert stop["verdict"] == "regression" and stop["planned"] == RECORDS
     assert stop["answered"] <= 0.3 * RECORDS
     records = pd.read_parquet(faulty / "samples.parquet")
     assert len(records) == stop["answered"] and records.error.isna().all()  # the rest were never sent

@@ -5,7 +5,7 @@ baseline. The candidate runs on Slurm, one job per profile: a behind `evalctl ca
 lost-prefix`, b straight to the server. Each job decides its cells at its share of alpha
 (`cluster.submit.part_config`: half each here); the aggregation job folds both parts'
 decisions into the manifest and gates them as one family. prefix-recall, one cell per
-profile, as tests/test_sequential_cpu.py but with 40 records.
+profile, as tests/test_sequential_cpu.py but with 20 records.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"),
 ]
 
-# 40 questions: looks at 30, 35 and 40, so a collapse shows at the first look (t = 0.75) even
-# at half of alpha, and each request's prefix is short (the test stays a few minutes on CI).
-RECORDS, SEED = 40, 1
+# 20 questions and a first look at 10 (stopping and gate policy both at min_n 10): the
+# requests are few and their prefixes short, so the test stays minutes on a loaded CPU.
+RECORDS, SEED, MIN_N = 20, 1, 10
 MODEL = "bundled:smollm2-135m"
 
 
@@ -39,6 +39,8 @@ def profiles(a_url: str, b_url: str) -> list[dict]:
 
 
 def config(tmp_path: Path, name: str, servers: list[dict]) -> Path:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"min_n: {MIN_N}\n")  # the gate judges by the values the run stopped by
     path = write_sweep_config(
         tmp_path,
         None,
@@ -49,6 +51,8 @@ def config(tmp_path: Path, name: str, servers: list[dict]) -> Path:
         concurrency=2,
         generation={"max_tokens": 5, "seed": SEED},
         slurm={"cpus_per_task": 1, "time": "00:20:00", "aggregate_time": "00:10:00"},
+        stopping={"min_n": MIN_N},
+        gate_policy=str(policy),
     )
     return path.rename(tmp_path / f"{name}.yaml")
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalctl.cli.common import console
+from evalctl.cli.common import console, say_if_running
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import GatePolicy
@@ -66,6 +66,7 @@ def analyze(
 
     loaded = load_run(run)
     rules = load_policy(policy) if policy else run_policy(loaded)  # the run's own policy, as the sweep used
-    write_run_summary(loaded, rules.metric)
+    if not say_if_running(loaded, "the summary files are"):
+        write_run_summary(loaded, rules.metric)
     print_run_tables(loaded, rules)
     console.print(f"run folder: {run}")

@@ -9,19 +9,20 @@ when the run-folder readers change.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Literal, get_args
 
 import pandas as pd
 
+from evalctl.analysis.checks import worst
 from evalctl.history.store import HistoryStore, RunListing, metric_trend
 from evalctl.report.html import GATE_FILE, load_gate
 
 Verdict = Literal["pass", "regression", "inconclusive", "incomplete", "running", "not gated"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
-_WORST_FIRST = ("regression", "inconclusive", "pass")
+GATE_VERDICTS = ("regression", "inconclusive", "pass")
 RUN_ROW_COLUMNS = ["folder", "run_id", "model", "profile", "variant", "created_at", "status", "verdict", "engine_version",
                    "git_revision", "gated", "baseline", "note"]  # fmt: skip
 
@@ -44,12 +45,11 @@ def verdict_of(status: str, gate: dict | None, profile: str | None = None, varia
         for c in gate.get("checks") or []
         if isinstance(c, dict) and c.get("profile") in (None, profile) and c.get("variant") in (None, variant)
     ]
-    found = {c.get("status") for c in checks}
-    for status in _WORST_FIRST:
-        if status in found:
-            return status  # type: ignore[return-value]
+    found = {c.get("status") for c in checks} & set(GATE_VERDICTS)  # a warning never decides
+    if found:
+        return worst(found)  # type: ignore[return-value]
     verdict = gate.get("verdict")
-    return verdict if verdict in _WORST_FIRST else "inconclusive"
+    return verdict if verdict in GATE_VERDICTS else "inconclusive"
 
 
 def _short(revision: object) -> str:
@@ -91,6 +91,7 @@ class Catalog:
     gates: dict[str, dict | None]  # gate.json by folder path; None when not gated
     runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
     cells: pd.DataFrame  # HistoryStore.cells over every run, with accuracy_acc (each run's primary `metric`) and its 95% Wilson bounds accuracy_lo, accuracy_hi
+    bisects: dict[str, dict] = field(default_factory=dict)  # finished bisects' culprits by their --from-run folder path
 
     @cached_property
     def _by_name(self) -> dict[str, RunListing]:
@@ -139,4 +140,20 @@ def load_catalog(roots: list[Path]) -> Catalog:
                          _git_revision(folder, variant), gate is not None, (gate or {}).get("baseline"), note])  # fmt: skip
     runs = pd.DataFrame(rows, columns=RUN_ROW_COLUMNS)
     runs["created_at"] = pd.to_datetime(runs["created_at"], utc=True)
-    return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells)
+    return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells, finished_bisects(roots))
+
+
+def finished_bisects(roots: list[Path]) -> dict[str, dict]:
+    """Bisects beside the runs (`<root>/*/bisect.json`, where `evalctl bisect` puts them) that named a culprit, by from-run."""
+    from evalctl.bisect.state import StateError, load_state
+
+    found = {}
+    for state_file in sorted(p for root in roots for p in Path(root).glob("*/bisect.json")):
+        try:
+            state = load_state(state_file.parent)
+        except StateError:
+            continue  # a bisect being written or from another version: shown once readable
+        if state.outcome == "culprit" and state.culprit:
+            build = state.builds[state.culprit[0]]
+            found[str(state.settings.from_run)] = {"culprit": build.label, "probability": state.probability, "folder": state_file.parent.name}
+    return found

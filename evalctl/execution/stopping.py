@@ -27,7 +27,7 @@ from evalctl.tasks.lmeval import Prompt
 
 CellKey = tuple[str, str, str, int, int]
 QuestionKey = tuple[int, str]
-REASONS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellStatus.INCONCLUSIVE: "inconclusive"}
+VERDICTS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellStatus.INCONCLUSIVE: "inconclusive"}
 
 
 class BaselineError(BadInput):
@@ -148,7 +148,7 @@ class Stopper:
         counts[:, index, look + 1 :] = np.nan  # judged on the looks reached, even when a resumed run recorded more
         decided = decide(*counts, self.design)
         status = CellStatus(int(decided.status[index]))
-        if status not in REASONS:
+        if status not in VERDICTS:
             return None
         decision = CellDecision(
             profile=cell.profile,
@@ -156,7 +156,7 @@ class Stopper:
             cache=cell.cache.value,
             shots=cell.shots,
             pass_index=cell.pass_index,
-            reason=REASONS[status],
+            verdict=VERDICTS[status],
             look=look + 1,
             answered=self.look_sizes[look],
             planned=self.design.n_max,

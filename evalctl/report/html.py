@@ -29,6 +29,7 @@ from evalctl.analysis.gate import baseline_variant
 from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
 from evalctl.analysis.summary import run_summary
 from evalctl.analysis.throughput import throughput_ratio
+from evalctl.fsio import write_atomic
 from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS, cell_keys
 from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
@@ -294,7 +295,4 @@ def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: dict
     """Render and write atomically (a reader never sees half a report)."""
     out = Path(out)
     html = build_report(run, out.resolve().parent, baseline=baseline, gate=gate)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    return write_atomic(out, html)

@@ -248,7 +248,7 @@ def decisions_view(decisions: list[CellDecision]) -> pd.DataFrame:
                 **decision.model_dump(exclude={"by_e_process", "planned"}),
                 "of": decision.planned,
                 "saved": decision.saved,
-                "shown by": "e-process" if decision.by_e_process else "z bound" if decision.reason != "inconclusive" else "",
+                "shown by": "e-process" if decision.by_e_process else "z bound" if decision.verdict != "inconclusive" else "",
             }
             for decision in decisions
         ]

@@ -49,15 +49,15 @@ def test_a_collapsed_cell_stops_early_with_a_regression_and_healthy_cells_never_
     collapsed = Cell("cpu", "default", CacheMode.on, 16, 1)
     found, stops, saves = run_cells(sweep_frame(N, SHOTS, to_wrong={16: set(range(0, 160, 2))}, run_id="cand"))
     stop = found[collapsed]
-    assert stop is not None and stop.reason == "regression"
+    assert stop is not None and stop.verdict == "regression"
     assert stop.answered <= 0.3 * N and stop.saved == N - stop.answered and stop.planned == N
-    assert all(s is None or s.reason == "pass" for c, s in found.items() if c != collapsed)
+    assert all(s is None or s.verdict == "pass" for c, s in found.items() if c != collapsed)
     assert stops == [s for s in found.values() if s is not None] and len(saves) == len(stops)
 
 
 def test_a_healthy_run_passes_cells_before_their_last_question():
     found, _, _ = run_cells(sweep_frame(N, SHOTS, run_id="cand"))
-    assert {s.reason for s in found.values() if s} == {"pass"}
+    assert {s.verdict for s in found.values() if s} == {"pass"}
     assert all(s is not None and s.answered < N for s in found.values())
 
 
@@ -67,7 +67,7 @@ def test_a_cell_undecided_until_its_last_look_gets_its_decision_there():
     late = [d for c, d in found.items() if c.cache is CacheMode.on and c.shots == 16]
     (last,) = late
     assert last is not None and (last.answered, last.saved, last.look) == (N, 0, len(Design(N, 0.03).look_sizes))
-    assert last.reason in ("inconclusive", "regression") and last in decisions
+    assert last.verdict in ("inconclusive", "regression") and last in decisions
 
 
 def test_a_cell_is_not_judged_on_a_look_it_has_not_fully_answered():
@@ -82,7 +82,7 @@ def test_a_cell_is_not_judged_on_a_look_it_has_not_fully_answered():
 def decision(cell: Cell, reason: str, answered: int) -> CellDecision:
     return CellDecision(
         profile=cell.profile, variant=cell.variant, cache=cell.cache.value, shots=cell.shots, pass_index=cell.pass_index,
-        reason=reason, look=3 if answered < N else 9, answered=answered, planned=N,
+        verdict=reason, look=3 if answered < N else 9, answered=answered, planned=N,
     )  # fmt: skip
 
 

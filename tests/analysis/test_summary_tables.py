@@ -75,7 +75,8 @@ def test_throughput_of_all_error_cell_is_nan_not_crash():
 
 
 def test_invalid_counts_follow_the_metric_the_gate_judges():
-    from evalctl.analysis.gate import GatePolicy, rate_checks
+    from evalctl.analysis.checks.rates import rate_checks
+    from evalctl.analysis.gate import GatePolicy
     from evalctl.analysis.summary import summarize
 
     df = sample_frame([{"doc_id": 0, "strict_answer": None, "strict_correct": False}, {"doc_id": 1}])  # no "#### N", a number though

@@ -1,0 +1,122 @@
+"""Paired accuracy: each candidate cell against its reference on the same questions, one Holm family.
+
+The rule, its guarantees and references: `analysis.gate` (module docstring) and `analysis.drop_rule`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from evalctl.analysis.checks import Check, GateCheck, GateInputs, cell_of, register_check
+from evalctl.analysis.drop_rule import decide_drops, drop_bounds
+from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.analysis.noise import Noise, drop_margin
+from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
+from evalctl.analysis.power import mde_beyond_tolerance
+
+MDE_POWER = 0.8
+
+
+def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
+    """A paired comparison's figures as a check reports them: the drop, its test, the flips."""
+    return {
+        "value": float(row["acc_drop"]),
+        "threshold": policy.max_accuracy_drop,
+        "p_value": float(row["p_value"]),
+        "p_adjusted": float(row["p_adjusted"]),
+        "b": int(row["b"]),
+        "c": int(row["c"]),
+        "n": int(row["n"]),
+    }
+
+
+def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Noise | None = None) -> str:
+    tol, alpha, n, b, c = policy.max_accuracy_drop, policy.alpha, int(row["n"]), int(row["b"]), int(row["c"])
+    errors = f", {row['cand_errors']} of them request errors" if row["cand_errors"] else ""
+    versus = (
+        f"{row['cand_acc']:.3f} [{row['cand_lo']:.3f},{row['cand_hi']:.3f}] vs {row['reference']} "
+        f"{row['ref_acc']:.3f} [{row['ref_lo']:.3f},{row['ref_hi']:.3f}]; flips {b} right->wrong{errors}, {c} wrong->right"
+    )
+    if noise is not None:
+        versus += f"; {noise.describe()}"
+    if n < policy.min_n:
+        return f"only {n} pairs (min_n {policy.min_n}); {versus}"
+    bounds = f"drop {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['drop_lower']:.3f},{row['drop_upper']:.3f}]"
+    if row["status"] == "regression":
+        return f"drop beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks); {versus}"
+    if row["status"] == "pass":
+        return f"drop within {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}; {versus}"
+    unexplained = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
+    mde = mde_beyond_tolerance(n, unexplained, tol, alpha, MDE_POWER, max(tests, 1))
+    return (
+        f"cannot tell the drop from {tol:.3f}: {bounds}; a drop of {mde:.3f} would be found with "
+        f"{MDE_POWER:.0%} power at n={n} (MDE); {versus}"
+    )
+
+
+def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
+    """One check per candidate cell of each comparison, all in one family (see the module
+    docstring), plus an inconclusive check for each cell a comparison could not pair.
+
+    With `noise` (by profile, from the run's A/A arm) a regression must also exceed the
+    engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
+    table = paired_table(comparisons, policy.metric)
+    decided = decide_drops(table["b"], table["c"], table["n"], policy.max_accuracy_drop, policy.alpha, policy.min_n)
+    # The interval inverts the deciding tests (`drop_rule.drop_bounds`): it never contradicts them.
+    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), policy.alpha) if len(table) else ([], [])
+    table = table.assign(
+        status=decided.status,
+        p_value=decided.p_beyond,
+        p_adjusted=decided.p_adjusted,
+        p_within=decided.p_within,
+        drop_lower=lower,
+        drop_upper=upper,
+    )
+    tests = int(decided.tests) if len(table) else 0
+    checks = []
+    for _, row in table.iterrows():
+        profile_noise = (noise or {}).get(str(row["profile"]))
+        status, reason = row["status"], _accuracy_reason(row, policy, tests, profile_noise)
+        margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
+        if status == "regression" and row["acc_drop"] <= margin:
+            status = "inconclusive"
+            noise_bound = margin - policy.max_accuracy_drop
+            reason = f"not above tolerance plus the engine's own noise drop (upper bound {noise_bound:.3f}) = {margin:.3f}: {reason}"
+        checks.append(
+            Check(
+                row["comparison"],
+                "accuracy",
+                status,
+                reason,
+                **cell_of(row),
+                metric=f"{policy.metric} accuracy drop",
+                **paired_drop(row, policy),
+                comparison=row["comparison"],
+            )
+        )
+    for comp in comparisons:
+        for _, row in unpaired_cells(comp, policy.metric).iterrows():
+            checks.append(Check(comp.name, "accuracy", "inconclusive", f"nothing to pair: {row['reason']}", **cell_of(row)))
+    return checks
+
+
+def nothing_to_compare() -> list[Check]:
+    """The one finding of a gate with no pair to judge: never a silent pass."""
+    why = "nothing to compare: the run has no cache on/off, variant, profile or pass pairs, and no baseline run shares its cells"
+    return [Check("paired comparison", "accuracy", "inconclusive", why)]
+
+
+class Accuracy(GateCheck):
+    kind = "accuracy"
+    order = 30
+    family = "accuracy"
+
+    def results(self, inputs: GateInputs) -> list[Check]:
+        if inputs.sequential:
+            return []  # the sequential decisions judge accuracy (`checks.sequential`)
+        return accuracy_checks(inputs.comparisons, inputs.policy, inputs.noise) or nothing_to_compare()
+
+
+register_check(Accuracy())

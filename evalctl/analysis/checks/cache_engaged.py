@@ -1,0 +1,56 @@
+"""The cache engaged (or stayed off) as each cell is labelled; a comparison resting on a cell whose label
+failed becomes inconclusive with the reason (`analysis.cache_engagement`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from evalctl.analysis.cache_engagement import engagement_table, rests_on_failed
+from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.records import CELL_KEYS
+from evalctl.runs import Run
+
+
+def cache_engaged_checks(run: Run) -> tuple[list[Check], dict[tuple, str]]:
+    """One check per cell with a shared prefix, and the failed cells' reasons by (comparison, cell) they invalidate."""
+    table = engagement_table(run.samples, run.manifest)
+    checks = [
+        Check(
+            f"cache {row['cache']} as labelled",
+            "cache-engaged",
+            "pass" if row["ok"] else "inconclusive",
+            row["reason"],
+            **{k: (int(row[k]) if k in ("shots", "pass_index") else str(row[k])) for k in CELL_KEYS},
+            metric="cached / expected tokens",
+            value=row["reported_tokens"] / row["expected_tokens"]
+            if row["reported_tokens"] is not None and row["expected_tokens"]
+            else None,
+        )
+        for _, row in table.iterrows()
+    ]
+    return checks, table
+
+
+class CacheEngaged(GateCheck):
+    kind = "cache-engaged"
+    order = 50
+
+    def results(self, inputs: GateInputs) -> list[Check]:
+        return cache_engaged_checks(inputs.run)[0]
+
+    def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
+        """The comparisons resting on a cell that failed its cache label: inconclusive, never a pass."""
+        table = cache_engaged_checks(inputs.run)[1]
+        failed = rests_on_failed(inputs.comparisons, table) if len(table) else {}
+        out = []
+        for check in earlier:
+            key = (check.comparison, check.profile, check.variant, check.cache, check.shots, check.pass_index)
+            why = failed.get(key) if check.comparison else None
+            if why and check.status != "inconclusive":
+                reason = f"rests on a cell whose cache label failed ({why}); was {check.status}: {check.reason}"
+                check = replace(check, status="inconclusive", reason=reason)
+            out.append(check)
+        return out
+
+
+register_check(CacheEngaged())

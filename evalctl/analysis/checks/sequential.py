@@ -1,0 +1,114 @@
+"""The sequential run's accuracy verdicts: each cell's decision against the baseline run (`execution.stopping`)."""
+
+from __future__ import annotations
+
+import math
+
+from evalctl.analysis.checks import Check, GateCheck, GateInputs, Status, cell_of, register_check
+from evalctl.analysis.checks.accuracy import nothing_to_compare
+from evalctl.analysis.gate_policy import GatePolicy, PolicyError
+from evalctl.analysis.noise import Noise, drop_margin
+from evalctl.analysis.pairing import RUN_VS_BASELINE
+from evalctl.config import StoppingConfig
+from evalctl.records import CELL_KEYS
+from evalctl.runs import Run
+
+
+def stopping_policy_mismatch(run: Run, policy: GatePolicy) -> list[str]:
+    """Where the gate policy (its metric resolved) differs from the `stopping:` section the run was decided by."""
+    stopped = StoppingConfig.model_validate(run.manifest.config.get("stopping", {}))
+    stopped = stopped.model_copy(update={"metric": run.metric(stopped.metric)})
+    pairs = (("tolerance", "max_accuracy_drop"), ("alpha", "alpha"), ("metric", "metric"), ("min_n", "min_n"))
+    return [
+        f"stopping.{ours}={getattr(stopped, ours)!r} vs policy {theirs}={getattr(policy, theirs)!r}"
+        for ours, theirs in pairs
+        if getattr(stopped, ours) != getattr(policy, theirs)
+    ]
+
+
+def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
+    """A sequential run's accuracy verdicts: per cell, its decision against the baseline run,
+    when it was made and the requests it saved (`execution.stopping`).
+
+    These replace the fixed-n accuracy checks: the fixed-n rule is not valid on a sample whose
+    size the data chose, and a cell that ran to its last look was judged there by the same
+    sequential rule, whose error rates hold over all looks together (`analysis.sequential`).
+    A cell with rows but no decision (it failed before its last look, or the baseline lacks
+    questions its looks need) is inconclusive. As every paired check, a regression must also
+    exceed the engine's own A/A noise (`noise.drop_margin`) at the look it was decided.
+
+    The decisions were made with the run's `stopping:` tolerance, alpha, metric and min_n, so
+    a policy that differs is refused (`PolicyError`) rather than printed beside them: a sequential
+    verdict cannot be re-judged at other values (where the cell stopped depended on them), and
+    judging "by the stricter" would mix two rules whose error rates were never proven together.
+    """
+    differ = stopping_policy_mismatch(run, policy)
+    if differ:
+        raise PolicyError(
+            f"run {run.run_id} was stopped sequentially with other settings than the gate policy ({'; '.join(differ)}): "
+            "gate it with a policy that matches its stopping section"
+        )
+    decided = {d.cell for d in run.manifest.decisions}
+    undecided = [
+        Check(
+            f"{RUN_VS_BASELINE} (sequential)",
+            "sequential",
+            "inconclusive",
+            "no sequential decision: the cell did not reach its last look (too few paired questions, or it failed)",
+            **cell_of(row),
+        )
+        for _, row in run.samples[CELL_KEYS].drop_duplicates().iterrows()
+        if tuple(row) not in decided
+    ]
+    checks = []
+    for decision in run.manifest.decisions:
+        status: Status = decision.verdict
+        reason = (
+            f"{decision.verdict} at look {decision.look} after {decision.answered} of {decision.planned} questions"
+            f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved"
+        )
+        if decision.drift:
+            reason += "; the drop differed between early and late questions of the send order (drift), so no early pass"
+        profile_noise = (noise or {}).get(decision.profile)
+        if decision.n:
+            reason += f"; flips {decision.b} right->wrong, {decision.c} wrong->right of {decision.n} pairs"
+        if profile_noise is not None:
+            reason += f"; {profile_noise.describe()}"
+            margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
+            drop = (decision.b - decision.c) / decision.n if decision.n else math.nan
+            if status == "regression" and not drop > margin:
+                status = "inconclusive"
+                reason = f"not above tolerance plus the engine's own noise drop = {margin:.3f} (drop {drop:.3f}): {reason}"
+        checks.append(
+            Check(
+                f"{RUN_VS_BASELINE} (sequential)",
+                "sequential",
+                status,
+                reason,
+                profile=decision.profile,
+                variant=decision.variant,
+                cache=decision.cache,
+                shots=decision.shots,
+                pass_index=decision.pass_index,
+                metric="requests saved",
+                value=float(decision.saved),
+                b=decision.b,
+                c=decision.c,
+                n=decision.n if decision.n is not None else decision.answered,
+            )
+        )
+    return undecided + checks
+
+
+class Sequential(GateCheck):
+    kind = "sequential"
+    order = 30
+    family = "accuracy"  # decided by the sequential rule, whose error rates hold over all looks and cells
+
+    def results(self, inputs: GateInputs) -> list[Check]:
+        if not inputs.sequential:
+            return []
+        return sequential_checks(inputs.run, inputs.policy, inputs.noise) or nothing_to_compare()
+
+
+register_check(Sequential())

@@ -1,0 +1,58 @@
+"""The gate policy: what the gate tolerates, read from YAML (configs/gate/) or the built-in default.
+
+Built-in checks read the policy's top-level fields; a check added as a plug-in reads its own
+section, `checks.<kind>`, validated by the check's `settings` model (`analysis.checks`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalctl.config_files import read_yaml
+from evalctl.errors import BadInput
+
+class GatePolicy(BaseModel):
+    """What the gate tolerates. Rates and drops are fractions (0.03 = 3 points)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str | None = Field(
+        None, description="The task's metric judged, as the task names it (gsm8k: strict or flexible); default: the task's first."
+    )
+    max_accuracy_drop: float = Field(0.03, ge=0, lt=1, description="Largest tolerated paired accuracy drop, absolute.")
+    alpha: float = Field(
+        0.05, gt=0, lt=0.5, description="Largest chance of a false regression (Holm over the accuracy checks) and of a false pass."
+    )
+    min_n: int = Field(30, ge=1, description="Fewer question pairs (or timed requests) per cell than this: inconclusive.")
+    max_invalid_rate: float = Field(0.10, ge=0, le=1, description="Largest share of scored answers with no extractable answer.")
+    max_error_rate: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Largest share of requests that got no answer (HTTP errors, timeouts); each also counts as wrong when paired.",
+    )
+    max_throughput_drop: float | None = Field(
+        0.20, ge=0, lt=1, description="Largest tolerated per-request slowdown (fraction of the reference's throughput); null disables."
+    )
+    checks: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per check kind, that check's own settings (checks a plug-in adds); see analysis.checks."
+    )
+
+
+class PolicyError(BadInput):
+    """A gate policy file that cannot be used; the message names the cause."""
+
+
+def load_policy(path: Path | None = None) -> GatePolicy:
+    """The policy in `path`, or the built-in default (the same as the packaged gate/default.yaml)."""
+    if path is None:
+        return GatePolicy()
+    data = read_yaml(path, "gate policy", PolicyError)
+    try:
+        return GatePolicy.model_validate(data)
+    except ValidationError as exc:
+        where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
+        raise PolicyError(f"invalid gate policy {path}: {where}") from None

@@ -81,6 +81,7 @@ CASES = [
     (["analyze", "{good}", "--policy", "{bad-policy}"], ExitCode.BAD_INPUT, "alpha"),
     (["report", "{missing}"], ExitCode.BAD_INPUT, "is not a directory"),
     (["runs", "list", "--since", "yesterday", "--root", "{root}"], ExitCode.BAD_INPUT, "--since must be a date"),
+    (["history", "--model", "m", "--cache", "maybe", "--root", "{root}"], ExitCode.BAD_INPUT, "--cache must be on or off"),
     (["history", "--model", "m", "--metric", "speed", "--root", "{root}"], ExitCode.BAD_INPUT, "metric must be one of accuracy, throughput"),
     (["dashboard", "--root", "{missing}", "--output", "{root}/site"], ExitCode.BAD_INPUT, "is not a directory"),
     (["dashboard", "--root", "{root}", "--output", "{file}"], ExitCode.BAD_INPUT, "is not a folder"),

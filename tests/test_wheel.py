@@ -67,7 +67,7 @@ def test_installed_wheel_runs_its_examples_outside_the_checkout(wheel, tmp_path,
     run_dir = only_run(elsewhere / "results")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and (run_dir / "report.html").is_file()
-    assert "gate (cpu-smoke policy)" in swept.stdout  # the packaged policy the packaged alias names
+    assert "gate (cpu-smoke policy" in swept.stdout  # the packaged policy the packaged alias names
 
     shown = run("servers", "show", "--model", "nemotron-nano-9b")
     assert shown.returncode == ExitCode.PASS, shown.stderr

@@ -14,10 +14,20 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from evalctl import config_files
-from evalctl.errors import BadInput
+from evalctl.errors import ConfigError
 from evalctl.servers.registry import engine_class
 from evalctl.tasks.registry import registered_task
 
@@ -25,11 +35,6 @@ DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
 
-class ConfigError(BadInput):
-    """A config that cannot be used; the message names the cause."""
-
-
-CanaryFault = Literal["lost-prefix", "corrupt-cached-suffix", "truncate-prompt", "no-cache"]  # evalctl.canary.faults.FAULTS
 
 
 class CacheMode(str, Enum):
@@ -115,21 +120,39 @@ class ServerProfile(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _engine_settings(cls, data: Any) -> Any:
-        """Gather the fields that are not common into the engine's settings model; name the ones it does not take."""
+        """Gather the fields that are not common into `settings` (validated by the engine's model below)."""
         if not isinstance(data, dict):
             return data
-        engine = data.get("engine", cls.model_fields["engine"].default)
-        model = engine_class(str(engine)).Settings  # UnknownEngine lists the known ones
         given = data.get("settings") or {}
         if isinstance(given, BaseModel):
             given = given.model_dump(exclude_unset=True)
         own = {k: v for k, v in data.items() if k not in cls.model_fields}
-        unknown = sorted(own.keys() - model.model_fields.keys())
-        if unknown:
-            takes = ", ".join(model.model_fields) or "none"
-            raise ValueError(f"{', '.join(unknown)}: not a setting of engine {engine!r} (its own settings: {takes})")
         common = {k: v for k, v in data.items() if k in cls.model_fields and k != "settings"}
-        return {**common, "settings": model.model_validate({**given, **own})}
+        return {**common, "settings": {**given, **own}}
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, engine: str) -> str:
+        engine_class(engine)  # UnknownEngine lists the known ones
+        return engine
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _engine_model(cls, settings: Any, info: ValidationInfo) -> Any:
+        # Errors keep their field's place (servers.N.settings.FIELD), so a reader of another version's
+        # manifest can drop a field it does not know (analysis.completeness).
+        if "engine" not in info.data:
+            return EngineSettings()  # the engine's own error is reported
+        return engine_class(info.data["engine"]).Settings.model_validate(settings)
+
+    @classmethod
+    def known_fields_only(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """`data` without the fields neither the profile nor its engine's settings know (a newer evalctl's manifest)."""
+        try:
+            model = engine_class(str(data.get("engine", cls.model_fields["engine"].default))).Settings
+        except ValueError:
+            return data  # an unknown engine is an error to report, not a field to drop
+        return {k: v for k, v in data.items() if k in cls.model_fields or k in model.model_fields}
 
     @model_serializer(mode="wrap")
     def _flat(self, handler: Any) -> dict[str, Any]:
@@ -291,7 +314,7 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
-    canary: CanaryFault | None = Field(
+    canary: str | None = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
         "a demonstration that the gate catches the fault; such a run is marked as a canary run.",
@@ -303,6 +326,15 @@ class SweepConfig(_Strict):
         if isinstance(value, int) and not isinstance(value, bool):
             return [str(i) for i in range(value)]
         return [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("canary")
+    @classmethod
+    def _known_fault(cls, fault: str | None) -> str | None:
+        from evalctl.canary.faults import FAULTS
+
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        return fault
 
     @field_validator("shots")
     @classmethod
@@ -403,13 +435,18 @@ def alias_path(name: str) -> Path:
     return found.path
 
 
-def _format_validation(exc: ValidationError, source: str) -> str:
+def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) -> str:
     lines = [f"invalid config {source}:"]
     for err in exc.errors():
-        # A profile's engine settings are written flat beside its common fields: name them so.
-        loc = [p for i, p in enumerate(err["loc"]) if not (p == "settings" and i >= 2 and err["loc"][i - 2] == "servers")]
+        loc, msg = list(err["loc"]), "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        if loc[:1] == ["servers"] and loc[2:3] == ["settings"]:
+            # A profile's engine settings are written flat beside its common fields: name them so, with the engine's own.
+            del loc[2]
+            if err["type"] == "extra_forbidden":
+                engine = data["servers"][loc[1]].get("engine", ServerProfile.model_fields["engine"].default)
+                takes = ", ".join(engine_class(engine).Settings.model_fields) or "none"
+                msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
         where = ".".join(str(p) for p in loc) or "(top level)"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         lines.append(f"  {where}: {msg}")
     return "\n".join(lines)
 
@@ -444,7 +481,7 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation(exc, source)) from None
+        raise ConfigError(_format_validation(exc, source, data)) from None
 
 
 def with_external_url(config: SweepConfig, url: str, serves: str | None = None) -> SweepConfig:

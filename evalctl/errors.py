@@ -69,7 +69,22 @@ class BadInput(EvalctlError, ValueError):
     exit_status = ExitCode.BAD_INPUT
 
 
+class ConfigError(BadInput):
+    """A config that cannot be used; the message names the cause."""
+
+
 class RunFailed(EvalctlError):
     """A server, a job or the run itself could not do its work: exit status 3."""
 
     exit_status = ExitCode.RUN_FAILED
+
+
+class DiskError(EvalctlError, OSError):
+    """The disk refused a write (full, over quota, read-only, no permission): exit status 5 (I/O).
+
+    An OSError too, so code that handles file errors still does; `filename` is the file refused."""
+
+    exit_status = ExitCode.INTERNAL
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"

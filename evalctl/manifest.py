@@ -25,6 +25,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 import evalctl
 from evalctl.errors import BadInput
+from evalctl.fsio import write_atomic
 
 MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "jobs"
@@ -272,9 +273,7 @@ def evalctl_info() -> EvalctlInfo:
 
 
 def _write_json(path: Path, state: BaseModel) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(state.model_dump_json(indent=2))
-    os.replace(tmp, path)
+    write_atomic(path, state.model_dump_json(indent=2))
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> None:

@@ -18,6 +18,7 @@ from typing import Literal, get_args
 import pandas as pd
 
 from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind
+from evalctl.fsio import atomic_path, disk_error
 
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
@@ -132,16 +133,26 @@ class RecordWriter:
 
     def __init__(self, run_dir: Path, part: str | None = None, file: str | None = None):
         self.path = run_dir / (file or records_file(part))
-        _drop_torn_tail(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        try:
+            _drop_torn_tail(self.path)
+            self._fh = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise disk_error(exc, self.path) from exc
 
     def write(self, record: SampleRecord) -> None:
-        self._fh.write(json.dumps(record.row(), ensure_ascii=False) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Append one line and fsync it; DiskError naming the file if the disk refuses (earlier lines stay whole)."""
+        try:
+            self._fh.write(json.dumps(record.row(), ensure_ascii=False) + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            raise disk_error(exc, self.path) from exc
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError:
+            pass  # a line the disk refused is already reported; what was fsynced before stays
 
     def __enter__(self) -> RecordWriter:
         return self
@@ -196,10 +207,10 @@ def with_columns(df: pd.DataFrame) -> pd.DataFrame:
     return df.reindex(columns=[*COLUMNS, *extra])
 
 
-def load_samples(run_dir: Path) -> pd.DataFrame:
-    """The run's samples: the parquet file when written, else the live JSONL."""
+def load_samples(run_dir: Path, live: bool = False) -> pd.DataFrame:
+    """The run's samples: the parquet file when written (and the run is not `live`: being written), else the JSONL."""
     parquet = run_dir / SAMPLES_FILE
-    if parquet.is_file():
+    if parquet.is_file() and not (live and record_files(run_dir)):
         df = pd.read_parquet(parquet)
         return df.assign(**{c: None for c in LATER_COLUMNS if c not in df})
     if record_files(run_dir):
@@ -234,7 +245,6 @@ def one_per_request(df: pd.DataFrame) -> pd.DataFrame:
 def compact(run_dir: Path) -> pd.DataFrame:
     """Write `samples.parquet` from every records file (atomically, one row per request) and return the frame."""
     df = one_per_request(read_records(run_dir))
-    tmp = run_dir / (SAMPLES_FILE + ".tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, run_dir / SAMPLES_FILE)
+    with atomic_path(run_dir / SAMPLES_FILE) as tmp:
+        df.to_parquet(tmp, index=False)
     return df

@@ -1,4 +1,10 @@
-"""The loaded run: one run folder as every reader sees it (analysis, gate, reports, resume), or one clear error."""
+"""The loaded run: one run folder as every reader sees it (analysis, gate, reports, resume), or one clear error.
+
+A run folder another process is writing (`writers`: see `runlock`) is read as a snapshot: the
+manifest and samples.parquet are only ever replaced whole (`fsio`), and a live run's samples
+come from its records files (every line fsynced; a torn last line is skipped), so a reader
+sees the rows answered so far, never a half-written file.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +16,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from evalctl.analysis.summary import RunSummary, summarize
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
 from evalctl.records import COLUMNS, Metric, load_noise, load_samples, primary_metric
+from evalctl.runlock import Holder, writers
 
 
 class RunFolderError(BadInput):
@@ -22,7 +28,8 @@ class RunFolderError(BadInput):
 
 @dataclass(eq=False)
 class Run:
-    """A run folder: its manifest, and its samples and their summary, each loaded once on first use.
+    """A run folder: its manifest and its samples, each loaded once on first use (its summary tables:
+    `analysis.summary.run_summary`; a run is data, analysis reads it, never the other way round).
 
     `samples` may be given (tests, or a caller that already holds them); otherwise they are
     read from the folder (`records.load_samples`) when first asked for.
@@ -32,7 +39,6 @@ class Run:
     manifest: Manifest
     given_samples: pd.DataFrame | None = field(default=None, repr=False)
     given_noise: pd.DataFrame | None = field(default=None, repr=False)
-    summaries: dict[str, RunSummary] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -44,11 +50,22 @@ class Run:
         return self.manifest.config
 
     @cached_property
+    def writers(self) -> list[Holder]:
+        """Who is writing the run folder now (empty: nobody), as first asked."""
+        return [] if self.given_samples is not None else writers(self.path)
+
+    @property
+    def live(self) -> bool:
+        """Another process is writing the run: what a reader sees is the rows so far."""
+        return bool(self.writers)
+
+    @cached_property
     def samples(self) -> pd.DataFrame:
         if self.given_samples is not None:
             return self.given_samples
         try:
-            samples = load_samples(self.path)
+            # A live run's parquet, if any, is an earlier compaction: its records are newer.
+            samples = load_samples(self.path, live=self.live)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise RunFolderError(f"cannot read run folder {self.path}: {exc}") from None
         missing = [c for c in COLUMNS if c not in samples.columns]
@@ -65,13 +82,6 @@ class Run:
             return load_noise(self.path)
         except (OSError, ValueError) as exc:
             raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
-
-    def summary(self, metric: Metric | None = None) -> RunSummary:
-        """The summary tables, computed once per metric (`invalid` follows the metric; default: the task's first)."""
-        metric = self.metric(metric)
-        if metric not in self.summaries:
-            self.summaries[metric] = summarize(self.samples, metric)
-        return self.summaries[metric]
 
     def metric(self, requested: Metric | None = None) -> Metric:
         """`requested` when the run's task scores it, else (None) the task's first metric."""

@@ -7,7 +7,8 @@ serves: `proxy` puts `evalctl canary` with a fault (`none`, or from the culprit 
 starts a real llama.cpp server of its own with another slot count (harmless nondeterminism).
 One commit adds a file the build command refuses (its build fails). A nightly run of the bad
 commit, gated against one of the good commit, says regression; `evalctl bisect --from-run` on
-it is killed with -9 in the middle of a step and taken up with `--resume`.
+it is killed with -9 in the middle of a step and taken up with `--resume`. The same nightly
+bisected over three listed builds with `--executor slurm` runs each step as a Slurm job.
 """
 
 from __future__ import annotations
@@ -15,23 +16,25 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import cpu_profile, evalctl, only_run, write_sweep_config
+from conftest import cpu_profile, evalctl, only_run, processes_of, write_sweep_config
 
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
 
-RECORDS = 30  # prefix-recall records = questions a step may ask (looks at 10, 15, 23, 30)
+RECORDS = 40  # questions a step may ask (looks at 10, 15, 23, 40); at 30 a lost prefix can end unknown at the last look
 CULPRIT, BROKEN, HARMLESS = 11, 8, (9, 10)
 COMMITS = 16  # after the good one
 
@@ -124,38 +127,58 @@ def kill_mid_step(argv: list[str], folder: Path, timeout: float = 900) -> None:
             proc.kill()
 
 
-def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(tmp_path, no_orphans):
-    repo = tmp_path / "engine-repo"
+@dataclass(frozen=True)
+class Nightly:
+    tmp: Path
+    repo: Path
+    shas: list[str]
+    upstream: str
+    bad_run: Path
+
+
+@pytest.fixture(scope="module")
+def nightly_regression(tmp_path_factory):
+    """The engine repository, one shared llama.cpp server, and a nightly run of the bad commit gated as a regression."""
+    tmp = tmp_path_factory.mktemp("bisect-cpu")
+    repo = tmp / "engine-repo"
     shas = engine_repo(repo)
-    policy = tmp_path / "policy.yaml"
+    policy = tmp / "policy.yaml"
     policy.write_text(yaml.safe_dump({"metric": "strict", "max_accuracy_drop": 0.15, "min_n": 10, "max_invalid_rate": 0.5}))
     profile = ServerProfile(name="shared", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, threads=1, startup_timeout_s=120)
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "shared-server.log")
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp / "shared-server.log")
     server.start()
     try:
-        good_run = nightly(tmp_path, repo, shas[0], "good", server.base_url, policy)
-        bad_run = nightly(tmp_path, repo, shas[-1], "bad", server.base_url, policy)
+        good_run = nightly(tmp, repo, shas[0], "good", server.base_url, policy)
+        bad_run = nightly(tmp, repo, shas[-1], "bad", server.base_url, policy)
         gated = evalctl("gate", str(bad_run), "--baseline", str(good_run))
         assert gated.returncode == 1, gated.stdout + gated.stderr  # the nightly says regression
-
-        folder = tmp_path / "bisect"
-        argv = [
-            sys.executable, "-m", "evalctl.cli", "bisect", "--from-run", str(bad_run),
-            "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
-            "--python", "{worktree}/engine", "--env", f"BISECT_UPSTREAM={server.base_url}",
-            "--build", "test ! -e BROKEN", "--output", str(folder),
-        ]  # fmt: skip
-        kill_mid_step(argv, folder)
-        before = json.loads((folder / "bisect.json").read_text())
-        finished = {s["number"]: s for s in before["steps"] if s["verdict"] is not None}
-        rows_before = {n: Path(s["run_dir"]).joinpath("records.jsonl").read_bytes() for n, s in finished.items() if s["run_dir"]}
-        (interrupted,) = [s for s in before["steps"] if s["verdict"] is None]
-        kept = (only_run(Path(interrupted["root"])) / "records.jsonl").read_text().splitlines()
-
-        resumed = evalctl("bisect", "--resume", str(folder), timeout=1800)
-        out = resumed.stdout + resumed.stderr
+        yield Nightly(tmp, repo, shas, server.base_url, bad_run)
     finally:
         server.stop()
+    left = processes_of(tmp)
+    for proc in left:
+        proc.kill()
+    assert not left, f"processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"
+
+
+def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(nightly_regression):
+    world = nightly_regression
+    shas, folder = world.shas, world.tmp / "bisect"
+    argv = [
+        sys.executable, "-m", "evalctl.cli", "bisect", "--from-run", str(world.bad_run),
+        "--repo", str(world.repo), "--good", shas[0], "--bad", shas[-1],
+        "--python", "{worktree}/engine", "--env", f"BISECT_UPSTREAM={world.upstream}",
+        "--build", "test ! -e BROKEN", "--output", str(folder),
+    ]  # fmt: skip
+    kill_mid_step(argv, folder)
+    before = json.loads((folder / "bisect.json").read_text())
+    finished = {s["number"]: s for s in before["steps"] if s["verdict"] is not None}
+    rows_before = {n: Path(s["run_dir"]).joinpath("records.jsonl").read_bytes() for n, s in finished.items() if s["run_dir"]}
+    (interrupted,) = [s for s in before["steps"] if s["verdict"] is None]
+    kept = (only_run(Path(interrupted["root"])) / "records.jsonl").read_text().splitlines()
+
+    resumed = evalctl("bisect", "--resume", str(folder), timeout=1800)
+    out = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, out
     state = json.loads((folder / "bisect.json").read_text())
     builds = state["builds"]
@@ -191,3 +214,25 @@ def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(
     assert "Bisect steps" in out and "culprit:" in out
     wide = [line for line in resumed.stdout.splitlines() if len(line) > 80]
     assert not wide, wide
+
+
+@pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it")
+def test_bisect_on_slurm_runs_each_step_as_a_job(nightly_regression):
+    world = nightly_regression
+    listed = []
+    for i in (0, 7, len(world.shas) - 1):  # good, a healthy proxy build, the bad build
+        checkout = world.tmp / f"slurm-build-{i}"
+        git(world.repo, "worktree", "add", "-q", "--detach", str(checkout), world.shas[i])
+        listed.append({"name": f"commit-{i}", "python": str(checkout / "engine"), "git_revision": world.shas[i],
+                       "env": {"BISECT_UPSTREAM": world.upstream}})  # fmt: skip
+    builds = world.tmp / "builds.yaml"
+    builds.write_text(yaml.safe_dump({"builds": listed}))
+    folder = world.tmp / "bisect-slurm"
+    done = evalctl("bisect", "--from-run", str(world.bad_run), "--builds", str(builds), "--executor", "slurm", "-o", str(folder), timeout=1800)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    state = json.loads((folder / "bisect.json").read_text())
+    assert state["outcome"] == "culprit" and state["culprit"] == [2] and f"culprit: {world.shas[-1][:10]}" in out
+    assert [(s["build"], s["verdict"]) for s in state["steps"]] == [(0, "good"), (2, "bad"), (1, "good")]
+    logs = list((folder / "slurm").glob("*_log.out"))
+    assert len(logs) == 3, logs  # one Slurm job per step

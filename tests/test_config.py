@@ -60,7 +60,7 @@ def test_nested_unknown_field_is_named(tmp_path):
     text = MINIMAL.replace("model_path:", "gpuz: 2\n    model_path:")
     with pytest.raises(ConfigError) as exc:
         load_config(config_file=write(tmp_path, text))
-    assert "servers.0: gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)" in str(exc.value)
+    assert "servers.0.gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)" in str(exc.value)
 
 
 @pytest.mark.parametrize(
@@ -100,3 +100,13 @@ def test_data_dir_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path))
     cfg = load_config(config_file=write(tmp_path, MINIMAL))
     assert cfg.resolved_data_dir() == tmp_path
+
+
+def test_the_default_is_prefix_recall_and_gsm8k_brings_its_own_settings_under_the_cli():
+    default = load_config(model="smollm2-135m")
+    assert (default.task, default.shots, default.limit, default.generation.max_tokens) == ("prefix-recall", [50, 80], 50, 5)
+    assert default.limit <= min(default.shots)  # a recall cell asks each record at most once
+    gsm8k = load_config(model="smollm2-135m", overrides={"task": "gsm8k"})
+    assert (gsm8k.shots, gsm8k.limit, gsm8k.generation.max_tokens) == ([1, 2, 4, 8], 20, 128)
+    assert load_config(model="smollm2-135m", overrides={"task": "gsm8k", "limit": 3}).limit == 3  # the CLI still wins
+    assert "task_settings" not in gsm8k.model_dump()  # resolved: a recorded config resumes as it ran

@@ -1,23 +1,32 @@
 """The README's first two commands, against the session's shared CPU server (--url): the default
-sweep (prefix-recall, 50 questions a cell, the cpu-smoke gate) is no regression on a healthy
-server, and the same sweep with `--canary lost-prefix` is a regression with its flipped questions
-shown. One length of the default's two (16 records) keeps CI short; scripts/default_sweep_seeds.py
-checks both lengths over 5 seeds (pass >= 4 of 5 healthy, regression 5 of 5 behind the canary).
+sweep (prefix-recall, the cpu-smoke gate) is no regression on a healthy server, and the same sweep
+with `--canary lost-prefix` is a regression with its flipped questions shown.
+
+In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
+judge, a third of the default's prefill. The full default (2 lengths x 50 questions) over 5 seeds,
+pass >= 4 of 5 healthy and regression 5 of 5 behind the canary, is the nightly test below
+(scripts/default_sweep_seeds.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import evalctl, only_run
 
 pytestmark = pytest.mark.server
+REPO = Path(__file__).resolve().parents[1]
+CI_RECORDS = 30  # records = questions a cell: min_n pairs
 
 
 def default_sweep(cpu_server: str, out, *extra: str):
-    result = evalctl("sweep", "--model", "smollm2-135m", "--url", cpu_server, "--shots", "16", "--output", str(out), *extra, timeout=1200)
+    args = ["--url", cpu_server, "--shots", str(CI_RECORDS), "--limit", str(CI_RECORDS), "--output", str(out), *extra]
+    result = evalctl("sweep", "--model", "smollm2-135m", *args, timeout=1200)
     assert result.returncode == 0, result.stdout + result.stderr
     text = " ".join(result.stdout.split())
     verdict = re.search(r"gate \(cpu-smoke policy, tolerated flexible accuracy drop 0\.15, alpha 0\.05, min 30 pairs\): (\w+)", text)
@@ -29,7 +38,7 @@ def test_the_default_sweep_on_a_healthy_server_is_no_regression(cpu_server, tmp_
     verdict, text, gate = default_sweep(cpu_server, tmp_path / "healthy")
     assert verdict in ("pass", "inconclusive"), text
     accuracy = [c for c in gate["checks"] if c["kind"] == "accuracy"]
-    assert accuracy and all(c["n"] == 50 for c in accuracy)  # the default's 50 pairs a cell
+    assert accuracy and all(c["n"] == CI_RECORDS for c in accuracy)
     assert "canary run" not in text and "Flipped questions" not in text
     print(f"healthy default: {verdict}; {accuracy[0]['reason']}")
 
@@ -40,6 +49,14 @@ def test_the_default_sweep_behind_the_lost_prefix_canary_is_a_regression_showing
     assert "canary run: lost-prefix was injected in front of the cache-on servers on purpose" in text
     assert "Flipped questions of the regressed cells, cache off -> on" in text and "right->wrong" in text
     regressed = {(c["cache"], c["shots"]) for c in gate["checks"] if c["kind"] == "accuracy" and c["status"] == "regression"}
-    assert regressed == {("on", 16)}
+    assert regressed == {("on", CI_RECORDS)}
     manifest = json.loads((only_run(tmp_path / "canary") / "manifest.json").read_text())
     assert {s["cache"]: s["canary"] for s in manifest["servers"]} == {"on": "lost-prefix", "off": None}
+
+
+@pytest.mark.nightly
+def test_the_full_default_over_five_seeds_passes_healthy_and_catches_the_canary_every_time(cpu_server, tmp_path):
+    script = REPO / "scripts" / "default_sweep_seeds.py"
+    out = subprocess.run([sys.executable, str(script), "--url", cpu_server, "--output", str(tmp_path)], capture_output=True, text=True)
+    print(out.stdout)
+    assert out.returncode == 0, out.stdout + out.stderr

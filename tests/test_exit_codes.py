@@ -52,7 +52,9 @@ CASES = [
     # click's own usage errors (click alone exits 2, which is INCONCLUSIVE here)
     (["no-such-command"], ExitCode.BAD_INPUT, "No such command"),
     (["gate", "--no-such-option"], ExitCode.BAD_INPUT, "No such option"),
-    (["sweep", "--engine", "no-such-engine"], ExitCode.BAD_INPUT, "Invalid value"),
+    (["sweep", "--limit", "many"], ExitCode.BAD_INPUT, "Invalid value"),
+    (["sweep", "--model", "smollm2-135m", "--url", "http://127.0.0.1:9", "--engine", "no-such-engine"], ExitCode.BAD_INPUT,
+     "unknown engine 'no-such-engine'; known:"),
     (["history"], ExitCode.BAD_INPUT, "Missing option"),
     (["dashboard", "--latest", "0"], ExitCode.BAD_INPUT, "Invalid value"),
     (["servers", "show", "--no-such-option"], ExitCode.BAD_INPUT, "No such option"),
@@ -139,3 +141,9 @@ def test_commands_name_exit_statuses_by_the_table_only():
                 given += [k.value for k in node.keywords if k.arg in ("code", "exit_code")]
                 bare += [f"{path.name}:{node.lineno}" for a in given if isinstance(a, ast.Constant) and isinstance(a.value, int)]
     assert not bare
+
+
+def test_the_readme_shows_the_same_table():
+    readme = (Path(evalctl.errors.__file__).parents[1] / "README.md").read_text()
+    for code in ExitCode:
+        assert f"| {code.value} | `{code.name}` | {code.meaning} |" in readme, code.name

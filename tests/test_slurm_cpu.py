@@ -17,6 +17,7 @@ from test_reliability_cpu import start, wait_for
 from evalctl.cluster.slurm import job_states, wait_until_ended
 from evalctl.errors import ExitCode
 from evalctl.records import RECORD_KEYS, is_final, read_records
+from evalctl.runlock import writers
 
 pytestmark = [
     pytest.mark.server,
@@ -193,3 +194,16 @@ def test_job_that_can_never_start_is_reported_at_once_and_wait_is_bad_input(tmp_
     assert "can never start (PartitionConfig)" in out.stderr and "--cpus-per-task" in out.stderr
     jobs = [j["job_id"] for j in manifest(only_run(tmp_path / "results"))["jobs"]]
     assert all(s.ended for s in job_states(jobs).values())  # cancelled: nothing left queued for ever
+
+
+def test_parts_write_side_by_side_under_a_shared_lock_and_a_local_resume_is_refused(tmp_path, data_dir, slurm, no_orphans):
+    root = tmp_path / "results"
+    out = evalctl("sweep", "--config", str(two_profiles(tmp_path, data_dir, limit=3)), "--executor", "slurm", "--output", str(root))
+    assert out.returncode == 0, out.stderr
+    run = only_run(root)
+    wait_for(lambda: {h.role for h in writers(run)} == {"part a-default", "part b-default"}, what="both parts writing at once")
+    refused = evalctl("sweep", "--resume", str(run))  # a local writer while the parts write: the manifest is theirs to share
+    assert refused.returncode == ExitCode.BAD_INPUT and "part a-default" in refused.stderr, refused.stderr
+    wait_until_ended(job_of(run, "aggregate"), poll_s=1)
+    assert_every_request_once(run, expected=12)
+    assert manifest(run)["status"] == "complete" and (run / "gate.json").is_file() and writers(run) == []

@@ -5,7 +5,7 @@ baseline. The candidate runs on Slurm, one job per profile: a behind `evalctl ca
 lost-prefix`, b straight to the server. Each job decides its cells at its share of alpha
 (`cluster.submit.part_config`: half each here); the aggregation job folds both parts'
 decisions into the manifest and gates them as one family. prefix-recall, one cell per
-profile, as tests/test_sequential_cpu.py but with 40 records.
+profile, as tests/test_sequential_cpu.py but with 20 records.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import evalctl, only_run, server_behind_canary, write_sweep_config
+from conftest import canary_in_front, evalctl, only_run, write_sweep_config
 
 from evalctl.cluster.submit import part_config
 from evalctl.config import SweepConfig
@@ -27,9 +27,9 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"),
 ]
 
-# 40 questions: looks at 30, 35 and 40, so a collapse shows at the first look (t = 0.75) even
-# at half of alpha, and each request's prefix is short (the test stays a few minutes on CI).
-RECORDS, SEED = 40, 1
+# 20 questions and a first look at 10 (stopping and gate policy both at min_n 10): the
+# requests are few and their prefixes short, so the test stays minutes on a loaded CPU.
+RECORDS, SEED, MIN_N = 20, 1, 10
 MODEL = "bundled:smollm2-135m"
 
 
@@ -39,6 +39,8 @@ def profiles(a_url: str, b_url: str) -> list[dict]:
 
 
 def config(tmp_path: Path, name: str, servers: list[dict]) -> Path:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"min_n: {MIN_N}\n")  # the gate judges by the values the run stopped by
     path = write_sweep_config(
         tmp_path,
         None,
@@ -49,6 +51,8 @@ def config(tmp_path: Path, name: str, servers: list[dict]) -> Path:
         concurrency=2,
         generation={"max_tokens": 5, "seed": SEED},
         slurm={"cpus_per_task": 1, "time": "00:20:00", "aggregate_time": "00:10:00"},
+        stopping={"min_n": MIN_N},
+        gate_policy=str(policy),
     )
     return path.rename(tmp_path / f"{name}.yaml")
 
@@ -69,11 +73,12 @@ def test_each_part_splits_alpha_by_its_cells(tmp_path):
     assert part_config(fixed, cfg.servers[0], cfg.variants[0]).stopping.regression_share == 1.0
 
 
-def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family(tmp_path, no_orphans):
+def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family(tmp_path, no_orphans, cpu_server):
     out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
     if out.returncode != 0 or not {"idle", "mix", "alloc"} & set(out.stdout.split()):
         pytest.fail(f"Slurm is installed but no node is up ({out.stdout.strip()} {out.stderr.strip()}): run scripts/slurm-local.sh start")
-    with server_behind_canary(tmp_path, context_length=2048, parallel=2) as (server_url, canary_url):
+    server_url = cpu_server
+    with canary_in_front(cpu_server) as canary_url:
         base_cfg = config(tmp_path, "baseline", profiles(server_url, server_url))
         made = evalctl("sweep", "--config", str(base_cfg), "--output", str(tmp_path / "baseline"), timeout=1800)
         assert made.returncode == 0, made.stdout + made.stderr
@@ -90,11 +95,11 @@ def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family
     assert manifest["executor"] == "slurm" and manifest["status"] == "complete"
     decided = {d["profile"]: d for d in manifest["decisions"]}  # folded from the parts' state files
     assert set(decided) == {"a", "b"}
-    assert decided["a"]["reason"] == "regression" and decided["a"]["answered"] < RECORDS  # stopped early, in its own job
-    assert decided["b"]["reason"] != "regression"
+    assert decided["a"]["verdict"] == "regression" and decided["a"]["answered"] < RECORDS  # stopped early, in its own job
+    assert decided["b"]["verdict"] != "regression"
     records = pd.read_parquet(run / "samples.parquet")
     assert (records["profile"] == "a").sum() == decided["a"]["answered"]  # the rest never sent
     shown = {c["profile"]: c["status"] for c in gate["checks"] if c["kind"] == "sequential"}
-    assert shown == {"a": "regression", "b": decided["b"]["reason"]}
+    assert shown == {"a": "regression", "b": decided["b"]["verdict"]}
     a, b = decided["a"], decided["b"]
-    print(f"slurm sequential: a regression after {a['answered']} of {RECORDS}; b {b['reason']} after {b['answered']}")
+    print(f"slurm sequential: a regression after {a['answered']} of {RECORDS}; b {b['verdict']} after {b['answered']}")

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
-from evalctl.config import SweepConfig
+from evalctl.config import ServerProfile, SweepConfig
 from evalctl.plan import expand
 from evalctl.records import CELL_KEYS
 
@@ -24,7 +24,9 @@ def _drop_fields(data: Any, locs: list[tuple]) -> Any:
     data = copy.deepcopy(data)
     for loc in locs:
         target = data
-        for part in loc[:-1]:
+        for i, part in enumerate(loc[:-1]):
+            if part == "settings" and loc[:1] == ("servers",) and i == 2:
+                continue  # engine settings are written flat in the profile
             target = target[part]
         target.pop(loc[-1], None)
     return data
@@ -36,6 +38,9 @@ def planned_cells(config: dict) -> pd.DataFrame:
     Fields this version does not know (a manifest written by another evalctl version, e.g.
     an engine option) are dropped: this version's plan is built from the fields it knows.
     """
+    if isinstance(config.get("servers"), list):
+        servers = [ServerProfile.known_fields_only(s) if isinstance(s, dict) else s for s in config["servers"]]
+        config = {**config, "servers": servers}
     try:
         resolved = SweepConfig.model_validate(config)
     except ValidationError as first:

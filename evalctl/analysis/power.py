@@ -22,7 +22,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from evalctl.analysis.drop_rule import REGRESSION_CONTINUITY
-from evalctl.analysis.intervals import constrained_flip_rate, tango_score_statistic
+from evalctl.analysis.intervals import constrained_flip_rate
 
 
 @dataclass(frozen=True)
@@ -117,31 +117,3 @@ def mde_beyond_tolerance(
     if gap(top) < 0:
         return math.inf
     return float(brentq(gap, tolerance, top, xtol=1e-9))
-
-
-def can_exclude_drop(b: int, c: int, n_pairs: int, tolerated_drop: float, alpha: float = 0.05) -> bool:
-    """Whether the data rule out a true accuracy drop above ``tolerated_drop``.
-
-    True when a one-sided level-``alpha`` Tango score test rejects
-    H0: drop >= tolerated_drop, equivalently when the one-sided
-    (1 - alpha) upper confidence bound
-    ``intervals.paired_drop_upper_bound`` is below the tolerated drop.
-
-    Why Tango rather than the exact binomial bound on b given b + c: the
-    conditional bound treats the number of discordant pairs as fixed, so a
-    run with 0 flips out of 10 questions would "exclude" every drop. Tango's
-    score interval also carries the uncertainty in the discordance rate, so
-    small runs stay inconclusive, while large runs with a few balanced flips
-    exclude small drops. It is asymptotic; its coverage is close to nominal
-    in published comparisons (Fagerland, Lydersen & Laake 2014) but not
-    guaranteed for tiny n.
-
-    ``b`` = right->wrong flips, ``c`` = wrong->right flips; the drop is
-    reference minus candidate accuracy, (b - c) / n_pairs.
-    """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    if not 0.0 <= tolerated_drop < 1.0:
-        raise ValueError(f"tolerated_drop must lie in [0, 1), got {tolerated_drop}")
-    z = tango_score_statistic(b, c, n_pairs, tolerated_drop)
-    return bool(z <= -float(norm.ppf(1.0 - alpha)))

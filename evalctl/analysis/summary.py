@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import pandas as pd
@@ -11,6 +12,7 @@ from evalctl.analysis.lengths import accuracy_by_length
 from evalctl.analysis.positions import accuracy_by_position
 from evalctl.analysis.throughput import throughput_table
 from evalctl.records import Metric, primary_metric
+from evalctl.runs import Run
 
 
 @dataclass(frozen=True)
@@ -32,3 +34,16 @@ def summarize(samples: pd.DataFrame, metric: Metric | None = None) -> RunSummary
         accuracy_by_position(samples, metric=metric),
         metric,
     )
+
+
+# Per loaded run and metric: a sweep's tables, gate and report share one computation.
+_SUMMARIES: weakref.WeakKeyDictionary[Run, dict[str, RunSummary]] = weakref.WeakKeyDictionary()
+
+
+def run_summary(run: Run, metric: Metric | None = None) -> RunSummary:
+    """`summarize` of a loaded run's samples, computed once per run and metric (default: the task's first)."""
+    metric = run.metric(metric)
+    computed = _SUMMARIES.setdefault(run, {})
+    if metric not in computed:
+        computed[metric] = summarize(run.samples, metric)
+    return computed[metric]

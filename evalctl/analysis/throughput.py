@@ -7,9 +7,6 @@ import pandas as pd
 
 from evalctl.records import CELL_KEYS
 
-# The record columns throughput is computed from.
-THROUGHPUT_INPUTS = [*CELL_KEYS, "error", "started_at", "latency_s", "ttft_s", "prompt_tokens", "cached_tokens", "completion_tokens"]
-
 
 def _throughput_row(group: pd.DataFrame) -> pd.Series:
     ok = group[group["error"].isna()]

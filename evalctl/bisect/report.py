@@ -40,9 +40,8 @@ def steps_table(state: BisectState) -> Table:
 
 def accuracy_plot(state: BisectState, path: Path) -> Path:
     """Each tested build's accuracy (on the questions it answered) in commit order, the reference's as a line, the culprit marked."""
-    import matplotlib
+    from evalctl.report.plots import save_figure  # first: it selects the Agg backend; then pyplot
 
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -64,7 +63,4 @@ def accuracy_plot(state: BisectState, path: Path) -> Path:
     ax.set_title("Regressed cells' accuracy across the builds tested", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -6,7 +6,6 @@ an unfinished run is taken up with the sweep's own resume (only unanswered reque
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel, Field, ValidationError
 from evalctl.bisect.builds import Build
 from evalctl.bisect.search import Verdict
 from evalctl.errors import BadInput
+from evalctl.fsio import write_atomic
 
 STATE_FILE = "bisect.json"
 
@@ -76,12 +76,7 @@ class BisectState(BaseModel):
         return sum(s.launched for s in self.steps)
 
     def save(self, folder: Path) -> None:
-        tmp = folder / f".{STATE_FILE}.tmp"
-        with tmp.open("w") as out:
-            out.write(self.model_dump_json(indent=2))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, folder / STATE_FILE)
+        write_atomic(folder / STATE_FILE, self.model_dump_json(indent=2))
 
 
 def load_state(folder: Path) -> BisectState:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalctl.cli.common import console
+from evalctl.cli.common import console, say_if_running
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import GatePolicy
@@ -18,9 +18,10 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
     """The run's tables on the terminal: accuracy, by prefill length, throughput, paired comparisons, cliffs."""
     from evalctl.analysis.gate import baseline_profile, baseline_variant, cliffs
     from evalctl.analysis.pairing import paired_table, with_holm, within_run
+    from evalctl.analysis.summary import run_summary
     from evalctl.report.terminal import accuracy_view, cliffs_table, decisions_table, frame_table, paired_view, throughput_view
 
-    samples, manifest, summary = run.samples, run.manifest, run.summary(policy.metric)
+    samples, manifest, summary = run.samples, run.manifest, run_summary(run, policy.metric)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
     console.print(
         frame_table(accuracy_view(summary.by_length.drop(columns=["bin_lo", "bin_hi"])), "Accuracy by prefill length (prompt tokens)")
@@ -65,6 +66,7 @@ def analyze(
 
     loaded = load_run(run)
     rules = load_policy(policy) if policy else run_policy(loaded)  # the run's own policy, as the sweep used
-    write_run_summary(loaded, rules.metric)
+    if not say_if_running(loaded, "the summary files are"):
+        write_run_summary(loaded, rules.metric)
     print_run_tables(loaded, rules)
     console.print(f"run folder: {run}")

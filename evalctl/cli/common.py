@@ -6,7 +6,7 @@ import functools
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -20,6 +20,9 @@ from evalctl.signals import Interrupted
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
+if TYPE_CHECKING:
+    from evalctl.runs import Run
+
 console = Console()
 err = Console(stderr=True)
 
@@ -29,6 +32,23 @@ def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
     # Escaped: messages hold paths and commands (pip install '.[cpu]') whose brackets are not markup.
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)  # paths stay whole, greppable
     return typer.Exit(code)
+
+
+def say_if_running(run: Run, writes: str | None = None) -> bool:
+    """Tell the user the run is being written (by whom) and that what follows is its rows so far; whether it is.
+
+    `writes`: the run-folder files this command leaves to the writer (it writes them when it ends)."""
+    if not run.live:
+        return False
+    who = "; ".join(h.describe() for h in run.writers)
+    left = f" {writes} not written into the run folder (the writer does that when it ends; --output writes them elsewhere)." if writes else ""
+    err.print(
+        f"[yellow]running:[/yellow] {escape(str(run.path))} is being written by {escape(who)}; "
+        f"read as of now ({len(run.samples)} rows).{escape(left)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return True
 
 
 def exits_on_error(command: Callable[..., Any]) -> Callable[..., Any]:

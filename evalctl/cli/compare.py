@@ -32,6 +32,7 @@ def compare(
     from evalctl.analysis.throughput import throughput_table
     from evalctl.analysis.throughput_checks import throughput_ratios
     from evalctl.records import CELL_KEYS
+    from evalctl.report.outputs import write_csv
     from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view, settings_view
     from evalctl.runs import load_run
 
@@ -52,7 +53,7 @@ def compare(
     console.print(frame_table(flips_view(flipped.head(show)), f"Flipped questions ({min(show, len(flipped))} of {len(flipped)})"))
     if flips_csv is not None:
         try:
-            flipped.to_csv(flips_csv, index=False)
+            write_csv(flipped, flips_csv)
         except OSError as exc:
             raise fail(f"cannot write {flips_csv}: {exc.strerror}") from None
         console.print(f"flipped questions: {flips_csv}")

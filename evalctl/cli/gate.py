@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console, fail
+from evalctl.cli.common import console, fail, say_if_running
 from evalctl.errors import EvalctlError
 
 # `git bisect run` reads 0 as good, 125 as "cannot test this commit: skip", any other code up to
@@ -43,6 +43,9 @@ def gate(
     A regression is a drop shown to exceed the tolerance (Holm over all accuracy checks); a pass needs every
     cell's drop shown to be within it.
 
+    A run another evalctl is still writing is judged on its rows so far (said on stderr, with who writes it);
+    its gate files are then written only with --output.
+
     Exit status (table: evalctl --help): PASS; REGRESSION; INCONCLUSIVE (too few questions, an incomplete
     run, a drop neither shown beyond nor within the tolerance, a cell with nothing to pair); BAD_INPUT for
     unusable input (missing or corrupt run folder, bad policy, runs without common questions).
@@ -56,6 +59,7 @@ def gate(
 
     try:
         candidate = load_run(run)
+        live = say_if_running(candidate, None if output else "gate.json and the other gate files are")
         rules = load_policy(policy) if policy else run_policy(candidate)
         reference = load_run(baseline) if baseline is not None else None
         if reference is not None:
@@ -68,8 +72,9 @@ def gate(
     console.print(checks_table(result.checks, f"Gate checks for {result.run}" + (f" vs {result.baseline}" if result.baseline else "")))
     if len(result.cliffs):
         console.print(cliffs_table(result.cliffs, rules.max_accuracy_drop))
-    files = write_gate_outputs(result, output or run)
-    console.print(f"wrote {', '.join(str(f) for f in files)}")
+    if not (live and output is None):
+        files = write_gate_outputs(result, output or run)
+        console.print(f"wrote {', '.join(str(f) for f in files)}")
     code = BISECT_EXIT_CODES[result.verdict] if bisect_exit_codes else result.exit_code
     console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {code})")
     raise typer.Exit(code)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, url_engine
+from evalctl.cli.sweep import DATA_DIR_HELP, ENGINE_HELP, _csv_ints, resolve_config, served_model, url_engine
 from evalctl.config import SweepConfig, with_external_url
 from evalctl.errors import ExitCode
 from evalctl.report.terminal import add_column, narrow_table
@@ -102,7 +102,7 @@ def probe(
             raise fail("give --model NAME, --config FILE or --url URL")
         cfg = SweepConfig.model_validate(
             {"model": "external", "shots": [1, 2, 4, 8], **{k: v for k, v in overrides.items() if v is not None},
-             "servers": [{"name": "external", "engine": "external", "url": url.rstrip("/"), "model_path": "external"}]}
+             "servers": [{"name": "external", "engine": "external", "url": url.rstrip("/"), "model_path": served_model(url, api_key)}]}
         )  # fmt: skip
         cfg = with_external_url(cfg, url, engine or url_engine(url, api_key))
     else:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from evalctl.cli.common import console, fail
+from evalctl.cli.common import console, fail, say_if_running
 
 
 def report(
@@ -38,6 +38,8 @@ def report(
             raise fail(f"{label} {path} is not a directory")
     out = output or run / "report.html"
     loaded, reference = load_run(run), load_run(baseline) if baseline else None
+    if say_if_running(loaded) and output is None:
+        raise fail(f"{run} is still being written: its report.html is the writer's to write; give --output FILE for a report of the rows so far")
     gate = load_gate(run)
     if gate is None:
         gate = gate_document(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))

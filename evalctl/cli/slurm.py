@@ -19,12 +19,12 @@ if TYPE_CHECKING:
 SETTLE_S = 10.0  # the scheduler gives a fresh job its pending reason within seconds
 
 
-def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool) -> None:
+def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool, wait_for_lock_s: float = 0.0) -> None:
     from evalctl.cluster.slurm import NeverStarts, cancel, check_startable, wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit
     from evalctl.report.gate_outputs import GATE_JSON
 
-    sub = submit(config, resume=resume, api_key=api_key)
+    sub = submit(config, resume=resume, api_key=api_key, wait_for_lock_s=wait_for_lock_s)
     console.print(f"run id: {sub.run_id}")
     for part, job_id in sub.part_jobs.items():
         console.print(f"job {job_id}: {part}")

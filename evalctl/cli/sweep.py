@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import errno
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,9 +12,10 @@ import typer
 
 from evalctl.cli.common import console, err, fail
 from evalctl.config import CacheMode, SweepConfig, load_config, with_external_url
-from evalctl.errors import ExitCode
+from evalctl.errors import DiskError, ExitCode
 
 if TYPE_CHECKING:
+    from evalctl.execution import SweepResult
     from evalctl.runs import Run
 
 
@@ -76,6 +79,19 @@ def url_engine(url: str, api_key: str | None = None) -> str:
         engine, route = detect_engine(http)
     err.print(f"engine at {url}: {engine}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
     return engine
+
+
+def served_model(url: str, api_key: str | None = None) -> str:
+    """The first model `url` serves (/v1/models), which requests must name: vLLM answers 404 to any other."""
+    import httpx
+
+    from evalctl.client import auth_headers
+
+    try:
+        with httpx.Client(base_url=url.rstrip("/"), timeout=30.0, headers=auth_headers(api_key)) as http:
+            return str(http.get("/v1/models").json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        return "external"  # a server without the route (llama.cpp's takes any name)
 
 
 def resolve_config(
@@ -203,12 +219,22 @@ def sweep(
         Path | None,
         typer.Option("--baseline", help="An earlier complete run folder that each cell is compared with (config stopping.baseline)."),
     ] = None,
+    wait_for_lock: Annotated[
+        float | None,
+        typer.Option(
+            "--wait-for-lock",
+            metavar="SECONDS",
+            min=0,
+            help="With --resume: if another evalctl is writing the run folder, wait up to SECONDS for it to finish "
+            "instead of refusing at once (then only what it left undone is sent).",
+        ),
+    ] = None,
     canary: Annotated[
         str | None,
         typer.Option(
             metavar="FAULT",
-            help="Put evalctl's fault proxy in front of every cache-on server (cache-off cells stay healthy): lost-prefix, "
-            "corrupt-cached-suffix, truncate-prompt or no-cache. Shows that the gate catches the fault (config canary).",
+            help="Put evalctl's fault proxy in front of every cache-on server (cache-off cells stay healthy), with a fault of "
+            "`evalctl canary --help` (lost-prefix, ...). Shows that the gate catches the fault (config canary).",
         ),
     ] = None,
     wait: Annotated[
@@ -226,17 +252,14 @@ def sweep(
     sweep's exit status says whether it ran, `evalctl gate` judges it.
 
     Exit status (table: evalctl --help): PASS when all cells ran; RUN_FAILED when some server or cell
-    failed (see summary); BAD_INPUT; INTERNAL (e.g. the run folder cannot be created); INTERRUPTED or
+    failed (see summary); BAD_INPUT, also when another evalctl is writing the run folder (it is named;
+    see --wait-for-lock); INTERNAL (e.g. the run folder cannot be created, or the disk refused a write:
+    the file is named, every row so far is kept, the --resume command is printed); INTERRUPTED or
     TERMINATED by SIGINT/SIGTERM (records so far kept, servers stopped; finish with --resume). With
     --executor slurm: PASS once submitted; with --wait the gate's verdict, RUN_FAILED if no gate result.
     """
-    from evalctl.cli.analyze import print_run_tables
     from evalctl.execution import Sweep
-    from evalctl.execution.stopping import sequential_baseline
-    from evalctl.report.finish import REPORT_FILE, finish_run
     from evalctl.report.progress import RichProgress
-    from evalctl.report.terminal import STATUS_STYLE, tolerance_note, verdict_basis
-    from evalctl.runs import load_run
     from evalctl.signals import Interrupted, Shutdown
 
     if wait and executor is not Executor.slurm:
@@ -247,6 +270,11 @@ def sweep(
 
         require("submitit", "--executor slurm")  # before anything is resolved, written or submitted
         require_slurm()
+    if canary is not None:
+        from evalctl.canary.faults import FAULTS
+
+        if canary not in FAULTS:  # said here, not as a fault of the config file
+            raise fail(f"unknown --canary fault {canary!r}; known: {', '.join(FAULTS)}")
     overrides = config_overrides(
         cache=cache,
         variants=variants,
@@ -282,20 +310,50 @@ def sweep(
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
-        sweep_on_slurm(resolved, resume_point, api_key, wait)
+        sweep_on_slurm(resolved, resume_point, api_key, wait, wait_for_lock or 0)
         return
 
     shutdown = Shutdown()
     progress = RichProgress(console)
-    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point)
-    try:
-        with shutdown.install(), progress:
-            result = runner.run()
-    except Interrupted as exc:
-        where = runner.run_dir
-        kept = f"records so far are in {where} (finish with --resume {where})" if where else "before the run folder was created"
-        err.print(f"interrupted by {exc.args[0]}; {kept}")
-        raise typer.Exit(exc.exit_status) from None
+    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point, wait_for_lock_s=wait_for_lock or 0)
+    with runner:  # the run folder's writer lock, held until the report is written
+        try:
+            with shutdown.install(), progress:
+                result = runner.run()
+            _finish_sweep(result, resolved)
+        except Interrupted as exc:
+            where = runner.run_dir
+            kept = f"records so far are in {where} (finish with: {resume_command(where)})" if where else "before the run folder was created"
+            err.print(f"interrupted by {exc.args[0]}; {kept}")
+            raise typer.Exit(exc.exit_status) from None
+        except DiskError as exc:
+            raise fail(disk_message(exc, runner.run_dir), exc.exit_status) from None
+
+
+def resume_command(run_dir: Path) -> str:
+    return f"evalctl sweep --resume {shlex.quote(str(run_dir))}"
+
+
+def disk_message(exc: DiskError, run_dir: Path | None) -> str:
+    """What a refused write means for the run: which file, what is kept, how to finish."""
+    if run_dir is None:
+        return f"{exc}; nothing was written"
+    from evalctl.records import record_files
+
+    rows = sum(len(p.read_bytes().splitlines()) for p in record_files(run_dir))
+    return (
+        f"{exc} (errno {errno.errorcode.get(exc.errno, exc.errno)}). Every row written so far is safe: {rows} in {run_dir}; "
+        f"servers are stopped. Free space (or fix the permission), then finish the run with:\n  {resume_command(run_dir)}"
+    )
+
+
+def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
+    """The run's tables, gate files and report, written by the sweep that holds the lock."""
+    from evalctl.cli.analyze import print_run_tables
+    from evalctl.execution.stopping import sequential_baseline
+    from evalctl.report.finish import REPORT_FILE, finish_run
+    from evalctl.report.terminal import STATUS_STYLE, tolerance_note, verdict_basis
+    from evalctl.runs import load_run
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
     # A sequential run's accuracy verdicts are its cells' decisions against the baseline, made

@@ -4,12 +4,15 @@ A part job runs one profile x variant into the shared run folder (`Sweep(part=..
 requeued or resubmitted one resumes from the records, so finished requests are not sent
 again. The aggregation job, after all parts ended however they ended, folds each part's
 state file into the manifest, compacts the records and finishes the run (outputs, gate).
+
+Locks (`runlock`): parts hold the run's lock shared and their own part's exclusively, so
+they run side by side; the aggregation job holds the run's lock exclusively. Both wait for
+it (`LOCK_WAIT_S`) rather than refuse: the submitter holds it until every job is listed.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import submitit
@@ -25,12 +28,13 @@ from evalctl.manifest import (
     read_manifest,
     read_part_state,
     write_manifest,
-    write_part_state,
 )
 from evalctl.records import compact
+from evalctl.runlock import RunLock
 from evalctl.signals import Shutdown
 
 AGGREGATE = "aggregate"
+LOCK_WAIT_S = 300.0
 
 
 class PartJob(submitit.helpers.Checkpointable):
@@ -45,15 +49,10 @@ class PartJob(submitit.helpers.Checkpointable):
         from evalctl.runs import open_run
 
         folder = Path(run_dir)
-        state = read_part_state(folder, part)
-        state.part, state.job_id, state.node = part, os.environ.get("SLURM_JOB_ID"), socket.gethostname()
-        state.started_at, state.status = now(), "running"
-        state.attempts += 1  # requeues and resubmissions of this part
-        write_part_state(folder, part, state)
         shutdown = Shutdown()  # scancel / preemption send SIGTERM: stop servers, keep records
         api_key = os.environ.get("EVALCTL_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        sweep = Sweep(config, api_key=api_key, shutdown=shutdown, resume=open_run(folder), part=part)
-        with shutdown.install():
+        sweep = Sweep(config, api_key=api_key, shutdown=shutdown, resume=open_run(folder), part=part, wait_for_lock_s=LOCK_WAIT_S)
+        with shutdown.install(), sweep:
             result = sweep.run()
         return "failed" if result.failures else "complete"
 
@@ -98,10 +97,18 @@ def fold_jobs(run_dir: Path, manifest: Manifest) -> None:
 
 def aggregate(run_dir: str) -> int:
     """The aggregation job: fold job states into the manifest, compact, finish the run; the gate's exit code."""
+    folder = Path(run_dir)
+    lock = RunLock(folder).acquire(AGGREGATE, LOCK_WAIT_S)
+    try:
+        return _aggregate(folder)
+    finally:
+        lock.release()
+
+
+def _aggregate(folder: Path) -> int:
     from evalctl.report.finish import finish_run
     from evalctl.runs import load_run
 
-    folder = Path(run_dir)
     manifest = read_manifest(folder)
     fold_jobs(folder, manifest)
     write_manifest(folder, manifest)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import submitit
 
@@ -22,6 +23,9 @@ from evalctl.config import ServerProfile, SlurmConfig, StoppingMode, SweepConfig
 from evalctl.manifest import JobEntry, now
 from evalctl.plan import expand
 from evalctl.runs import Run
+
+if TYPE_CHECKING:
+    from evalctl.execution.folder import PreparedRun
 
 DEFAULT_CPUS = 8  # per profile x variant job unless the config says: a server and its client
 SUBMITIT_DIR = "slurm"  # job scripts, pickled calls (may hold the config's secrets: owner-only), job logs
@@ -80,12 +84,22 @@ def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, par
     return _executor(folder, slurm, f"evalctl-{part}", slurm.time, cpus, gpus, requeue=True)
 
 
-def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | None = None) -> Submission:
-    """Create (or take up) the run folder and submit its jobs; returns at once with the job ids."""
+def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | None = None, wait_for_lock_s: float = 0.0) -> Submission:
+    """Create (or take up) the run folder and submit its jobs; returns at once with the job ids.
+
+    The submitter holds the run folder's lock until the manifest lists every job: the parts,
+    which take it shared, start writing only after that."""
     from evalctl.execution.folder import prepare
 
     require_slurm()
-    run = prepare(config, resume)
+    run = prepare(config, resume, role="submit", wait_s=wait_for_lock_s)
+    try:
+        return _submit_jobs(config, run, api_key)
+    finally:
+        run.folder.release()
+
+
+def _submit_jobs(config: SweepConfig, run: PreparedRun, api_key: str | None) -> Submission:
     folder = run.folder
     left = {key.part for key in run.remaining} if run.remaining is not None else None
     pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.launches))

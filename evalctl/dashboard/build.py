@@ -30,6 +30,7 @@ import pandas as pd
 
 from evalctl.analysis.checks import SEVERITY
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
+from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE
@@ -78,9 +79,7 @@ def _fingerprint(folders: list[RunListing], *extra: object) -> str:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def _date(value: object) -> str:
@@ -97,8 +96,8 @@ def _copy_report(folder: RunListing, site: Path) -> str | None:
     st = src.stat()
     if not (dst.is_file() and dst.stat().st_size == st.st_size and dst.stat().st_mtime_ns == st.st_mtime_ns):
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst.with_name(name + ".tmp"))
-        os.replace(dst.with_name(name + ".tmp"), dst)
+        with atomic_path(dst) as tmp:
+            shutil.copy2(src, tmp)
     return _href("reports", name)
 
 
@@ -168,9 +167,28 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
             "gap": fmt_acc(gap.get(path)) if path in gap.index else "-",
             "throughput": f"{first['throughput']:.1f}" if first is not None and pd.notna(first["throughput"]) else "-",
             "ttft": f"{first['ttft_p50_s']:.3f}" if first is not None and pd.notna(first["ttft_p50_s"]) else "-",
-            "report": reports.get(r.folder), "signoff": signoffs.get(r.folder),
+            "report": reports.get(r.folder), "signoff": signoffs.get(r.folder), "path": path, "turned": None,
         })  # fmt: skip
+    for newer, older in zip(rows, rows[1:]):
+        if newer["verdict"] == "regression" and older["verdict"] == "pass":
+            newer["turned"] = _bisect_hint(catalog, newer, older)
     return rows
+
+
+def _engine_revision(row: dict) -> str | None:
+    """The engine build's revision of a night, when its variant recorded one (not evalctl's own)."""
+    revision = row["git_revision"]
+    return None if revision in ("-", "") or revision.startswith("evalctl ") else revision
+
+
+def _bisect_hint(catalog: Catalog, newer: dict, older: dict) -> dict:
+    """Where a configuration turned from pass to regression: both nights' engine revisions, the bisect to run, its culprit if done."""
+    good, bad = _engine_revision(older), _engine_revision(newer)
+    if good and bad:
+        command = f"evalctl bisect --from-run {newer['path']} --repo ENGINE_REPO --good {good} --bad {bad}"
+    else:
+        command = f"evalctl bisect --from-run {newer['path']} --builds BUILDS.yaml"
+    return {"good": good or "not recorded", "bad": bad or "not recorded", "command": command, "bisect": catalog.bisects.get(newer["path"])}
 
 
 def _ledger(catalog: Catalog, model: str) -> dict:
@@ -378,7 +396,7 @@ def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildR
         page(signoffs[f.path.name], _fingerprint(inputs, sorted(up.items())), lambda f=f: _signoff_page(catalog, f, up))
     for model, href in models.items():
         inputs = catalog.model_folders(model)
-        page(href, _fingerprint(inputs, sorted(up.items()), sorted(up_signoffs.items())),
+        page(href, _fingerprint(inputs, sorted(up.items()), sorted(up_signoffs.items()), sorted(catalog.bisects.items())),
              lambda m=model: _model_page(catalog, m, up, up_signoffs))  # fmt: skip
     _write(site / "index.html", _index_page(catalog, latest, reports, signoffs, models))
     result.written.append("index.html")

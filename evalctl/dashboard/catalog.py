@@ -9,7 +9,7 @@ when the run-folder readers change.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Literal, get_args
@@ -91,6 +91,7 @@ class Catalog:
     gates: dict[str, dict | None]  # gate.json by folder path; None when not gated
     runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
     cells: pd.DataFrame  # HistoryStore.cells over every run, with accuracy_acc (each run's primary `metric`) and its 95% Wilson bounds accuracy_lo, accuracy_hi
+    bisects: dict[str, dict] = field(default_factory=dict)  # finished bisects' culprits by their --from-run folder path
 
     @cached_property
     def _by_name(self) -> dict[str, RunListing]:
@@ -139,4 +140,20 @@ def load_catalog(roots: list[Path]) -> Catalog:
                          _git_revision(folder, variant), gate is not None, (gate or {}).get("baseline"), note])  # fmt: skip
     runs = pd.DataFrame(rows, columns=RUN_ROW_COLUMNS)
     runs["created_at"] = pd.to_datetime(runs["created_at"], utc=True)
-    return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells)
+    return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells, finished_bisects(roots))
+
+
+def finished_bisects(roots: list[Path]) -> dict[str, dict]:
+    """Bisects beside the runs (`<root>/*/bisect.json`, where `evalctl bisect` puts them) that named a culprit, by from-run."""
+    from evalctl.bisect.state import StateError, load_state
+
+    found = {}
+    for state_file in sorted(p for root in roots for p in Path(root).glob("*/bisect.json")):
+        try:
+            state = load_state(state_file.parent)
+        except StateError:
+            continue  # a bisect being written or from another version: shown once readable
+        if state.outcome == "culprit" and state.culprit:
+            build = state.builds[state.culprit[0]]
+            found[str(state.settings.from_run)] = {"culprit": build.label, "probability": state.probability, "folder": state_file.parent.name}
+    return found

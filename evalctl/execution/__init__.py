@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalctl.config import CacheMode, SweepConfig
+from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
 from evalctl.execution.launch import Launch
@@ -41,6 +42,10 @@ class Sweep:
 
     `part=` runs one slice of a run folder (see `execution.folder`): it appends to its own
     records file and leaves compaction to whoever aggregates the parts.
+
+    The run folder's writer lock is taken in `run` and held until `close` (or the end of a
+    `with` block), so what the caller writes after the sweep (gate files, report) is written
+    by the same one writer. `wait_for_lock_s`: how long to wait for another writer first.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class Sweep:
         shutdown: Shutdown | None = None,
         resume: Run | None = None,
         part: str | None = None,
+        wait_for_lock_s: float = 0.0,
     ):
         self.config = config
         self.progress = progress or SweepProgress()
@@ -59,7 +65,19 @@ class Sweep:
         self.shutdown = shutdown or Shutdown()
         self.resume = resume
         self.part = part
+        self.wait_for_lock_s = wait_for_lock_s
         self.prepared: PreparedRun | None = None
+
+    def __enter__(self) -> Sweep:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the run folder's lock."""
+        if self.prepared is not None:
+            self.prepared.folder.release()
 
     @property
     def run_dir(self) -> Path | None:
@@ -73,10 +91,12 @@ class Sweep:
         for profile in self.config.servers:
             for variant in self.config.active_variants():
                 adapter_for(profile.engine).preflight(profile, variant)
-        self.prepared = run = prepare(self.config, self.resume, self.part)
+        role = f"part {self.part}" if self.part else None
+        self.prepared = run = prepare(self.config, self.resume, self.part, role=role, wait_s=self.wait_for_lock_s)
         folder = run.folder
         result = SweepResult(folder.path, folder.run_id)
         status = "interrupted"
+        disk_refused = False
         try:
             with RecordWriter(folder.path, self.part) as writer:
                 cells = CellRunner(
@@ -87,10 +107,18 @@ class Sweep:
                 for launch in run.launches:
                     result.failures.extend(self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ()))))
             status = "failed" if result.failures else "complete"
+        except DiskError:
+            disk_refused = True
+            raise
         finally:
-            folder.finish(status, result.failures)
-            if self.part is None and record_files(folder.path):
-                compact(folder.path)
+            try:
+                folder.finish(status, result.failures)
+                if self.part is None and record_files(folder.path):
+                    compact(folder.path)
+            except DiskError:
+                if not disk_refused:
+                    raise
+                # Still full: the first refusal is the one to report; the records hold every row, --resume compacts.
         return result
 
     def _stopper(self, baseline: Run | None, run: PreparedRun) -> Stopper | None:

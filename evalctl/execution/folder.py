@@ -3,14 +3,21 @@
 A part (`part=`) is one slice of a run folder that other slices share at the same time (a
 cluster job, given a config of one profile x variant): it keeps its state in its own file
 (`manifest.write_part_state`), never touching the run's manifest.
+
+A RunFolder holds the folder's writer lock (`runlock`) from the moment it is created or taken
+up until `release`: the state a resumed run starts from is read only once the lock is held, so
+a writer that waited for another one sees everything that one wrote.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalctl.config import SweepConfig
+from evalctl.fsio import disk_error
 from evalctl.manifest import (
     Failure,
     Manifest,
@@ -20,12 +27,14 @@ from evalctl.manifest import (
     host_info,
     new_run_id,
     now,
+    read_manifest,
     read_part_state,
     write_manifest,
     write_part_state,
 )
 from evalctl.plan import ServerLaunch, expand
 from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, finished_keys, planned_keys
+from evalctl.runlock import RunLock
 from evalctl.runs import Run
 from evalctl.secrets import redact_config
 from evalctl.tasks.lmeval import LmEvalTask, task_of
@@ -39,15 +48,18 @@ class RunFolder:
     run_id: str
     state: RunState
     part: str | None = None
+    lock: RunLock | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, config: SweepConfig, metrics: list[str]) -> RunFolder:
+    def create(cls, config: SweepConfig, metrics: list[str], role: str = "sweep") -> RunFolder:
         run_id = new_run_id(config.model)
         path = Path(config.output_dir) / run_id
         try:
             path.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
-            raise OSError(f"cannot create run folder {path}: {exc.strerror}") from exc
+            named = disk_error(exc, path)
+            raise named if named is not exc else OSError(f"cannot create run folder {path}: {exc.strerror}") from exc
+        lock = RunLock(path).acquire(role)  # a new folder: nobody else knows its name yet
         manifest = Manifest(
             run_id=run_id,
             created_at=now(),
@@ -57,14 +69,26 @@ class RunFolder:
             data_fingerprint=data_fingerprint(config.resolved_data_dir()),
             metrics=metrics,
         )
-        folder = cls(path, run_id, manifest)
+        folder = cls(path, run_id, manifest, lock=lock)
         folder.save()
         return folder
 
     @classmethod
-    def take_up(cls, run: Run, part: str | None = None) -> RunFolder:
-        state = run.manifest if part is None else read_part_state(run.path, part)
-        return cls(run.path, run.run_id, state, part)
+    def take_up(cls, run: Run, part: str | None = None, role: str = "resume", wait_s: float = 0.0) -> RunFolder:
+        """Lock the run folder (RunLocked if another writer holds it past `wait_s`), then read its state afresh."""
+        lock = RunLock(run.path, part).acquire(role, wait_s)
+        if part is None:
+            return cls(run.path, run.run_id, read_manifest(run.path), None, lock)
+        state = read_part_state(run.path, part)
+        state.part, state.job_id, state.node = part, os.environ.get("SLURM_JOB_ID"), socket.gethostname()
+        state.started_at, state.status = now(), "running"
+        state.attempts += 1  # requeues and resubmissions of this part
+        return cls(run.path, run.run_id, state, part, lock)
+
+    def release(self) -> None:
+        """Let the next writer in (the OS does it too when this process dies)."""
+        if self.lock is not None:
+            self.lock.release()
 
     def save(self) -> None:
         if self.part is None:
@@ -94,15 +118,28 @@ class PreparedRun:
     remaining: set[RequestKey] | None  # still to send; None: a new run sends all
 
 
-def prepare(config: SweepConfig, resume: Run | None = None, part: str | None = None) -> PreparedRun:
-    """Check task and data, then create the run folder (or take up the interrupted one); nothing is launched."""
+def prepare(
+    config: SweepConfig, resume: Run | None = None, part: str | None = None, *, role: str | None = None, wait_s: float = 0.0
+) -> PreparedRun:
+    """Check task and data, then create the run folder (or take up the interrupted one) and hold its lock; nothing is launched.
+
+    `role` names the writer in the lock (default: sweep, or resume); `wait_s` is how long to wait for another writer."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")
     task = task_of(config)
     launches = expand(config)
     if resume is None:
-        return PreparedRun(RunFolder.create(config, task.metric_names), task, launches, set(), None)
-    folder = RunFolder.take_up(resume, part)
+        return PreparedRun(RunFolder.create(config, task.metric_names, role or "sweep"), task, launches, set(), None)
+    folder = RunFolder.take_up(resume, part, role or "resume", wait_s)
+    try:
+        return _resume_plan(config, folder, task, launches)
+    except BaseException:
+        folder.release()
+        raise
+
+
+def _resume_plan(config: SweepConfig, folder: RunFolder, task: LmEvalTask, launches: list[ServerLaunch]) -> PreparedRun:
+    """What is left of a locked run: the requests its records do not settle yet."""
     planned = planned_keys([cell for launch in launches for cell in launch.cells], task, config.limit)
     mine = {key.part for key in planned}
     # Records of the run's other parts (cluster jobs beside this one) are theirs to check and finish.

@@ -24,6 +24,8 @@ from evalctl.servers.process import ManagedServer, ServerError, tail
 # Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.
 STOP_GRACE_S = 10.0
 STOP_GRACE_INTERRUPTED_S = 3.0
+# Longest wait for a record-only answer (server info, metrics).
+RECORD_TIMEOUT_S = 60.0
 # First wait before restarting a dead server; doubles per restart of the same launch.
 RESTART_BACKOFF_S = 1.0
 
@@ -31,7 +33,8 @@ RESTART_BACKOFF_S = 1.0
 def for_the_record(server: ManagedServer, what: str, ask: Callable[[httpx.Client], dict]) -> dict:
     """Ask the server for something kept only for the record: a failure is noted, never fatal."""
     try:
-        with server.http() as http:
+        # Generous: a loaded CPU engine answered vLLM's /server_info in more than 10 s.
+        with server.http(timeout=RECORD_TIMEOUT_S) as http:
             return ask(http)
     except Exception as exc:  # a server without info or metrics still serves
         return {"error": f"{what} unavailable: {exc}"}

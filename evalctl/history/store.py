@@ -22,6 +22,7 @@ from evalctl.analysis.intervals import wilson_interval
 from evalctl.errors import BadInput
 from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, ManifestError, parse_manifest
 from evalctl.records import CELL_KEYS, NO_METRIC, SAMPLES_FILE, record_files
+from evalctl.runlock import writers
 
 # `accuracy`: each run's primary metric (its task's first); any other name a task's metric (gsm8k: strict, flexible).
 TREND_KINDS = ("accuracy", "throughput")
@@ -100,7 +101,14 @@ def inspect_run(path: Path) -> RunListing:
             notes.append(f"no {MANIFEST_FILE}")
     else:
         status = manifest.status
-        if not has_parquet and status not in STILL_WRITING:
+        holders = writers(path)
+        if holders:  # the lock says so, whatever the manifest last said (a resume, a part of a cluster run)
+            status = "running"
+            notes.append("written by " + "; ".join(h.describe() for h in holders))
+        elif status == "running":
+            status = "interrupted"  # its writer died without a word (kill -9, power): nobody holds the lock
+            notes.append("its writer is gone: finish with evalctl sweep --resume")
+        elif not has_parquet and status not in STILL_WRITING:
             status = "partial"
             notes.append("records only, not compacted" if has_jsonl else "no samples")
     name_model, name_time = _from_name(path.name)
@@ -250,7 +258,7 @@ class HistoryStore:
         table = self.cells(folders, shots=shots, cache=cache, profile=profile, variant=variant)
         known = [*TREND_KINDS, *(c[: -len("_hits")] for c in table.columns if c.endswith("_hits") and c != "hits")]
         if metric not in known:
-            raise BadInput(f"metric must be one of {', '.join(known)}, got {metric!r}")
+            raise BadInput(f"--metric must be one of {', '.join(known)}, got {metric!r}")
         return metric_trend(table, metric)
 
     def flip_ledger(self, folders: list[RunListing]) -> pd.DataFrame:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ import pandas as pd
 
 from evalctl.client import auth_headers
 from evalctl.config import CacheMode, ServerProfile, SweepConfig, Variant
+from evalctl.fsio import write_atomic
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import build_prompts
 from evalctl.probe.runner import ProbeError, ProbeRunner
@@ -52,9 +52,7 @@ class ProbeResult:
         }
 
     def write(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(self.to_dict(), indent=2))
 
 
 def probe_server(

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from evalctl.analysis.gate import GateResult, plain
+from evalctl.fsio import write_atomic
 
 GATE_JSON = "gate.json"
 GATE_JUNIT = "gate-junit.xml"
@@ -86,12 +86,6 @@ def markdown_summary(result: GateResult) -> str:
     return "\n".join(lines)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def write_gate_outputs(result: GateResult, out_dir: Path) -> list[Path]:
     """gate.json, gate-junit.xml and gate-summary.md in `out_dir` (each replaced atomically)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -101,5 +95,5 @@ def write_gate_outputs(result: GateResult, out_dir: Path) -> list[Path]:
         GATE_MARKDOWN: markdown_summary(result).encode(),
     }
     for name, data in files.items():
-        _write_atomic(out_dir / name, data)
+        write_atomic(out_dir / name, data)
     return [out_dir / name for name in files]

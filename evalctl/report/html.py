@@ -27,7 +27,9 @@ import pandas as pd
 from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.gate import baseline_variant
 from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
+from evalctl.analysis.summary import run_summary
 from evalctl.analysis.throughput import throughput_ratio
+from evalctl.fsio import write_atomic
 from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS, cell_keys
 from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
@@ -183,14 +185,14 @@ def _ratio_table(df: pd.DataFrame) -> Table:
 
 
 def _throughput(run: Run, baseline: Run | None) -> dict:
-    tp = run.summary().throughput
+    tp = run_summary(run).throughput
     keys = cell_keys("cache")
     on, off = tp[tp["cache"] == "on"].drop(columns="cache"), tp[tp["cache"] == "off"].drop(columns="cache")
     out = {"cells": Table.of(throughput_view(tp)), "cache_ratio": None, "baseline_ratio": None}
     if len(on) and len(off):
         out["cache_ratio"] = _ratio_table(throughput_ratio(on, off, keys))
     if baseline is not None:
-        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, baseline.summary().throughput, CELL_KEYS))
+        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, run_summary(baseline).throughput, CELL_KEYS))
     return out
 
 
@@ -255,11 +257,11 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     plot_title = title.replace(" (", "\n(")  # two lines: fits a plot's width
     metric = run.metric((gate or {}).get("policy", {}).get("metric"))  # the tables' invalid counts follow the gate's
-    summary = run.summary(metric)
+    summary = run_summary(run, metric)
     plotted = ("accuracy", "by_length", "by_position")
     acc, by_length, by_position = (getattr(summary, name) for name in plotted)
     if baseline is not None:
-        base = baseline.summary(metric)
+        base = run_summary(baseline, metric)
         acc, by_length, by_position = (
             pd.concat([getattr(summary, name), _as_baseline(getattr(base, name))], ignore_index=True) for name in plotted
         )
@@ -293,7 +295,4 @@ def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: dict
     """Render and write atomically (a reader never sees half a report)."""
     out = Path(out)
     html = build_report(run, out.resolve().parent, baseline=baseline, gate=gate)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    return write_atomic(out, html)

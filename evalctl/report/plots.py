@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from evalctl.analysis.accuracy import table_metrics  # noqa: E402
+from evalctl.fsio import atomic_path  # noqa: E402
 from evalctl.records import ANSWER_POSITIONS, NO_METRIC, cell_keys  # noqa: E402
 
 SERIES = cell_keys("shots", "pass_index")
@@ -36,9 +37,10 @@ def _style_accuracy_axes(ax, xlabel: str, title: str, legend: bool, metric: str)
         ax.legend(fontsize=8)
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:  # the format from the target's name: the temporary one ends in .tmp
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return path
 
@@ -50,7 +52,7 @@ def _shown(table: pd.DataFrame, metric: str | None) -> str:
 
 def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool, metric: str) -> Path:
     _style_accuracy_axes(ax, xlabel, title, legend, metric)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str, metric: str | None = None) -> Path:
@@ -93,7 +95,7 @@ def accuracy_by_position(
     _draw_prefill(right, by_length, chunked_prefill, metric)
     _style_accuracy_axes(right, "prompt tokens (bin centre)", "by prefill length", False, metric)
     fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # Background band per run in a trend plot, by the run's gate verdict.
@@ -134,4 +136,4 @@ def history_trend(
     if len(table):
         ax.legend(fontsize=8, loc="best" if len(table) < 500 else "upper left")  # "best" is slow over long histories
     fig.autofmt_xdate()
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -18,11 +18,14 @@ MATCH_KEYS = cell_keys("pass_index")
 
 # Absolute caps judge a cell on its own; their failure is named, not called a regression of the cell.
 CAP_KINDS = frozenset({"error_rate", "invalid_rate"})
+# Checks of a cell on its own (caps, its cache label, its completeness): passing only these, a cell was
+# not judged against anything. It is a reference (cache off, the baseline variant), never a "pass".
+OWN_KINDS = CAP_KINDS | {"cache-engaged", "completeness"}
 
 
 @dataclass(frozen=True)
 class SignoffCell:
-    status: str  # pass | regression | inconclusive | unchecked (grey) | not gated (grey)
+    status: str  # pass | regression | inconclusive | reference | unchecked (grey) | not gated (grey)
     accuracy: float | None
     reasons: list[str] = field(default_factory=list)
     label: str = ""  # what the cell says: its status, or the name of the failed cap ("invalid rate")
@@ -64,10 +67,14 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: st
                 cells.append(SignoffCell("unchecked", value))
                 continue
             # Among equally bad checks the accuracy verdict names the cell, before a failed cap.
-            worst = min(here, key=lambda c: (_SEVERITY.get(c.get("status"), 1), c.get("kind") in CAP_KINDS))
+            worst = min(here, key=lambda c: (_SEVERITY.get(c.get("status"), 1), c.get("kind") in OWN_KINDS))
             status = worst.get("status") if worst.get("status") in _SEVERITY else "inconclusive"
             reasons = [f"{c.get('name', c.get('kind', 'check'))}: {c.get('status')} - {c.get('reason', '')}" for c in here]
+            if status == "pass" and all(c.get("kind") in OWN_KINDS for c in here):
+                cells.append(SignoffCell("reference", value, reasons, "reference"))
+                continue
             failed_cap = worst.get("kind") in CAP_KINDS and status != "pass"
-            cells.append(SignoffCell(status, value, reasons, f"{worst.get('name')} over cap" if failed_cap else status))
+            judged = f"{status} ({worst['metric']})" if worst.get("metric") and not failed_cap else status  # what the gate used
+            cells.append(SignoffCell(status, value, reasons, f"{worst.get('name')} over cap" if failed_cap else judged))
         rows.append(((profile, variant, cache), cells))
     return SignoffMatrix(shots, rows)

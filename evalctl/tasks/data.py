@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from evalctl.config import ConfigError
+from evalctl.errors import ConfigError
 
 SPLIT_FILES = {"train": "train.jsonl", "test": "test.jsonl"}
 

@@ -32,14 +32,17 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evalctl.config import ConfigError, SweepConfig
-from evalctl.errors import BadInput
+from evalctl.errors import BadInput, ConfigError
 from evalctl.records import AnswerPosition
 from evalctl.tasks.data import local_dataset_overrides
 from evalctl.tasks.registry import TaskSpec, UnknownTask, registered_task, registered_tasks
+
+if TYPE_CHECKING:
+    from evalctl.config import SweepConfig  # tasks are below config: the sweep's config only passes through
 
 GENERATE = "generate_until"
 INVALID = "[invalid]"  # lm-eval's regex filter's answer when nothing matched

@@ -45,6 +45,20 @@ def test_variant_and_pass_comparisons_use_the_baseline_and_pass_one():
     assert set(passes["pass_index"]) == {2} and (passes["b"] == 0).all()
 
 
+def test_each_profile_is_paired_with_the_first_profile_question_by_question():
+    # Two engines on the same questions (the cross-engine sweep): the second profile is judged
+    # against the reference the config names first, not the alphabetically first.
+    rows = [
+        {"profile": p, "doc_id": d, "prompt_hash": f"h{d}", "strict_correct": not (p == "cpu-vllm" and d < 3) and not (p == "a" and d == 9)}
+        for p in ("cpu", "cpu-vllm", "a")
+        for d in range(10)
+    ]
+    comps = within_run(sample_frame(rows), baseline_profile="cpu")
+    assert [(c.kind, c.name) for c in comps] == [("profile", "profile a vs cpu"), ("profile", "profile cpu-vllm vs cpu")]
+    table = paired_table(comps).set_index("profile")
+    assert (table.loc["cpu-vllm", "b"], table.loc["cpu-vllm", "c"], table.loc["a", "b"]) == (3, 0, 1)
+
+
 def test_runs_without_common_questions_raise():
     base = sweep_frame(n=5, shots=(8,))
     cand = base.assign(prompt_hash="different")

@@ -6,12 +6,9 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
+from evalctl.analysis.drop_rule import p_within_tolerance
 from evalctl.analysis.intervals import paired_drop_upper_bound, tango_score_statistic
-from evalctl.analysis.power import (
-    PairedMDE,
-    can_exclude_drop,
-    mde_paired,
-)
+from evalctl.analysis.power import PairedMDE, mde_paired
 
 Z_A = norm.ppf(0.95)  # 1.6448536...
 Z_B = norm.ppf(0.80)  # 0.8416212...
@@ -76,22 +73,23 @@ def test_input_validation():
         mde_paired(100, power=0.3)
     with pytest.raises(ValueError):
         mde_paired(100, discordance_rate=0)
-    with pytest.raises(ValueError):
-        can_exclude_drop(5, 6, 10, 0.05)
-    with pytest.raises(ValueError):
-        can_exclude_drop(1, 1, 10, 1.5)
 
 
-# --- can_exclude_drop / Tango score -------------------------------------------
+def excludes(b: int, c: int, n: int, tolerated_drop: float, alpha: float = 0.05) -> bool:
+    """The gate's pass rule for one cell: the data rule out a drop of `tolerated_drop` or more."""
+    return bool(p_within_tolerance(b, c, n, tolerated_drop) <= alpha)
+
+
+# --- the pass rule (drop_rule.p_within_tolerance) / Tango score -------------------------------------------
 
 
 def test_small_run_with_big_drop_is_not_a_pass():
     # 10 questions, 20-point drop (2 right->wrong flips, none back).
-    assert not can_exclude_drop(2, 0, 10, tolerated_drop=0.05)
-    assert not can_exclude_drop(2, 0, 10, tolerated_drop=0.20)
+    assert not excludes(2, 0, 10, tolerated_drop=0.05)
+    assert not excludes(2, 0, 10, tolerated_drop=0.20)
     # Even zero flips on 10 questions cannot exclude a 5-point drop: the 95%
     # upper bound is z^2 / (n + z^2) = 2.7055 / 12.7055 = 0.2129.
-    assert not can_exclude_drop(0, 0, 10, tolerated_drop=0.05)
+    assert not excludes(0, 0, 10, tolerated_drop=0.05)
     assert paired_drop_upper_bound(0, 0, 10) == pytest.approx(Z_A**2 / (10 + Z_A**2), abs=1e-9)
 
 
@@ -101,22 +99,22 @@ def test_large_run_with_balanced_flips_passes():
     # p_c = (-16 + sqrt(256 + 152)) / 800 = 0.005249,
     # Z = (0 - 10) / sqrt(200 * (0.010498 + 0.0475)) = -2.936 < -1.645.
     assert tango_score_statistic(2, 2, 200, 0.05) == pytest.approx(-2.936, abs=1e-3)
-    assert can_exclude_drop(2, 2, 200, tolerated_drop=0.05)
+    assert excludes(2, 2, 200, tolerated_drop=0.05)
     assert paired_drop_upper_bound(2, 2, 200) < 0.05
     # ...but not at a 1-point tolerance.
-    assert not can_exclude_drop(2, 2, 200, tolerated_drop=0.01)
+    assert not excludes(2, 2, 200, tolerated_drop=0.01)
 
 
 def test_churn_does_not_block_a_pass_on_a_large_run():
     # Nondeterministic serving: 100 flips each way on GSM8K. The net drop is 0
     # and the bound (~1.8 points) is far below 5; a bound on b alone would not be.
-    assert can_exclude_drop(100, 100, 1319, tolerated_drop=0.05)
-    assert not can_exclude_drop(100, 100, 1319, tolerated_drop=0.01)
+    assert excludes(100, 100, 1319, tolerated_drop=0.05)
+    assert not excludes(100, 100, 1319, tolerated_drop=0.01)
 
 
 def test_real_regression_cannot_be_excluded():
     # 94% -> 20%: hundreds of right->wrong flips.
-    assert not can_exclude_drop(980, 5, 1319, tolerated_drop=0.05)
+    assert not excludes(980, 5, 1319, tolerated_drop=0.05)
     assert paired_drop_upper_bound(980, 5, 1319) > (980 - 5) / 1319
 
 
@@ -155,7 +153,7 @@ def test_exclusion_agrees_with_upper_bound(data, tol):
     assert u >= (b - c) / n - 1e-12
     assert u <= 1.0
     assume(abs(u - tol) > 1e-6)
-    assert can_exclude_drop(b, c, n, tol) == (u < tol)
+    assert excludes(b, c, n, tol) == (u < tol)
 
 
 def test_upper_bound_shrinks_with_n_and_grows_with_confidence():

@@ -12,7 +12,9 @@ from evalctl.manifest import Manifest, new_run_id, write_manifest
 from evalctl.records import SAMPLES_FILE
 
 
-def manifest_for(run_id: str, model: str, created_at: dt.datetime, status: str = "complete", servers: list | None = None) -> Manifest:
+def manifest_for(
+    run_id: str, model: str, created_at: dt.datetime, status: str = "complete", servers: list | None = None, revision: str = "feedbeef"
+) -> Manifest:
     return Manifest.model_validate(
         {
             "run_id": run_id,
@@ -25,7 +27,7 @@ def manifest_for(run_id: str, model: str, created_at: dt.datetime, status: str =
                 "model": model,
                 "task": "gsm8k",
                 "servers": [{"name": "cpu", "engine": "llamacpp", "gpu": "H100", "tp": 1}],
-                "variants": [{"name": "default", "git_revision": "feedbeef"}],
+                "variants": [{"name": "default", "git_revision": revision}],
             },
             "servers": servers or [],
         }
@@ -39,12 +41,13 @@ def make_run(
     samples: pd.DataFrame | list[dict],
     status: str = "complete",
     servers: list | None = None,
+    revision: str = "feedbeef",
 ) -> Path:
     """A run folder as a finished sweep leaves it: manifest.json and samples.parquet."""
     run_id = new_run_id(model)
     run = root / run_id
     run.mkdir(parents=True, exist_ok=False)
-    write_manifest(run, manifest_for(run_id, model, created_at, status, servers))
+    write_manifest(run, manifest_for(run_id, model, created_at, status, servers, revision))
     frame = samples if isinstance(samples, pd.DataFrame) else sample_frame(samples)
     frame.assign(run_id=run_id).to_parquet(run / SAMPLES_FILE, index=False)
     return run

@@ -14,6 +14,7 @@ from evalctl.dashboard.catalog import load_catalog, verdict_of
 from evalctl.errors import BadInput, ExitCode
 from evalctl.history.store import HistoryStore
 from evalctl.manifest import Manifest
+from evalctl.runlock import RunLock
 
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 
@@ -86,7 +87,10 @@ def test_build_lists_runs_and_rebuilds_only_what_changed(tmp_path):
     gate_json(first, "pass", [{"status": "pass", "profile": "cpu", "variant": "default"}])
     gate_json(second, "regression", [{"status": "regression", "profile": "cpu", "variant": "default"}], baseline=first.name)
     running = make_run(root, "m", DAY + dt.timedelta(days=2), cell_rows([True]), status="running")
+    assert dict(zip(load_catalog([root]).runs["folder"], load_catalog([root]).runs["verdict"]))[running.name] == "incomplete"
+    lock = RunLock(running).acquire("sweep")  # "running" is believed while its writer holds the lock
     catalog = load_catalog([root])
+    lock.release()
     assert dict(zip(catalog.runs["folder"], catalog.runs["verdict"])) == {
         first.name: "pass",
         second.name: "regression",
@@ -122,3 +126,31 @@ def test_cli_refuses_a_missing_root_and_a_file_as_site(tmp_path):
     (tmp_path / "file").write_text("kept")
     clash = cli("dashboard", "--root", str(tmp_path), "-o", str(tmp_path / "file"))
     assert clash.returncode == ExitCode.BAD_INPUT and "is not a folder" in clash.stderr and (tmp_path / "file").read_text() == "kept"
+
+
+def test_where_a_configuration_turns_to_regression_the_page_shows_both_revisions_and_the_bisect(tmp_path):
+    from evalctl.bisect.builds import Build
+    from evalctl.bisect.state import BisectState, CellSpec, Settings
+    from evalctl.config import Variant
+
+    root, site = tmp_path / "results", tmp_path / "site"
+    nights = []
+    for i, (verdict, revision) in enumerate([("pass", "aaaa1111"), ("pass", "bbbb2222"), ("regression", "cccc3333"), ("regression", "dddd4444")]):
+        run = make_run(root, "m", DAY + dt.timedelta(days=i), cell_rows([True] * 4), revision=revision)
+        gate_json(run, verdict, [{"status": verdict, "profile": "cpu", "variant": "default"}])
+        nights.append(run)
+    build_site(root, site)
+    page = (site / "models/m.html").read_text()
+    assert page.count('class="turned"') == 1  # only the first failing night, not the one after it
+    assert "<b>bbbb2222</b> (last passing night)" in page and "<b>cccc3333</b> (this night)" in page
+    assert f"evalctl bisect --from-run {nights[2]} --repo ENGINE_REPO --good bbbb2222 --bad cccc3333" in page
+
+    builds = [Build(name=n, variant=Variant(), revision=r, subject=s) for n, r, s in [("g", "bbbb2222", "ok"), ("x", "c0ffee00", "Reuse cached state"), ("b", "cccc3333", "later")]]
+    cells = CellSpec(profile="cpu", variant="default", shots=[8], cache=["on"])
+    settings = Settings(from_run=nights[2], cells=cells, step_alpha=0.02, target=0.95, max_launches=8)
+    (root / "bisect-1").mkdir()
+    BisectState(settings=settings, builds=builds, outcome="culprit", culprit=[1], probability=0.97).save(root / "bisect-1")
+    rebuilt = build_site(root, site)
+    assert "models/m.html" in rebuilt.written  # a finished bisect changes the page
+    page = (site / "models/m.html").read_text()
+    assert "Bisect culprit: <b class=\"regression\">c0ffee00 Reuse cached state</b> (posterior probability 0.970, bisect-1)" in page

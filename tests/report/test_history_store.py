@@ -14,6 +14,7 @@ from run_folders import cell_rows, make_run
 from evalctl.history.store import HistoryStore
 from evalctl.manifest import Manifest, new_run_id, write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
+from evalctl.runlock import RunLock
 
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 
@@ -114,6 +115,8 @@ def _write_run(root: str, model: str, rows: int, barrier) -> str:
     os.mkdir(run)  # exist_ok=False: a clash fails loudly rather than sharing a folder
     from pathlib import Path
 
+    lock = RunLock(Path(run)).acquire("sweep")
+
     manifest = Manifest(run_id=run_id, created_at=dt.datetime.now(dt.timezone.utc).isoformat(), config={"model": model})
     write_manifest(Path(run), manifest)
     with RecordWriter(Path(run)) as writer:
@@ -125,6 +128,7 @@ def _write_run(root: str, model: str, rows: int, barrier) -> str:
     manifest.status = "complete"
     write_manifest(Path(run), manifest)
     compact(Path(run))
+    lock.release()
     return run_id
 
 

@@ -166,3 +166,18 @@ def test_recall_runs_get_the_answer_position_section_with_a_baseline(tmp_path):
     assert first_seen == sorted(first_seen)  # every bin, in prompt order
     assert "0.00" in section  # cache on lost every start record
     assert "By answer position" not in render(paired_run(tmp_path))  # GSM8K runs have no positions
+
+
+def test_a_reference_cell_that_passed_only_its_own_caps_is_a_reference_not_a_pass():
+    acc = accuracy_table(sample_frame(cell_rows([False, False], cache="off", shots=2) + cell_rows([False, False], cache="on", shots=2)))
+    cell = {"profile": "cpu", "variant": "default", "shots": 2, "pass_index": 1, "status": "pass"}
+    checks = [
+        {"name": "invalid rate", "kind": "invalid_rate", "cache": "off", **cell},
+        {"name": "cache engaged", "kind": "cache-engaged", "cache": "off", **cell},
+        {"name": "invalid rate", "kind": "invalid_rate", "cache": "on", **cell},
+        {"name": "cache on vs off", "kind": "accuracy", "cache": "on", "metric": "flexible accuracy drop", **cell},
+    ]
+    rows = dict(signoff_matrix(acc, checks).rows)
+    (off,), (on,) = rows[("cpu", "default", "off")], rows[("cpu", "default", "on")]
+    assert (off.status, off.label) == ("reference", "reference")  # 0.00 accuracy is not coloured "pass" for its caps
+    assert (on.status, on.label) == ("pass", "pass (flexible accuracy drop)")  # judged, and by which metric

@@ -76,7 +76,7 @@ class SGLangAdapter(EngineAdapter):
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         # The profile's setting when pinned; else what the server resolved (SGLang picks it by GPU memory).
-        if profile is not None and settings.chunked_prefill_size:
-            return settings.chunked_prefill_size
+        if profile is not None and profile.settings.chunked_prefill_size:
+            return profile.settings.chunked_prefill_size
         size = self.server_info(http)["settings"].get("chunked_prefill_size")
         return int(size) if size else None

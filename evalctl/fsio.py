@@ -1,0 +1,79 @@
+"""Writing files so that neither a reader nor a crash ever sees half of one, and naming the file when the disk refuses.
+
+Every file evalctl writes whole (manifests, part states, samples.parquet, summaries, plots, gate
+files, reports, dashboard pages) goes through `atomic_path` / `write_atomic`: the content is
+written under a hidden temporary name in the target's own folder (so the rename never crosses a
+filesystem), fsynced, renamed over the target, and then the folder is fsynced so the rename
+itself survives a power cut. A reader opening the target sees the old file or the new one,
+never a mix; on NFS a rename inside one directory is atomic too. The temporary name carries the
+writer's PID and a random suffix, so two processes writing the same target never share one.
+
+Append-only files (records.jsonl) are not rewritten: `records.RecordWriter` fsyncs each line.
+
+A write refused by the disk (`DISK_ERRNOS`: full, over quota, read-only, no permission) is
+raised as `DiskError` naming the file, so the command that failed can say which file and what
+is still safe.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from evalctl.errors import DiskError
+
+# The disk said no; anything else (EIO, ENOENT of a folder removed under us) stays an OSError.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES})
+
+
+def disk_error(exc: OSError, path: Path | str) -> OSError:
+    """`exc` as a DiskError naming `path` when the disk refused the write; else `exc` itself."""
+    if isinstance(exc, DiskError) or exc.errno not in DISK_ERRNOS:
+        return exc
+    return DiskError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in `folder` durable (the directory entry, not only the data)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+@contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """A temporary path to write `path`'s new content to (by any writer: pandas, matplotlib, a copy);
+    on leaving the block it replaces `path` atomically and durably. On any error the temporary file
+    is removed and `path` is left as it was; a disk refusal is raised as DiskError naming `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        named = disk_error(exc, path) if isinstance(exc, OSError) else exc
+        if named is exc:
+            raise
+        raise named from exc
+
+
+def write_atomic(path: Path | str, data: str | bytes) -> Path:
+    """Write `data` (text is UTF-8) to `path` atomically and durably (see `atomic_path`); the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path

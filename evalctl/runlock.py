@@ -1,0 +1,199 @@
+"""One writer per run folder: the lock a writing process holds, and how readers see who is writing.
+
+The lock is `fcntl.flock` on `<run>/.writer.lock`. The process that writes the run holds it
+exclusively for as long as it writes: a sweep (new or `--resume`), the Slurm submitter while it
+creates the folder and lists the jobs, the aggregation job. The operating system releases a
+flock when the process dies, however it dies (kill -9 included), so there is never a stale
+lock to clean up. A second writer gets a `RunLocked` error (the usage exit code) naming the
+holder, or waits for the lock (`--wait-for-lock SECONDS`).
+
+Slurm parts of one run write at the same time, each its own records file and state file: each
+holds the run lock *shared* (so no exclusive writer, such as a local `--resume` or a second
+submission, can take the run while they run) and its own `jobs/<part>.lock` exclusively (so a
+part never runs twice at once). What they share, the manifest, is written only by exclusive
+holders.
+
+The holder writes who it is (host, PID, command, role, since) into the lock file it holds;
+that text is only believed while the lock is held. Readers never take a lock for longer than a
+non-blocking probe (`writers`), shared, on a file opened read-only: they work on a read-only
+share, and a writer that meets a probe retries for `GRACE_S` before it refuses.
+
+Shared filesystems: on Linux, flock on NFS (client 2.6.12 and later, NFSv3 with lockd or
+NFSv4) is carried out as a whole-file POSIX lock on the server, so it excludes across nodes.
+What this relies on there: the share is not mounted with `local_lock=flock` or `nolock` (then
+flock is only per node); a process that dies releases its lock at once, but a node that dies
+holds it until the server reclaims it (the NFSv4 lease, 90 s by default; NFSv3 when the node's
+statd reports the reboot). Lustre needs the `flock` mount option (`localflock` is per node);
+GPFS/Spectrum Scale and local disks need nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shlex
+import socket
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from evalctl.errors import BadInput
+from evalctl.fsio import disk_error
+from evalctl.manifest import PARTS_DIR, now
+from evalctl.secrets import redact_argv
+
+LOCK_FILE = ".writer.lock"
+PART_LOCK_SUFFIX = ".lock"
+# A reader's probe holds a lock for microseconds: a writer retries this long before refusing.
+GRACE_S = 1.0
+_POLL_S = 0.1
+
+
+class Holder(BaseModel):
+    """Who holds a lock: written into the lock file by its holder."""
+
+    role: str  # sweep | resume | submit | aggregate | part <name>
+    host: str
+    pid: int
+    command: str
+    since: str
+
+    def describe(self) -> str:
+        return f"{self.role} (PID {self.pid} on {self.host}, since {self.since}): {self.command}"
+
+
+class RunLocked(BadInput):
+    """Another process is writing the run folder."""
+
+    def __init__(self, run_dir: Path, holders: list[Holder], waited_s: float):
+        who = "; ".join(h.describe() for h in holders) or "another process (it has not said who yet)"
+        waited = f" (waited {waited_s:g} s)" if waited_s > GRACE_S else ""
+        super().__init__(
+            f"run folder {run_dir} is being written by {who}{waited}. One writer at a time: let it finish, "
+            "or wait for it with --wait-for-lock SECONDS"
+        )
+        self.holders = holders
+
+
+def _command() -> str:
+    if not sys.argv:
+        return "?"
+    name = Path(sys.argv[0]).name
+    return shlex.join(redact_argv(["evalctl" if name == "__main__.py" else name, *sys.argv[1:]]))  # `python -m evalctl.cli`
+
+
+class FolderLock:
+    """A flock on one file, held by this process until `release` (or its death)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, role: str, *, shared: bool = False, wait_s: float = 0.0) -> bool:
+        """Take the lock (waiting up to `wait_s`, at least `GRACE_S`); False if another process holds it still."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise disk_error(exc, self.path) from exc
+        deadline = time.monotonic() + max(wait_s, GRACE_S)
+        while True:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(_POLL_S)
+        self._fd = fd
+        if not shared:  # shared holders (parts) say who they are in their own part lock
+            self._say(Holder(role=role, host=socket.gethostname(), pid=os.getpid(), command=_command(), since=now()))
+        return True
+
+    def _say(self, holder: Holder) -> None:
+        assert self._fd is not None
+        data = holder.model_dump_json().encode()
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError as exc:  # a full disk still lets the lock work; only the message loses its name
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise disk_error(exc, self.path) from exc
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)  # no stale name for a reader to show
+        except OSError:
+            pass
+        os.close(self._fd)  # closing the last descriptor releases the flock
+        self._fd = None
+
+
+def holder_of(path: Path) -> Holder | None:
+    """The holder of the lock file at `path` now, or None when nobody holds it (a shared holder says no name)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # no lock file: nobody ever locked it (a run folder from before locks)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                return Holder.model_validate_json(os.pread(fd, 4096, 0))
+            except ValidationError:  # taken a moment ago, name not yet written
+                return Holder(role="writer", host="?", pid=0, command="?", since="?")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def run_lock_path(run_dir: Path) -> Path:
+    return run_dir / LOCK_FILE
+
+
+def part_lock_path(run_dir: Path, part: str) -> Path:
+    return run_dir / PARTS_DIR / f"{part}{PART_LOCK_SUFFIX}"
+
+
+def writers(run_dir: Path) -> list[Holder]:
+    """Who is writing the run folder now: its exclusive writer, or the Slurm parts running in it; empty if nobody."""
+    found = [h for h in [holder_of(run_lock_path(run_dir))] if h is not None]
+    found += [h for p in sorted((run_dir / PARTS_DIR).glob(f"*{PART_LOCK_SUFFIX}")) if (h := holder_of(p)) is not None]
+    return found
+
+
+class RunLock:
+    """The locks one writer of a run folder holds: the run's (exclusive), or for a part the run's shared and the part's own."""
+
+    def __init__(self, run_dir: Path, part: str | None = None):
+        self.run_dir, self.part = run_dir, part
+        self._run = FolderLock(run_lock_path(run_dir))
+        self._part = FolderLock(part_lock_path(run_dir, part)) if part is not None else None
+
+    def acquire(self, role: str, wait_s: float = 0.0) -> RunLock:
+        """Take the locks, or raise RunLocked naming who holds them."""
+        started = time.monotonic()
+        if not self._run.acquire(role, shared=self._part is not None, wait_s=wait_s):
+            raise RunLocked(self.run_dir, writers(self.run_dir), wait_s)
+        if self._part is not None:
+            self._part.path.parent.mkdir(exist_ok=True)
+            if not self._part.acquire(f"part {self.part}", wait_s=max(0.0, wait_s - (time.monotonic() - started))):
+                self._run.release()
+                raise RunLocked(self.run_dir, [h for h in [holder_of(self._part.path)] if h], wait_s)
+        return self
+
+    def release(self) -> None:
+        if self._part is not None:
+            self._part.release()
+        self._run.release()

@@ -1,0 +1,105 @@
+"""No import cycle in evalctl/: data flows one way (config -> plan -> execution -> records -> analysis -> report).
+
+The graph is read from the source with `ast` (nothing imported): every `import` and `from ... import`,
+at module level or inside a function (a deferred import still makes the two modules depend on each
+other), except those under `if TYPE_CHECKING:`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import evalctl
+
+PACKAGE = Path(evalctl.__file__).parent
+# Cycles other work in progress still has to break, with who breaks them; the tests fail when a new cycle
+# appears and when one of these goes (then its entry goes too).
+KNOWN_MODULE_CYCLES = [["evalctl.analysis.gate", "evalctl.analysis.trust_checks"]]  # the gate-check registry (issue 21)
+KNOWN_PART_CYCLES = [["evalctl.config", "evalctl.extras", "evalctl.servers"]]  # the engine registry (issue 22)
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The evalctl modules `name` imports: `from a import b` is a.b when that is a module, else a."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for statement in child.orelse:
+                    visit(statement)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names if a.name in modules)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in child.names:
+                    target = f"{base}.{alias.name}"
+                    found.add(target if target in modules else base)
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {m for m in found if m in modules and m != name}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            found.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return sorted(c for c in found if len(c) > 1)
+
+
+def module_graph() -> dict[str, set[str]]:
+    modules = module_names()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def test_no_import_cycle_between_modules():
+    assert cycles(module_graph()) == KNOWN_MODULE_CYCLES
+
+
+def test_no_cycle_between_the_parts_of_evalctl():
+    """Folded to evalctl's parts (evalctl.analysis, evalctl.runs, ...): runs is data, analysis reads it."""
+    part = lambda name: ".".join(name.split(".")[:2])  # noqa: E731
+    folded: dict[str, set[str]] = {}
+    for name, targets in module_graph().items():
+        folded.setdefault(part(name), set()).update(part(t) for t in targets if part(t) != part(name))
+    assert cycles(folded) == KNOWN_PART_CYCLES
+    assert "evalctl.analysis" in folded["evalctl.cli"] and "evalctl.runs" in folded["evalctl.analysis"]  # the graph is read
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -1,0 +1,134 @@
+"""One writer per run folder, with real evalctl processes and llama.cpp CPU servers: concurrent resumes,
+kill -9, a disk that fills mid-run, and readers (gate, dashboard) of a live run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import evalctl, only_run, processes_of
+from test_reliability_cpu import record_count, servers_of, small, start, wait_for
+
+from evalctl.errors import ExitCode
+from evalctl.history.store import inspect_run
+from evalctl.records import RECORD_KEYS, RECORDS_FILE, is_final, read_records
+from evalctl.runlock import writers
+
+pytestmark = pytest.mark.server
+
+
+def assert_each_request_once(run: Path, expected: int) -> None:
+    rows = read_records(run)
+    final = rows[is_final(rows)]
+    assert not final.duplicated(RECORD_KEYS).any(), "a finished request was sent again"
+    assert len(rows) == len(final) == expected, f"{len(rows)} rows for {expected} requests"
+    samples = pd.read_parquet(run / "samples.parquet")
+    assert len(samples) == expected and samples.error.isna().all()
+
+
+def resume(run: Path, *extra: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "evalctl.cli", "sweep", "--resume", str(run), *extra]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_resumes_at_once_after_kill_9_one_writes_one_refuses_one_waits(tmp_path, data_dir, no_orphans):
+    root = tmp_path / "out"
+    proc = start(tmp_path, *small(data_dir, "--shots", "1", "--limit", "4", "--cache", "on,off", "--concurrency", "1"), "--output", str(root))
+    wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
+    proc.kill()
+    proc.wait()
+    run = only_run(root)
+    assert writers(run) == []  # kill -9 left no lock behind: nothing to clean before resuming
+    wait_for(lambda: not servers_of(root), timeout=10, what="the server to die with evalctl")
+
+    first = resume(run)
+    wait_for(lambda: writers(run), timeout=120, what="the first resume to hold the lock")
+    second, third = resume(run), resume(run, "--wait-for-lock", "900")
+    refused_out, refused_err = second.communicate(timeout=300)
+    assert second.returncode == ExitCode.BAD_INPUT, refused_out + refused_err
+    assert f"PID {first.pid}" in refused_err and "being written by" in refused_err and "Traceback" not in refused_err
+    assert third.poll() is None  # waiting for the lock, not refused
+    out, errs = first.communicate(timeout=900)
+    assert first.returncode == 0, out + errs
+    out3, errs3 = third.communicate(timeout=300)
+    assert third.returncode == 0, out3 + errs3
+
+    assert_each_request_once(run, expected=8)
+    resumes = json.loads((run / "manifest.json").read_text())["resumes"]
+    # The writer sent the rest; the waiter found nothing left; the refused one left no trace.
+    assert len(resumes) == 2, resumes
+    assert resumes[0]["finished_requests"] >= 1 and resumes[0]["finished_requests"] + resumes[0]["remaining_requests"] == 8
+    assert (resumes[1]["finished_requests"], resumes[1]["remaining_requests"]) == (8, 0)
+
+
+def mount_tmpfs(where: Path, size: str) -> None:
+    where.mkdir()
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {out.stderr.strip()}")
+
+
+def test_a_disk_that_fills_mid_run_names_the_file_keeps_every_row_and_resume_finishes(tmp_path, data_dir, no_orphans):
+    disk = tmp_path / "disk"
+    mount_tmpfs(disk, "16m")
+    try:
+        root = disk / "out"
+        args = small(data_dir, "--shots", "1", "--limit", "4", "--cache", "on,off", "--concurrency", "1")
+        argv = [sys.executable, "-m", "evalctl.cli", *args, "--output", str(root)]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
+        filler = disk / "filler"
+        # Until the disk is full: the records file's last page has room for at most ~3 more rows (1 kB each) of 8.
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
+        out, errs = proc.communicate(timeout=900)
+        assert proc.returncode == ExitCode.INTERNAL, out + errs
+        run = only_run(root)
+        assert "Traceback" not in errs
+        assert "No space left on device" in errs and f"cannot write {run}/" in errs, errs
+        assert "Every row written so far is safe" in errs
+        command = next(line.strip() for line in errs.splitlines() if line.strip().startswith("evalctl sweep --resume"))
+        assert command == f"evalctl sweep --resume {run}"
+        assert not processes_of(root), "a server outlived the failed sweep"
+        kept = record_count(root)
+
+        filler.unlink()
+        finished = evalctl(*shlex.split(command)[1:])
+        assert finished.returncode == 0, finished.stdout + finished.stderr
+        assert record_count(root) >= kept  # nothing written before was lost
+        assert_each_request_once(run, expected=8)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_gate_and_dashboard_read_a_live_run_and_say_it_is_running(tmp_path, data_dir, no_orphans):
+    root, site = tmp_path / "out", tmp_path / "site"
+    # Long answers: the run stays live for the readers; it is stopped once they have read it twice.
+    args = small(data_dir, "--shots", "1", "--limit", "30", "--cache", "on", "--concurrency", "1", "--max-tokens", "128")
+    proc = start(tmp_path, *args, "--output", str(root))
+    wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
+    run = only_run(root)
+    reads = 0
+    while proc.poll() is None and reads < 2:
+        gate = evalctl("gate", str(run))
+        live = proc.poll() is None
+        assert gate.returncode in (0, 1, 2), gate.stdout + gate.stderr
+        assert "Traceback" not in gate.stderr
+        if live and (run / RECORDS_FILE).is_file():
+            assert "running:" in gate.stderr and f"PID {proc.pid}" in gate.stderr, gate.stderr
+            assert not (run / "gate.json").exists()  # the writer's to write, when it ends
+        board = evalctl("dashboard", "--root", str(root), "-o", str(site))
+        assert board.returncode == 0, board.stdout + board.stderr
+        if proc.poll() is None:
+            assert f'data-run="{run.name}" data-config="cpu/default" data-verdict="running"' in (site / "index.html").read_text()
+            reads += 1
+    assert reads >= 1, "the sweep ended before a reader saw it running"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=300) == 143, (tmp_path / "evalctl.out").read_text()
+    assert writers(run) == [] and inspect_run(run).status == "interrupted"
+    assert not (run / "gate.json").exists()  # no reader wrote into the live run

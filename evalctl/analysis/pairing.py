@@ -144,13 +144,6 @@ def align_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
     return pairs
 
 
-def scored_pairs(pairs: pd.DataFrame, metric: Metric) -> pd.DataFrame:
-    """Pairs where both sides reached an answer (for listing answers side by side)."""
-    col = f"{metric}_correct"
-    ok = pairs["error_ref"].isna() & pairs["error"].isna() & pairs[f"{col}_ref"].notna() & pairs[col].notna()
-    return pairs[ok]
-
-
 def judged_pairs(pairs: pd.DataFrame, metric: Metric | None = None) -> pd.DataFrame:
     """The pairs a paired test judges: the reference answered, and the candidate answered or failed.
 

@@ -9,6 +9,7 @@ by DuckDB straight from every run's `samples.parquet`.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from collections.abc import Callable
@@ -213,26 +214,7 @@ class HistoryStore:
                 params.append(value)
         metrics = list(dict.fromkeys(m for f in folders if f.manifest for m in f.manifest.metrics))
 
-        def sql(columns: list[str]) -> str:
-            hits = "".join(
-                f"count(*) FILTER (WHERE error IS NULL AND {ident(m + '_correct')}) AS {ident(m + '_hits')}, "
-                for m in metrics
-                if f"{m}_correct" in columns
-            )
-            return f"""
-            SELECT path, profile, variant, cache, shots,
-                   count(*) FILTER (WHERE error IS NULL) AS n, {hits}
-                   count(*) FILTER (WHERE error IS NOT NULL) AS errors,
-                   sum(completion_tokens) FILTER (WHERE error IS NULL) AS out_tokens,
-                   -- the cell's wall-clock window, as analysis.throughput measures it, in SQL for speed across many runs
-                   max(started_at + coalesce(latency_s, 0)) - min(started_at) AS wall_s,
-                   quantile_cont(CAST(ttft_s AS DOUBLE), 0.5) FILTER (WHERE error IS NULL) AS ttft_p50_s,
-                   max(prompt_tokens) AS max_prompt_tokens
-            FROM samples WHERE {" AND ".join(clauses)}
-            GROUP BY ALL
-            """
-
-        table = self._query(folders, sql, params)
+        table = self._query(folders, functools.partial(cells_sql, metrics, clauses), params)
         columns = ["run_id", "created_at", "model", "path", *CELL_COLUMNS[1:]]
         if table.empty:
             return pd.DataFrame(columns=columns)
@@ -328,6 +310,27 @@ class HistoryStore:
 
         table = self._query(folders, sql, tables={"runs": runs[["path", "run_id", "seq", "metric"]]})
         return table if len(table) else pd.DataFrame(columns=LEDGER_COLUMNS)
+
+
+def cells_sql(metrics: list[str], clauses: list[str], columns: list[str]) -> str:
+    """`HistoryStore.cells`' query: per cell, counts and hits of each metric the samples have."""
+    hits = "".join(
+        f"count(*) FILTER (WHERE error IS NULL AND {ident(m + '_correct')}) AS {ident(m + '_hits')}, "
+        for m in metrics
+        if f"{m}_correct" in columns
+    )
+    return f"""
+    SELECT path, profile, variant, cache, shots,
+           count(*) FILTER (WHERE error IS NULL) AS n, {hits}
+           count(*) FILTER (WHERE error IS NOT NULL) AS errors,
+           sum(completion_tokens) FILTER (WHERE error IS NULL) AS out_tokens,
+           -- the cell's wall-clock window, as analysis.throughput measures it, in SQL for speed across many runs
+           max(started_at + coalesce(latency_s, 0)) - min(started_at) AS wall_s,
+           quantile_cont(CAST(ttft_s AS DOUBLE), 0.5) FILTER (WHERE error IS NULL) AS ttft_p50_s,
+           max(prompt_tokens) AS max_prompt_tokens
+    FROM samples WHERE {" AND ".join(clauses)}
+    GROUP BY ALL
+    """
 
 
 def ident(name: str) -> str:

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import guides
 import pytest
 import yaml
 from frames import manifest_for, sweep_frame
@@ -17,23 +18,10 @@ from evalctl.analysis.gate import GatePolicy, PolicyError, evaluate, load_policy
 from evalctl.report.gate_outputs import write_gate_outputs
 from evalctl.runs import Run
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide-add-gate-check.md"
 
 
 def guide_block(language: str, index: int = 0) -> str:
-    """The guide's `index`-th code block in `language`: the test runs what the guide shows."""
-    blocks, current, info = [], None, ""
-    for line in GUIDE.read_text().splitlines():
-        if line.startswith("```"):
-            if current is None:
-                current, info = [], line[3:].strip()
-            else:
-                if info == language:
-                    blocks.append("\n".join(current) + "\n")
-                current = None
-        elif current is not None:
-            current.append(line)
-    return blocks[index]
+    return guides.guide_block("guide-add-gate-check.md", language, index)
 
 
 @pytest.fixture

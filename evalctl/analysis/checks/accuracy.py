@@ -24,7 +24,7 @@ def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
     return {
         "value": float(row["acc_drop"]),
         "threshold": policy.max_accuracy_drop,
-        "p_value": float(row["p_value"]),
+        "p_value": float(row["p_beyond"]),
         "p_adjusted": float(row["p_adjusted"]),
         "b": int(row["b"]),
         "c": int(row["c"]),
@@ -43,7 +43,7 @@ def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Nois
         versus += f"; {noise.describe()}"
     if n < policy.min_n:
         return f"only {n} pairs (min_n {policy.min_n}); {versus}"
-    bounds = f"drop {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['drop_lower']:.3f},{row['drop_upper']:.3f}]"
+    bounds = f"drop {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
     if row["status"] == "regression":
         return f"drop beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks); {versus}"
     if row["status"] == "pass":
@@ -68,11 +68,12 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), policy.alpha) if len(table) else ([], [])
     table = table.assign(
         status=decided.status,
-        p_value=decided.p_beyond,
+        # Named apart from the table's own McNemar p_value and drop_upper, which they would overwrite.
+        p_beyond=decided.p_beyond,
         p_adjusted=decided.p_adjusted,
         p_within=decided.p_within,
-        drop_lower=lower,
-        drop_upper=upper,
+        rule_lower=lower,
+        rule_upper=upper,
     )
     tests = int(decided.tests) if len(table) else 0
     checks = []

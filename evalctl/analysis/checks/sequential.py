@@ -10,6 +10,7 @@ from evalctl.analysis.gate_policy import GatePolicy, PolicyError
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import RUN_VS_BASELINE
 from evalctl.config import StoppingConfig
+from evalctl.manifest import CellDecision
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
@@ -60,44 +61,42 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
         for _, row in run.samples[CELL_KEYS].drop_duplicates().iterrows()
         if tuple(row) not in decided
     ]
-    checks = []
-    for decision in run.manifest.decisions:
-        status: Status = decision.verdict
-        reason = (
-            f"{decision.verdict} at look {decision.look} after {decision.answered} of {decision.planned} questions"
-            f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved"
-        )
-        if decision.drift:
-            reason += "; the drop differed between early and late questions of the send order (drift), so no early pass"
-        profile_noise = (noise or {}).get(decision.profile)
-        if decision.n:
-            reason += f"; flips {decision.b} right->wrong, {decision.c} wrong->right of {decision.n} pairs"
-        if profile_noise is not None:
-            reason += f"; {profile_noise.describe()}"
-            margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
-            drop = (decision.b - decision.c) / decision.n if decision.n else math.nan
-            if status == "regression" and not drop > margin:
-                status = "inconclusive"
-                reason = f"not above tolerance plus the engine's own noise drop = {margin:.3f} (drop {drop:.3f}): {reason}"
-        checks.append(
-            Check(
-                f"{RUN_VS_BASELINE} (sequential)",
-                "sequential",
-                status,
-                reason,
-                profile=decision.profile,
-                variant=decision.variant,
-                cache=decision.cache,
-                shots=decision.shots,
-                pass_index=decision.pass_index,
-                metric="requests saved",
-                value=float(decision.saved),
-                b=decision.b,
-                c=decision.c,
-                n=decision.n if decision.n is not None else decision.answered,
-            )
-        )
-    return undecided + checks
+    return undecided + [decision_check(d, policy, (noise or {}).get(d.profile)) for d in run.manifest.decisions]
+
+def decision_check(decision: CellDecision, policy: GatePolicy, profile_noise: Noise | None) -> Check:
+    """One cell's sequential decision as a finding; a regression must also exceed the engine's A/A noise."""
+    status: Status = decision.verdict
+    reason = (
+        f"{decision.verdict} at look {decision.look} after {decision.answered} of {decision.planned} questions"
+        f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved"
+    )
+    if decision.drift:
+        reason += "; the drop differed between early and late questions of the send order (drift), so no early pass"
+    if decision.n:
+        reason += f"; flips {decision.b} right->wrong, {decision.c} wrong->right of {decision.n} pairs"
+    if profile_noise is not None:
+        reason += f"; {profile_noise.describe()}"
+        margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
+        drop = (decision.b - decision.c) / decision.n if decision.n else math.nan
+        if status == "regression" and not drop > margin:
+            status = "inconclusive"
+            reason = f"not above tolerance plus the engine's own noise drop = {margin:.3f} (drop {drop:.3f}): {reason}"
+    return Check(
+        f"{RUN_VS_BASELINE} (sequential)",
+        "sequential",
+        status,
+        reason,
+        profile=decision.profile,
+        variant=decision.variant,
+        cache=decision.cache,
+        shots=decision.shots,
+        pass_index=decision.pass_index,
+        metric="requests saved",
+        value=float(decision.saved),
+        b=decision.b,
+        c=decision.c,
+        n=decision.n if decision.n is not None else decision.answered,
+    )
 
 
 class Sequential(GateCheck):

@@ -137,7 +137,9 @@ class Bisect:
             state.step_tolerance = step_tolerance(policy.max_accuracy_drop, *judged.flips)
         else:
             step.verdict, step.reason = sequential_verdict(run)
-        finish_run(run, policy, baseline=reference)  # an ordinary run folder: gate files, report.html
+        # An ordinary run folder (gate files, report.html), gated at the tolerance and alpha it was stopped with.
+        stopped = {"max_accuracy_drop": config.stopping.tolerance, "alpha": config.stopping.alpha}
+        finish_run(run, policy.model_copy(update=stopped) if reference is not None and not endpoint else policy, baseline=reference)
         self.save()
         self.on_step(step)
         return step

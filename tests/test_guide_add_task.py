@@ -40,6 +40,7 @@ def registry_restored(monkeypatch):
     """The plug-in registers into the process's registry: leave it as it was for other tests."""
     from evalctl import plugins
 
+    registry.registered_tasks()  # the built-ins registered first, so the copy restored afterwards holds them
     monkeypatch.setattr(registry, "_TASKS", dict(registry._TASKS))
     monkeypatch.setattr(plugins, "_loaded", set(plugins._loaded))
 

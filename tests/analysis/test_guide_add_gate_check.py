@@ -29,6 +29,7 @@ def plugin(tmp_path: Path, monkeypatch):
     """The guide's module, on sys.path and in EVALCTL_PLUGINS; the registry left as it was afterwards."""
     from evalctl import plugins
 
+    registry.registered_checks()  # the built-ins registered first, so the copy restored afterwards holds them
     monkeypatch.setattr(registry, "_CHECKS", dict(registry._CHECKS))
     monkeypatch.setattr(plugins, "_loaded", set(plugins._loaded))
     monkeypatch.delitem(sys.modules, "evalctl_empty_answers", raising=False)  # imported afresh: it registers again

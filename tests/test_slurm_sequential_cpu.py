@@ -5,7 +5,7 @@ baseline. The candidate runs on Slurm, one job per profile: a behind `evalctl ca
 lost-prefix`, b straight to the server. Each job decides its cells at its share of alpha
 (`cluster.submit.part_config`: half each here); the aggregation job folds both parts'
 decisions into the manifest and gates them as one family. prefix-recall, one cell per
-profile, as tests/test_sequential_cpu.py but with 20 records.
+profile, as tests/test_sequential_cpu.py but with 40 records.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"),
 ]
 
-# 20 questions and a first look at 10 (stopping and gate policy both at min_n 10): the
-# requests are few and their prefixes short, so the test stays minutes on a loaded CPU.
-RECORDS, SEED, MIN_N = 20, 1, 10
+# 40 records (about 380 prompt tokens, recalled about half the time) and 40 questions, first
+# look at 20 (stopping and gate policy both at min_n 20): at 20 records the model recalled only
+# a quarter, too few flips for the lost prefix to stop part a before its last look.
+RECORDS, SEED, MIN_N = 40, 1, 20
 MODEL = "bundled:smollm2-135m"
 
 

@@ -112,21 +112,6 @@ def _first_name(manifest: Manifest, section: str) -> str | None:
     return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
 
 
-def baseline_variant(manifest: Manifest) -> str | None:
-    """The config's first variant is the baseline the others are compared with."""
-    return _first_name(manifest, "variants")
-
-
-def baseline_profile(manifest: Manifest) -> str | None:
-    """The config's first server profile is the reference the others are compared with."""
-    return _first_name(manifest, "servers")
-
-
-def _first_name(manifest: Manifest, section: str) -> str | None:
-    entries = manifest.config.get(section) or []
-    return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
-
-
 def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateInputs:
     """What every check reads; the policy's metric resolved to the run's (default: its task's first)."""
     policy = policy.model_copy(update={"metric": run.metric(policy.metric)})

@@ -46,6 +46,18 @@ class Comparison:
     reference_label: str  # how the reference cell differs: "cache off"
 
 
+def _each_against_reference(df: pd.DataFrame, kind: Literal["variant", "profile"], preferred: str | None) -> list[Comparison]:
+    """Each value of column `kind` vs the reference value (`preferred` if present, else the first)."""
+    values = sorted(set(df[kind]))
+    reference = preferred if preferred in values else (values[0] if values else None)
+    return [
+        Comparison(kind, f"{kind} {value} vs {reference}", df[df[kind] == reference], df[df[kind] == value],
+                   tuple(cell_keys(kind)), f"{kind} {reference}")  # fmt: skip
+        for value in values
+        if value != reference
+    ]
+
+
 def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_profile: str | None = None) -> list[Comparison]:
     """The comparisons one run supports: cache on vs off, each variant vs the baseline, pass k vs pass 1,
     each server profile vs the reference profile.
@@ -65,34 +77,8 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_p
                 "cache off",
             )
         )
-    variants = sorted(set(df["variant"]))
-    baseline = baseline_variant if baseline_variant in variants else (variants[0] if variants else None)
-    for variant in variants:
-        if variant != baseline:
-            out.append(
-                Comparison(
-                    "variant",
-                    f"variant {variant} vs {baseline}",
-                    df[df["variant"] == baseline],
-                    df[df["variant"] == variant],
-                    tuple(cell_keys("variant")),
-                    f"variant {baseline}",
-                )
-            )
-    profiles = sorted(set(df["profile"]))
-    reference = baseline_profile if baseline_profile in profiles else (profiles[0] if profiles else None)
-    for profile in profiles:
-        if profile != reference:
-            out.append(
-                Comparison(
-                    "profile",
-                    f"profile {profile} vs {reference}",
-                    df[df["profile"] == reference],
-                    df[df["profile"] == profile],
-                    tuple(cell_keys("profile")),
-                    f"profile {reference}",
-                )
-            )
+    for kind, preferred in (("variant", baseline_variant), ("profile", baseline_profile)):
+        out.extend(_each_against_reference(df, kind, preferred))
     for pass_index in sorted(set(df["pass_index"]) - {1}):
         out.append(
             Comparison(

@@ -8,8 +8,9 @@ from evalctl.config import ServerProfile, SweepConfig
 from evalctl.servers.gpus import GpuAssignmentError, assign_gpus, gpu_assignment, visible_gpus
 
 
-def profile(name: str, tp: int, engine: str = "sglang", **extra) -> ServerProfile:
-    return ServerProfile(name=name, engine=engine, model_path="m", tp=tp, **extra)
+def profile(name: str, tp: int | None = None, engine: str = "sglang", **extra) -> ServerProfile:
+    gpus = {} if tp is None else {"tp": tp}  # a CPU engine has no tp setting (the registry refuses it)
+    return ServerProfile(name=name, engine=engine, model_path="m", **gpus, **extra)
 
 
 EIGHT = [str(i) for i in range(8)]
@@ -21,7 +22,7 @@ def test_tp4_and_tp2_get_disjoint_contiguous_sets():
 
 
 def test_cpu_profiles_take_no_gpus():
-    got = assign_gpus([profile("cpu", 1, engine="llamacpp"), profile("gpu", 2)], ["0", "1"])
+    got = assign_gpus([profile("cpu", engine="llamacpp"), profile("gpu", 2)], ["0", "1"])
     assert got == {"gpu": ["0", "1"]}
 
 
@@ -61,5 +62,5 @@ def test_visible_gpus_sources(monkeypatch):
 def test_sweep_assignment_uses_physical_ids_from_the_environment():
     cfg = SweepConfig(model="m", servers=[profile("a", 2), profile("b", 1)])
     assert gpu_assignment(cfg, {"CUDA_VISIBLE_DEVICES": "4,5,6"}) == {"a": ["4", "5"], "b": ["6"]}
-    cpu_only = SweepConfig(model="m", servers=[profile("cpu", 1, engine="llamacpp")])
+    cpu_only = SweepConfig(model="m", servers=[profile("cpu", engine="llamacpp")])
     assert gpu_assignment(cpu_only, {"CUDA_VISIBLE_DEVICES": ""}) == {}

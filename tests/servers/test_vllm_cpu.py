@@ -134,7 +134,8 @@ def watch(proc: subprocess.Popen, tree: ProcessTree, until, timeout: float) -> N
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
     """One cache-on vLLM server for the checks that do not test the lifecycle."""
-    profile = ServerProfile.model_validate(vllm_profile())
+    # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
+    profile = ServerProfile.model_validate(vllm_profile(random_seed=1234))
     server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("vllm") / "server.log")
     adapter_for("vllm").preflight(profile, Variant())
     tree = ProcessTree(os.getpid())
@@ -201,7 +202,7 @@ def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_serve
     healthy = evalctl("probe", "--url", vllm_server.base_url, "--output", str(tmp_path / "ok"), *common)
     assert healthy.returncode == 0, healthy.stderr + healthy.stdout
     result = json.loads((only_run(tmp_path / "ok") / "probe.json").read_text())
-    assert result["verdict"] == "pass" and result["flushed"] and all(b["cached_tokens"] > 0 for b in result["bins"])
+    assert result["verdict"] == "pass" and result["cache_flushed"] and all(b["cached_tokens"] > 0 for b in result["bins"])
     canary, url = start_canary(vllm_server.base_url)
     try:
         faulty = evalctl("probe", "--url", url, "--output", str(tmp_path / "bad"), *common)

@@ -98,6 +98,6 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     assert len(pd.read_parquet(resumed / "samples.parquet")) == stop["answered"]
 
     calm = json.loads((healthy / "manifest.json").read_text())
-    assert calm["status"] == "complete" and [d["reason"] for d in calm["decisions"]] != ["regression"]
+    assert calm["status"] == "complete" and [d["verdict"] for d in calm["decisions"]] != ["regression"]
     verdicts = json.loads((healthy / "gate.json").read_text())["checks"]
     assert not [c for c in verdicts if c["kind"] in ("accuracy", "sequential") and c["status"] == "regression"]

@@ -129,9 +129,9 @@ def measure(step: Step, run: Run, reference: Run | None, metric: str) -> None:
 def sequential_verdict(run: Run) -> tuple[Verdict, str]:
     """A sequential step's verdict from its cells' decisions."""
     decisions = run.manifest.decisions
-    if any(d.reason == "regression" for d in decisions):
+    if any(d.verdict == "regression" for d in decisions):
         return Verdict.bad, "regression against the reference"
-    if decisions and all(d.reason == "pass" for d in decisions):
+    if decisions and all(d.verdict == "pass" for d in decisions):
         return Verdict.good, "within the step's tolerance of the reference"
     return Verdict.unknown, "inconclusive at the plan's limit of questions"
 

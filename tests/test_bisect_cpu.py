@@ -216,6 +216,8 @@ def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(
     assert not wide, wide
 
 
+# Nightly: the local bisect above proves the search; this one only adds that each step is a Slurm job.
+@pytest.mark.nightly
 @pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it")
 def test_bisect_on_slurm_runs_each_step_as_a_job(nightly_regression):
     world = nightly_regression

@@ -48,7 +48,9 @@ def test_the_default_sweep_behind_the_lost_prefix_canary_is_a_regression_showing
     assert verdict == "regression", text
     assert "canary run: lost-prefix was injected in front of the cache-on servers on purpose" in text
     assert "Flipped questions of the regressed cells, cache off -> on" in text and "right->wrong" in text
-    regressed = {(c["cache"], c["shots"]) for c in gate["checks"] if c["kind"] == "accuracy" and c["status"] == "regression"}
+    # At 30 questions the accuracy check alone may stay inconclusive (a drop of 0.30 against a 0.15
+    # tolerance); the invalid-answer cap the forgotten prefix trips makes the cell a regression.
+    regressed = {(c["cache"], c["shots"]) for c in gate["checks"] if c.get("shots") is not None and c["status"] == "regression"}
     assert regressed == {("on", CI_RECORDS)}
     manifest = json.loads((only_run(tmp_path / "canary") / "manifest.json").read_text())
     assert {s["cache"]: s["canary"] for s in manifest["servers"]} == {"on": "lost-prefix", "off": None}

@@ -119,7 +119,8 @@ def print_regressed_flips(run, gate) -> None:
     from evalctl.records import CELL_KEYS
     from evalctl.report.terminal import flips_view, frame_table
 
-    cells = {(c.profile, c.variant, c.shots, c.pass_index) for c in gate.checks if c.kind == "accuracy" and c.status == "regression"}
+    # Any per-cell check that regressed (accuracy, or an invalid-answer cap a forgotten prefix also trips) names a cell to show.
+    cells = {(c.profile, c.variant, c.shots, c.pass_index) for c in gate.checks if c.shots is not None and c.status == "regression"}
     samples = run.samples[[k in cells for k in zip(run.samples.profile, run.samples.variant, run.samples.shots, run.samples.pass_index)]]
     keys = [k for k in CELL_KEYS if k != "cache"]
     flipped = flipped_questions(samples[samples.cache == "off"], samples[samples.cache == "on"], keys, gate.policy.metric)

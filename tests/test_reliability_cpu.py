@@ -147,7 +147,7 @@ def test_signal_stops_everything_quickly(tmp_path, data_dir, sig, when, code, no
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
     if when == "requests":
         assert len(pd.read_parquet(run / "samples.parquet")) >= 1
-    assert "finish with --resume" in (tmp_path / "evalctl.out").read_text()
+    assert f"finish with: evalctl sweep --resume {run}\n" in (tmp_path / "evalctl.out").read_text()
 
 
 def test_api_key_and_server_secrets_never_reach_the_run_folder(tmp_path, data_dir, no_orphans):

@@ -324,8 +324,8 @@ def sweep(
             _finish_sweep(result, resolved)
         except Interrupted as exc:
             where = runner.run_dir
-            kept = f"records so far are in {where} (finish with: {resume_command(where)})" if where else "before the run folder was created"
-            err.print(f"interrupted by {exc.args[0]}; {kept}")
+            kept = f"records so far are kept in {where}\nfinish with: {resume_command(where)}" if where else "before the run folder was created"
+            err.print(f"interrupted by {exc.args[0]}; {kept}", highlight=False, soft_wrap=True)  # a path or command copied whole
             raise typer.Exit(exc.exit_status) from None
         except DiskError as exc:
             raise fail(disk_message(exc, runner.run_dir), exc.exit_status) from None

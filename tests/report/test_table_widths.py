@@ -55,7 +55,7 @@ def rendered(width: int, monkeypatch, *args: str) -> tuple[str, list]:
 
     buffer = io.StringIO()
     monkeypatch.setattr(console, "print", recording)
-    monkeypatch.setattr(console, "file", buffer)
+    monkeypatch.setattr(console, "_file", buffer)  # not `file`: undoing that would pin pytest's stdout
     monkeypatch.setattr(console, "_width", width)
     out = cli(*args)
     assert out.returncode in (0, 1, 2), out.stdout + out.stderr

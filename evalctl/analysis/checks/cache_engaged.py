@@ -46,8 +46,9 @@ class CacheEngaged(GateCheck):
         for check in earlier:
             key = (check.comparison, check.profile, check.variant, check.cache, check.shots, check.pass_index)
             why = failed.get(key) if check.comparison else None
-            if why and check.status != "inconclusive":
-                reason = f"rests on a cell whose cache label failed ({why}); was {check.status}: {check.reason}"
+            if why:  # named even on a check already inconclusive: it is the reason nothing could be told
+                was = f"was {check.status}: " if check.status != "inconclusive" else ""
+                reason = f"rests on a cell whose cache label failed ({why}); {was}{check.reason}"
                 check = replace(check, status="inconclusive", reason=reason)
             out.append(check)
         return out

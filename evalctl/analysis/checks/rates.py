@@ -1,4 +1,13 @@
-"""Caps per cell: the share of requests that failed, and of answers with nothing the metric could extract."""
+"""Caps per cell: the share of requests that failed, and of answers with nothing the metric could extract.
+
+A cap is a fixed share, not a test, so a handful of answers cannot prove it broken: below the
+policy's `min_n` a cell regresses only when its count already exceeds what `min_n` answers
+would tolerate (more than `cap x min_n`), and is inconclusive otherwise. One unlucky answer of
+three is not a regression; four of four failed requests at a 10% cap is.
+In a run that did not finish, a request whose last attempt hit a retryable error (the server
+went away, a timeout) is pending, not failed: `--resume` sends it again, and the completeness
+check already reports it.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +15,40 @@ import pandas as pd
 
 from evalctl.analysis.checks import Check, GateCheck, GateInputs, Status, register_check
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.records import CELL_KEYS
+from evalctl.records import CELL_KEYS, is_final
 
 
-def rate_checks(samples: pd.DataFrame, policy: GatePolicy) -> list[Check]:
+def cap_status(count: int, total: int, limit: float, min_n: int) -> Status:
+    """Pass at or under the cap; over it, a regression only once `count` exceeds `limit x max(total, min_n)`."""
+    if not total:
+        return "inconclusive"
+    if count <= limit * total:
+        return "pass"
+    return "regression" if count > limit * max(total, min_n) else "inconclusive"
+
+
+def rate_checks(samples: pd.DataFrame, policy: GatePolicy, finished: bool = True) -> list[Check]:
     """Request errors and unextractable answers, per cell, against the policy's maxima."""
     checks = []
     for key, group in samples.groupby(CELL_KEYS, sort=True):
         cell = dict(zip(CELL_KEYS, key))
         cell = {**cell, "shots": int(cell["shots"]), "pass_index": int(cell["pass_index"])}
-        errors = int(group["error"].notna().sum())
-        scored = group[group["error"].isna()]
+        settled = group if finished else group[is_final(group)]
+        pending = len(group) - len(settled)
+        errors = int(settled["error"].notna().sum())
+        scored = settled[settled["error"].isna()]
         invalid = int(scored[f"{policy.metric}_answer"].isna().sum())
         for kind, count, total, limit, what in (
-            ("error_rate", errors, len(group), policy.max_error_rate, "requests failed"),
+            ("error_rate", errors, len(settled), policy.max_error_rate, "requests failed"),
             ("invalid_rate", invalid, len(scored), policy.max_invalid_rate, f"answers had no {policy.metric} answer"),
         ):
             rate = count / total if total else float("nan")
-            status: Status = "pass" if total and rate <= limit else "regression" if total else "inconclusive"
-            reason = f"{count} of {total} {what} ({rate:.1%}; max {limit:.1%})" if total else "no scored answers"
+            status = cap_status(count, total, limit, policy.min_n)
+            reason = f"{count} of {total} {what} ({rate:.1%}; max {limit:.1%})" if total else "no settled answers"
+            if status == "inconclusive" and total:
+                reason += f"; only {total} (min_n {policy.min_n})"
+            if pending and kind == "error_rate":
+                reason += f"; {pending} pending (run not finished)"
             checks.append(Check(kind.replace("_", " "), kind, status, reason, **cell, metric=kind, value=rate, threshold=limit, n=total))
     return checks
 
@@ -38,7 +62,8 @@ class Rate(GateCheck):
         self.kind = kind
 
     def results(self, inputs: GateInputs) -> list[Check]:
-        return [c for c in rate_checks(inputs.run.samples, inputs.policy) if c.kind == self.kind]
+        finished = inputs.run.manifest.status == "complete"
+        return [c for c in rate_checks(inputs.run.samples, inputs.policy, finished) if c.kind == self.kind]
 
 
 register_check(Rate("error_rate"))

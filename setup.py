@@ -9,6 +9,6 @@ Everything else about the package is in pyproject.toml.
 from setuptools import find_namespace_packages, setup
 
 setup(
-    packages=[*find_namespace_packages(include=["evalctl*"]), "evalctl.configs"],
+    packages=[*find_namespace_packages(include=["evalctl*"]), "evalctl.configs", "evalctl.configs.gate"],
     package_dir={"evalctl.configs": "configs"},
 )

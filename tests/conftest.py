@@ -40,8 +40,10 @@ import psutil
 import pytest
 import yaml
 
+from evalctl.analysis.gate_document import GateDocument
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.datasets import packaged_data_dir
+from evalctl.errors import VERDICT_EXIT
 from evalctl.servers.process import ManagedServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,3 +190,10 @@ def only_run(root: Path) -> Path:
     runs = [p for p in root.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+def gate_doc(verdict: str, checks: list[dict], **fields) -> GateDocument:
+    """A gate document for report and dashboard tests: each check a dict, name, kind and reason filled in."""
+    filled = [{"name": "check", "kind": "accuracy", "reason": "", **c} for c in checks]
+    exit_code = int(VERDICT_EXIT[verdict])
+    return GateDocument.model_validate({"verdict": verdict, "exit_code": exit_code, "policy": {}, "run": "r", "checks": filled, **fields})

@@ -64,7 +64,7 @@ def test_gate_exit_codes_and_files(runs, tmp_path):
     assert "regression" in text and "Cliffs: cache-on accuracy" in text and "described, not judged" in text
 
     doc = json.loads((tmp_path / "gate" / "gate.json").read_text())
-    assert set(doc) == {"verdict", "exit_code", "policy", "run", "baseline", "checks", "cliffs"}
+    assert set(doc) == {"schema_version", "verdict", "exit_code", "policy", "run", "baseline", "checks", "cliffs"}
     assert (doc["verdict"], doc["exit_code"], doc["run"], doc["baseline"]) == ("regression", 1, "bad", None)
     assert all(set(c) == CHECK_KEYS for c in doc["checks"])
     assert {(c["cache"], c["shots"]) for c in doc["checks"] if c["kind"] == "accuracy" and c["status"] == "regression"} == {

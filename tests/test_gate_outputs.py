@@ -5,8 +5,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from evalctl.analysis.gate import Check, GatePolicy, GateResult
+from evalctl.analysis.gate_document import GATE_SCHEMA_VERSION, GateFileError, read_gate
+from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest
 from evalctl.report.gate_outputs import gate_document, junit_xml, markdown_summary, write_gate_outputs
 from evalctl.runs import Run
@@ -37,7 +40,9 @@ def test_junit_escapes_and_maps_statuses():
 def test_gate_json_is_strict_json_with_nulls_for_missing_numbers(tmp_path):
     write_gate_outputs(result(), tmp_path)
     doc = json.loads((tmp_path / "gate.json").read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-    assert doc == json.loads(json.dumps(gate_document(result())))
+    assert doc["schema_version"] == GATE_SCHEMA_VERSION
+    read = read_gate(tmp_path)
+    assert read == gate_document(result()) and read.checks == [Check(**c.as_dict()) for c in result().checks]  # read back as written
     assert doc["checks"][0]["p_adjusted"] is None and doc["checks"][0]["b"] == 30
     assert doc["policy"]["max_accuracy_drop"] == 0.03
 
@@ -57,3 +62,27 @@ def test_chunked_prefill_size_read_defensively():
     assert size({"servers": [{"name": "a"}, {"name": "b", "chunked_prefill_size": 8192}]}) == 8192
     assert size({"servers": [{"name": "a", "chunked_prefill_size": None}]}) is None
     assert size({}) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "told"),
+    [
+        ("{not json", "is not JSON"),
+        ('{"verdict": "maybe", "exit_code": 0, "policy": {}, "run": "r"}', "is not a gate document: verdict"),
+        ('{"schema_version": 99, "verdict": "pass", "exit_code": 0, "policy": {}, "run": "r"}', "newer than this evalctl reads"),
+        ('{"verdict": "pass", "exit_code": 0, "policy": {"alpha": "often"}, "run": "r"}', "policy.alpha"),
+    ],
+)
+def test_a_bad_gate_json_is_refused_by_every_reader_with_what_is_wrong(tmp_path, text, told):
+    (tmp_path / "gate.json").write_text(text)
+    with pytest.raises(GateFileError, match=told) as caught:
+        read_gate(tmp_path)
+    assert caught.value.exit_status == ExitCode.BAD_INPUT and str(tmp_path / "gate.json") in str(caught.value)
+
+
+def test_a_gate_json_from_before_the_schema_version_reads_as_version_1(tmp_path):
+    write_gate_outputs(result(), tmp_path)
+    doc = json.loads((tmp_path / "gate.json").read_text())
+    del doc["schema_version"]
+    (tmp_path / "gate.json").write_text(json.dumps(doc))
+    assert read_gate(tmp_path) == gate_document(result())

@@ -11,12 +11,10 @@ a launch that failed -> skipped.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from pydantic import ValidationError
 
 from evalctl.analysis.drop_rule import decide_drops
 from evalctl.analysis.gate import GatePolicy
@@ -26,7 +24,7 @@ from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import SweepConfig, Variant, config_from_dict
 from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS
-from evalctl.report.gate_outputs import GATE_JSON
+from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
 from evalctl.runs import Run, open_run
 
 ACCURACY_KINDS = ("accuracy", "sequential")
@@ -49,30 +47,21 @@ def regression_of(run_dir: Path) -> Regression:
     """The regressed cells (of the first regressed profile and variant) of a gated run; FromRunError unless it regressed."""
     run = open_run(run_dir)
     try:
-        gate = json.loads((run_dir / GATE_JSON).read_text())
-    except FileNotFoundError:
-        raise FromRunError(f"--from-run {run_dir} has no {GATE_JSON}: gate it first (evalctl gate RUN --baseline GOOD_RUN)") from None
-    except (OSError, ValueError) as exc:
-        raise FromRunError(f"cannot read {run_dir / GATE_JSON}: {exc}") from None
-    if gate.get("verdict") != "regression":
-        raise FromRunError(f"--from-run {run_dir}: its gate says {gate.get('verdict')!r}, not regression: nothing to bisect")
-    hits = [c for c in gate.get("checks", []) if c.get("kind") in ACCURACY_KINDS and c.get("status") == "regression" and c.get("profile")]
+        gate = read_gate(run_dir)
+    except GateFileError as exc:
+        raise FromRunError(f"cannot read --from-run's gate: {exc}") from None
+    if gate is None:
+        raise FromRunError(f"--from-run {run_dir} has no {GATE_FILE}: gate it first (evalctl gate RUN --baseline GOOD_RUN)")
+    if gate.verdict != "regression":
+        raise FromRunError(f"--from-run {run_dir}: its gate says {gate.verdict!r}, not regression: nothing to bisect")
+    hits = [c for c in gate.checks if c.kind in ACCURACY_KINDS and c.status == "regression" and c.profile]
     if not hits:
         raise FromRunError(f"--from-run {run_dir}: no accuracy check regressed (its regression is not one a bisect can test)")
     first = hits[0]
-    mine = [c for c in hits if (c["profile"], c["variant"]) == (first["profile"], first["variant"])]
-    cells = CellSpec(
-        profile=first["profile"],
-        variant=first["variant"],
-        shots=sorted({int(c["shots"]) for c in mine}),
-        cache=sorted({str(c["cache"]) for c in mine}),
-    )
-    try:
-        policy = GatePolicy.model_validate(gate.get("policy") or {})
-    except ValidationError as exc:
-        raise FromRunError(f"{run_dir / GATE_JSON}: unreadable policy: {exc.errors()[0]['msg']}") from None
+    mine = [c for c in hits if (c.profile, c.variant) == (first.profile, first.variant)]
+    cells = CellSpec(profile=first.profile, variant=first.variant, shots=sorted({int(c.shots) for c in mine}), cache=sorted({str(c.cache) for c in mine}))
     config = config_from_dict(run.config, None, f"{run_dir}/manifest.json")
-    return Regression(config, cells, policy)
+    return Regression(config, cells, gate.policy)
 
 
 def step_config(regression: Regression, variant: Variant, root: Path, *, baseline: Path | None, tolerance: float, alpha: float) -> SweepConfig:

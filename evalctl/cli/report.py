@@ -30,7 +30,8 @@ def report(
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.report.finish import run_policy
     from evalctl.report.gate_outputs import gate_document
-    from evalctl.report.html import load_gate, write_report
+    from evalctl.analysis.gate_document import read_gate
+    from evalctl.report.html import write_report
     from evalctl.runs import load_run
 
     for label, path in (("run", run), ("baseline", baseline)):
@@ -40,7 +41,7 @@ def report(
     loaded, reference = load_run(run), load_run(baseline) if baseline else None
     if say_if_running(loaded) and output is None:
         raise fail(f"{run} is still being written: its report.html is the writer's to write; give --output FILE for a report of the rows so far")
-    gate = load_gate(run)
+    gate = read_gate(run)
     if gate is None:
         gate = gate_document(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))
     write_report(loaded, out, baseline=reference, gate=gate)

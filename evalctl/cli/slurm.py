@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,7 +21,7 @@ SETTLE_S = 10.0  # the scheduler gives a fresh job its pending reason within sec
 def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool, wait_for_lock_s: float = 0.0) -> None:
     from evalctl.cluster.slurm import NeverStarts, cancel, check_startable, wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit
-    from evalctl.report.gate_outputs import GATE_JSON
+    from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
 
     sub = submit(config, resume=resume, api_key=api_key, wait_for_lock_s=wait_for_lock_s)
     console.print(f"run id: {sub.run_id}")
@@ -44,13 +43,15 @@ def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None,
         err.print(f"stopped waiting; the jobs keep running (evalctl jobs {sub.run_dir})")
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     try:
-        gate = json.loads((sub.run_dir / GATE_JSON).read_text())
-    except (OSError, ValueError):
+        gate = read_gate(sub.run_dir)
+    except GateFileError:
+        gate = None
+    if gate is None:
         log = sub.run_dir / SUBMITIT_DIR / f"{sub.aggregate_job}_0_log.err"
-        message = f"aggregation job {sub.aggregate_job} ended ({state.state}) without a readable {GATE_JSON}; see {log}"
+        message = f"aggregation job {sub.aggregate_job} ended ({state.state}) without a readable {GATE_FILE}; see {log}"
         raise fail(message, ExitCode.RUN_FAILED) from None
-    console.print(f"verdict: {gate['verdict']} (exit {gate['exit_code']}); gate files in {sub.run_dir}", soft_wrap=True)
-    raise typer.Exit(int(gate["exit_code"]))
+    console.print(f"verdict: {gate.verdict} (exit {gate.exit_code}); gate files in {sub.run_dir}", soft_wrap=True)
+    raise typer.Exit(gate.exit_code)
 
 
 def _latest_run(root: Path) -> Path:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -34,7 +33,8 @@ from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE
-from evalctl.report.html import GATE_FILE, Table, fmt_acc, png_uri, records_table, template_env
+from evalctl.analysis.gate_document import GATE_FILE
+from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix
 
@@ -301,18 +301,18 @@ def _who(folder: RunListing) -> list[tuple[str, str]]:
 
 
 def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
-    gate = catalog.gates[str(folder.path)] or {}
-    baseline = catalog.by_run_id(gate.get("baseline"))
+    gate = catalog.gates[str(folder.path)]  # a sign-off page is built for gated runs only
+    baseline = catalog.by_run_id(gate.baseline)
     cells = catalog.cells_of(folder)
     base_cells = catalog.cells_of(baseline) if baseline else None
-    checks = [c for c in gate.get("checks") or [] if isinstance(c, dict)]
+    checks = gate.check_rows()
     runs = catalog.runs[catalog.runs["folder"] == folder.path.name]
     return _env.get_template("signoff.html.j2").render(
         model=folder.model or "?",
         gate=gate,
         configs=runs[["profile", "variant", "verdict", "engine_version", "git_revision"]].to_dict("records"),
         who=_who(folder),
-        baseline_id=gate.get("baseline"),
+        baseline_id=gate.baseline,
         baseline_who=_who(baseline) if baseline else None,
         baseline_report=reports.get(baseline.path.name) if baseline else None,
         side_by_side=_side_by_side(cells, base_cells),
@@ -390,8 +390,7 @@ def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildR
     up = {k: "../" + v for k, v in reports.items() if v}
     up_signoffs = {k: "../" + v for k, v in signoffs.items()}
     for f in gated:
-        gate = catalog.gates[str(f.path)] or {}
-        baseline = catalog.by_run_id(gate.get("baseline"))
+        baseline = catalog.by_run_id(catalog.gates[str(f.path)].baseline)
         inputs = [f] + ([baseline] if baseline else [])
         page(signoffs[f.path.name], _fingerprint(inputs, sorted(up.items())), lambda f=f: _signoff_page(catalog, f, up))
     for model, href in models.items():

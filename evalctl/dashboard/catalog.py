@@ -18,7 +18,7 @@ import pandas as pd
 
 from evalctl.analysis.checks import worst
 from evalctl.history.store import HistoryStore, RunListing, metric_trend
-from evalctl.report.html import GATE_FILE, load_gate
+from evalctl.analysis.gate_document import GATE_FILE, GateDocument, read_gate
 
 Verdict = Literal["pass", "regression", "inconclusive", "incomplete", "running", "not gated"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
@@ -27,7 +27,7 @@ RUN_ROW_COLUMNS = ["folder", "run_id", "model", "profile", "variant", "created_a
                    "git_revision", "gated", "baseline", "note"]  # fmt: skip
 
 
-def verdict_of(status: str, gate: dict | None, profile: str | None = None, variant: str | None = None) -> Verdict:
+def verdict_of(status: str, gate: GateDocument | None, profile: str | None = None, variant: str | None = None) -> Verdict:
     """A run's verdict for one configuration: its state unless complete, else its gate's.
 
     With a profile and variant, the worst of the gate's checks that concern them (a check
@@ -40,16 +40,9 @@ def verdict_of(status: str, gate: dict | None, profile: str | None = None, varia
         return "incomplete"
     if gate is None:
         return "not gated"
-    checks = [
-        c
-        for c in gate.get("checks") or []
-        if isinstance(c, dict) and c.get("profile") in (None, profile) and c.get("variant") in (None, variant)
-    ]
-    found = {c.get("status") for c in checks} & set(GATE_VERDICTS)  # a warning never decides
-    if found:
-        return worst(found)  # type: ignore[return-value]
-    verdict = gate.get("verdict")
-    return verdict if verdict in GATE_VERDICTS else "inconclusive"
+    checks = [c for c in gate.checks if c.profile in (None, profile) and c.variant in (None, variant)]
+    found = {c.status for c in checks} & set(GATE_VERDICTS)  # a warning never decides
+    return worst(found) if found else gate.verdict  # type: ignore[return-value]
 
 
 def _short(revision: object) -> str:
@@ -88,7 +81,7 @@ class Catalog:
     roots: list[Path]
     store: HistoryStore  # queries any of the folders, whichever root holds them
     folders: list[RunListing]  # every folder under the root, newest first
-    gates: dict[str, dict | None]  # gate.json by folder path; None when not gated
+    gates: dict[str, GateDocument | None]  # gate.json by folder path; None when not gated
     runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
     cells: pd.DataFrame  # HistoryStore.cells over every run, with accuracy_acc (each run's primary `metric`) and its 95% Wilson bounds accuracy_lo, accuracy_hi
     bisects: dict[str, dict] = field(default_factory=dict)  # finished bisects' culprits by their --from-run folder path
@@ -130,14 +123,14 @@ def load_catalog(roots: list[Path]) -> Catalog:
     for folder in folders:
         note, gate = folder.note, None
         try:
-            gate = load_gate(folder.path)
+            gate = read_gate(folder.path)
         except ValueError as exc:
             note = "; ".join(x for x in (note, f"{GATE_FILE} unreadable: {exc}") if x)
         gates[str(folder.path)] = gate
         for profile, variant in _configurations(folder, recorded):
             rows.append([folder.path.name, folder.run_id, folder.model, profile, variant, folder.created_at, folder.status,
                          verdict_of(folder.status, gate, profile, variant), _engine_version(folder, profile, variant),
-                         _git_revision(folder, variant), gate is not None, (gate or {}).get("baseline"), note])  # fmt: skip
+                         _git_revision(folder, variant), gate is not None, gate.baseline if gate else None, note])  # fmt: skip
     runs = pd.DataFrame(rows, columns=RUN_ROW_COLUMNS)
     runs["created_at"] = pd.to_datetime(runs["created_at"], utc=True)
     return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells, finished_bisects(roots))

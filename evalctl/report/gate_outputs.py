@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
-from evalctl.analysis.gate import GateResult, plain
+from evalctl.analysis.gate import GateResult
+from evalctl.analysis.gate_document import GATE_FILE, GateDocument
 from evalctl.fsio import write_atomic
 
-GATE_JSON = "gate.json"
+GATE_JSON = GATE_FILE
 GATE_JUNIT = "gate-junit.xml"
 GATE_MARKDOWN = "gate-summary.md"
 _ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "warning": "🔶"}
 
 
-def gate_document(result: GateResult) -> dict[str, Any]:
-    """The gate.json document; its keys are a contract with the HTML report."""
-    return {
-        "verdict": result.verdict,
-        "exit_code": result.exit_code,
-        "policy": result.policy.model_dump(mode="json"),
-        "run": result.run,
-        "baseline": result.baseline,
-        "checks": [check.as_dict() for check in result.checks],
-        "cliffs": [{k: plain(v) for k, v in row.items()} for row in result.cliffs.to_dict("records")],
-    }
+def gate_document(result: GateResult) -> GateDocument:
+    """The gate.json document (`analysis.gate_document`: typed, versioned, read back by every reader)."""
+    return GateDocument.of(result)
 
 
 def junit_xml(result: GateResult) -> bytes:
@@ -90,7 +81,7 @@ def write_gate_outputs(result: GateResult, out_dir: Path) -> list[Path]:
     """gate.json, gate-junit.xml and gate-summary.md in `out_dir` (each replaced atomically)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {
-        GATE_JSON: json.dumps(gate_document(result), indent=2).encode(),
+        GATE_JSON: gate_document(result).to_json().encode(),
         GATE_JUNIT: junit_xml(result),
         GATE_MARKDOWN: markdown_summary(result).encode(),
     }

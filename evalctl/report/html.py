@@ -5,7 +5,7 @@ offline. Every string that came from a model, a dataset or a run folder goes thr
 Jinja's autoescape: a model that answers `<script>` shows that text, nothing runs.
 
 The gate's verdict is an input, not computed here: `write_report(..., gate=...)` takes
-the gate's result as a dict; without one it reads the run's `gate.json`, and without
+the gate's document (`analysis.gate_document`); without one it reads the run's `gate.json`, and without
 that the report says "not gated" and the sign-off matrix is grey.
 """
 
@@ -26,6 +26,7 @@ import pandas as pd
 
 from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.gate import baseline_variant
+from evalctl.analysis.gate_document import GateDocument, read_gate
 from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
 from evalctl.analysis.summary import run_summary
 from evalctl.analysis.throughput import throughput_ratio
@@ -37,7 +38,6 @@ from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import _fmt, accuracy_view, decisions_view, settings_view, throughput_view
 from evalctl.runs import Run
 
-GATE_FILE = "gate.json"
 PROBE_GLOB = "probe*.json"
 MAX_FLIPS = 100  # rows shown per comparison; the count says how many there were
 
@@ -66,17 +66,6 @@ class Table:
     @classmethod
     def of(cls, df: pd.DataFrame) -> Table:
         return cls([str(c) for c in df.columns], [[_fmt(v, str(c)) for v, c in zip(row, df.columns)] for row in df.itertuples(index=False)])
-
-
-def load_gate(run_dir: Path) -> dict | None:
-    """The gate's result stored with the run, or None when the run was not gated."""
-    path = run_dir / GATE_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path} is unreadable: {exc}") from None
 
 
 def load_probes(run_dir: Path) -> list[dict]:
@@ -247,16 +236,16 @@ def fmt_acc(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
-def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: dict | None = None) -> str:
+def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: GateDocument | None = None) -> str:
     """The report's HTML. `out_dir` is where it will live (log links are relative to it).
 
-    `gate` is the gate's result (gate.json's schema); None reads the run's gate.json.
+    `gate` is the gate's document; None reads the run's gate.json.
     """
     run_dir = run.path.resolve()
-    gate = gate if gate is not None else load_gate(run_dir)
+    gate = gate if gate is not None else read_gate(run_dir)
     title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     plot_title = title.replace(" (", "\n(")  # two lines: fits a plot's width
-    metric = run.metric((gate or {}).get("policy", {}).get("metric"))  # the tables' invalid counts follow the gate's
+    metric = run.metric(gate.policy.metric if gate else None)  # the tables' invalid counts follow the gate's
     summary = run_summary(run, metric)
     plotted = ("accuracy", "by_length", "by_position")
     acc, by_length, by_position = (getattr(summary, name) for name in plotted)
@@ -265,14 +254,14 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         acc, by_length, by_position = (
             pd.concat([getattr(summary, name), _as_baseline(getattr(base, name))], ignore_index=True) for name in plotted
         )
-    checks = gate.get("checks", []) if gate is not None else None
+    checks = gate.check_rows() if gate is not None else None
     return _env.get_template("report.html.j2").render(
         title=title,
         header=_header(run),
         baseline=_header(baseline) if baseline is not None else None,
         gate=gate,
         gate_checks=records_table(checks) if checks else None,
-        gate_cliffs=records_table(gate["cliffs"]) if gate and gate.get("cliffs") else None,
+        gate_cliffs=records_table(gate.cliffs) if gate and gate.cliffs else None,
         decisions=Table.of(decisions_view(run.manifest.decisions)) if run.manifest.decisions else None,
         matrix=signoff_matrix(summary.accuracy, checks, summary.metric),
         metric=summary.metric,
@@ -291,7 +280,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
     )
 
 
-def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: dict | None = None) -> Path:
+def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: GateDocument | None = None) -> Path:
     """Render and write atomically (a reader never sees half a report)."""
     out = Path(out)
     html = build_report(run, out.resolve().parent, baseline=baseline, gate=gate)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pytest
 from run_folders import cell_rows, make_run
-from conftest import cli
+from conftest import cli, gate_doc
 
 from evalctl.dashboard.build import build_site, page_name, settings_diff
 from evalctl.dashboard.catalog import load_catalog, verdict_of
@@ -20,7 +19,7 @@ DAY = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
 
 
 def gate_json(run, verdict: str, checks: list[dict], baseline: str | None = None) -> None:
-    (run / "gate.json").write_text(json.dumps({"verdict": verdict, "exit_code": 0, "policy": {}, "baseline": baseline, "checks": checks}))
+    (run / "gate.json").write_text(gate_doc(verdict, checks, run=run.name, baseline=baseline).to_json())
 
 
 def test_verdict_is_the_state_until_complete_then_the_worst_check_of_the_configuration():
@@ -29,7 +28,7 @@ def test_verdict_is_the_state_until_complete_then_the_worst_check_of_the_configu
         {"status": "regression", "profile": "h100", "variant": "patched"},
         {"status": "inconclusive", "profile": "h100", "variant": "baseline"},
     ]
-    gate = {"verdict": "regression", "checks": checks}
+    gate = gate_doc("regression", checks)
     assert verdict_of("running", gate, "h100", "patched") == "running"
     assert verdict_of("interrupted", gate, "h100", "patched") == "incomplete"
     assert verdict_of("partial", None) == "incomplete"
@@ -37,7 +36,7 @@ def test_verdict_is_the_state_until_complete_then_the_worst_check_of_the_configu
     assert verdict_of("complete", gate, "h100", "patched") == "regression"
     assert verdict_of("complete", gate, "h100", "baseline") == "inconclusive"
     assert verdict_of("complete", gate, "a100", "baseline") == "pass"  # only the run-wide check concerns it
-    assert verdict_of("complete", {"verdict": "pass", "checks": []}, "h100", "x") == "pass"
+    assert verdict_of("complete", gate_doc("pass", []), "h100", "x") == "pass"
 
 
 def test_flip_ledger_tells_noise_from_news(tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import gate_doc
 from analysis.frames import sample_frame
 from run_folders import cell_rows, make_run
 
@@ -50,7 +51,7 @@ def test_text_from_model_and_dataset_is_shown_escaped_never_as_markup(tmp_path):
     run = make_run(tmp_path, "m", DAY, off + on, servers=[{"profile": "cpu", "variant": "default", "cache": "on", "argv": [XSS]}])
     (run / "probe-x.json").write_text(json.dumps({"verdict": XSS, "rows": [{"bin": XSS_IMG, "acc": 0.5}]}))
     check = {"name": XSS, "profile": "cpu", "variant": "default", "cache": "on", "shots": 8, "status": "regression", "reason": XSS}
-    gate = {"verdict": "regression", "exit_code": 1, "policy": {"note": XSS}, "run": run.name, "baseline": None, "checks": [check]}
+    gate = gate_doc("regression", [check], run=run.name)
     html = render(run, gate=gate)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown, as text
     assert "&lt;img src=x onerror=" in html
@@ -83,7 +84,7 @@ def test_a_failed_absolute_cap_is_named_in_the_matrix_not_called_a_regression(tm
     run = paired_run(tmp_path)
     cap = {"name": "invalid rate", "kind": "invalid_rate", "profile": "cpu", "variant": "default", "cache": "off", "shots": 8,
            "pass_index": 1, "status": "regression", "reason": "3 of 3 answers had no strict answer (100.0%; max 10.0%)"}  # fmt: skip
-    gate = {"verdict": "regression", "exit_code": 1, "policy": {}, "run": run.name, "baseline": None, "checks": [cap]}
+    gate = gate_doc("regression", [cap], run=run.name)
     html = render(run, gate=gate)
     matrix = html[html.index('id="signoff"') : html.index("</table>", html.index('id="signoff"'))]
     assert "<small>invalid rate over cap</small>" in matrix and "<small>regression</small>" not in matrix
@@ -107,7 +108,7 @@ def test_report_reads_gate_json_else_says_not_gated(tmp_path):
                         "pass_index": 1, "status": "regression", "reason": "b=1 c=0", "p_adjusted": 0.01},
                        {"name": "cache on vs off", "kind": "cache", "profile": "cpu", "variant": "default", "cache": "on", "shots": 2,
                         "pass_index": 1, "status": "pass", "reason": "no flips"}]}  # fmt: skip
-    (run / "gate.json").write_text(json.dumps(gate))
+    (run / "gate.json").write_text(gate_doc(**gate).to_json())
     html = render(run)
     assert 'class="verdict regression">REGRESSION' in html
     assert html.count('class="cell regression"') == 1 and html.count('class="cell pass"') == 1

@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pandas as pd
 import psutil
 import pytest
@@ -27,7 +26,7 @@ import yaml
 from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run, start_canary
 
 from evalctl.client import CompletionClient
-from evalctl.config import CacheMode, ServerProfile, Variant, load_config
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.servers.process import ManagedServer
 from evalctl.servers.registry import adapter_for
 

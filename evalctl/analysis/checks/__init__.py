@@ -89,13 +89,6 @@ def plain(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def plain(value: Any) -> Any:
-    """A JSON-ready scalar: numpy scalars become Python ones, NaN becomes None (JSON has no NaN)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    return None if isinstance(value, float) and math.isnan(value) else value
-
-
 def cell_of(row: Any) -> dict[str, Any]:
     """A table row's cell, as a Check's fields."""
     return {

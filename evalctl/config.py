@@ -28,7 +28,7 @@ from pydantic import (
 
 from evalctl import config_files
 from evalctl.errors import ConfigError
-from evalctl.servers.registry import engine_class
+from evalctl.engine_registry import engine_class
 from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
@@ -93,7 +93,7 @@ class ServerProfile(_Strict):
     """One way of serving the model: the fields every engine shares, and the engine's own `settings`."""
 
     name: str
-    engine: str = Field("llamacpp", description="A registered engine: llamacpp, sglang, vllm, external (servers.registry).")
+    engine: str = Field("llamacpp", description="A registered engine: llamacpp, sglang, vllm, external (engine_registry).")
     model_path: str = Field(..., description="Weights path or hub id; `bundled:smollm2-135m` for the CPU model.")
     url: str | None = Field(None, description="Base URL, for engine `external` only.")
     serves: str | None = Field(

@@ -22,7 +22,7 @@ from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
-from evalctl.servers.registry import adapter_for
+from evalctl.engine_registry import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.signals import Shutdown

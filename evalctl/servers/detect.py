@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 
 from evalctl.config import EXTERNAL
-from evalctl.servers.registry import engines
+from evalctl.engine_registry import engines
 
 
 def detect_engine(http: httpx.Client) -> tuple[str, str | None]:

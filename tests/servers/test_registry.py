@@ -7,7 +7,7 @@ import pytest
 from evalctl.config import ConfigError, ServerProfile, SweepConfig, with_external_url
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.engines.vllm import VLLMSettings
-from evalctl.servers.registry import UnknownEngine, adapter_for, engine_names, engines
+from evalctl.engine_registry import UnknownEngine, adapter_for, engine_names, engines
 
 
 def test_registered_engines_and_unknown_names_list_them():

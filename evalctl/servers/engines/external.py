@@ -6,7 +6,7 @@ import httpx
 
 from evalctl.config import EXTERNAL, CacheMode, ServerProfile
 from evalctl.servers.base import EngineAdapter
-from evalctl.servers.registry import register_engine
+from evalctl.engine_registry import register_engine
 
 
 @register_engine(EXTERNAL)

@@ -16,7 +16,7 @@ from evalctl.extras import require
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.base import EngineAdapter, flat_settings
 from evalctl.servers.bundled import resolve_model_path
-from evalctl.servers.registry import register_engine
+from evalctl.engine_registry import register_engine
 
 # /props keys that change on every start, or repeat what the launch said, not what it resolved.
 _PROPS_SKIP = ("media_marker", "ui_settings", "webui_settings")

@@ -18,7 +18,7 @@ from evalctl.config import CacheMode, ConfigError, ServerProfile, Variant
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
 from evalctl.servers.bundled import convert, converted_name, converted_path
-from evalctl.servers.registry import register_engine
+from evalctl.engine_registry import register_engine
 
 # `key=value` items of the resolved VllmConfig's text form (/server_info), nested configs left whole.
 _CONFIG_ITEM = re.compile(r"(\w+)=((?:[^,()\[\]{}]|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})*)")

@@ -3,6 +3,8 @@
 Modules of `evalctl.servers.engines` are imported on the first lookup (not at import of this
 module), so `config` can validate engine names and settings without importing every engine,
 and an engine added as one module there is known everywhere: config, CLI, `servers show`, runs.
+It lives beside `config`, not in `servers`: config validates against it and every server module
+reads config, so inside `servers` it would make config and servers import each other.
 """
 
 from __future__ import annotations

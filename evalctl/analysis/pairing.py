@@ -20,7 +20,8 @@ from typing import Literal
 
 import pandas as pd
 
-from evalctl.analysis.intervals import paired_drop_upper_bound, wilson_interval
+from evalctl.analysis.drop_rule import drop_bounds
+from evalctl.analysis.intervals import wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
 from evalctl.errors import BadInput
@@ -169,7 +170,7 @@ def _paired_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
             "cand_lo": cand_lo,
             "cand_hi": cand_hi,
             "acc_drop": (b - c) / n if n else nan,
-            "drop_upper": paired_drop_upper_bound(b, c, n) if n else nan,
+            "drop_upper": float(drop_bounds(b, c, n, 0.05)[1]) if n else nan,  # the gate's interval, one-sided 95%
             "p_value": mcnemar_exact(b, c, "greater").p_value,
             "p_two_sided": mcnemar_exact(b, c).p_value,
         }

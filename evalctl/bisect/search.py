@@ -61,7 +61,7 @@ from enum import Enum
 
 import numpy as np
 
-from evalctl.analysis.intervals import paired_drop_lower_bound
+from evalctl.analysis.drop_rule import drop_bounds
 
 TARGET = 0.95
 LAUNCH_RETRIES = 2  # failed launches of one build tried again before it counts as untestable
@@ -101,7 +101,7 @@ def posterior(builds: int, observations: list[Observation], error: float) -> np.
 
 def step_tolerance(tolerance: float, b: int, c: int, n: int) -> float:
     """The tolerance later steps test against: half the bad endpoint's drop (lower 95% bound; flips b, c of n), at least `tolerance`."""
-    return max(tolerance, paired_drop_lower_bound(b, c, n, 0.95) / 2) if n else tolerance
+    return max(tolerance, float(drop_bounds(b, c, n, 0.05)[0]) / 2) if n else tolerance
 
 
 def untestable(builds: int, observations: list[Observation], failed_builds: set[int], launch_retries: int = LAUNCH_RETRIES) -> set[int]:

@@ -76,14 +76,10 @@ def bisect(
     bad build did not reproduce the regression; RUN_FAILED (3) the good build could not be run; BAD_INPUT (4);
     INTERRUPTED/TERMINATED (go on with --resume DIR).
     """
-    from evalctl.bisect.builds import git_builds, listed_builds
     from evalctl.bisect.report import PLOT_FILE, accuracy_plot, steps_table
-    from evalctl.bisect.runners import local_runner, slurm_runner
-    from evalctl.bisect.search import TARGET, default_budget
     from evalctl.bisect.session import Bisect
-    from evalctl.bisect.state import STATE_FILE, BisectState, Settings, load_state
+    from evalctl.bisect.state import STATE_FILE, load_state
     from evalctl.bisect.steps import regression_of
-    from evalctl.report.progress import RichProgress
     from evalctl.signals import Interrupted, Shutdown
 
     if resume is not None:
@@ -94,40 +90,10 @@ def bisect(
     else:
         if from_run is None:
             raise fail("--from-run RUN is required: a run whose gate says regression")
-        if (repo is None) == (builds is None):
-            raise fail("give either --repo with --good and --bad, or --builds FILE")
-        if repo is not None and (good is None or bad is None):
-            raise fail("--repo needs --good REV and --bad REV")
-        if builds is not None and (good or bad or build or all_commits):
-            raise fail("--good, --bad, --build and --all-commits go with --repo, not --builds")
+        _check_build_options(repo, good, bad, builds, build, all_commits)
         regression = regression_of(from_run)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        folder = output or from_run.resolve().parent / f"bisect-{stamp}"
-        if (folder / STATE_FILE).exists():
-            raise fail(f"{folder} already holds a bisect: go on with --resume {folder}, or choose another --output")
-        variants = {v.name: v for v in regression.config.variants}
-        template = variants[regression.cells.variant].model_copy(update={"git_revision": None})
-        if python is not None:
-            template = template.model_copy(update={"python": python})
-        if env:
-            template = template.model_copy(update={"env": {**template.env, **_env(env)}})
-        folder.mkdir(parents=True, exist_ok=True)
-        if repo is not None:
-            found = git_builds(repo, good, bad, template, folder.resolve() / "worktrees", all_commits)
-        else:
-            found = listed_builds(builds)
-        settings = Settings(
-            from_run=from_run.resolve(),
-            repo=repo.resolve() if repo else None,
-            build_command=build,
-            cells=regression.cells,
-            step_alpha=step_alpha,
-            target=TARGET,
-            max_launches=max_launches or default_budget(len(found)),
-            executor=executor.value,
-        )
-        state = BisectState(settings=settings, builds=found)
-        state.save(folder)
+        folder, state = _new_bisect(regression, from_run, repo, good, bad, builds, python, build, env, all_commits, output,
+                                    step_alpha, max_launches, executor)  # fmt: skip
     folder = folder.resolve()
     err.print(f"bisect: {len(state.builds)} builds, cells {regression.cells.profile}/{regression.cells.variant} "
               f"shots {regression.cells.shots} cache {regression.cells.cache}; folder {folder}")  # fmt: skip
@@ -140,16 +106,7 @@ def bisect(
         )
 
     shutdown = Shutdown()
-    if state.settings.executor == Executor.slurm.value:
-        from evalctl.cluster.slurm import require_slurm
-        from evalctl.extras import require
-
-        require("submitit", "--executor slurm")
-        require_slurm()
-        runner = slurm_runner(folder / "slurm")
-    else:
-        runner = local_runner(lambda: RichProgress(console), shutdown)
-    session = Bisect(folder, state, regression, runner, on_step=shown)
+    session = Bisect(folder, state, regression, _step_runner(state, folder, shutdown), on_step=shown)
     try:
         with shutdown.install():
             state = session.run()
@@ -162,3 +119,63 @@ def bisect(
     console.print(f"[{style}]{state.message}[/]", highlight=False)
     console.print(f"launches: {state.launches} (of at most {state.settings.max_launches}); plot: {plot}; state: {folder / STATE_FILE}")
     raise typer.Exit(EXIT_CULPRIT if state.outcome == "culprit" else EXIT_INCONCLUSIVE)
+
+
+def _check_build_options(repo: Path | None, good: str | None, bad: str | None, builds: Path | None, build: str | None, all_commits: bool) -> None:
+    """Where the builds come from: a git range or a list, not both, each with what it needs."""
+    if (repo is None) == (builds is None):
+        raise fail("give either --repo with --good and --bad, or --builds FILE")
+    if repo is not None and (good is None or bad is None):
+        raise fail("--repo needs --good REV and --bad REV")
+    if builds is not None and (good or bad or build or all_commits):
+        raise fail("--good, --bad, --build and --all-commits go with --repo, not --builds")
+
+
+def _new_bisect(regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: Path | None,
+                python: str | None, build: str | None, env: list[str] | None, all_commits: bool, output: Path | None,
+                step_alpha: float, max_launches: int | None, executor: Executor):  # fmt: skip
+    """A new bisect's folder and saved state: its builds listed, the options checked against each other."""
+    from evalctl.bisect.builds import git_builds, listed_builds
+    from evalctl.bisect.search import TARGET, default_budget
+    from evalctl.bisect.state import STATE_FILE, BisectState, Settings
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    folder = output or from_run.resolve().parent / f"bisect-{stamp}"
+    if (folder / STATE_FILE).exists():
+        raise fail(f"{folder} already holds a bisect: go on with --resume {folder}, or choose another --output")
+    variants = {v.name: v for v in regression.config.variants}
+    template = variants[regression.cells.variant].model_copy(update={"git_revision": None})
+    if python is not None:
+        template = template.model_copy(update={"python": python})
+    if env:
+        template = template.model_copy(update={"env": {**template.env, **_env(env)}})
+    folder.mkdir(parents=True, exist_ok=True)
+    found = git_builds(repo, good, bad, template, folder.resolve() / "worktrees", all_commits) if repo is not None else listed_builds(builds)
+    settings = Settings(
+        from_run=from_run.resolve(),
+        repo=repo.resolve() if repo else None,
+        build_command=build,
+        cells=regression.cells,
+        step_alpha=step_alpha,
+        target=TARGET,
+        max_launches=max_launches or default_budget(len(found)),
+        executor=executor.value,
+    )
+    state = BisectState(settings=settings, builds=found)
+    state.save(folder)
+    return folder, state
+
+
+def _step_runner(state, folder: Path, shutdown):
+    """Where each step runs: this machine with progress bars, or one Slurm job a step."""
+    from evalctl.bisect.runners import local_runner, slurm_runner
+    from evalctl.report.progress import RichProgress
+
+    if state.settings.executor != Executor.slurm.value:
+        return local_runner(lambda: RichProgress(console), shutdown)
+    from evalctl.cluster.slurm import require_slurm
+    from evalctl.extras import require
+
+    require("submitit", "--executor slurm")
+    require_slurm()
+    return slurm_runner(folder / "slurm")

@@ -259,23 +259,7 @@ def sweep(
     TERMINATED by SIGINT/SIGTERM (records so far kept, servers stopped; finish with --resume). With
     --executor slurm: PASS once submitted; with --wait the gate's verdict, RUN_FAILED if no gate result.
     """
-    from evalctl.execution import Sweep
-    from evalctl.report.progress import RichProgress
-    from evalctl.signals import Interrupted, Shutdown
-
-    if wait and executor is not Executor.slurm:
-        raise fail("--wait applies to --executor slurm only")
-    if executor is Executor.slurm:
-        from evalctl.cluster.slurm import require_slurm
-        from evalctl.extras import require
-
-        require("submitit", "--executor slurm")  # before anything is resolved, written or submitted
-        require_slurm()
-    if canary is not None:
-        from evalctl.canary.faults import FAULTS
-
-        if canary not in FAULTS:  # said here, not as a fault of the config file
-            raise fail(f"unknown --canary fault {canary!r}; known: {', '.join(FAULTS)}")
+    _check_options(executor, wait, canary)
     overrides = config_overrides(
         cache=cache,
         variants=variants,
@@ -313,10 +297,35 @@ def sweep(
 
         sweep_on_slurm(resolved, resume_point, api_key, wait, wait_for_lock or 0)
         return
+    _sweep_here(resolved, resume_point, api_key, wait_for_lock or 0)
+
+
+def _check_options(executor: Executor, wait: bool, canary: str | None) -> None:
+    """What the options alone can refuse, before anything is resolved, written or submitted."""
+    if wait and executor is not Executor.slurm:
+        raise fail("--wait applies to --executor slurm only")
+    if executor is Executor.slurm:
+        from evalctl.cluster.slurm import require_slurm
+        from evalctl.extras import require
+
+        require("submitit", "--executor slurm")
+        require_slurm()
+    if canary is not None:
+        from evalctl.canary.faults import FAULTS
+
+        if canary not in FAULTS:  # said here, not as a fault of the config file
+            raise fail(f"unknown --canary fault {canary!r}; known: {', '.join(FAULTS)}")
+
+
+def _sweep_here(resolved: SweepConfig, resume_point: Run | None, api_key: str | None, wait_for_lock_s: float) -> None:
+    """The sweep on this machine: progress bars, stop signals, the writer lock, then the outputs."""
+    from evalctl.execution import Sweep
+    from evalctl.report.progress import RichProgress
+    from evalctl.signals import Interrupted, Shutdown
 
     shutdown = Shutdown()
     progress = RichProgress(console)
-    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point, wait_for_lock_s=wait_for_lock or 0)
+    runner = Sweep(resolved, progress=progress, api_key=api_key, shutdown=shutdown, resume=resume_point, wait_for_lock_s=wait_for_lock_s)
     with runner:  # the run folder's writer lock, held until the report is written
         try:
             with shutdown.install(), progress:

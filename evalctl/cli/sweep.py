@@ -382,7 +382,7 @@ def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
     )
     if resolved.canary:
         console.print(f"canary run: {resolved.canary} was injected in front of the cache-on servers on purpose", highlight=False)
-    console.print(f"verdict rests on: {verdict_basis(gate)}", highlight=False)
+    console.print(f"verdict rests on: {verdict_basis(gate)}", highlight=False, markup=False)  # "[cpu/default ...]" is not a style
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:

@@ -216,7 +216,8 @@ def verdict_basis(result: GateResult) -> str:
     counts = Counter(c.kind for c in deciding)
     kinds = ", ".join(f"{n} of {total[kind]} {kind.replace('_', ' ')}" for kind, n in counts.items())
     first = deciding[0]
-    return f"{result.verdict} from {kinds} checks; e.g. {first.name} [{first.where}]: {first.reason}"
+    where = f" [{first.where}]" if first.where else ""
+    return f"{result.verdict} from {kinds} checks; e.g. {first.name}{where}: {first.reason}"
 
 
 def _acc(a: float, lo: float, hi: float) -> str:
@@ -289,6 +290,11 @@ def _short(text: object, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _answer(value: object) -> str:
+    """An extracted answer, or "(none)" where the metric found none (never pandas' "nan")."""
+    return "(none)" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
 def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
     """Flipped questions: the cell, direction, question, target and both answers, shortened to `width`."""
     keys = [c for c in CELL_KEYS if c in flipped]
@@ -297,5 +303,5 @@ def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
     view["target"] = flipped["target"]
     for side in ("reference", "candidate"):
         answers, responses = flipped[f"{side}_answer"], flipped[f"{side}_response"]
-        view[f"{side} answer"] = [f"{a} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
+        view[f"{side} answer"] = [f"{_answer(a)} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
     return view

@@ -51,6 +51,13 @@ class GateDocument(BaseModel):
             raise ValueError(f"schema_version {version} is newer than this evalctl reads ({GATE_SCHEMA_VERSION}): upgrade evalctl")
         return version
 
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _stored_policy(cls, policy: Any) -> Any:
+        """A stored policy keeps the fields this version knows: one an older evalctl wrote and has
+        since dropped does not make its verdict unreadable (a policy file is still strict)."""
+        return {k: v for k, v in policy.items() if k in GatePolicy.model_fields} if isinstance(policy, dict) else policy
+
     @classmethod
     def of(cls, result: Any) -> GateDocument:
         """The document of a `gate.GateResult` (typed as Any: gate.py imports this module)."""

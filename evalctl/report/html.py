@@ -227,7 +227,7 @@ def _history(run: Run, root: Path | None, metric: str) -> dict | None:
     return {
         "cell": f"{shots}-shot, cache {cache}",
         "metric": metric,
-        "plot": png_uri(history_trend, trend, title=f"{model}: {metric} accuracy, {shots}-shot, cache {cache}"),
+        "plot": png_uri(history_trend, trend, title=f"{model}: {metric} accuracy, {shots}-shot, cache {cache}", ylabel=f"accuracy ({metric}, 95% Wilson)"),
         "table": Table.of(view),
     }
 

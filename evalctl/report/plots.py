@@ -106,7 +106,7 @@ def history_trend(
     table: pd.DataFrame,
     path: Path,
     title: str,
-    ylabel: str = "accuracy (strict, 95% Wilson)",
+    ylabel: str = "accuracy (95% Wilson)",
     verdicts: dict[pd.Timestamp, str] | None = None,
 ) -> Path:
     """A metric per run date, one line per (profile, variant, cache, shots); intervals where known.

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from evalctl.analysis.gate import Check, GatePolicy, GateResult
-from evalctl.analysis.gate_document import GATE_SCHEMA_VERSION, GateFileError, read_gate
+from evalctl.analysis.gate_document import GATE_SCHEMA_VERSION, GateDocument, GateFileError, read_gate
 from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest
-from evalctl.report.gate_outputs import gate_document, junit_xml, markdown_summary, write_gate_outputs
+from evalctl.report.gate_outputs import junit_xml, markdown_summary, write_gate_outputs
 from evalctl.runs import Run
 
 NASTY = 'answer <"42"> & ]]> | pipe'
@@ -42,7 +42,7 @@ def test_gate_json_is_strict_json_with_nulls_for_missing_numbers(tmp_path):
     doc = json.loads((tmp_path / "gate.json").read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
     assert doc["schema_version"] == GATE_SCHEMA_VERSION
     read = read_gate(tmp_path)
-    assert read == gate_document(result()) and read.checks == [Check(**c.as_dict()) for c in result().checks]  # read back as written
+    assert read == GateDocument.of(result()) and read.checks == [Check(**c.as_dict()) for c in result().checks]  # read back as written
     assert doc["checks"][0]["p_adjusted"] is None and doc["checks"][0]["b"] == 30
     assert doc["policy"]["max_accuracy_drop"] == 0.03
 
@@ -86,4 +86,4 @@ def test_a_gate_json_from_before_the_schema_version_reads_as_version_1(tmp_path)
     del doc["schema_version"]
     doc["policy"]["dropped_since"] = 1  # a policy field an older evalctl wrote
     (tmp_path / "gate.json").write_text(json.dumps(doc))
-    assert read_gate(tmp_path) == gate_document(result())
+    assert read_gate(tmp_path) == GateDocument.of(result())

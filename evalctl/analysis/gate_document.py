@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalctl.analysis.checks import Check, Status, plain
@@ -66,10 +65,6 @@ class GateDocument(BaseModel):
         return cls(verdict=result.verdict, exit_code=int(VERDICT_EXIT[result.verdict]), policy=result.policy,
                    run=result.run, baseline=result.baseline, checks=checks, cliffs=cliffs)  # fmt: skip
 
-    @property
-    def cliff_frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.cliffs)
-
     def check_rows(self) -> list[dict[str, Any]]:
         """The checks as plain rows, for tables."""
         return [c.as_dict() for c in self.checks]
@@ -81,13 +76,15 @@ class GateDocument(BaseModel):
 def parse_gate(text: str, where: str) -> GateDocument:
     """A gate document from its JSON text; GateFileError naming `where` and the first problem."""
     try:
-        return GateDocument.model_validate(json.loads(text))
-    except ValueError as exc:  # JSONDecodeError and ValidationError are both ValueErrors
-        if isinstance(exc, ValidationError):
-            first = exc.errors()[0]
-            place = ".".join(str(p) for p in first["loc"]) or "document"
-            raise GateFileError(f"{where} is not a gate document: {place}: {first['msg']}") from None
+        data = json.loads(text)
+    except ValueError as exc:
         raise GateFileError(f"{where} is not JSON: {exc}") from None
+    try:
+        return GateDocument.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        place = ".".join(str(p) for p in first["loc"]) or "document"
+        raise GateFileError(f"{where} is not a gate document: {place}: {first['msg']}") from None
 
 
 def read_gate(run_dir: Path) -> GateDocument | None:

@@ -174,8 +174,6 @@ def _step_runner(state, folder: Path, shutdown):
     if state.settings.executor != Executor.slurm.value:
         return local_runner(lambda: RichProgress(console), shutdown)
     from evalctl.cluster.slurm import require_slurm
-    from evalctl.extras import require
 
-    require("submitit", "--executor slurm")
     require_slurm()
     return slurm_runner(folder / "slurm")

@@ -28,9 +28,8 @@ def report(
     evaluated now (against --baseline when given) for the report only.
     """
     from evalctl.analysis.gate import evaluate, load_policy
+    from evalctl.analysis.gate_document import GateDocument, read_gate
     from evalctl.report.finish import run_policy
-    from evalctl.report.gate_outputs import gate_document
-    from evalctl.analysis.gate_document import read_gate
     from evalctl.report.html import write_report
     from evalctl.runs import load_run
 
@@ -43,6 +42,6 @@ def report(
         raise fail(f"{run} is still being written: its report.html is the writer's to write; give --output FILE for a report of the rows so far")
     gate = read_gate(run)
     if gate is None:
-        gate = gate_document(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))
+        gate = GateDocument.of(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))
     write_report(loaded, out, baseline=reference, gate=gate)
     console.print(f"report: {out}")

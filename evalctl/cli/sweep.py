@@ -306,9 +306,7 @@ def _check_options(executor: Executor, wait: bool, canary: str | None) -> None:
         raise fail("--wait applies to --executor slurm only")
     if executor is Executor.slurm:
         from evalctl.cluster.slurm import require_slurm
-        from evalctl.extras import require
 
-        require("submitit", "--executor slurm")
         require_slurm()
     if canary is not None:
         from evalctl.canary.faults import FAULTS

@@ -78,7 +78,11 @@ class JobState:
 
 
 def require_slurm() -> None:
-    """Fail before anything is written or submitted when this host cannot submit Slurm jobs."""
+    """Fail before anything is written or submitted when this host cannot submit Slurm jobs
+    (submitit, the `slurm` extra, missing; or Slurm's commands)."""
+    from evalctl.extras import require
+
+    require("submitit", "--executor slurm")
     missing = [cmd for cmd in ("sbatch", "squeue", "scontrol") if shutil.which(cmd) is None]
     if missing:
         raise NoSlurm(

@@ -7,8 +7,9 @@ job); new per-run outputs (e.g. an HTML report) belong here so every such run ha
 from __future__ import annotations
 
 from evalctl.analysis.gate import GatePolicy, GateResult, evaluate, load_policy
+from evalctl.analysis.gate_document import GateDocument
 from evalctl.config import gate_policy_file
-from evalctl.report.gate_outputs import gate_document, write_gate_outputs
+from evalctl.report.gate_outputs import write_gate_outputs
 from evalctl.report.html import write_report
 from evalctl.report.outputs import write_run_summary
 from evalctl.runs import Run
@@ -28,5 +29,5 @@ def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None 
     write_run_summary(run, policy.metric)
     result = evaluate(run, policy, baseline)
     write_gate_outputs(result, run.path)
-    write_report(run, run.path / REPORT_FILE, baseline=baseline, gate=gate_document(result))
+    write_report(run, run.path / REPORT_FILE, baseline=baseline, gate=GateDocument.of(result))
     return result

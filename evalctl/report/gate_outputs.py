@@ -9,15 +9,9 @@ from evalctl.analysis.gate import GateResult
 from evalctl.analysis.gate_document import GATE_FILE, GateDocument
 from evalctl.fsio import write_atomic
 
-GATE_JSON = GATE_FILE
 GATE_JUNIT = "gate-junit.xml"
 GATE_MARKDOWN = "gate-summary.md"
 _ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "warning": "🔶"}
-
-
-def gate_document(result: GateResult) -> GateDocument:
-    """The gate.json document (`analysis.gate_document`: typed, versioned, read back by every reader)."""
-    return GateDocument.of(result)
 
 
 def junit_xml(result: GateResult) -> bytes:
@@ -81,7 +75,7 @@ def write_gate_outputs(result: GateResult, out_dir: Path) -> list[Path]:
     """gate.json, gate-junit.xml and gate-summary.md in `out_dir` (each replaced atomically)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {
-        GATE_JSON: gate_document(result).to_json().encode(),
+        GATE_FILE: GateDocument.of(result).to_json().encode(),  # typed, versioned: analysis.gate_document
         GATE_JUNIT: junit_xml(result),
         GATE_MARKDOWN: markdown_summary(result).encode(),
     }

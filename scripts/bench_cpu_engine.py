@@ -67,10 +67,15 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="questions a cell (default: the config's)")
     parser.add_argument("--shots", help="record counts, comma-separated (default: the config's)")
     parser.add_argument("--best-of", type=int, default=5, help="single requests per length for the best case")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="an xllamacpp.CommonParams field (e.g. n_ubatch=512)")
     args = parser.parse_args()
     overrides = {"limit": args.limit, "concurrency": args.concurrency, "shots": [int(s) for s in args.shots.split(",")] if args.shots else None}
     config = load_config(model="smollm2-135m", overrides=overrides)
-    profile = config.servers[0].model_copy(update={k: v for k, v in (("parallel", args.parallel), ("threads", args.threads)) if v})
+    given = config.servers[0]
+    tuned = {k: v for k, v in (("parallel", args.parallel), ("threads", args.threads)) if v}
+    extra = [*given.extra_args, *(a for p in args.param for a in ("--param", p))]
+    profile = given.model_copy(update={"settings": given.settings.model_copy(update=tuned), "extra_args": extra})
+    settings = profile.settings
     task = task_of(config)
     gen = config.generation
     base = {"max_tokens": gen.max_tokens, "temperature": gen.temperature, "seed": gen.seed}
@@ -79,7 +84,7 @@ def main() -> int:
         server.start()
         try:
             url = server.base_url
-            print(f"server: {profile.parallel} slots, threads {profile.threads or 'all'}; sweep: shots {config.shots}, "
+            print(f"server: {settings.parallel} slots, threads {settings.threads or 'all'} {' '.join(args.param)}; sweep: shots {config.shots}, "
                   f"{config.limit} a cell, concurrency {config.concurrency}, max_tokens {gen.max_tokens}")  # fmt: skip
             cold = {**base, "cache_prompt": False}
             best = {}
@@ -96,7 +101,7 @@ def main() -> int:
                     if cache == "on":  # as the sweep does: the shared prefix once, so the questions hit it
                         asyncio.run(send(url, [shared_prefix(task.prompts(shots, config.limit))], {**params, "max_tokens": 1}, 1))
                     seconds, timings = asyncio.run(send(url, prompts, params, config.concurrency))
-                    inflight = min(config.concurrency, profile.parallel)
+                    inflight = min(config.concurrency, settings.parallel)
                     computed = sum(t["prompt_ms"] + t["predicted_ms"] for t in timings) / 1000 / inflight
                     wall, busy = wall + seconds, busy + computed
                     prefill, decode = rates(timings)

@@ -4,12 +4,12 @@ Exact enumeration over every (b, c) flip count of a cell of n pairs, for a healt
 cache-on and cache-off answers disagree at rate d, symmetrically (b and c each d / 2: no true
 drop). A cell passes when the gate's pass test (`drop_rule.p_within_tolerance`) rejects "drop
 >= tolerance" at alpha; the sweep passes when every cell does (cells taken as independent).
-Sizing the default down must keep the two-cell pass probability high at the discordance the
-bundled model shows (2 to 4 flips in 100 pairs were seen on an idle machine), so this fixes
-the questions a cell, and the 3-minute target has to come from the prompts' length or the
-engine's speed.
+Sizing the default down must keep the pass probability high at the discordance the bundled
+model shows (1 to 4 flips in 100 pairs were seen on an idle machine), so this fixes the
+questions a cell, and the 3-minute target has to come from the number of lengths (one, in the
+default; --cells 2 for `--shots 50,80`), the prompts' length or the engine's speed.
 
-    python scripts/smoke_pass_probability.py [--tolerance 0.15] [--alpha 0.05] [--cells 2]
+    python scripts/smoke_pass_probability.py [--tolerance 0.15] [--alpha 0.05] [--cells 1]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tolerance", type=float, default=0.15)
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--cells", type=int, default=2)
+    parser.add_argument("--cells", type=int, default=1, help="lengths of the sweep (the default has one)")
     args = parser.parse_args()
     ns = (30, 40, 50, 60)
     print(f"P(pass) of {args.cells} healthy cells, tolerance {args.tolerance}, alpha {args.alpha}")

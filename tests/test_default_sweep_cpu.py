@@ -3,7 +3,7 @@ sweep (prefix-recall, the cpu-smoke gate) is no regression on a healthy server, 
 with `--canary lost-prefix` is a regression with its flipped questions shown.
 
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
-judge, a third of the default's prefill. The full default (2 lengths x 50 questions) over 5 seeds,
+judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5 seeds,
 pass >= 4 of 5 healthy and regression 5 of 5 behind the canary, is the nightly test below
 (scripts/default_sweep_seeds.py).
 """

@@ -27,19 +27,13 @@ from pydantic import (
 )
 
 from evalctl import config_files
+from evalctl.cell import CacheMode  # defined with the cell key, which records imports without the config
 from evalctl.errors import ConfigError
 from evalctl.engine_registry import engine_class
 from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
-
-
-
-
-class CacheMode(str, Enum):
-    on = "on"
-    off = "off"
 
 
 # The engine that evalctl does not launch: a server at a URL (`url`, and `serves` for the engine behind it).

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 import evalctl
+from evalctl.cell import CellKey
 from evalctl.errors import BadInput
 from evalctl.fsio import write_atomic
 
@@ -94,8 +95,8 @@ class CellDecision(_Entry):
         return self.planned - self.answered
 
     @property
-    def cell(self) -> tuple[str, str, str, int, int]:
-        return (self.profile, self.variant, self.cache, self.shots, self.pass_index)
+    def cell(self) -> CellKey:
+        return CellKey.from_record(self)
 
 
 class RestartEntry(_Entry):
@@ -138,6 +139,11 @@ class ServerEntry(_Entry):
     @property
     def label(self) -> str:
         return f"{self.profile}/{self.variant} cache {self.cache}"
+
+    def cell_of(self, entry: CellEntry) -> CellKey:
+        """The cell one of its `cells` logs (an entry holds only shots and pass: the rest is the server's)."""
+        server = {"profile": self.profile, "variant": self.variant, "cache": self.cache}
+        return CellKey.from_row({**server, "shots": entry.shots, "pass_index": entry.pass_index})
 
 
 class Failure(_Entry):

@@ -8,20 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evalctl.cell import CellKey
 from evalctl.config import CacheMode, ServerProfile, SweepConfig, Variant
-
-
-@dataclass(frozen=True)
-class Cell:
-    profile: str
-    variant: str
-    cache: CacheMode
-    shots: int
-    pass_index: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.profile}/{self.variant} cache={self.cache.value} shots={self.shots} pass={self.pass_index}"
 
 
 @dataclass(frozen=True)
@@ -29,20 +17,20 @@ class ServerLaunch:
     profile: ServerProfile
     variant: Variant
     cache: CacheMode
-    cells: tuple[Cell, ...]
+    cells: tuple[CellKey, ...]
 
     @property
     def label(self) -> str:
         return f"{self.profile.name}/{self.variant.name} cache={self.cache.value}"
 
 
-def noise_cell(config: SweepConfig, launch: ServerLaunch) -> Cell | None:
+def noise_cell(config: SweepConfig, launch: ServerLaunch) -> CellKey | None:
     """The cell the A/A arm repeats on this launch's server, if any: per profile, the first variant's
     reference cell (cache off when the sweep has it: what cache-on cells are compared with), first shot count."""
     if not config.noise or launch.variant.name != config.active_variants()[0].name:
         return None
     reference = CacheMode.off if CacheMode.off in config.cache else CacheMode.on
-    return Cell(launch.profile.name, launch.variant.name, reference, config.shots[0], 1) if launch.cache is reference else None
+    return CellKey(launch.profile.name, launch.variant.name, reference, config.shots[0], 1) if launch.cache is reference else None
 
 
 def expand(config: SweepConfig) -> list[ServerLaunch]:
@@ -51,7 +39,7 @@ def expand(config: SweepConfig) -> list[ServerLaunch]:
         for variant in config.active_variants():
             for cache in config.cache:
                 cells = tuple(
-                    Cell(profile.name, variant.name, cache, shots, pass_index)
+                    CellKey(profile.name, variant.name, cache, shots, pass_index)
                     for shots in config.shots
                     for pass_index in range(1, config.passes + 1)
                 )

@@ -17,6 +17,7 @@ from typing import Literal, get_args
 
 import pandas as pd
 
+from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind
 from evalctl.fsio import atomic_path, disk_error
 
@@ -36,14 +37,8 @@ Metric = str
 ANSWER_SUFFIX, CORRECT_SUFFIX = "_answer", "_correct"
 NO_METRIC = "accuracy"  # what a run without a single record names its (empty) accuracy
 
-# Columns that identify a cell; a cell is one (profile, variant, cache, shots, pass).
-CELL_KEYS = ["profile", "variant", "cache", "shots", "pass_index"]
-
-
-def cell_keys(*without: str) -> list[str]:
-    """CELL_KEYS less the named ones, in order: e.g. the keys that pair cache on with cache off."""
-    return [k for k in CELL_KEYS if k not in without]
-
+# Columns that identify a cell (`CellKey`'s fields), for the many tables grouped or merged by cell.
+CELL_KEYS = CellKey.columns()
 
 # Columns that identify one request: at most one row per key survives compaction.
 RECORD_KEYS = [*CELL_KEYS, "doc_id", "prompt_hash"]

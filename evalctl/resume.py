@@ -11,9 +11,9 @@ import hashlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from evalctl.cell import CellKey
 from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
 from evalctl.errors import BadInput
-from evalctl.plan import Cell
 from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.runs import Run, open_run
 from evalctl.secrets import REDACTED, redact_config
@@ -28,22 +28,18 @@ OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
 class RequestKey(NamedTuple):
     """One request of a run: its cell and its question (the columns `records.RECORD_KEYS`)."""
 
-    profile: str
-    variant: str
-    cache: str
-    shots: int
-    pass_index: int
+    cell: CellKey
     doc_id: int
     prompt_hash: str
 
     @property
     def part(self) -> tuple[str, str]:
         """The profile x variant it belongs to (one cluster job's share)."""
-        return self.profile, self.variant
+        return self.cell.profile, self.cell.variant
 
 
-def request_key(cell: Cell, prompt: Prompt) -> RequestKey:
-    return RequestKey(cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index, prompt.doc_id, prompt.prompt_hash)
+def request_key(cell: CellKey, prompt: Prompt) -> RequestKey:
+    return RequestKey(cell, prompt.doc_id, prompt.prompt_hash)
 
 
 def data_fingerprint(data_dir: Path | None) -> str | None:
@@ -123,10 +119,11 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
 def finished_keys(run_dir: Path) -> set[RequestKey]:
     """Keys of the requests the records settle (see module doc); empty for a run with no records yet."""
     df = read_records(run_dir)
-    return {RequestKey._make(row) for row in df.loc[is_final(df), RECORD_KEYS].itertuples(index=False, name=None)}
+    rows = df.loc[is_final(df), RECORD_KEYS].to_dict("records")
+    return {RequestKey(CellKey.from_row(row), int(row["doc_id"]), str(row["prompt_hash"])) for row in rows}
 
 
-def planned_keys(cells: list[Cell], task: LmEvalTask, limit: int | None) -> set[RequestKey]:
+def planned_keys(cells: list[CellKey], task: LmEvalTask, limit: int | None) -> set[RequestKey]:
     """Keys of every request these cells send."""
     return {request_key(cell, prompt) for cell in cells for prompt in task.prompts(cell.shots, limit)}
 
@@ -137,6 +134,7 @@ def check_same_prompts(finished: set[RequestKey], planned: set[RequestKey]) -> N
     if stray:
         example = sorted(stray)[0]
         raise ConfigError(
-            f"cannot resume: {len(stray)} recorded request(s) match no prompt of today's plan (e.g. {example});"
+            f"cannot resume: {len(stray)} recorded request(s) match no prompt of today's plan"
+            f" (e.g. {example.cell.label} doc {example.doc_id} prompt {example.prompt_hash});"
             " the dataset, few-shot exemplars or lm-eval changed: start a new run"
         )

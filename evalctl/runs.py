@@ -49,6 +49,11 @@ class Run:
         """The run's config as recorded (secrets redacted)."""
         return self.manifest.config
 
+    @property
+    def task(self) -> str:
+        """The task it ran (a run from before the config named one ran GSM8K)."""
+        return self.config.get("task") or "gsm8k"
+
     @cached_property
     def writers(self) -> list[Holder]:
         """Who is writing the run folder now (empty: nobody), as first asked."""

@@ -12,6 +12,7 @@ import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl.analysis.gate import GatePolicy, evaluate
+from evalctl.config_files import POLICY_FOLDER, find
 from evalctl.errors import ExitCode
 from evalctl.runs import load_run
 
@@ -59,6 +60,10 @@ def test_a_task_of_yaml_and_json_runs_end_to_end_under_its_own_metric_names(tmp_
     wrong = evalctl("gate", str(run), "--policy", str(policy), "--output", str(tmp_path / "strict"))
     assert wrong.returncode == ExitCode.BAD_INPUT, wrong.stdout + wrong.stderr
     assert "unknown metric 'strict': this run's task scores first-number, any-number" in wrong.stderr
+    # the CPU smoke policy names GSM8K's and prefix-recall's metric: any other task is judged by its first
+    smoke = evalctl("gate", str(run), "--policy", str(find("cpu-smoke", POLICY_FOLDER).path), "--output", str(tmp_path / "smoke"))
+    assert smoke.returncode in (0, 1, 2), smoke.stdout + smoke.stderr
+    assert json.loads((tmp_path / "smoke" / "gate.json").read_text())["policy"]["metric"] == "first-number"
 
     report = evalctl("report", str(run))
     assert report.returncode == 0, report.stderr

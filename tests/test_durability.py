@@ -73,4 +73,4 @@ def test_parts_records_files_are_read_together(tmp_path):
     live = load_samples(tmp_path)
     assert len(live) == 3 and live.error.isna().all()
     assert len(compact(tmp_path)) == 3
-    assert {(k[0], k[5]) for k in finished_keys(tmp_path)} == {("cpu", 0), ("cpu", 1), ("b", 0)}
+    assert {(k.cell.profile, k.doc_id) for k in finished_keys(tmp_path)} == {("cpu", 0), ("cpu", 1), ("b", 0)}

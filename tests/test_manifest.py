@@ -7,6 +7,7 @@ import json
 import pytest
 from conftest import cli
 
+from evalctl.cell import CacheMode, CellKey
 from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest, ManifestError, read_manifest, write_manifest
 
@@ -78,3 +79,16 @@ def test_cli_reports_an_unreadable_manifest_as_bad_input(tmp_path):
     out = cli("gate", str(tmp_path))
     assert out.returncode == ExitCode.BAD_INPUT, out.stderr
     assert "not an evalctl manifest" in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
+
+
+def test_a_manifests_cells_are_cell_keys_and_their_json_stays_flat(tmp_path):
+    decision = {"profile": "cpu", "variant": "default", "cache": "on", "shots": 1, "pass_index": 1}
+    old = {**OLD, "decisions": [{**decision, "reason": "pass", "look": 2, "answered": 20, "planned": 50}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    manifest = read_manifest(tmp_path)
+    cell = CellKey("cpu", "default", CacheMode.on, 1, 1)
+    assert manifest.decisions[0].cell == cell
+    assert manifest.servers[0].cell_of(manifest.servers[0].cells[0]) == cell
+    write_manifest(tmp_path, manifest)
+    again = json.loads((tmp_path / "manifest.json").read_text())["decisions"][0]
+    assert {k: again[k] for k in decision} == decision and again["verdict"] == "pass"

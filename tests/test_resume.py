@@ -6,10 +6,11 @@ import shutil
 
 import pytest
 
+from evalctl.cell import CacheMode, CellKey
 from evalctl.config import ConfigError, load_config, with_external_url
 from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest, write_manifest
-from evalctl.resume import check_same_prompts, data_fingerprint, differing_fields, resume_config
+from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, differing_fields, resume_config
 from evalctl.secrets import redact_config
 
 
@@ -91,10 +92,11 @@ def test_not_a_run_folder_is_a_clear_error(tmp_path):
 
 
 def test_recorded_prompts_must_be_todays():
-    planned = {("cpu", "default", "on", 1, 1, 0, "aaa")}
+    cell = CellKey("cpu", "default", CacheMode.on, 1, 1)
+    planned = {RequestKey(cell, 0, "aaa")}
     check_same_prompts(set(), planned)
-    with pytest.raises(ConfigError, match="1 recorded request"):
-        check_same_prompts({("cpu", "default", "on", 1, 1, 0, "bbb")}, planned)
+    with pytest.raises(ConfigError, match=r"1 recorded request.*cpu/default cache=on shots=1 pass=1 doc 0 prompt bbb"):
+        check_same_prompts({RequestKey(cell, 0, "bbb")}, planned)
 
 
 def test_cli_resume_with_other_shots_is_bad_input_naming_the_field(tmp_path, data_dir):

@@ -25,6 +25,7 @@ from dataclasses import replace
 import pandas as pd
 
 from evalctl.analysis.pairing import Comparison, match
+from evalctl.cell import CacheMode, CellKey
 from evalctl.manifest import CACHED_TOKENS, CellEntry, Manifest
 from evalctl.records import CELL_KEYS
 
@@ -33,13 +34,9 @@ MAX_OFF = 0.05
 ENGAGEMENT_COLUMNS = [*CELL_KEYS, "expected_tokens", "reported_tokens", "source", "ok", "reason"]
 
 
-def _cell_entries(manifest: Manifest) -> dict[tuple, CellEntry]:
-    """Cell keys -> the manifest's log of that cell (last one wins, as after a restart)."""
-    out = {}
-    for server in manifest.servers:
-        for cell in server.cells:
-            out[(server.profile, server.variant, server.cache, cell.shots, cell.pass_index)] = cell
-    return out
+def _cell_entries(manifest: Manifest) -> dict[CellKey, CellEntry]:
+    """Each cell -> the manifest's log of it (last one wins, as after a restart)."""
+    return {server.cell_of(entry): entry for server in manifest.servers for entry in server.cells}
 
 
 def _metrics_delta(entry: CellEntry) -> float | None:
@@ -54,8 +51,7 @@ def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """One row per cell with a shared prefix: expected and reported cached tokens, and whether the cell's label holds."""
     entries = _cell_entries(manifest)
     rows = []
-    for key, group in samples.groupby(CELL_KEYS, sort=True):
-        key = (*key[:3], int(key[3]), int(key[4]))
+    for key, group in CellKey.groups(samples):
         shared = entries[key].shared_prefix_chars if key in entries else None
         ok_rows = group[group["error"].isna() & group["prompt_tokens"].notna() & (group["prompt_chars"] > 0)]
         if not shared or ok_rows.empty:
@@ -66,7 +62,6 @@ def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
             reported, source = float(cached.sum()), "records"
         else:
             reported, source = _metrics_delta(entries[key]), "/metrics"
-        cache = key[2]
         if reported is None:
             ok, reason = False, "cannot tell: the engine reported no cached tokens, per request or in /metrics"
         else:
@@ -74,7 +69,7 @@ def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
             figures = (
                 f"{reported:.0f} cached tokens ({source}) of {expected:.0f} expected from the shared {shared}-char prefix ({share:.0%})"
             )
-            if cache == "on":
+            if key.cache is CacheMode.on:
                 ok = share >= MIN_ENGAGED
                 reason = f"{figures}; engaged needs >= {MIN_ENGAGED:.0%}" if ok else f"cache did not engage: {figures}, < {MIN_ENGAGED:.0%}"
             else:
@@ -82,14 +77,14 @@ def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
                 reason = (
                     f"{figures}; off allows <= {MAX_OFF:.0%}" if ok else f"cache-off cell served from a cache: {figures}, > {MAX_OFF:.0%}"
                 )
-        rows.append(dict(zip(CELL_KEYS, key), expected_tokens=expected, reported_tokens=reported, source=source, ok=ok, reason=reason))
+        rows.append(dict(key.as_dict(), expected_tokens=expected, reported_tokens=reported, source=source, ok=ok, reason=reason))
     return pd.DataFrame(rows, columns=ENGAGEMENT_COLUMNS)
 
 
-def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[tuple, str]:
-    """(comparison name, *candidate cell keys) -> why, for every comparison cell with a failed cell on either side."""
+def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[tuple[str, CellKey], str]:
+    """(comparison name, candidate cell) -> why, for every comparison cell with a failed cell on either side."""
     failed = table.loc[~table["ok"].astype(bool), [*CELL_KEYS, "reason"]]
-    out: dict[tuple, str] = {}
+    out: dict[tuple[str, CellKey], str] = {}
     if failed.empty:
         return out
     for comp in comparisons:
@@ -101,7 +96,7 @@ def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[
         for _, row in matched.iterrows():
             why = [r for r in (row["reason"], row["reason_ref"]) if isinstance(r, str)]
             if why:
-                out[(comp.name, *(row[k] for k in CELL_KEYS))] = "; ".join(why)
+                out[(comp.name, CellKey.from_row(row))] = "; ".join(why)
     return out
 
 

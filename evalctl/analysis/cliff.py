@@ -32,10 +32,11 @@ from evalctl.analysis.lengths import length_bins
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact
 from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
-from evalctl.records import cell_keys, primary_metric
+from evalctl.cell import CellKey
+from evalctl.records import primary_metric
 
 LengthColumn = Literal["prompt_tokens", "cached_tokens"]
-GROUP = cell_keys("cache", "shots")
+GROUP = CellKey.columns("cache", "shots")
 BIN_COLUMNS = [
     *GROUP,
     "bin",

@@ -114,7 +114,7 @@ def _first_name(manifest: Manifest, section: str) -> str | None:
 
 def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateInputs:
     """What every check reads; the policy's metric resolved to the run's (default: its task's first)."""
-    policy = policy.model_copy(update={"metric": run.metric(policy.metric)})
+    policy = policy.for_run(run)
     comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_profile(run.manifest))
     if baseline is not None:
         comparisons.append(between_runs(baseline.samples, run.samples))

@@ -7,20 +7,26 @@ section, `checks.<kind>`, validated by the check's `settings` model (`analysis.c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalctl.config_files import read_yaml
 from evalctl.errors import BadInput
 
+if TYPE_CHECKING:
+    from evalctl.runs import Run
+
+
 class GatePolicy(BaseModel):
     """What the gate tolerates. Rates and drops are fractions (0.03 = 3 points)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: str | None = Field(
-        None, description="The task's metric judged, as the task names it (gsm8k: strict or flexible); default: the task's first."
+    metric: str | dict[str, str] | None = Field(
+        None,
+        description="The task's metric judged, as the task names it (gsm8k: strict or flexible), or one per task name"
+        " (a task not named: its first); default: the task's first.",
     )
     max_accuracy_drop: float = Field(0.03, ge=0, lt=1, description="Largest tolerated paired accuracy drop, absolute.")
     alpha: float = Field(
@@ -40,6 +46,14 @@ class GatePolicy(BaseModel):
     checks: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per check kind, that check's own settings (checks a plug-in adds); see analysis.checks."
     )
+
+    def for_run(self, run: Run) -> GatePolicy:
+        """This policy with its metric resolved to the one `run` is judged by; a metric its task does not score is a BadInput.
+
+        Per task names are for a policy shared by tasks whose metrics differ (cpu-smoke): any other task is judged by its first.
+        """
+        wanted = self.metric.get(run.task) if isinstance(self.metric, dict) else self.metric
+        return self.model_copy(update={"metric": run.metric(wanted)})
 
 
 class PolicyError(BadInput):

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from evalctl.analysis.accuracy import accuracy_table
-from evalctl.records import Metric, cell_keys
+from evalctl.cell import CellKey
+from evalctl.records import Metric
 
 
 def length_bins(tokens: pd.Series, n_bins: int = 6) -> np.ndarray:
@@ -25,7 +26,7 @@ def accuracy_by_length(
     df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None, metric: Metric | None = None
 ) -> pd.DataFrame:
     """Accuracy per (group, length bin); `column` is prompt_tokens or cached_tokens."""
-    by = by or cell_keys("shots", "pass_index")
+    by = by or CellKey.columns("shots", "pass_index")
     data = df[df[column].notna()].copy()
     if data.empty:
         return accuracy_table(data.assign(bin=[], bin_lo=[], bin_hi=[]), by=[*by, "bin_lo", "bin_hi"], metric=metric)

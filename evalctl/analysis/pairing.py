@@ -24,8 +24,9 @@ from evalctl.analysis.drop_rule import drop_bounds
 from evalctl.analysis.intervals import wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
+from evalctl.cell import CellKey
 from evalctl.errors import BadInput
-from evalctl.records import CELL_KEYS, Metric, cell_keys, primary_metric
+from evalctl.records import CELL_KEYS, Metric, primary_metric
 
 # What differs between the two sides of a comparison: the cache mode, the variant, the pass, the server profile, or the run.
 ComparisonKind = Literal["cache", "variant", "pass", "profile", "run"]
@@ -53,7 +54,7 @@ def _each_against_reference(df: pd.DataFrame, kind: Literal["variant", "profile"
     reference = preferred if preferred in values else (values[0] if values else None)
     return [
         Comparison(kind, f"{kind} {value} vs {reference}", df[df[kind] == reference], df[df[kind] == value],
-                   tuple(cell_keys(kind)), f"{kind} {reference}")  # fmt: skip
+                   tuple(CellKey.columns(kind)), f"{kind} {reference}")  # fmt: skip
         for value in values
         if value != reference
     ]
@@ -74,7 +75,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_p
                 "cache on vs off",
                 df[df["cache"] == "off"],
                 df[df["cache"] == "on"],
-                tuple(cell_keys("cache")),
+                tuple(CellKey.columns("cache")),
                 "cache off",
             )
         )
@@ -87,7 +88,7 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_p
                 f"pass {pass_index} vs 1",
                 df[df["pass_index"] == 1],
                 df[df["pass_index"] == pass_index],
-                tuple(cell_keys("pass_index")),
+                tuple(CellKey.columns("pass_index")),
                 "pass 1",
             )
         )

@@ -32,6 +32,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from evalctl.analysis.pairing import Comparison, match
+from evalctl.cell import CellKey
 from evalctl.records import CELL_KEYS
 
 # Higher is better for rates, lower for latencies; `slowdown` puts both on one scale.
@@ -93,8 +94,8 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float) -> pd.DataFr
     for comp in comparisons:
         reference = request_measures(comp.reference)
         references = dict(iter(reference.groupby(list(comp.on), sort=False)))
-        for key, cand in request_measures(comp.candidate).groupby(CELL_KEYS, sort=True):
-            cell = dict(zip(CELL_KEYS, key))
+        for key, cand in CellKey.groups(request_measures(comp.candidate)):
+            cell = key.as_dict()
             ref = references.get(tuple(cell[k] for k in comp.on))
             if ref is None:
                 continue

@@ -65,7 +65,7 @@ def analyze(
     from evalctl.runs import load_run
 
     loaded = load_run(run)
-    rules = load_policy(policy) if policy else run_policy(loaded)  # the run's own policy, as the sweep used
+    rules = (load_policy(policy) if policy else run_policy(loaded)).for_run(loaded)  # the run's own policy, as the sweep used
     if not say_if_running(loaded, "the summary files are"):
         write_run_summary(loaded, rules.metric)
     print_run_tables(loaded, rules)

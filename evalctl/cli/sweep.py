@@ -116,13 +116,13 @@ FLIPS_SHOWN = 10
 def print_regressed_flips(run, gate) -> None:
     """The questions behind each regressed cache on vs off cell: what the cache-off server answered and what cache on did."""
     from evalctl.analysis.flips import flipped_questions
-    from evalctl.records import CELL_KEYS
+    from evalctl.cell import CellKey
     from evalctl.report.terminal import flips_view, frame_table
 
     # Any per-cell check that regressed (accuracy, or an invalid-answer cap a forgotten prefix also trips) names a cell to show.
     cells = {(c.profile, c.variant, c.shots, c.pass_index) for c in gate.checks if c.shots is not None and c.status == "regression"}
     samples = run.samples[[k in cells for k in zip(run.samples.profile, run.samples.variant, run.samples.shots, run.samples.pass_index)]]
-    keys = [k for k in CELL_KEYS if k != "cache"]
+    keys = CellKey.columns("cache")
     flipped = flipped_questions(samples[samples.cache == "off"], samples[samples.cache == "on"], keys, gate.policy.metric)
     if len(flipped):
         title = f"Flipped questions of the regressed cells, cache off -> on ({min(FLIPS_SHOWN, len(flipped))} of {len(flipped)})"

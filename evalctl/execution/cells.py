@@ -10,6 +10,7 @@ import asyncio
 import os
 import time
 
+from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
@@ -17,7 +18,6 @@ from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellEntry
-from evalctl.plan import Cell
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.resume import RequestKey, request_key
 from evalctl.servers.process import ManagedServer, ServerError
@@ -60,12 +60,12 @@ class CellRunner:
         # prefix-recall: tokens before each prompt's asked value, by prompt hash (the same in every cell)
         self.answer_tokens: dict[str, int] = {}
 
-    def unfinished(self, cell: Cell) -> list[Prompt]:
+    def unfinished(self, cell: CellKey) -> list[Prompt]:
         if self.stopper is not None and self.stopper.decided(cell):
             return []  # decided by the sequential gate: its unsent requests are saved, not missing
         return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
 
-    def run(self, cell: Cell, server: ManagedServer, cell_log: list[CellEntry], replica: RecordWriter | None = None) -> bool:
+    def run(self, cell: CellKey, server: ManagedServer, cell_log: list[CellEntry], replica: RecordWriter | None = None) -> bool:
         """Send the cell's unfinished requests; False when the server died before they all got a row.
 
         With `replica` (the A/A arm): every request of the cell once more, its rows written there.
@@ -108,7 +108,7 @@ class CellRunner:
         self.shutdown.check()
         return done
 
-    def _waves(self, cell: Cell, todo: list[Prompt]) -> list[list[Prompt]]:
+    def _waves(self, cell: CellKey, todo: list[Prompt]) -> list[list[Prompt]]:
         """All of `todo` at once; sequentially, the permutation's stretches up to each look."""
         if self.stopper is None:
             return [todo]
@@ -123,7 +123,7 @@ class CellRunner:
         return [(p.text, {"until": list(p.stop)}) for p in prompts]
 
     def _lm(
-        self, cell: Cell, prompts: list[Prompt], server: ManagedServer, params: dict, prewarmed: bool, replica: RecordWriter | None
+        self, cell: CellKey, prompts: list[Prompt], server: ManagedServer, params: dict, prewarmed: bool, replica: RecordWriter | None
     ) -> ServedLM:
         """The served model for `prompts`, each row written as it completes (to `replica`, if given)."""
 
@@ -139,7 +139,7 @@ class CellRunner:
 
         return ServedLM(lambda: self._client(server), params, on_complete)
 
-    def record_server_died(self, cell: Cell, exc: ServerError) -> None:
+    def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
         for prompt in self.unfinished(cell):
             died = Completion.failed(f"server died: {exc.args[0]}", "server_died", time.time())
@@ -200,15 +200,11 @@ class CellRunner:
             self.progress.warn(f"prewarm failed on {server.base_url}: {failed[0]}")
         return not failed
 
-    def _record(self, cell: Cell, prompt: Prompt, completion: Completion, prewarmed: bool) -> SampleRecord:
+    def _record(self, cell: CellKey, prompt: Prompt, completion: Completion, prewarmed: bool) -> SampleRecord:
         score = self.task.score(prompt, completion.text) if completion.error is None else None
         return SampleRecord(
             run_id=self.run_id,
-            profile=cell.profile,
-            variant=cell.variant,
-            cache=cell.cache.value,
-            shots=cell.shots,
-            pass_index=cell.pass_index,
+            **cell.as_dict(),
             doc_id=prompt.doc_id,
             prompt_hash=prompt.prompt_hash,
             question=prompt.question,

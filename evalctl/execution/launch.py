@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 
 from evalctl.canary.proxy import Canary, CanaryServer
+from evalctl.cell import CellKey
 from evalctl.config import CacheMode
 from evalctl.execution.progress import SweepProgress
 from evalctl.manifest import RestartEntry, ServerEntry, now
-from evalctl.plan import Cell, ServerLaunch
+from evalctl.plan import ServerLaunch
 from evalctl.secrets import redact_argv, redact_env
 from evalctl.servers.process import ManagedServer, ServerError, tail
 
@@ -102,7 +103,7 @@ class Launch:
     def alive(self) -> bool:
         return self.server.exit_code() is None
 
-    def restart(self, cell: Cell) -> None:
+    def restart(self, cell: CellKey) -> None:
         """Start a server that died during `cell` again, with backoff; ServerError once restarts are spent."""
         code = self.server.exit_code()
         while True:

@@ -17,15 +17,15 @@ import pandas as pd
 
 from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.analysis.sequential import CellStatus, Design, decide
+from evalctl.cell import CellKey
 from evalctl.config import StoppingConfig, StoppingMode, SweepConfig
 from evalctl.errors import BadInput
 from evalctl.manifest import CellDecision
-from evalctl.plan import Cell, expand
+from evalctl.plan import expand
 from evalctl.records import CELL_KEYS, SampleRecord, primary_metric
 from evalctl.runs import Run, load_run
 from evalctl.tasks.lmeval import Prompt
 
-CellKey = tuple[str, str, str, int, int]
 QuestionKey = tuple[int, str]
 VERDICTS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellStatus.INCONCLUSIVE: "inconclusive"}
 
@@ -45,15 +45,11 @@ def sequential_baseline(config: SweepConfig) -> Run | None:
     if baseline.samples.empty:
         raise BaselineError(f"baseline run {baseline.path} holds no records")
     # Only a cell the baseline holds can be decided; one it lacks would run every question for nothing.
-    held = {tuple(key) for key in baseline.samples[CELL_KEYS].drop_duplicates().itertuples(index=False)}
-    missing = sorted({cell.label for launch in expand(config) for cell in launch.cells if cell_key(cell) not in held})
+    held = set(CellKey.in_frame(baseline.samples))
+    missing = sorted({cell.label for launch in expand(config) for cell in launch.cells if cell not in held})
     if missing:
         raise BaselineError(f"baseline run {baseline.path} has no rows for {len(missing)} planned cell(s): {', '.join(missing[:6])}")
     return baseline
-
-
-def cell_key(cell: Cell) -> CellKey:
-    return (cell.profile, cell.variant, cell.cache.value, cell.shots, cell.pass_index)
 
 
 def _outcomes(samples: pd.DataFrame, metric: str) -> dict[CellKey, dict[QuestionKey, bool]]:
@@ -63,9 +59,8 @@ def _outcomes(samples: pd.DataFrame, metric: str) -> dict[CellKey, dict[Question
     right = samples[f"{metric}_correct"].fillna(False).astype(bool)
     rows = samples[[*CELL_KEYS, *QUESTION_KEYS]].assign(right=right).drop_duplicates([*CELL_KEYS, *QUESTION_KEYS], keep="last")
     out: dict[CellKey, dict[QuestionKey, bool]] = {}
-    for values in rows.itertuples(index=False):
-        *cell, doc_id, prompt_hash, ok = values
-        out.setdefault(tuple(cell), {})[(int(doc_id), prompt_hash)] = bool(ok)
+    for row in rows.to_dict("records"):
+        out.setdefault(CellKey.from_row(row), {})[(int(row["doc_id"]), row["prompt_hash"])] = bool(row["right"])
     return out
 
 
@@ -76,7 +71,7 @@ class Stopper:
         self,
         stopping: StoppingConfig,
         baseline: pd.DataFrame,
-        cells: list[Cell],
+        cells: list[CellKey],
         questions: int,
         *,
         decisions: list[CellDecision],
@@ -93,7 +88,7 @@ class Stopper:
             e_share=stopping.e_share,
             regression_share=stopping.regression_share,
         )
-        self.cells = [cell_key(c) for c in cells]
+        self.cells = list(cells)
         self.reference = _outcomes(baseline, self.metric)
         self.answers = _outcomes(recorded if recorded is not None else pd.DataFrame(), self.metric)
         self.order: dict[CellKey, list[QuestionKey]] = {}
@@ -104,18 +99,17 @@ class Stopper:
     def look_sizes(self) -> list[int]:
         return [int(n) for n in self.design.look_sizes]
 
-    def decided(self, cell: Cell) -> CellDecision | None:
-        key = cell_key(cell)
-        return next((d for d in self.decisions if d.cell == key), None)
+    def decided(self, cell: CellKey) -> CellDecision | None:
+        return next((d for d in self.decisions if d.cell == cell), None)
 
     def record(self, record: SampleRecord, settled: bool) -> None:
         """Note a written row; only settled ones (not to be retried) count."""
         if settled:
-            key = (record.profile, record.variant, record.cache, record.shots, record.pass_index)
-            self.answers.setdefault(key, {})[(record.doc_id, record.prompt_hash)] = bool(record.correct.get(self.metric))
+            answers = self.answers.setdefault(CellKey.from_record(record), {})
+            answers[(record.doc_id, record.prompt_hash)] = bool(record.correct.get(self.metric))
 
-    def start(self, cell: Cell, ordered: list[Prompt]) -> None:
-        self.order[cell_key(cell)] = [(p.doc_id, p.prompt_hash) for p in ordered]
+    def start(self, cell: CellKey, ordered: list[Prompt]) -> None:
+        self.order[cell] = [(p.doc_id, p.prompt_hash) for p in ordered]
 
     def _counts(self, key: CellKey) -> np.ndarray:
         """Flips b, c and pairs n at each look the cell has reached; NaN beyond.
@@ -138,11 +132,10 @@ class Stopper:
             counts[:, look] = (sum(r and not a for r, a in pairs), sum(a and not r for r, a in pairs), size)
         return counts
 
-    def check(self, cell: Cell, look: int) -> CellDecision | None:
+    def check(self, cell: CellKey, look: int) -> CellDecision | None:
         """After the wave up to `look` (0-based): the cell's decision if the run's family decides it now."""
-        key = cell_key(cell)
         counts = np.stack([self._counts(k) for k in self.cells], axis=1)  # (3, cells, looks)
-        index = self.cells.index(key)
+        index = self.cells.index(cell)
         if np.isnan(counts[2, index, look]):
             return None
         counts[:, index, look + 1 :] = np.nan  # judged on the looks reached, even when a resumed run recorded more
@@ -151,11 +144,7 @@ class Stopper:
         if status not in VERDICTS:
             return None
         decision = CellDecision(
-            profile=cell.profile,
-            variant=cell.variant,
-            cache=cell.cache.value,
-            shots=cell.shots,
-            pass_index=cell.pass_index,
+            **cell.as_dict(),
             verdict=VERDICTS[status],
             look=look + 1,
             answered=self.look_sizes[look],

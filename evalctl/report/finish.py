@@ -25,7 +25,7 @@ def run_policy(run: Run) -> GatePolicy:
 def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None = None) -> GateResult:
     """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result
     (`run_policy` by default; against `baseline`, if given)."""
-    policy = policy or run_policy(run)
+    policy = (policy or run_policy(run)).for_run(run)
     write_run_summary(run, policy.metric)
     result = evaluate(run, policy, baseline)
     write_gate_outputs(result, run.path)

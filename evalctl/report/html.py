@@ -30,9 +30,10 @@ from evalctl.analysis.gate_document import GateDocument, read_gate
 from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
 from evalctl.analysis.summary import run_summary
 from evalctl.analysis.throughput import throughput_ratio
+from evalctl.cell import CellKey
 from evalctl.fsio import write_atomic
 from evalctl.history.store import HistoryStore
-from evalctl.records import CELL_KEYS, cell_keys
+from evalctl.records import CELL_KEYS
 from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import _fmt, accuracy_view, decisions_view, settings_view, throughput_view
@@ -175,7 +176,7 @@ def _ratio_table(df: pd.DataFrame) -> Table:
 
 def _throughput(run: Run, baseline: Run | None) -> dict:
     tp = run_summary(run).throughput
-    keys = cell_keys("cache")
+    keys = CellKey.columns("cache")
     on, off = tp[tp["cache"] == "on"].drop(columns="cache"), tp[tp["cache"] == "off"].drop(columns="cache")
     out = {"cells": Table.of(throughput_view(tp)), "cache_ratio": None, "baseline_ratio": None}
     if len(on) and len(off):
@@ -197,7 +198,7 @@ def _flips(run: Run, baseline: Run | None, metric: str) -> list[dict]:
     sections = []
     df = run.samples
     if {"on", "off"} <= set(df["cache"]):
-        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], cell_keys("cache"), metric)
+        table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], CellKey.columns("cache"), metric)
         sections.append({"title": "cache on vs cache off", "reference": "cache off", "candidate": "cache on", "table": table})
     if baseline is not None:
         table = flipped_questions(baseline.samples, df, CELL_KEYS, metric)

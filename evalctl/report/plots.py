@@ -11,10 +11,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from evalctl.analysis.accuracy import table_metrics  # noqa: E402
+from evalctl.cell import CellKey  # noqa: E402
 from evalctl.fsio import atomic_path  # noqa: E402
-from evalctl.records import ANSWER_POSITIONS, NO_METRIC, cell_keys  # noqa: E402
+from evalctl.records import ANSWER_POSITIONS, NO_METRIC  # noqa: E402
 
-SERIES = cell_keys("shots", "pass_index")
+SERIES = CellKey.columns("shots", "pass_index")
 
 
 def _series(table: pd.DataFrame):
@@ -117,7 +118,7 @@ def history_trend(
     for when, verdict in (verdicts or {}).items():
         if verdict in VERDICT_COLOURS:
             ax.axvline(when.tz_localize(None), color=VERDICT_COLOURS[verdict], alpha=0.3, linewidth=4, zorder=0)
-    for key, group in table.groupby(cell_keys("pass_index"), sort=True):
+    for key, group in table.groupby(CellKey.columns("pass_index"), sort=True):
         profile, variant, cache, shots = key
         group = group.sort_values("created_at")
         x, y = group["created_at"].dt.tz_localize(None), group["value"]

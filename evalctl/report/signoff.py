@@ -9,11 +9,12 @@ import pandas as pd
 
 from evalctl.analysis.accuracy import table_metrics
 from evalctl.analysis.checks import SEVERITY
-from evalctl.records import NO_METRIC, cell_keys
+from evalctl.cell import CellKey
+from evalctl.records import NO_METRIC
 
 # Worst first: a cell is as bad as its worst check (the one order, `analysis.checks.STATUS_ORDER`).
 _SEVERITY = SEVERITY
-MATCH_KEYS = cell_keys("pass_index")
+MATCH_KEYS = CellKey.columns("pass_index")
 
 
 # Absolute caps judge a cell on its own; their failure is named, not called a regression of the cell.
@@ -53,7 +54,7 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: st
     first = accuracy[accuracy["pass_index"] == accuracy["pass_index"].min()] if len(accuracy) else accuracy
     shots = sorted({int(s) for s in first["shots"]})
     rows = []
-    for (profile, variant, cache), group in first.groupby(cell_keys("shots", "pass_index"), sort=True):
+    for (profile, variant, cache), group in first.groupby(CellKey.columns("shots", "pass_index"), sort=True):
         acc = {int(s): a for s, a in zip(group["shots"], group[column])}
         cells = []
         for n in shots:

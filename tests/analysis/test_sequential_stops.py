@@ -10,16 +10,16 @@ from frames import manifest_for, sweep_frame
 
 from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.analysis.sequential import Design
+from evalctl.cell import CellKey
 from evalctl.config import CacheMode, StoppingConfig
 from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellDecision
-from evalctl.plan import Cell
 from evalctl.runs import Run
 from evalctl.tasks.lmeval import Prompt
 
 N = 200
 SHOTS = (8, 16)
-CELLS = [Cell("cpu", "default", CacheMode(cache), shots, 1) for cache in ("off", "on") for shots in SHOTS]
+CELLS = [CellKey("cpu", "default", CacheMode(cache), shots, 1) for cache in ("off", "on") for shots in SHOTS]
 
 
 def prompts(shots: int) -> list[Prompt]:
@@ -34,7 +34,7 @@ def stopper(candidate, decisions: list[CellDecision], saves: list[int]) -> Stopp
     )
 
 
-def run_cells(candidate) -> tuple[dict[Cell, CellDecision | None], list[CellDecision], list[int]]:
+def run_cells(candidate) -> tuple[dict[CellKey, CellDecision | None], list[CellDecision], list[int]]:
     """Every cell through its looks as the sweep runs them; the decision of each, the manifest's decisions, the saves."""
     stops, saves = [], []
     gate = stopper(candidate, stops, saves)
@@ -46,7 +46,7 @@ def run_cells(candidate) -> tuple[dict[Cell, CellDecision | None], list[CellDeci
 
 
 def test_a_collapsed_cell_stops_early_with_a_regression_and_healthy_cells_never_do():
-    collapsed = Cell("cpu", "default", CacheMode.on, 16, 1)
+    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 1)
     found, stops, saves = run_cells(sweep_frame(N, SHOTS, to_wrong={16: set(range(0, 160, 2))}, run_id="cand"))
     stop = found[collapsed]
     assert stop is not None and stop.verdict == "regression"
@@ -74,16 +74,13 @@ def test_a_cell_is_not_judged_on_a_look_it_has_not_fully_answered():
     candidate = sweep_frame(N, SHOTS, to_wrong={16: set(range(160))}, run_id="cand")
     candidate = candidate[~((candidate["shots"] == 16) & (candidate["cache"] == "on") & (candidate["doc_id"] == prompts(16)[0].doc_id))]
     gate = stopper(candidate, [], [])
-    cell = Cell("cpu", "default", CacheMode.on, 16, 1)
+    cell = CellKey("cpu", "default", CacheMode.on, 16, 1)
     gate.start(cell, prompts(16))
     assert all(gate.check(cell, look) is None for look in range(len(gate.look_sizes)))
 
 
-def decision(cell: Cell, reason: str, answered: int) -> CellDecision:
-    return CellDecision(
-        profile=cell.profile, variant=cell.variant, cache=cell.cache.value, shots=cell.shots, pass_index=cell.pass_index,
-        verdict=reason, look=3 if answered < N else 9, answered=answered, planned=N,
-    )  # fmt: skip
+def decision(cell: CellKey, reason: str, answered: int) -> CellDecision:
+    return CellDecision(**cell.as_dict(), verdict=reason, look=3 if answered < N else 9, answered=answered, planned=N)
 
 
 def sequential_run(cand, decisions: list[CellDecision]) -> Run:
@@ -100,7 +97,7 @@ def test_the_gate_takes_each_cells_sequential_decision_and_accepts_a_stopped_cel
     order = [p.doc_id for p in prompts(16)][:40]
     stopped = (cand["cache"] == "on") & (cand["shots"] == 16)
     cand = cand[~stopped | cand["doc_id"].isin(order)]
-    collapsed = Cell("cpu", "default", CacheMode.on, 16, 1)
+    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 1)
     decisions = [decision(c, reason, 40) if c == collapsed else decision(c, "pass", N) for c in CELLS]
     result = evaluate(sequential_run(cand, decisions), GatePolicy(), Run(Path("base"), manifest_for(base), base))
     completeness = [c for c in result.checks if c.kind == "completeness"]
@@ -116,7 +113,7 @@ def test_the_gate_takes_each_cells_sequential_decision_and_accepts_a_stopped_cel
 
 def test_a_cell_of_a_sequential_run_without_a_decision_is_inconclusive():
     cand = sweep_frame(N, SHOTS, run_id="cand")
-    missing = Cell("cpu", "default", CacheMode.off, 8, 1)
+    missing = CellKey("cpu", "default", CacheMode.off, 8, 1)
     result = evaluate(sequential_run(cand, [decision(c, "pass", N) for c in CELLS if c != missing]), GatePolicy())
     (undecided,) = [c for c in result.checks if c.kind == "sequential" and c.status != "pass"]
     assert (undecided.status, undecided.cache, undecided.shots) == ("inconclusive", "off", 8)
@@ -188,7 +185,7 @@ def test_a_sequential_regression_must_exceed_the_engines_own_noise():
     # Issue 25, item 6: a 10-point drop decided at look 3 (6 of 60 flipped), on an engine whose
     # A/A arm itself loses 10 points: the fixed-n gate would call it inconclusive, and so must this.
     cand = sweep_frame(N, SHOTS, run_id="cand")
-    collapsed = Cell("cpu", "default", CacheMode.on, 16, 1)
+    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 1)
     regression = decision(collapsed, "regression", 60).model_copy(update={"b": 6, "c": 0, "n": 60})
     decisions = [regression if c == collapsed else decision(c, "pass", N) for c in CELLS]
     quiet = evaluate(sequential_run(cand, decisions), GatePolicy())

@@ -27,6 +27,8 @@ from pydantic import BaseModel, ValidationError
 from evalctl.analysis.gate_policy import GatePolicy, PolicyError
 from evalctl.analysis.noise import Noise
 from evalctl.analysis.pairing import Comparison
+from evalctl.cell import CellKey, cell_label
+from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
 Status = Literal["pass", "regression", "inconclusive", "warning"]
@@ -74,9 +76,13 @@ class Check:
     @property
     def where(self) -> str:
         """The cell a check judges, for people: 'cpu/default cache=on shots=16 pass=1' (parts it has)."""
-        parts = ["/".join(x for x in (self.profile, self.variant) if x)] if self.profile else []
-        parts += [f"{k}={v}" for k, v in (("cache", self.cache), ("shots", self.shots), ("pass", self.pass_index)) if v is not None]
-        return " ".join(parts)
+        return cell_label(self.profile, self.variant, self.cache, self.shots, self.pass_index)
+
+    @property
+    def cell(self) -> CellKey | None:
+        """The cell it judges; None for a finding on the run or on part of a cell (a profile, a shot count)."""
+        named = {k: getattr(self, k) for k in CELL_KEYS}
+        return CellKey.from_row(named) if None not in named.values() else None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: plain(v) for k, v in asdict(self).items()}
@@ -87,17 +93,6 @@ def plain(value: Any) -> Any:
     if hasattr(value, "item"):
         value = value.item()
     return None if isinstance(value, float) and math.isnan(value) else value
-
-
-def cell_of(row: Any) -> dict[str, Any]:
-    """A table row's cell, as a Check's fields."""
-    return {
-        "profile": str(row["profile"]),
-        "variant": str(row["variant"]),
-        "cache": str(row["cache"]),
-        "shots": int(row["shots"]),
-        "pass_index": int(row["pass_index"]),
-    }
 
 
 @dataclass(frozen=True)

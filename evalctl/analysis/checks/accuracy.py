@@ -9,12 +9,13 @@ from typing import Any
 
 import pandas as pd
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, cell_of, register_check
+from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
 from evalctl.analysis.drop_rule import decide_drops, drop_bounds
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
 from evalctl.analysis.power import mde_beyond_tolerance
+from evalctl.cell import CellKey
 
 MDE_POWER = 0.8
 
@@ -91,7 +92,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
                 "accuracy",
                 status,
                 reason,
-                **cell_of(row),
+                **CellKey.from_row(row).as_dict(),
                 metric=f"{policy.metric} accuracy drop",
                 **paired_drop(row, policy),
                 comparison=row["comparison"],
@@ -99,7 +100,8 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
         )
     for comp in comparisons:
         for _, row in unpaired_cells(comp, policy.metric).iterrows():
-            checks.append(Check(comp.name, "accuracy", "inconclusive", f"nothing to pair: {row['reason']}", **cell_of(row)))
+            cell = CellKey.from_row(row).as_dict()
+            checks.append(Check(comp.name, "accuracy", "inconclusive", f"nothing to pair: {row['reason']}", **cell))
     return checks
 
 

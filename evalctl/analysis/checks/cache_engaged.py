@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pandas as pd
+
 from evalctl.analysis.cache_engagement import engagement_table, rests_on_failed
 from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
-from evalctl.records import CELL_KEYS
+from evalctl.cell import CellKey
 from evalctl.runs import Run
 
 
-def cache_engaged_checks(run: Run) -> tuple[list[Check], dict[tuple, str]]:
-    """One check per cell with a shared prefix, and the failed cells' reasons by (comparison, cell) they invalidate."""
+def cache_engaged_checks(run: Run) -> tuple[list[Check], pd.DataFrame]:
+    """One check per cell with a shared prefix, and the engagement table they come from."""
     table = engagement_table(run.samples, run.manifest)
     checks = [
         Check(
@@ -20,7 +22,7 @@ def cache_engaged_checks(run: Run) -> tuple[list[Check], dict[tuple, str]]:
             "cache-engaged",
             "pass" if row["ok"] else "inconclusive",
             row["reason"],
-            **{k: (int(row[k]) if k in ("shots", "pass_index") else str(row[k])) for k in CELL_KEYS},
+            **CellKey.from_row(row).as_dict(),
             metric="cached / expected tokens",
             value=row["reported_tokens"] / row["expected_tokens"]
             if row["reported_tokens"] is not None and row["expected_tokens"]
@@ -44,8 +46,7 @@ class CacheEngaged(GateCheck):
         failed = rests_on_failed(inputs.comparisons, table) if len(table) else {}
         out = []
         for check in earlier:
-            key = (check.comparison, check.profile, check.variant, check.cache, check.shots, check.pass_index)
-            why = failed.get(key) if check.comparison else None
+            why = failed.get((check.comparison, check.cell)) if check.comparison else None
             if why:  # named even on a check already inconclusive: it is the reason nothing could be told
                 was = f"was {check.status}: " if check.status != "inconclusive" else ""
                 reason = f"rests on a cell whose cache label failed ({why}); {was}{check.reason}"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, cell_of, register_check
+from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
 from evalctl.analysis.completeness import cell_counts
-from evalctl.records import CELL_KEYS
+from evalctl.cell import CellKey
 from evalctl.runs import Run
 
 
@@ -28,14 +28,16 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
     # A cell the sequential gate decided early holds the questions up to its look: complete.
     stopped = {d.cell for d in run.manifest.decisions if d.saved}
     short = counts[counts["found"] < counts["expected"]]
-    for _, row in short[[tuple(k) not in stopped for k in short[CELL_KEYS].itertuples(index=False)]].iterrows():
+    for _, row in short.iterrows():
+        if (cell := CellKey.from_row(row)) in stopped:
+            continue
         checks.append(
             Check(
                 f"{role} cell complete",
                 "completeness",
                 "inconclusive",
                 f"incomplete: {row['found']} of {row['expected']} questions recorded",
-                **cell_of(row),
+                **cell.as_dict(),
                 metric="questions",
                 value=float(row["found"]),
                 threshold=float(row["expected"]),

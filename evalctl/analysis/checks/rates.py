@@ -15,7 +15,8 @@ import pandas as pd
 
 from evalctl.analysis.checks import Check, GateCheck, GateInputs, Status, register_check
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.records import CELL_KEYS, is_final
+from evalctl.cell import CellKey
+from evalctl.records import is_final
 
 
 def cap_status(count: int, total: int, limit: float, min_n: int) -> Status:
@@ -30,9 +31,7 @@ def cap_status(count: int, total: int, limit: float, min_n: int) -> Status:
 def rate_checks(samples: pd.DataFrame, policy: GatePolicy, finished: bool = True) -> list[Check]:
     """Request errors and unextractable answers, per cell, against the policy's maxima."""
     checks = []
-    for key, group in samples.groupby(CELL_KEYS, sort=True):
-        cell = dict(zip(CELL_KEYS, key))
-        cell = {**cell, "shots": int(cell["shots"]), "pass_index": int(cell["pass_index"])}
+    for cell, group in CellKey.groups(samples):
         settled = group if finished else group[is_final(group)]
         pending = len(group) - len(settled)
         errors = int(settled["error"].notna().sum())
@@ -49,7 +48,8 @@ def rate_checks(samples: pd.DataFrame, policy: GatePolicy, finished: bool = True
                 reason += f"; only {total} (min_n {policy.min_n})"
             if pending and kind == "error_rate":
                 reason += f"; {pending} pending (run not finished)"
-            checks.append(Check(kind.replace("_", " "), kind, status, reason, **cell, metric=kind, value=rate, threshold=limit, n=total))
+            found = Check(kind.replace("_", " "), kind, status, reason, **cell.as_dict(), metric=kind, value=rate, threshold=limit, n=total)
+            checks.append(found)
     return checks
 
 

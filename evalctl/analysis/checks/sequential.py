@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, Status, cell_of, register_check
+from evalctl.analysis.checks import Check, GateCheck, GateInputs, Status, register_check
 from evalctl.analysis.checks.accuracy import nothing_to_compare
 from evalctl.analysis.gate_policy import GatePolicy, PolicyError
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import RUN_VS_BASELINE
+from evalctl.cell import CellKey
 from evalctl.config import StoppingConfig
 from evalctl.manifest import CellDecision
-from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
 
@@ -56,10 +56,10 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
             "sequential",
             "inconclusive",
             "no sequential decision: the cell did not reach its last look (too few paired questions, or it failed)",
-            **cell_of(row),
+            **cell.as_dict(),
         )
-        for _, row in run.samples[CELL_KEYS].drop_duplicates().iterrows()
-        if tuple(row) not in decided
+        for cell in CellKey.in_frame(run.samples)
+        if cell not in decided
     ]
     return undecided + [decision_check(d, policy, (noise or {}).get(d.profile)) for d in run.manifest.decisions]
 
@@ -86,11 +86,7 @@ def decision_check(decision: CellDecision, policy: GatePolicy, profile_noise: No
         "sequential",
         status,
         reason,
-        profile=decision.profile,
-        variant=decision.variant,
-        cache=decision.cache,
-        shots=decision.shots,
-        pass_index=decision.pass_index,
+        **decision.cell.as_dict(),
         metric="requests saved",
         value=float(decision.saved),
         b=decision.b,

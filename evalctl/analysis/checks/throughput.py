@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, cell_of, register_check
+from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
 from evalctl.analysis.drop_rule import decide
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison
 from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
+from evalctl.cell import CellKey
 
 
 def throughput_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
@@ -38,7 +39,7 @@ def throughput_checks(comparisons: list[Comparison], policy: GatePolicy) -> list
                 "throughput",
                 state,
                 reason,
-                **cell_of(row),
+                **CellKey.from_row(row).as_dict(),
                 metric=f"{row['measure']} median ratio",
                 value=float(row["ratio"]),
                 threshold=1 - tol if MEASURES[row["measure"]] else 1 / (1 - tol),

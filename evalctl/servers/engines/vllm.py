@@ -127,5 +127,17 @@ class VLLMAdapter(EngineAdapter):
         if response.status_code == 200:
             config = response.json().get("vllm_config")
             items = dict(_CONFIG_ITEM.findall(config)) if isinstance(config, str) else config
-            info["settings"] = flat_settings(items if isinstance(items, dict) else {})
+            info["settings"] = flat_settings(items if isinstance(items, dict) else {}) | _mamba_settings(http)
         return info
+
+
+def _mamba_settings(http: httpx.Client) -> dict[str, object]:
+    """The cache config's Mamba fields as resolved (how a hybrid model's states are cached: mode, block size, dtypes).
+
+    The text form of /server_info leaves the cache config out; the JSON form has it whole."""
+    response = http.get("/server_info", params={"config_format": "json"})
+    config = response.json().get("vllm_config") if response.status_code == 200 else None
+    cache = config.get("cache_config") if isinstance(config, dict) else None
+    if not isinstance(cache, dict):
+        return {}
+    return flat_settings({"cache_config": {key: value for key, value in cache.items() if key.startswith("mamba")}})

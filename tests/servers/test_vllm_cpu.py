@@ -192,7 +192,7 @@ def test_resolved_settings_from_server_info(vllm_server):
     resolved = [settings[k] for k in ("seed", "max_seq_len", "enforce_eager", "dtype", "enable_prefix_caching")]
     assert resolved == ["1234", "2048", "True", "torch.float32", "True"]
     # The Mamba cache fields, from the JSON form (not a hybrid model: no Mamba cache).
-    assert settings["cache_config.mamba_cache_mode"] == "none" and "cache_config.mamba_block_size" in settings
+    assert settings["cache_config.mamba_cache_mode"] == "none" and "cache_config.mamba_block_size" not in settings
 
 
 def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):

@@ -131,13 +131,16 @@ class VLLMAdapter(EngineAdapter):
         return info
 
 
-def _mamba_settings(http: httpx.Client) -> dict[str, object]:
-    """The cache config's Mamba fields as resolved (how a hybrid model's states are cached: mode, block size, dtypes).
+# Of the cache config's Mamba fields, those the API server's copy holds as the engine runs them.
+# Not the block sizes: EngineCore sets those later (tiny-hybrid: 16 in this copy, 128 in use).
+_MAMBA_FIELDS = ("mamba_cache_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype")
 
-    The text form of /server_info leaves the cache config out; the JSON form has it whole."""
+
+def _mamba_settings(http: httpx.Client) -> dict[str, object]:
+    """How a hybrid model's states are cached (mode, dtypes), from /server_info's JSON form: the text form leaves the cache config out."""
     response = http.get("/server_info", params={"config_format": "json"})
     config = response.json().get("vllm_config") if response.status_code == 200 else None
     cache = config.get("cache_config") if isinstance(config, dict) else None
     if not isinstance(cache, dict):
         return {}
-    return flat_settings({"cache_config": {key: value for key, value in cache.items() if key.startswith("mamba")}})
+    return flat_settings({"cache_config": {key: cache[key] for key in _MAMBA_FIELDS if key in cache}})

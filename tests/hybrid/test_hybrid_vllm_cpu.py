@@ -88,3 +88,19 @@ def test_probe_passes_the_real_build_and_fails_the_faulty_one_in_five_question_o
             assert all(b["mismatch"] == 1 and b["js"] > 0.1 for b in bins.values()), output
     patched = "zeroes the restored Mamba state" in log.read_text(errors="replace")
     assert patched == (name == "faulty")  # the patch loaded in the faulty build's processes only
+
+
+def test_a_sweep_on_the_hybrid_model_sees_its_cache_hits_and_records_how_vllm_caches_mamba_states(build):
+    name, url, _, tmp = build
+    out = tmp / "sweep"
+    sweep = ["sweep", "--config", str(write_config(tmp, SEEDS[0], name)), "--url", url, "--engine", "vllm", "--output", str(out)]
+    done = evalctl(*sweep, "--cache", "on", "--shots", "4", "--limit", "2", "--max-tokens", "8", timeout=1200)
+    assert done.returncode in (0, 2), done.stdout + done.stderr  # one cache mode: nothing to compare, never a regression
+    run = only_run(out)
+    engaged = [c for c in json.loads((run / "gate.json").read_text())["checks"] if c["kind"] == "cache-engaged"]
+    assert [c["status"] for c in engaged] == ["pass"], engaged  # the faulty build hits the cache too: it loses the state
+    (server,) = json.loads((run / "manifest.json").read_text())["servers"]
+    settings = server["info"]["settings"]
+    # As vLLM resolved them: align mode (the profile's), SSM states in float32 (the config said auto).
+    mamba = (settings["cache_config.mamba_cache_mode"], settings["cache_config.mamba_ssm_cache_dtype"])
+    assert mamba == ("align", "float32"), settings

@@ -6,17 +6,19 @@ skips with that reason without it. A vLLM start-up takes about a minute and 5 GB
 processes, so the checks that do not test the lifecycle share one module-scoped cache-on
 server, and the teardown cases signal evalctl as soon as vLLM's Worker process exists
 (mid-start-up: the moment with the most processes in flight) instead of waiting for health.
+The one sweep that runs to the end (killed with SIGKILL mid-run, then resumed: three launches
+in a row) runs on a thread from the module's start, beside the other tests, and is checked last.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +29,8 @@ from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run, start_canary
 
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.records import RECORD_KEYS, RECORDS_FILE, primary_metric
+from evalctl.runs import load_run
 from evalctl.servers.process import ManagedServer
 from evalctl.engine_registry import adapter_for
 
@@ -115,9 +119,9 @@ def names(procs: list[psutil.Process]) -> set[str]:
     return out
 
 
-def start_evalctl(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, ProcessTree]:
-    log = open(tmp_path / "evalctl.out", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "evalctl.cli", *args], stdout=log, stderr=subprocess.STDOUT)
+def start_evalctl(tmp_path: Path, *args: str, log: str = "evalctl.out") -> tuple[subprocess.Popen, ProcessTree]:
+    out = open(tmp_path / log, "w")
+    proc = subprocess.Popen([sys.executable, "-m", "evalctl.cli", *args], stdout=out, stderr=subprocess.STDOUT)
     return proc, ProcessTree(proc.pid)
 
 
@@ -137,13 +141,14 @@ def vllm_server(tmp_path_factory):
     profile = ServerProfile.model_validate(vllm_profile(random_seed=1234))
     server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("vllm") / "server.log")
     adapter_for("vllm").preflight(profile, Variant())
-    tree = ProcessTree(os.getpid())
     started = time.monotonic()
     server.start()
     print(f"\nvLLM CPU start-up {time.monotonic() - started:.0f}s")
+    tree = ProcessTree(server.process.pid)
+    tree.look()
     yield server
     server.stop()
-    assert not [line for line in tree.alive() if line.split()[0] != str(os.getpid())], "vLLM processes outlived stop()"
+    assert tree.saw("VLLM::Worker") and not tree.wait_gone(30), f"vLLM processes outlived stop(): {tree.alive()}"
 
 
 def complete(server: ManagedServer, prompt: str, **params: object):
@@ -186,6 +191,8 @@ def test_resolved_settings_from_server_info(vllm_server):
     # The profile's settings, as vLLM resolved them.
     resolved = [settings[k] for k in ("seed", "max_seq_len", "enforce_eager", "dtype", "enable_prefix_caching")]
     assert resolved == ["1234", "2048", "True", "torch.float32", "True"]
+    # The Mamba cache fields, from the JSON form (not a hybrid model: no Mamba cache).
+    assert settings["cache_config.mamba_cache_mode"] == "none" and "cache_config.mamba_block_size" not in settings
 
 
 def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
@@ -219,50 +226,72 @@ def test_servers_show_prints_the_launch_it_runs(tmp_path):
     assert "VLLM_CPU_KVCACHE_SPACE=2" in out.stdout and "no GPUs assigned" in out.stdout
 
 
-def test_sweep_cache_on_and_off_at_two_lengths_then_no_vllm_process_is_left(tmp_path):
-    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(write_config(tmp_path)))
-    watch(proc, tree, lambda procs: False, timeout=1500)
-    try:
-        assert proc.wait(timeout=60) in (0, 1, 2), (tmp_path / "evalctl.out").read_text()
-        assert tree.saw("VLLM::Worker"), "never saw vLLM's worker process"
-        assert not tree.wait_gone(30), tree.alive()
-    finally:
-        tree.kill_all()
-    run = only_run(tmp_path / "out")
-    df = pd.read_parquet(run / "samples.parquet")
-    assert df.error.isna().all() and len(df) == 2 * len(SHOTS) * 3
-    on, off = df[df.cache == "on"], df[df.cache == "off"]
-    assert (on.cached_tokens > 0).all(), on[["shots", "doc_id", "cached_tokens"]]  # prewarmed: every one, the first included
-    assert (off.cached_tokens == 0).all()
-    assert on.ttft_s.notna().all() and (on.ttft_s > 0).all()  # streamed
-    manifest = json.loads((run / "manifest.json").read_text())
-    for server in manifest["servers"]:
-        assert server["engine"] == "vllm" and server["info"]["settings"]["enable_prefix_caching"] == str(server["cache"] == "on")
-        for cell in server["cells"]:
-            assert cell["flushed"]
-            moved = cell["metrics_after"]["cached_tokens"] - cell["metrics_before"]["cached_tokens"]
-            assert (moved > 0) == (server["cache"] == "on")
-    gate = json.loads((run / "gate.json").read_text())
-    engaged = [c for c in gate["checks"] if c["kind"] == "cache-engaged"]
-    assert len(engaged) == 2 * len(SHOTS) and all(c["status"] == "pass" for c in engaged), engaged
+def answered(root: Path, cache: str) -> int:
+    """Answered records of `cache` cells written so far under root."""
+    lines = [line for path in root.glob(f"*/{RECORDS_FILE}") for line in path.read_text().splitlines()]
+    return sum(f'"cache": "{cache}"' in line and '"error": null' in line for line in lines)
 
 
-def signal_when_worker_exists(tmp_path: Path, sig: int, **fields: object) -> tuple[subprocess.Popen, ProcessTree]:
-    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], **fields)))
-    watch(proc, tree, lambda procs: "VLLM::Worker" in names(procs), timeout=900)
-    assert proc.poll() is None, (tmp_path / "evalctl.out").read_text()
-    tree.look()
-    proc.send_signal(sig)
+def run_to_exit(tmp_path: Path, log: str, *args: str, until=lambda procs: False) -> tuple[subprocess.Popen, ProcessTree]:
+    """evalctl with `args`, its process tree watched until `until` (then left running) or its exit."""
+    proc, tree = start_evalctl(tmp_path, *args, log=log)
+    watch(proc, tree, until, timeout=1500)
     return proc, tree
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGKILL, -9)])
-def test_a_signal_to_evalctl_mid_start_up_leaves_no_vllm_process(tmp_path, sig, code):
-    proc, tree = signal_when_worker_exists(tmp_path, sig)
+def kill_then_resume(tmp_path: Path) -> Path:
+    """The A/A sweep killed by SIGKILL once its cache-off server (the second launch) has answered, then resumed."""
+    out = tmp_path / "out"
+    killed, tree = run_to_exit(tmp_path, "killed.out", "sweep", "--config", str(write_config(tmp_path, noise=True)),
+                               until=lambda procs: answered(out, "off") >= 1)  # fmt: skip
     try:
-        assert proc.wait(timeout=60) == code, (tmp_path / "evalctl.out").read_text()
+        assert killed.poll() is None, (tmp_path / "killed.out").read_text()
+        tree.look()
+        killed.kill()
+        assert killed.wait(timeout=60) == -9
         assert tree.saw("VLLM::EngineCore") and tree.saw("VLLM::Worker")
-        assert not tree.wait_gone(30), tree.alive()  # kill -9: the server dies with evalctl (PDEATHSIG), its engine with it
+        assert not tree.wait_gone(30), tree.alive()  # the reaper kills the server's group once evalctl is gone
+    finally:
+        tree.kill_all()
+    run = only_run(out)
+    resumed, tree = run_to_exit(tmp_path, "resumed.out", "sweep", "--resume", str(run))
+    try:
+        assert resumed.wait(timeout=60) in (0, 1, 2), (tmp_path / "resumed.out").read_text()
+        assert tree.saw("VLLM::Worker"), "the resume never started vLLM"
+        assert not tree.wait_gone(30), tree.alive()
+    finally:
+        tree.kill_all()
+    return run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def killed_sweep(request, tmp_path_factory):
+    """`kill_then_resume` on a thread from the module's start, beside the other tests.
+
+    Its three launches in a row are the longest chain here; on 2 cores they overlap the other
+    tests' launches at little cost to either (vLLM's start-up is mostly one busy process).
+    """
+    if not any(item.name.startswith("test_sweep_killed_mid_run") for item in request.session.items):
+        yield None
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(kill_then_resume, tmp_path_factory.mktemp("killed"))
+        yield future
+        future.exception()  # the module's processes end with it, whether or not its test ran
+
+
+def test_sigterm_to_evalctl_mid_start_up_leaves_no_vllm_process(tmp_path):
+    # SIGINT takes the same path (evalctl stops vLLM's group either way; test_signals.py and the
+    # llama.cpp tests check its exit code); kill -9 is the killed sweep's, mid-run.
+    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(write_config(tmp_path, cache=["on"], shots=[SHOTS[0]])))
+    try:
+        watch(proc, tree, lambda procs: "VLLM::Worker" in names(procs), timeout=900)
+        assert proc.poll() is None, (tmp_path / "evalctl.out").read_text()
+        tree.look()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143, (tmp_path / "evalctl.out").read_text()
+        assert tree.saw("VLLM::EngineCore") and tree.saw("VLLM::Worker")
+        assert not tree.wait_gone(30), tree.alive()
     finally:
         tree.kill_all()
 
@@ -310,3 +339,39 @@ def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monke
     (copy / "config.json").write_text("{}")
     with pytest.raises(ModelUnavailable, match="no longer matches the digest recorded.*config.json"):
         check_converted(copy)
+
+
+def test_sweep_killed_mid_run_leaves_no_vllm_process_and_resume_finishes_it_with_the_aa_arm(killed_sweep):
+    run = killed_sweep.result(timeout=1800)
+    df = pd.read_parquet(run / "samples.parquet")
+    assert not df.duplicated(RECORD_KEYS).any() and len(df) == 2 * len(SHOTS) * 3  # every record, once
+    assert df.error.isna().all() and (df.run_id == run.name).all()
+    on, off = df[df.cache == "on"], df[df.cache == "off"]
+    assert (on.cached_tokens > 0).all(), on[["shots", "doc_id", "cached_tokens"]]  # prewarmed: every one, the first included
+    assert (off.cached_tokens == 0).all()
+    assert on.ttft_s.notna().all() and (on.ttft_s > 0).all()  # streamed
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and len(manifest["resumes"]) == 1
+    (resume,) = manifest["resumes"]
+    assert resume["finished_requests"] >= len(on) + 1 and resume["finished_requests"] + resume["remaining_requests"] == len(df)
+    # The killed cache-off launch has no status; the resume relaunched only that one (the cache-on cells were done).
+    assert [(s["cache"], s["status"]) for s in manifest["servers"]] == [("on", "ok"), ("off", None), ("off", "ok")]
+    for server in (s for s in manifest["servers"] if s["status"] == "ok"):
+        assert server["engine"] == "vllm" and server["info"]["settings"]["enable_prefix_caching"] == str(server["cache"] == "on")
+        for cell in server["cells"]:
+            assert cell["flushed"]
+            moved = cell["metrics_after"]["cached_tokens"] - cell["metrics_before"]["cached_tokens"]
+            assert (moved > 0) == (server["cache"] == "on")
+    gate = json.loads((run / "gate.json").read_text())
+    engaged = [c for c in gate["checks"] if c["kind"] == "cache-engaged"]
+    assert len(engaged) == 2 * len(SHOTS) and all(c["status"] == "pass" for c in engaged), engaged
+    # The A/A arm: the reference cell (cache off, first shot count) once more on the resumed server,
+    # and the gate's accuracy checks hold its figures, counted here from the two runs of that cell.
+    replica = load_run(run).noise
+    first = off[off.shots == SHOTS[0]]
+    assert len(replica) == 3 and set(replica.cache) == {"off"} and set(replica.doc_id) == set(first.doc_id)
+    correct = f"{primary_metric(df)}_correct"
+    both = first.merge(replica, on=["doc_id", "prompt_hash"], suffixes=("", "_aa"))
+    flips = int((both[correct] != both[f"{correct}_aa"]).sum())
+    accuracy = [c for c in gate["checks"] if c["kind"] == "accuracy"]
+    assert accuracy and all(f"cache=off shots={SHOTS[0]}): {flips}/3 flipped" in c["reason"] for c in accuracy), accuracy

@@ -127,5 +127,20 @@ class VLLMAdapter(EngineAdapter):
         if response.status_code == 200:
             config = response.json().get("vllm_config")
             items = dict(_CONFIG_ITEM.findall(config)) if isinstance(config, str) else config
-            info["settings"] = flat_settings(items if isinstance(items, dict) else {})
+            info["settings"] = flat_settings(items if isinstance(items, dict) else {}) | _mamba_settings(http)
         return info
+
+
+# Of the cache config's Mamba fields, those the API server's copy holds as the engine runs them.
+# Not the block sizes: EngineCore sets those later (tiny-hybrid: 16 in this copy, 128 in use).
+_MAMBA_FIELDS = ("mamba_cache_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype")
+
+
+def _mamba_settings(http: httpx.Client) -> dict[str, object]:
+    """How a hybrid model's states are cached (mode, dtypes), from /server_info's JSON form: the text form leaves the cache config out."""
+    response = http.get("/server_info", params={"config_format": "json"})
+    config = response.json().get("vllm_config") if response.status_code == 200 else None
+    cache = config.get("cache_config") if isinstance(config, dict) else None
+    if not isinstance(cache, dict):
+        return {}
+    return flat_settings({"cache_config": {key: cache[key] for key in _MAMBA_FIELDS if key in cache}})

@@ -5,7 +5,10 @@ that strips caching."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 from conftest import cli, cpu_profile, write_sweep_config
@@ -59,6 +62,29 @@ def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_
     ratio = speedup[0].value
     print(f"cache-on/cache-off TTFT p50 at 4 shots: {ratio:.2f}")
     assert ratio < 1
+
+
+def test_a_sweep_killed_in_its_a_a_arm_runs_the_whole_arm_again_on_resume(tmp_path, data_dir, no_orphans):
+    # The arm's cell is the launch's only cell done before it, so on resume nothing but the arm is owed.
+    config = write_sweep_config(tmp_path, data_dir, [cpu_profile(parallel=1, context_length=2048, startup_timeout_s=300)],
+                                shots=[1], cache=["off"], noise=True, limit=4, generation={"max_tokens": 8}, concurrency=1)  # fmt: skip
+    out = tmp_path / "out"
+    with open(tmp_path / "killed.out", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "evalctl.cli", "sweep", "--config", str(config)], stdout=log, stderr=log)
+    deadline = time.monotonic() + 900
+    while not any(p.stat().st_size for p in out.glob("*/noise-*.jsonl.partial")):  # the arm has a first row
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "killed.out").read_text()
+        time.sleep(0.02)
+    proc.kill()
+    assert proc.wait(timeout=60) == -9
+    run_dir = only_run(out)
+    assert not list(run_dir.glob("noise-*.jsonl")), "a part of the arm was kept as its replica"
+
+    resumed = evalctl("sweep", "--resume", str(run_dir), timeout=1200)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    run = load_run(run_dir)
+    assert sorted(run.noise.doc_id) == sorted(run.samples.doc_id) and len(run.samples) == 4  # one whole, cold replica
+    assert not list(run_dir.glob("*.partial"))
 
 
 def test_compare_shows_a_changed_llamacpp_setting(tmp_path, data_dir, no_orphans):

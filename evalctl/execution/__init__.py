@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalctl.cell import CellKey
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
@@ -138,7 +139,7 @@ class Sweep:
     def _run_launch(self, plan: ServerLaunch, cells: CellRunner, devices: tuple[str, ...]) -> list[Failure]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
         todo = [cell for cell in plan.cells if cells.unfinished(cell)]
-        if not todo:
+        if not todo and self._noise_owed(plan) is None:  # a run killed before or in its A/A arm still owes the arm
             return []
         assert self.prepared is not None
         folder = self.prepared.folder
@@ -193,17 +194,31 @@ class Sweep:
                 folder.save()
             launch.stop(interrupted=self.shutdown.requested)
 
-    def _run_noise_arm(self, plan: ServerLaunch, launch: Launch, cells: CellRunner) -> None:
-        """The A/A arm: the reference cell once more, cold, on this server; a failure costs the arm, not the run."""
+    def _noise_owed(self, plan: ServerLaunch) -> CellKey | None:
+        """The A/A arm's cell if this launch has one and its replica is not yet whole on disk."""
         assert self.prepared is not None
         cell = noise_cell(self.config, plan)
-        run_dir = self.prepared.folder.path
-        if cell is None or (run_dir / noise_file(cell.profile)).is_file():
+        done = cell is not None and (self.prepared.folder.path / noise_file(cell.profile)).is_file()
+        return None if done else cell
+
+    def _run_noise_arm(self, plan: ServerLaunch, launch: Launch, cells: CellRunner) -> None:
+        """The A/A arm: the reference cell once more, cold, on this server; a failure costs the arm, not the run.
+
+        The replica is written beside its name and renamed when whole: a run killed mid-arm
+        leaves only the partial file, and --resume runs the arm again from its start (it must
+        be one cold pass, so a partial one is not continued)."""
+        cell = self._noise_owed(plan)
+        if cell is None:
             return
+        assert self.prepared is not None
+        done = self.prepared.folder.path / noise_file(cell.profile)
+        partial = done.with_name(done.name + ".partial")
+        partial.unlink(missing_ok=True)
         try:
-            with RecordWriter(run_dir, file=noise_file(cell.profile)) as replica:
+            with RecordWriter(done.parent, file=partial.name) as replica:
                 while not launch.alive or not cells.run(cell, launch.server, launch.entry.noise_cells, replica=replica):
                     launch.restart(cell)
+            partial.replace(done)
         except ServerError as exc:
             launch.entry.noise_error = exc.args[0]
             self.progress.warn(f"{plan.label}: A/A arm failed: {exc.args[0]}")

@@ -14,7 +14,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -91,8 +91,12 @@ class CompletionClient:
         backoff_s: float = 0.5,
         stream: bool = False,
         stream_usage: bool = True,
+        fresh_fields: Callable[[], dict] | None = None,
     ):
         self.model = model
+        # Fields made anew for every attempt of a request (vLLM's cache salt for a cold one: a retry
+        # must not find what its failed attempt cached).
+        self.fresh_fields = fresh_fields
         self.stream = stream
         # Engines that reject `stream_options` still stream; their usage may then be missing.
         self.stream_usage = stream_usage
@@ -125,6 +129,8 @@ class CompletionClient:
         while True:
             attempt += 1
             kind: ErrorKind
+            if self.fresh_fields is not None:
+                body.update(self.fresh_fields())
             try:
                 async with self._http.stream("POST", "/v1/completions", json=body) as response:
                     if response.status_code == 200:

@@ -16,9 +16,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from evalctl.agreement import AGREEMENT, with_agreement
 from evalctl.errors import BadInput
 from evalctl.manifest import Manifest, read_manifest
-from evalctl.records import COLUMNS, Metric, load_noise, load_samples, primary_metric
+from evalctl.records import COLUMNS, Metric, load_noise, load_samples, metric_names, primary_metric
 from evalctl.runlock import Holder, writers
 
 
@@ -89,7 +90,14 @@ class Run:
             raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
 
     def metric(self, requested: Metric | None = None) -> Metric:
-        """`requested` when the run's task scores it, else (None) the task's first metric."""
+        """`requested` when the run's task scores it, else (None) the task's first metric.
+
+        `agreement` (`evalctl.agreement`) is derived, not recorded: asking for it adds its columns
+        to the samples and the A/A replica, so every table read after this scores by it."""
+        if requested == AGREEMENT and AGREEMENT not in metric_names(self.samples):
+            samples = self.samples
+            self.samples = with_agreement(samples)
+            self.noise = with_agreement(self.noise, samples)
         return primary_metric(self.samples, requested)
 
     @property

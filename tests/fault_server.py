@@ -21,6 +21,13 @@ BAD_REQUEST_MESSAGE = "this fake server refuses the prompt (context too long)"
 _lock = threading.Lock()
 _mode_of: dict[str, str] = {}
 _attempts: dict[str, int] = {}
+_salts: dict[str, list[str]] = {}
+
+
+def _text(text: str) -> bytes:
+    return json.dumps(
+        {"choices": [{"text": text, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 8}}
+    ).encode()
 
 
 def _assign(prompt: str) -> tuple[str, int]:
@@ -54,6 +61,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         prompt = str(body.get("prompt"))
+        if prompt.startswith("salts "):  # HTTP 500 once, then the cache salts its attempts sent, as the text
+            mode, attempt = _assign(prompt)
+            _salts.setdefault(prompt, []).append(str(body.get("cache_salt")))
+            self._send(*((500, b"{}") if attempt == 1 else (200, _text(" ".join(_salts[prompt])))))
+            return
         mode, attempt = _assign(prompt) if not prompt.startswith("status ") else (prompt, 0)
         try:
             self._answer(mode, attempt)
@@ -64,12 +76,7 @@ class Handler(BaseHTTPRequestHandler):
         if mode.startswith("status "):  # a prompt "status NNN" always gets HTTP NNN
             self._send(int(mode.split()[1]), json.dumps({"error": {"message": mode}}).encode())
             return
-        ok = json.dumps(
-            {
-                "choices": [{"text": " 2 + 2 = 4.\n#### 4", "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 8},
-            }
-        ).encode()
+        ok = _text(" 2 + 2 = 4.\n#### 4")
         if mode == "ok" or (mode == "500_then_ok" and attempt > 1):
             self._send(200, ok)
         elif mode in ("http_500", "500_then_ok"):

@@ -13,6 +13,8 @@ import pytest
 from fault_server import BAD_REQUEST_MESSAGE, MODES
 
 from evalctl.client import Completion, CompletionClient
+from evalctl.config import CacheMode
+from evalctl.engine_registry import adapter_for
 from evalctl.records import is_final
 
 HERE = Path(__file__).resolve().parent
@@ -69,6 +71,25 @@ def test_client_retries_exactly_what_a_resumed_run_sends_again(fault_url, status
     retried_now = completion.attempts == 2
     sent_again_on_resume = not is_final(pd.DataFrame({"error_kind": [completion.error_kind]})).iloc[0]
     assert retried_now == sent_again_on_resume == (status >= 500 or status in (408, 429)), completion
+
+
+@pytest.mark.parametrize("cache", list(CacheMode))
+def test_a_cold_vllm_request_salts_the_cache_anew_on_each_attempt_and_a_warm_one_not_at_all(fault_url, cache):
+    """A retry must not find the blocks its failed attempt cached: a new `cache_salt` each attempt."""
+    adapter = adapter_for("vllm")
+
+    async def run() -> Completion:
+        async with CompletionClient(fault_url, model="m", concurrency=1, timeout_s=5.0, max_retries=1, backoff_s=0.01,
+                                    fresh_fields=lambda: adapter.fresh_fields(cache)) as client:  # fmt: skip
+            return await client.complete(f"salts {cache.value}")
+
+    done = asyncio.run(run())
+    salts = done.text.split()
+    assert done.attempts == 2 and len(salts) == 2
+    if cache is CacheMode.off:
+        assert salts[0] != salts[1] and all(len(s) >= 32 for s in salts)
+    else:
+        assert salts == ["None", "None"]
 
 
 def test_malformed_responses_name_what_is_wrong(fault_url):

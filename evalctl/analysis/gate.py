@@ -117,6 +117,7 @@ def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> Ga
     policy = policy.for_run(run)
     comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_profile(run.manifest))
     if baseline is not None:
+        baseline.metric(policy.metric)  # scored the same way (a derived metric's columns added)
         comparisons.append(between_runs(baseline.samples, run.samples))
     sequential = run.manifest.config.get("stopping", {}).get("mode") == StoppingMode.sequential.value
     noise = noise_by_profile(run.samples, run.noise, policy.metric)

@@ -26,7 +26,8 @@ class GatePolicy(BaseModel):
     metric: str | dict[str, str] | None = Field(
         None,
         description="The task's metric judged, as the task names it (gsm8k: strict or flexible), or one per task name"
-        " (a task not named: its first); default: the task's first.",
+        " (a task not named: its first), or agreement (each answer vs the same server's cache-off one: evalctl.agreement);"
+        " default: the task's first.",
     )
     max_accuracy_drop: float = Field(0.03, ge=0, lt=1, description="Largest tolerated paired accuracy drop, absolute.")
     alpha: float = Field(

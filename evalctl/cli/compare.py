@@ -14,7 +14,11 @@ def compare(
     base: Annotated[Path, typer.Argument(help="The baseline run folder.")],
     candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
     metric: Annotated[
-        str | None, typer.Option(help="The task's metric to score (gsm8k: strict or flexible); default: the task's first.")
+        str | None,
+        typer.Option(
+            help="The task's metric to score (gsm8k: strict or flexible), or agreement (each answer vs the same server's "
+            "cache-off one); default: the task's first."
+        ),
     ] = None,
     show: Annotated[int, typer.Option(help="Flipped questions to print (all go to --flips-csv).", min=0)] = 20,
     flips_csv: Annotated[Path | None, typer.Option(help="Write every flipped question, with full responses, to this CSV.")] = None,
@@ -38,7 +42,7 @@ def compare(
 
     ref, cand = load_run(base), load_run(candidate)
     pairs = align_runs(ref.samples, cand.samples)
-    metric = cand.metric(metric)
+    metric = ref.metric(cand.metric(metric))
     comparison = between_runs(ref.samples, cand.samples)
     table = with_holm(paired_table([comparison], metric))
     console.print(frame_table(paired_view(table), f"{metric} accuracy: {cand.run_id} vs baseline {ref.run_id} (paired questions only)"))

@@ -162,7 +162,7 @@ class Sweep:
                     launch.server, cells.task, self.config, folder.path, api_key=self.api_key, warn=self.progress.warn
                 )
                 folder.save()
-            if not launch.server.launched and plan.cache is CacheMode.off and not launch.server.adapter.request_fields(CacheMode.off):
+            if not launch.server.launched and plan.cache is CacheMode.off and not launch.server.adapter.cold_per_request():
                 self.progress.warn(
                     f"{plan.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
                 )

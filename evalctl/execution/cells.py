@@ -137,7 +137,7 @@ class CellRunner:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
-        return ServedLM(lambda: self._client(server), params, on_complete)
+        return ServedLM(lambda: self._client(server, cell.cache), params, on_complete)
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
@@ -155,7 +155,7 @@ class CellRunner:
             for p in todo:
                 self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
-    def _client(self, server: ManagedServer) -> CompletionClient:
+    def _client(self, server: ManagedServer, cache: CacheMode) -> CompletionClient:
         return CompletionClient(
             server.base_url,
             model=server.profile.model_path,
@@ -166,6 +166,7 @@ class CellRunner:
             api_key=self.api_key,
             stream=self.config.generation.stream,
             stream_usage=server.adapter.stream_usage,
+            fresh_fields=lambda: server.adapter.fresh_fields(cache),
         )
 
     def _request_params(self, server: ManagedServer, cache: CacheMode) -> dict:
@@ -190,7 +191,7 @@ class CellRunner:
             return False
 
         async def send() -> list[Completion]:
-            async with self._client(server) as client:
+            async with self._client(server, CacheMode.on) as client:
                 fields = server.adapter.prewarm_fields(server.profile)
                 return await asyncio.gather(*(client.complete(prefix, **{**params, "max_tokens": 1, **extra}) for extra in fields))
 

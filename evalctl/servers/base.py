@@ -191,6 +191,14 @@ class EngineAdapter:
         """Extra JSON fields for every completion request."""
         return {}
 
+    def fresh_fields(self, cache: CacheMode) -> dict:
+        """Extra JSON fields made anew for every attempt of a request (a per-request cache salt); default none."""
+        return {}
+
+    def cold_per_request(self) -> bool:
+        """Whether a request can be sent cold on a cache-on server (a field that bypasses or salts the cache)."""
+        return bool(self.request_fields(CacheMode.off) or self.fresh_fields(CacheMode.off))
+
     def prewarm_fields(self, profile: ServerProfile) -> list[dict]:
         """One dict of extra fields per prewarm request needed to seed the cache."""
         return [{}]

@@ -201,6 +201,21 @@ def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
     assert 0 < streamed.ttft_s < streamed.latency_s and whole.ttft_s is None
 
 
+def test_a_sweep_at_the_url_of_a_cache_on_vllm_sends_its_cache_off_cells_cold(vllm_server, tmp_path):
+    """vLLM has no per-request cache switch; a salt of each request's own (`cache_salt`) makes it miss."""
+    same = [complete(vllm_server, PROMPT, cache_salt="one-salt") for _ in range(2)]
+    assert same[0].cached_tokens == 0 and same[1].cached_tokens > 0  # a salt is a cache of its own
+    out = tmp_path / "out"
+    args = ["--url", vllm_server.base_url, "--engine", "vllm", "--cache", "on,off", "--shots", "32", "--output", str(out)]
+    done = evalctl("sweep", "--config", str(write_config(tmp_path)), *args)
+    assert done.returncode in (0, 2), done.stdout + done.stderr  # 3 questions: inconclusive at most, never a regression
+    assert "label only" not in done.stderr  # evalctl knows how to make a request cold on vLLM
+    samples = load_run(only_run(out)).samples
+    cached = samples.groupby("cache")["cached_tokens"]
+    assert cached.size().to_dict() == {"off": 3, "on": 3}
+    assert cached.max()["off"] == 0 and cached.min()["on"] >= 128, samples[["cache", "doc_id", "cached_tokens"]]
+
+
 def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_server, tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text("chunk_offsets: []\nmax_tokens: 8\n")

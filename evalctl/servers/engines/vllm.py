@@ -9,6 +9,7 @@ fail there with PackageNotFoundError. A variant's `python` picks the build.
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Literal
 
 import httpx
@@ -113,6 +114,12 @@ class VLLMAdapter(EngineAdapter):
             **({"VLLM_BATCH_INVARIANT": "1"} if profile.deterministic else {}),
             **{key: f"{value:g}" if isinstance(value, float) else str(value) for key, value in cpu.items() if value is not None},
         }
+
+    def fresh_fields(self, cache: CacheMode) -> dict:
+        # A cold request on a server whose prefix cache is on: a salt of its own enters the hash of
+        # its first block (vLLM's `cache_salt`), so no cached block can match it, nor can later
+        # requests reuse its blocks. So `sweep --url ... --cache off` is cold on vLLM too.
+        return {"cache_salt": secrets.token_urlsafe(24)} if cache is CacheMode.off else {}
 
     def flush(self, http: httpx.Client) -> bool:
         http.post("/reset_prefix_cache").raise_for_status()

@@ -3,10 +3,13 @@ by vLLM's CPU build with the hybrid prefix cache on, and a faulty build of the s
 prefix-cache hits run from a zeroed Mamba state (tests/hybrid/faulty_vllm/sitecustomize.py, on
 the faulty variant's PYTHONPATH; a test aid only).
 
-The model's weights are random, so accuracy means nothing: the measure is the probe's, cold vs
-warm greedy generations of the same prompt (cold vs cold again is the noise floor). Needs the
-vLLM venv (EVALCTL_VLLM_PYTHON, scripts/install-vllm-cpu.sh); skips without it. Each build is
-started once and probed in five question orders (the config's `limit_seed`).
+The model's weights are random, so task accuracy means nothing. The probe's measure: cold vs
+warm greedy generations of the same prompt (cold vs cold again is the noise floor). The sweep's:
+agreement of each answer with the same server's cache-off one (`evalctl/agreement.py`, gate
+policy `agreement`), with the A/A arm as its noise floor. Needs the vLLM venv
+(EVALCTL_VLLM_PYTHON, scripts/install-vllm-cpu.sh); skips without it. Each build is started
+once, probed in five question orders (the config's `limit_seed`) and swept through its URL;
+one sweep launches both builds itself (`--variants real,faulty`, four launches).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import yaml
 from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run
 
 from evalctl.config import CacheMode, load_config
-from evalctl.servers.process import ManagedServer
 from evalctl.engine_registry import adapter_for
+from evalctl.runs import load_run
+from evalctl.servers.process import ManagedServer
 
 pytestmark = needs_vllm
 REPO = Path(__file__).parents[2]
@@ -64,7 +68,9 @@ def build(request, tmp_path_factory):
 def probe(url: str, config: Path, tmp: Path) -> tuple[int, dict, str]:
     policy = tmp / "policy.yaml"
     policy.write_text(POLICY)
-    out = evalctl("probe", "--config", str(config), "--url", url, "--engine", "vllm", "--shots", SHOTS, "--policy", str(policy), timeout=1200)
+    out = evalctl(
+        "probe", "--config", str(config), "--url", url, "--engine", "vllm", "--shots", SHOTS, "--policy", str(policy), timeout=1200
+    )
     root = Path(yaml.safe_load(config.read_text())["output_dir"])
     return out.returncode, json.loads((only_run(root) / "probe.json").read_text()), out.stdout + out.stderr
 
@@ -90,17 +96,70 @@ def test_probe_passes_the_real_build_and_fails_the_faulty_one_in_five_question_o
     assert patched == (name == "faulty")  # the patch loaded in the faulty build's processes only
 
 
-def test_a_sweep_on_the_hybrid_model_sees_its_cache_hits_and_records_how_vllm_caches_mamba_states(build):
+def test_a_sweep_judged_by_agreement_passes_the_real_build_and_finds_the_faulty_one(build):
+    """Cache on and off through the build's URL (cache-off requests salted cold: vLLM's `cache_salt`),
+    30 questions at 4 shots, judged by agreement with the cache-off answer (configs/gate/agreement.yaml),
+    with the A/A arm (cache off twice, cold) as the noise floor."""
     name, url, _, tmp = build
     out = tmp / "sweep"
-    sweep = ["sweep", "--config", str(write_config(tmp, SEEDS[0], name)), "--url", url, "--engine", "vllm", "--output", str(out)]
-    done = evalctl(*sweep, "--cache", "on", "--shots", "4", "--limit", "2", "--max-tokens", "8", timeout=1200)
-    assert done.returncode in (0, 2), done.stdout + done.stderr  # one cache mode: nothing to compare, never a regression
+    config = write_config(tmp, SEEDS[0], name)
+    done = evalctl("sweep", "--config", str(config), "--url", url, "--engine", "vllm", "--output", str(out), timeout=1800)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output  # every cell ran; the verdict is the gate's
     run = only_run(out)
-    engaged = [c for c in json.loads((run / "gate.json").read_text())["checks"] if c["kind"] == "cache-engaged"]
-    assert [c["status"] for c in engaged] == ["pass"], engaged  # the faulty build hits the cache too: it loses the state
-    (server,) = json.loads((run / "manifest.json").read_text())["servers"]
-    settings = server["info"]["settings"]
+    judged = evalctl("gate", str(run))
+    assert judged.returncode == {"real": 0, "faulty": 1}[name], judged.stdout + judged.stderr
+    gate = json.loads((run / "gate.json").read_text())
+    (paired,) = [c for c in gate["checks"] if c["kind"] == "accuracy"]
+    print(f"\n{name} build sweep: {paired['reason']}")
+    assert gate["policy"]["metric"] == "agreement" and paired["n"] == 30, output
+    # The engine's own noise, measured: the reference cell cold twice gives the same answers.
+    assert "A/A noise" in paired["reason"] and "0 right->wrong, 0 wrong->right" in paired["reason"], paired
+    if name == "real":
+        assert (gate["verdict"], paired["status"], paired["b"], paired["c"]) == ("pass", "pass", 0, 0), output
+    else:
+        # Nearly every warm answer differs from the cold one; none can differ the other way.
+        assert (gate["verdict"], paired["status"], paired["c"]) == ("regression", "regression", 0), output
+        assert paired["b"] >= 25, paired
+    # By the task's own metric both sides are wrong: no flip, so that measure cannot see the fault.
+    samples = load_run(run).samples
+    assert not samples["flexible_correct"].fillna(False).any()
+    engaged = [c for c in gate["checks"] if c["kind"] == "cache-engaged"]
+    assert {c["cache"]: c["status"] for c in engaged} == {"on": "pass", "off": "pass"}, engaged  # the faulty build hits too
+    assert samples.loc[samples["cache"] == "off", "cached_tokens"].max() == 0  # salted: cold on a cache-on server
+    servers = json.loads((run / "manifest.json").read_text())["servers"]
+    assert len(servers) == 2, servers  # one launch entry per cache mode, both at the build's URL
+    settings = servers[0]["info"]["settings"]
     # As vLLM resolved them: align mode (the profile's), SSM states in float32 (the config said auto).
     mamba = (settings["cache_config.mamba_cache_mode"], settings["cache_config.mamba_ssm_cache_dtype"])
     assert mamba == ("align", "float32"), settings
+
+
+def test_sweep_variants_real_and_faulty_launches_each_build_and_its_paired_comparisons_find_the_faulty_one(tmp_path, no_orphans):
+    """`evalctl sweep --variants real,faulty`: evalctl launches four vLLM servers (each build, cache
+    on and off: `--no-enable-prefix-caching`), and the gate judges the faulty build against its
+    own cache-off answers and against the real build, by agreement."""
+    config = yaml.safe_load(write_config(tmp_path, SEEDS[0], "real").read_text())
+    config["variants"] = [{"name": build, "env": env} for build, env in BUILDS.items()]  # real first: the baseline
+    config["noise"] = False  # the URL sweeps above measure the A/A floor; four launches are enough here
+    path = tmp_path / "variants.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = evalctl("sweep", "--config", str(path), "--variants", "real,faulty", timeout=3600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    run = only_run(Path(config["output_dir"]))
+    judged = evalctl("gate", str(run))
+    assert judged.returncode == 1, judged.stdout + judged.stderr
+    checks = {(c["comparison"], c["variant"], c["cache"]): c for c in json.loads((run / "gate.json").read_text())["checks"]
+              if c["kind"] == "accuracy"}  # fmt: skip
+    print(f"\nlaunched variants sweep: {checks[('variant faulty vs real', 'faulty', 'on')]['reason']}")
+    status = {key: (c["status"], c["b"], c["c"], c["n"]) for key, c in checks.items()}
+    assert status[("cache on vs off", "real", "on")] == ("pass", 0, 0, 30), output
+    assert status[("variant faulty vs real", "faulty", "off")] == ("pass", 0, 0, 30), output  # cold: the same build
+    for key in (("cache on vs off", "faulty", "on"), ("variant faulty vs real", "faulty", "on")):
+        state, b, c, n = status[key]
+        assert (state, c, n) == ("regression", 0, 30) and b >= 25, (key, checks[key]["reason"])
+    servers = json.loads((run / "manifest.json").read_text())["servers"]
+    assert sorted((s["variant"], s["cache"], s["status"]) for s in servers) == [
+        ("faulty", "off", "ok"), ("faulty", "on", "ok"), ("real", "off", "ok"), ("real", "on", "ok")
+    ]  # fmt: skip

@@ -75,3 +75,20 @@ def test_show_without_a_visible_gpu_prints_placeholder_ids_and_a_note(tmp_path):
     argv = [sys.executable, "-m", "evalctl.cli", "servers", "show", "--config", str(two_profiles(tmp_path)), "--gpus", "2"]
     counted = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert counted.returncode == ExitCode.BAD_INPUT and "need 6 GPUs" in flat(counted.stderr)  # a count is still checked
+
+
+def test_show_says_how_cache_off_reaches_a_server_at_a_url(tmp_path):
+    """vLLM and llama.cpp behind a URL take a per-request cold switch; an unknown engine does not."""
+    cfg = tmp_path / "urls.yaml"
+    cfg.write_text(
+        "model: m\nservers:\n"
+        "  - {name: v, engine: external, serves: vllm, url: 'http://127.0.0.1:9', model_path: m}\n"
+        "  - {name: l, engine: external, serves: llamacpp, url: 'http://127.0.0.1:9', model_path: m}\n"
+        "  - {name: x, engine: external, url: 'http://127.0.0.1:9', model_path: m}\n"
+    )
+    out = cli("servers", "show", "--config", str(cfg), "--cache", "off")
+    assert out.returncode == 0, out.stderr
+    text = flat(out.stdout)
+    assert "each request is sent cold (vllm's per-request switch)" in text
+    assert "each request is sent cold (llamacpp's per-request switch)" in text
+    assert text.count("cache on/off is a label only") == 1

@@ -55,11 +55,13 @@ def show(
         console.print(f"gpus:    {where}", highlight=False, markup=False)
         if spec is None:
             console.print(f"url:     {profile.url} (not launched by evalctl)", highlight=False, markup=False)
-            console.print(
-                "note:    cache on/off is a label only: evalctl cannot switch or flush an external server's cache",
-                highlight=False,
-                markup=False,
+            served = adapter_for(profile.serves or profile.engine)
+            note = (
+                f"cache off: each request is sent cold ({profile.serves}'s per-request switch); cache on: the server's cache"
+                if served.cold_per_request()
+                else "cache on/off is a label only: evalctl cannot switch or flush an external server's cache"
             )
+            console.print(f"note:    {note}", highlight=False, markup=False)
             continue
         for key, value in spec.env.items():
             console.print(f"env:     {key}={unquote_placeholders(shlex.quote(value))}", highlight=False, markup=False)

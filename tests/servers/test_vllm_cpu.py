@@ -29,10 +29,10 @@ from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run, start_canary
 
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.engine_registry import adapter_for
 from evalctl.records import RECORD_KEYS, RECORDS_FILE, primary_metric
 from evalctl.runs import load_run
 from evalctl.servers.process import ManagedServer
-from evalctl.engine_registry import adapter_for
 
 pytestmark = needs_vllm
 # Records in the prefix-recall prefix: about 290 and 580 tokens, more than vLLM's 128-token
@@ -201,19 +201,42 @@ def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
     assert 0 < streamed.ttft_s < streamed.latency_s and whole.ttft_s is None
 
 
-def test_a_sweep_at_the_url_of_a_cache_on_vllm_sends_its_cache_off_cells_cold(vllm_server, tmp_path):
-    """vLLM has no per-request cache switch; a salt of each request's own (`cache_salt`) makes it miss."""
+def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_question(vllm_server, cpu_server, tmp_path):
+    """The cross-engine comparison (configs/smollm2-135m-engines.yaml) on the two running servers:
+    the same prompts to each, and the gate's `profile cpu-vllm vs cpu` check pairs their answers.
+
+    Both are cache-on servers at a URL, so each cache-off request goes cold by its engine's own
+    per-request switch: llama.cpp's `cache_prompt: false`, and on vLLM, which has none, a
+    `cache_salt` of the request's own (a salt is a cache of its own: nothing else matches it)."""
     same = [complete(vllm_server, PROMPT, cache_salt="one-salt") for _ in range(2)]
-    assert same[0].cached_tokens == 0 and same[1].cached_tokens > 0  # a salt is a cache of its own
-    out = tmp_path / "out"
-    args = ["--url", vllm_server.base_url, "--engine", "vllm", "--cache", "on,off", "--shots", "32", "--output", str(out)]
-    done = evalctl("sweep", "--config", str(write_config(tmp_path)), *args)
-    assert done.returncode in (0, 2), done.stdout + done.stderr  # 3 questions: inconclusive at most, never a regression
-    assert "label only" not in done.stderr  # evalctl knows how to make a request cold on vLLM
-    samples = load_run(only_run(out)).samples
-    cached = samples.groupby("cache")["cached_tokens"]
-    assert cached.size().to_dict() == {"off": 3, "on": 3}
-    assert cached.max()["off"] == 0 and cached.min()["on"] >= 128, samples[["cache", "doc_id", "cached_tokens"]]
+    assert same[0].cached_tokens == 0 and same[1].cached_tokens > 0
+    engines = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-engines.yaml").read_text())
+    servers = [
+        {"name": "cpu", "engine": "external", "serves": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
+        {"name": "cpu-vllm", "engine": "external", "serves": "vllm", "url": vllm_server.base_url,
+         "model_path": vllm_server.profile.model_path},
+    ]  # fmt: skip
+    config = write_config(tmp_path, servers=servers, shots=[32], limit=6, gate_policy=engines["gate_policy"])
+    done = evalctl("sweep", "--config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "label only" not in done.stderr  # evalctl can make a request cold on both engines
+    run = load_run(only_run(tmp_path / "out"))
+    samples = run.samples
+    cached = samples.groupby(["profile", "cache"])["cached_tokens"]
+    assert cached.size().to_dict() == dict.fromkeys([("cpu", "off"), ("cpu", "on"), ("cpu-vllm", "off"), ("cpu-vllm", "on")], 6)
+    assert cached.max()[("cpu", "off")] == cached.max()[("cpu-vllm", "off")] == 0  # cold, on cache-on servers
+    assert cached.min()[("cpu", "on")] > 0 and cached.min()[("cpu-vllm", "on")] >= 128  # each engine's own cache
+    warm = samples[samples["cache"] == "on"]
+    by_profile = {name: rows.set_index("doc_id").sort_index() for name, rows in warm.groupby("profile")}
+    llama, vllm = by_profile["cpu"], by_profile["cpu-vllm"]
+    assert (llama["prompt_hash"] == vllm["prompt_hash"]).all()  # the same prompts
+    checks = json.loads((run.path / "gate.json").read_text())["checks"]
+    (check,) = [c for c in checks if c["kind"] == "accuracy" and c["comparison"] == "profile cpu-vllm vs cpu" and c["cache"] == "on"]
+    right = {name: rows["strict_correct"].astype(bool) for name, rows in by_profile.items()}
+    flips = (int((right["cpu"] & ~right["cpu-vllm"]).sum()), int((~right["cpu"] & right["cpu-vllm"]).sum()))
+    assert check["profile"] == "cpu-vllm", check
+    assert (check["n"], check["b"], check["c"]) == (6, *flips), check
+    assert check["status"] == "inconclusive" and "min_n 30" in check["reason"], check  # 6 pairs: counted, not judged
 
 
 def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_server, tmp_path):

@@ -106,6 +106,7 @@ def test_a_sweep_judged_by_agreement_passes_the_real_build_and_finds_the_faulty_
     done = evalctl("sweep", "--config", str(config), "--url", url, "--engine", "vllm", "--output", str(out), timeout=1800)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output  # every cell ran; the verdict is the gate's
+    assert "label only" not in output  # cache off is real at a vLLM URL (a salt per request)
     run = only_run(out)
     judged = evalctl("gate", str(run))
     assert judged.returncode == {"real": 0, "faulty": 1}[name], judged.stdout + judged.stderr

@@ -62,9 +62,11 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         prompt = str(body.get("prompt"))
         if prompt.startswith("salts "):  # HTTP 500 once, then the cache salts its attempts sent, as the text
-            mode, attempt = _assign(prompt)
-            _salts.setdefault(prompt, []).append(str(body.get("cache_salt")))
-            self._send(*((500, b"{}") if attempt == 1 else (200, _text(" ".join(_salts[prompt])))))
+            with _lock:  # kept out of the round-robin of MODES, so the other prompts' behaviours stay as documented
+                seen = _salts.setdefault(prompt, [])
+                seen.append(str(body.get("cache_salt")))
+                sent = list(seen)
+            self._send(*((500, b"{}") if len(sent) == 1 else (200, _text(" ".join(sent)))))
             return
         mode, attempt = _assign(prompt) if not prompt.startswith("status ") else (prompt, 0)
         try:

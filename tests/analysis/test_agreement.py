@@ -19,12 +19,12 @@ from evalctl.runs import Run
 N = 40
 
 
-def random_model_run(differ: set[int], variants: dict[str, set[int]] | None = None, noise_differ: set[int] | None = None) -> Run:
+def random_model_run(differ: set[int] | dict[str, set[int]], noise_differ: set[int] | None = None) -> Run:
     """Cache off and on over N questions, every answer wrong by the task's metric; cache-on
-    responses differ from cache-off ones on the docs in `differ` (per variant, with `variants`).
-    `noise_differ`: an A/A replica of the cache-off cell whose responses differ on those docs."""
+    responses differ from cache-off ones on the docs in `differ` (or per variant, the first the
+    baseline). `noise_differ`: an A/A replica of the cache-off cell whose responses differ on those docs."""
     rows = []
-    for variant, changed in (variants or {"default": differ}).items():
+    for variant, changed in (differ if isinstance(differ, dict) else {"default": differ}).items():
         for cache in ("off", "on"):
             for doc in range(N):
                 text = f"gibberish {doc}" + (" (warm)" if cache == "on" and doc in changed else "")
@@ -36,7 +36,7 @@ def random_model_run(differ: set[int], variants: dict[str, set[int]] | None = No
         off = samples[(samples["cache"] == "off") & (samples["variant"] == samples["variant"].iloc[0])]
         noise = off.assign(response=[r + (" (again)" if d in noise_differ else "") for r, d in zip(off["response"], off["doc_id"])])
     manifest = manifest_for(samples)
-    manifest.config["variants"] = [{"name": v} for v in sorted(set(samples["variant"]))]
+    manifest.config["variants"] = [{"name": v} for v in dict.fromkeys(samples["variant"])]
     return Run(Path("r"), manifest, samples, noise)
 
 
@@ -85,8 +85,7 @@ def test_a_server_whose_warm_answers_are_its_cold_ones_passes_by_agreement():
 
 
 def test_a_faulty_build_regresses_against_the_real_one_at_cache_on_only():
-    run = random_model_run(differ=set(), variants={"real": set(), "faulty": set(range(N))})
-    run.manifest.config["variants"] = [{"name": "real"}, {"name": "faulty"}]
+    run = random_model_run(differ={"real": set(), "faulty": set(range(N))})
     checks = accuracy_checks(evaluate(run, GatePolicy(metric=AGREEMENT, max_accuracy_drop=0.15)))
     variant = {k: c for k, c in checks.items() if k[2].startswith("variant")}
     assert {(k[1], c.status, c.b) for k, c in variant.items()} == {("off", "pass", 0), ("on", "regression", N)}

@@ -28,8 +28,8 @@ from pydantic import (
 
 from evalctl import config_files
 from evalctl.cell import CacheMode  # defined with the cell key, which records imports without the config
-from evalctl.errors import ConfigError
 from evalctl.engine_registry import engine_class
+from evalctl.errors import ConfigError
 from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
@@ -90,9 +90,7 @@ class ServerProfile(_Strict):
     engine: str = Field("llamacpp", description="A registered engine: llamacpp, sglang, vllm, external (engine_registry).")
     model_path: str = Field(..., description="Weights path or hub id; `bundled:smollm2-135m` for the CPU model.")
     url: str | None = Field(None, description="Base URL, for engine `external` only.")
-    serves: str | None = Field(
-        None, description="Engine behind `url` (engine external): its cache switches then apply; --url detects it."
-    )
+    serves: str | None = Field(None, description="Engine behind `url` (engine external): its cache switches then apply; --url detects it.")
     port: int | None = Field(None, ge=1, le=65535, description="Fixed port; default: a free one.")
     host: str = "127.0.0.1"
     gpu: str | None = Field(None, description="GPU label, for the record (e.g. H100, B200).")
@@ -272,7 +270,9 @@ class SweepConfig(_Strict):
         "gsm8k",
         description="An lm-eval generate_until task: gsm8k, prefix-recall, a task in include_path, a task YAML path, or one of lm-eval's.",
     )
-    include_path: Path | None = Field(None, description="A folder of lm-eval task YAML the task is looked up in (lm-eval's --include_path).")
+    include_path: Path | None = Field(
+        None, description="A folder of lm-eval task YAML the task is looked up in (lm-eval's --include_path)."
+    )
     shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)))
     fewshot: Literal["shared", "sampled"] = "shared"
     cache: list[CacheMode] = Field(default_factory=lambda: [CacheMode.on, CacheMode.off])
@@ -483,7 +483,10 @@ def with_external_url(config: SweepConfig, url: str, serves: str | None = None) 
     if serves is not None:
         engine_class(serves)  # UnknownEngine (a ConfigError) lists the known names
     external = ServerProfile(
-        name="external", engine=EXTERNAL, url=url.rstrip("/"), serves=None if serves == EXTERNAL else serves,
+        name="external",
+        engine=EXTERNAL,
+        url=url.rstrip("/"),
+        serves=None if serves == EXTERNAL else serves,
         model_path=config.servers[0].model_path,
     )
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

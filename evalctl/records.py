@@ -79,7 +79,6 @@ class SampleRecord:
     answer_position: AnswerPosition | None = None
     answer_token_offset: int | None = None  # tokens before the value (server's /tokenize; else estimated)
 
-
     def row(self) -> dict:
         """The record as one flat row: each metric's answer and outcome its own columns."""
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("answers", "correct")}

@@ -162,7 +162,10 @@ def main() -> int:
         f"effects {effects}, tolerance {args.tolerance}, step alpha {args.step_alpha}, {args.flaky:.0%} flaky launches, "
         f"budget {budget} launches"
     )
-    header = f"{'disc':>6} {'drops':<10} {'search':<12} {'right':>6} {'wrong':>6} {'none':>6} {'launch':>7} {'p95':>4} {'after':>6} {'req/step':>9} {'vs fixed':>8}"
+    header = (
+        f"{'disc':>6} {'drops':<10} {'search':<12} {'right':>6} {'wrong':>6} {'none':>6} "
+        f"{'launch':>7} {'p95':>4} {'after':>6} {'req/step':>9} {'vs fixed':>8}"
+    )
     print(header)
     print("-" * len(header))
     failed = []
@@ -181,7 +184,8 @@ def main() -> int:
             launches = np.array([o.launches for o in outcomes])
             per_step = np.mean([r for o in outcomes for r in o.requests])
             print(
-                f"{discordance:>6} {','.join(map(str, drops)):<10} {name:<12} {right:>6.1%} {wrong:>6.1%} {1 - right - wrong:>6.1%} {launches.mean():>7.2f} "
+                f"{discordance:>6} {','.join(map(str, drops)):<10} {name:<12} {right:>6.1%} {wrong:>6.1%} "
+                f"{1 - right - wrong:>6.1%} {launches.mean():>7.2f} "
                 f"{np.percentile(launches, 95):>4.0f} {launches.mean() - 2:>6.2f} {per_step:>9.0f} {per_step / fixed_step:>8.1%}"
             )
             if targeted and name == "noise-aware" and right < TARGET_FOUND:
@@ -189,13 +193,19 @@ def main() -> int:
     print()
     print(f"drops {args.hard_effect}: barely beyond the tolerance, the gate's own marginal case (no target)")
     print("right/wrong/none: the true culprit named / another build named / none (inconclusive, not reproduced, budget);")
-    print(f"launch: launches per bisect (mean), p95 its 95th percentile, after: mean after the 2 endpoints (log2 n = {math.log2(args.builds):.0f});")
+    print(
+        f"launch: launches per bisect (mean), p95 its 95th percentile, after: mean after the 2 endpoints "
+        f"(log2 n = {math.log2(args.builds):.0f});"
+    )
     print(f"req/step: requests per step launch, vs fixed: against a fixed-n step ({fixed_step} requests)")
     print(f"{time.perf_counter() - started:.0f} s")
     for line in failed:
         print(f"TARGET MISSED: {line}")
     if not failed:
-        print(f"target met: the noise-aware search names the culprit in >= {TARGET_FOUND:.0%} of bisects at drops {effects}, both discordances")
+        print(
+            f"target met: the noise-aware search names the culprit in >= {TARGET_FOUND:.0%} "
+            f"of bisects at drops {effects}, both discordances"
+        )
     return 1 if failed else 0
 
 

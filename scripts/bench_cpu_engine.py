@@ -67,9 +67,15 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="questions a cell (default: the config's)")
     parser.add_argument("--shots", help="record counts, comma-separated (default: the config's)")
     parser.add_argument("--best-of", type=int, default=5, help="single requests per length for the best case")
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="an xllamacpp.CommonParams field (e.g. n_ubatch=512)")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="NAME=VALUE", help="an xllamacpp.CommonParams field (e.g. n_ubatch=512)"
+    )
     args = parser.parse_args()
-    overrides = {"limit": args.limit, "concurrency": args.concurrency, "shots": [int(s) for s in args.shots.split(",")] if args.shots else None}
+    overrides = {
+        "limit": args.limit,
+        "concurrency": args.concurrency,
+        "shots": [int(s) for s in args.shots.split(",")] if args.shots else None,
+    }
     config = load_config(model="smollm2-135m", overrides=overrides)
     given = config.servers[0]
     tuned = {k: v for k, v in (("parallel", args.parallel), ("threads", args.threads)) if v}
@@ -84,15 +90,19 @@ def main() -> int:
         server.start()
         try:
             url = server.base_url
-            print(f"server: {settings.parallel} slots, threads {settings.threads or 'all'} {' '.join(args.param)}; sweep: shots {config.shots}, "
-                  f"{config.limit} a cell, concurrency {config.concurrency}, max_tokens {gen.max_tokens}")  # fmt: skip
+            print(f"server: {settings.parallel} slots, threads {settings.threads or 'all'} {' '.join(args.param)}; "
+                  f"sweep: shots {config.shots}, {config.limit} a cell, "
+                  f"concurrency {config.concurrency}, max_tokens {gen.max_tokens}")  # fmt: skip
             cold = {**base, "cache_prompt": False}
             best = {}
             for shots in config.shots:
                 prompts = [p.text for p in task.prompts(shots, args.best_of)]
                 _, timings = asyncio.run(send(url, prompts, cold, 1))
                 best[shots] = rates(timings)
-                print(f"best case, {shots} records, one request at a time: prefill {best[shots][0]:.0f} tok/s, decode {best[shots][1]:.1f} tok/s")
+                print(
+                    f"best case, {shots} records, one request at a time: "
+                    f"prefill {best[shots][0]:.0f} tok/s, decode {best[shots][1]:.1f} tok/s"
+                )
             wall = busy = 0.0
             for shots in config.shots:
                 prompts = [p.text for p in task.prompts(shots, config.limit)]

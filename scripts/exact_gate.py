@@ -139,7 +139,9 @@ class Scan:
             for row in sorted(rows, reverse=True)[: args.refine]:
                 n, i = row[1], row[2]
                 lo, hi = self.grid[max(i - 1, 0)], self.grid[min(i + 1, len(self.grid) - 1)]
-                found = minimize_scalar(lambda p, n=n: -self.rates(n, p)[col], bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+                found = minimize_scalar(
+                    lambda p, n=n, col=col: -self.rates(n, p)[col], bounds=(lo, hi), method="bounded", options={"xatol": 1e-6}
+                )
                 for p_c in (self.grid[i], float(found.x)):
                     rate = self.rates(n, p_c)
                     if rate[col] > best[0]:

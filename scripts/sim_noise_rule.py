@@ -19,8 +19,8 @@ import argparse
 
 import numpy as np
 
-from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.drop_rule import p_beyond_tolerance
+from evalctl.analysis.noise import Noise, drop_margin
 
 TOLERANCE, ALPHA = 0.03, 0.05
 

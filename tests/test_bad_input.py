@@ -28,7 +28,9 @@ def test_negative_max_restarts_is_rejected():
 
 
 def test_missing_data_dir_is_bad_input_before_anything_is_written(tmp_path, no_orphans):
-    out = cli("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--data-dir", str(tmp_path / "nope"), "--output", str(tmp_path / "out"))
+    out = cli(
+        "sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--data-dir", str(tmp_path / "nope"), "--output", str(tmp_path / "out")
+    )
     assert out.returncode == ExitCode.BAD_INPUT
     assert f"data dir {tmp_path / 'nope'} does not exist" in " ".join(out.stderr.split())
     assert not (tmp_path / "out").exists()

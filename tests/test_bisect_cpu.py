@@ -144,7 +144,9 @@ def nightly_regression(tmp_path_factory):
     shas = engine_repo(repo)
     policy = tmp / "policy.yaml"
     policy.write_text(yaml.safe_dump({"metric": "strict", "max_accuracy_drop": 0.15, "min_n": 10, "max_invalid_rate": 0.5}))
-    profile = ServerProfile(name="shared", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, threads=1, startup_timeout_s=120)
+    profile = ServerProfile(
+        name="shared", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, threads=1, startup_timeout_s=120
+    )
     server = ManagedServer(profile, Variant(), CacheMode.on, tmp / "shared-server.log")
     server.start()
     try:
@@ -189,7 +191,10 @@ def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(
     assert builds[CULPRIT]["revision"] == shas[CULPRIT] and "Reuse cached prefix state" in out
     launched = [s for s in state["steps"] if s["launched"]]
     assert len(launched) - 2 <= math.ceil(math.log2(COMMITS)) + 3, state["steps"]
-    print(f"culprit {CULPRIT} at p = {state['probability']:.3f} after {len(launched)} launches: {[(s['build'], s['verdict']) for s in state['steps']]}")
+    print(
+        f"culprit {CULPRIT} at p = {state['probability']:.3f} after {len(launched)} launches: "
+        f"{[(s['build'], s['verdict']) for s in state['steps']]}"
+    )
 
     # The broken commit was tried, skipped (never bad), and kept its build log; the harmless ones were judged good.
     verdicts = {s["build"]: s["verdict"] for s in state["steps"] if s["number"] > 0}
@@ -230,7 +235,9 @@ def test_bisect_on_slurm_runs_each_step_as_a_job(nightly_regression):
     builds = world.tmp / "builds.yaml"
     builds.write_text(yaml.safe_dump({"builds": listed}))
     folder = world.tmp / "bisect-slurm"
-    done = evalctl("bisect", "--from-run", str(world.bad_run), "--builds", str(builds), "--executor", "slurm", "-o", str(folder), timeout=1800)
+    done = evalctl(
+        "bisect", "--from-run", str(world.bad_run), "--builds", str(builds), "--executor", "slurm", "-o", str(folder), timeout=1800
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     state = json.loads((folder / "bisect.json").read_text())

@@ -10,7 +10,6 @@ from evalctl.datasets import packaged_data_dir
 from evalctl.resume import data_fingerprint
 
 
-
 def test_packaged_files_match_the_sha256_their_source_note_pins():
     folder = packaged_data_dir("gsm8k")
     pinned = dict((name, digest) for digest, name in re.findall(r"^\s+([0-9a-f]{64})\s+(\S+)$", (folder / "SOURCE.md").read_text(), re.M))

@@ -15,7 +15,9 @@ from evalctl.secrets import redact_config
 
 
 def make_run(tmp_path, data_dir, url: str | None = None, **overrides):
-    config = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "data_dir": data_dir, "output_dir": tmp_path, "limit": 2, **overrides})
+    config = load_config(
+        model="smollm2-135m", overrides={"task": "gsm8k", "data_dir": data_dir, "output_dir": tmp_path, "limit": 2, **overrides}
+    )
     if url:
         config = with_external_url(config, url)
     run = tmp_path / "20260101-000000-smollm2-135m-abcdef"

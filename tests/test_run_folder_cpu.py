@@ -39,7 +39,9 @@ def resume(run: Path, *extra: str) -> subprocess.Popen:
 
 def test_two_resumes_at_once_after_kill_9_one_writes_one_refuses_one_waits(tmp_path, data_dir, no_orphans):
     root = tmp_path / "out"
-    proc = start(tmp_path, *small(data_dir, "--shots", "1", "--limit", "4", "--cache", "on,off", "--concurrency", "1"), "--output", str(root))
+    proc = start(
+        tmp_path, *small(data_dir, "--shots", "1", "--limit", "4", "--cache", "on,off", "--concurrency", "1"), "--output", str(root)
+    )
     wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
     proc.kill()
     proc.wait()

@@ -19,12 +19,21 @@ def test_gpu_profile_job_asks_for_tp_gpus_and_the_flags_settings(tmp_path):
     config = load_config(model="nemotron-3-ultra", overrides=config_overrides(**SLURM_FLAGS))
     profile = config.servers[0]
     text = script(tmp_path, config, profile)
-    for line in (f"--gpus-per-node={profile.settings.tp}", "--partition=gpu", "--account=llm", "--qos=high", f"--time={26 * 60}", "--requeue"):
+    for line in (
+        f"--gpus-per-node={profile.settings.tp}",
+        "--partition=gpu",
+        "--account=llm",
+        "--qos=high",
+        f"--time={26 * 60}",
+        "--requeue",
+    ):
         assert f"#SBATCH {line}\n" in text, line
 
 
 def test_cpu_profile_job_asks_for_no_gpus(tmp_path):
-    config = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "slurm.cpus_per_task": 2, "slurm.additional": {"constraint": "avx512"}})
+    config = load_config(
+        model="smollm2-135m", overrides={"task": "gsm8k", "slurm.cpus_per_task": 2, "slurm.additional": {"constraint": "avx512"}}
+    )
     text = script(tmp_path, config, config.servers[0])
     assert "gpus" not in text and "gres" not in text
     assert "#SBATCH --cpus-per-task=2\n" in text and "#SBATCH --constraint=avx512\n" in text

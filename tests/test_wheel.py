@@ -58,7 +58,9 @@ def test_installed_wheel_runs_its_examples_outside_the_checkout(wheel, tmp_path,
     pip = [sys.executable, "-m", "pip", "--python", str(fresh_python)]
     install = subprocess.run([*pip, "install", "-q", "--no-deps", str(wheel)], capture_output=True, text=True, env=env, timeout=600)
     assert install.returncode == 0, install.stderr
-    site = subprocess.run([fresh_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True)
+    site = subprocess.run(
+        [fresh_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+    )
     ours = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
     (Path(site.stdout.strip()) / "test-venv-deps.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
     check = subprocess.run([*pip, "check"], capture_output=True, text=True, env=env, timeout=300)

@@ -58,7 +58,6 @@ Biometrics 44:323; Laud 2017, Pharm Stat 16:334; Fagerland, Lydersen & Laake 201
 33:2850; Holm 1979, Scand J Stat 6:65; Berger 1982, Technometrics 24:295.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Callable

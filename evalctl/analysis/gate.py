@@ -137,7 +137,9 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
         mine = [c if c.family is not None else _with_family(c, check.family) for c in check.results(inputs)]
         checks = check.revise(inputs, checks) + mine
     cliff_table = cliffs(run.samples, inputs.policy)  # where accuracy departs: described, never a verdict
-    return GateResult(verdict_of(c.status for c in checks), inputs.policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table)
+    return GateResult(
+        verdict_of(c.status for c in checks), inputs.policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table
+    )
 
 
 def _with_family(check: Check, family: str | None) -> Check:

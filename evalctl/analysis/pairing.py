@@ -53,8 +53,14 @@ def _each_against_reference(df: pd.DataFrame, kind: Literal["variant", "profile"
     values = sorted(set(df[kind]))
     reference = preferred if preferred in values else (values[0] if values else None)
     return [
-        Comparison(kind, f"{kind} {value} vs {reference}", df[df[kind] == reference], df[df[kind] == value],
-                   tuple(CellKey.columns(kind)), f"{kind} {reference}")  # fmt: skip
+        Comparison(
+            kind,
+            f"{kind} {value} vs {reference}",
+            df[df[kind] == reference],
+            df[df[kind] == value],
+            tuple(CellKey.columns(kind)),
+            f"{kind} {reference}",
+        )  # fmt: skip
         for value in values
         if value != reference
     ]

@@ -95,7 +95,9 @@ def filled(template: Variant, worktree: Path, revision: str | None) -> Variant:
 def git_builds(repo: Path, good: str, bad: str, template: Variant, worktrees: Path, all_commits: bool = False) -> list[Build]:
     """One build per commit good..bad; worktrees are made later, when a build is first tested (`checkout`)."""
     return [
-        Build(name=sha[:10], revision=sha, subject=subject, worktree=worktrees / sha[:12], variant=filled(template, worktrees / sha[:12], sha))
+        Build(
+            name=sha[:10], revision=sha, subject=subject, worktree=worktrees / sha[:12], variant=filled(template, worktrees / sha[:12], sha)
+        )
         for sha, subject in commits(repo.resolve(), good, bad, all_commits)
     ]
 

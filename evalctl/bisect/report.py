@@ -22,7 +22,9 @@ def _accuracy(step: Step) -> str:
 
 def steps_table(state: BisectState) -> Table:
     cells = state.settings.cells
-    table = Table(title=f"Bisect steps ({cells.profile}/{cells.variant}, shots {','.join(map(str, cells.shots))}, cache {','.join(cells.cache)})")
+    table = Table(
+        title=f"Bisect steps ({cells.profile}/{cells.variant}, shots {','.join(map(str, cells.shots))}, cache {','.join(cells.cache)})"
+    )
     table.add_column("#", justify="right")
     table.add_column("build", max_width=30, overflow="ellipsis", no_wrap=True)
     table.add_column("pos", justify="right")
@@ -34,15 +36,17 @@ def steps_table(state: BisectState) -> Table:
         verdict = "reference" if step.number == 0 else step.verdict.value if step.verdict else "running"
         style = VERDICT_STYLE.get(step.verdict, "") if step.number else "cyan"
         questions = f"{step.answered}/{step.planned}" if step.launched else "no launch"
-        table.add_row(str(step.number), build.label, f"{step.build}/{len(state.builds) - 1}", questions, _accuracy(step), f"[{style}]{verdict}[/]")
+        table.add_row(
+            str(step.number), build.label, f"{step.build}/{len(state.builds) - 1}", questions, _accuracy(step), f"[{style}]{verdict}[/]"
+        )
     return table
 
 
 def accuracy_plot(state: BisectState, path: Path) -> Path:
     """Each tested build's accuracy (on the questions it answered) in commit order, the reference's as a line, the culprit marked."""
-    from evalctl.report.plots import save_figure  # first: it selects the Agg backend; then pyplot
-
     import matplotlib.pyplot as plt
+
+    from evalctl.report.plots import save_figure  # first: it selects the Agg backend; then pyplot
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
     colours = {Verdict.good: "tab:green", Verdict.bad: "tab:red", Verdict.unknown: "tab:orange", Verdict.skipped: "tab:gray"}

@@ -16,7 +16,9 @@ from evalctl.manifest import Failure
 from evalctl.signals import Shutdown
 
 
-def sweep_step(config: SweepConfig, root: Path, progress: SweepProgress | None = None, shutdown: Shutdown | None = None) -> tuple[Path, list[Failure]]:
+def sweep_step(
+    config: SweepConfig, root: Path, progress: SweepProgress | None = None, shutdown: Shutdown | None = None
+) -> tuple[Path, list[Failure]]:
     """Run the step's sweep (or finish the one under `root`); its run folder and failures."""
     from evalctl.resume import resume_config
     from evalctl.runs import open_run

@@ -80,7 +80,9 @@ class Bisect:
         state.culprit, state.probability = final.culprit.builds, final.culprit.probability
         if final.culprit.probability >= state.settings.target and len(final.culprit.builds) == 1:
             state.outcome = "culprit"
-            state.message = f"culprit: {state.builds[final.culprit.builds[0]].label} (posterior probability {final.culprit.probability:.3f})"
+            state.message = (
+                f"culprit: {state.builds[final.culprit.builds[0]].label} (posterior probability {final.culprit.probability:.3f})"
+            )
         else:
             state.outcome = "inconclusive"
             names = " or ".join(state.builds[i].label for i in final.culprit.builds)

@@ -18,13 +18,13 @@ import pandas as pd
 
 from evalctl.analysis.drop_rule import decide_drops
 from evalctl.analysis.gate import GatePolicy
+from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
 from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.bisect.search import Verdict
 from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import SweepConfig, Variant, config_from_dict
 from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS
-from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
 from evalctl.runs import Run, open_run
 
 ACCURACY_KINDS = ("accuracy", "sequential")
@@ -59,12 +59,16 @@ def regression_of(run_dir: Path) -> Regression:
         raise FromRunError(f"--from-run {run_dir}: no accuracy check regressed (its regression is not one a bisect can test)")
     first = hits[0]
     mine = [c for c in hits if (c.profile, c.variant) == (first.profile, first.variant)]
-    cells = CellSpec(profile=first.profile, variant=first.variant, shots=sorted({int(c.shots) for c in mine}), cache=sorted({str(c.cache) for c in mine}))
+    cells = CellSpec(
+        profile=first.profile, variant=first.variant, shots=sorted({int(c.shots) for c in mine}), cache=sorted({str(c.cache) for c in mine})
+    )
     config = config_from_dict(run.config, None, f"{run_dir}/manifest.json")
     return Regression(config, cells, gate.policy)
 
 
-def step_config(regression: Regression, variant: Variant, root: Path, *, baseline: Path | None, tolerance: float, alpha: float) -> SweepConfig:
+def step_config(
+    regression: Regression, variant: Variant, root: Path, *, baseline: Path | None, tolerance: float, alpha: float
+) -> SweepConfig:
     """The from-run's config cut to the regressed cells and one build (`variant`, named as the regressed one).
 
     Without `baseline` a run of every question (the endpoints); with it, a sequential run
@@ -84,7 +88,12 @@ def step_config(regression: Regression, variant: Variant, root: Path, *, baselin
         probe=False,
     )
     stopping = {"tolerance": tolerance, "metric": regression.policy.metric, "alpha": alpha}
-    data["stopping"] = {**data["stopping"], **stopping, "mode": "sequential" if baseline else "fixed", "baseline": str(baseline) if baseline else None}
+    data["stopping"] = {
+        **data["stopping"],
+        **stopping,
+        "mode": "sequential" if baseline else "fixed",
+        "baseline": str(baseline) if baseline else None,
+    }
     return config_from_dict(data, None, "the bisect step")
 
 

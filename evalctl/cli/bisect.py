@@ -39,7 +39,9 @@ def bisect(
     repo: Annotated[Path | None, typer.Option(help="The engine's git repository; builds are the commits --good..--bad.")] = None,
     good: Annotated[str | None, typer.Option(help="A revision known good (the last passing night's).")] = None,
     bad: Annotated[str | None, typer.Option(help="A revision known bad (the first failing night's).")] = None,
-    all_commits: Annotated[bool, typer.Option("--all-commits", help="Include merged branches' commits (default: first parent only).")] = False,
+    all_commits: Annotated[
+        bool, typer.Option("--all-commits", help="Include merged branches' commits (default: first parent only).")
+    ] = False,
     build: Annotated[
         str | None, typer.Option("--build", help="Shell command run in each commit's worktree before it is served (cached by commit).")
     ] = None,
@@ -50,9 +52,12 @@ def bisect(
         list[str] | None, typer.Option(help='KEY=VALUE for the server, repeatable; e.g. PYTHONPATH="{worktree}/python" for SGLang.')
     ] = None,
     builds: Annotated[
-        Path | None, typer.Option(help="YAML list of variants (wheels, containers, venvs) in order, good first, bad last; instead of --repo.")
+        Path | None,
+        typer.Option(help="YAML list of variants (wheels, containers, venvs) in order, good first, bad last; instead of --repo."),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="The bisect folder (default: bisect-<time> beside the from-run).")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="The bisect folder (default: bisect-<time> beside the from-run).")
+    ] = None,
     max_launches: Annotated[
         int | None, typer.Option(min=2, help="Launches in all, endpoints included (default: 2 + 2 log2(builds) + 4).")
     ] = None,
@@ -121,7 +126,9 @@ def bisect(
     raise typer.Exit(EXIT_CULPRIT if state.outcome == "culprit" else EXIT_INCONCLUSIVE)
 
 
-def _check_build_options(repo: Path | None, good: str | None, bad: str | None, builds: Path | None, build: str | None, all_commits: bool) -> None:
+def _check_build_options(
+    repo: Path | None, good: str | None, bad: str | None, builds: Path | None, build: str | None, all_commits: bool
+) -> None:
     """Where the builds come from: a git range or a list, not both, each with what it needs."""
     if (repo is None) == (builds is None):
         raise fail("give either --repo with --good and --bad, or --builds FILE")
@@ -150,7 +157,9 @@ def _new_bisect(regression, from_run: Path, repo: Path | None, good: str | None,
     if env:
         template = template.model_copy(update={"env": {**template.env, **_env(env)}})
     folder.mkdir(parents=True, exist_ok=True)
-    found = git_builds(repo, good, bad, template, folder.resolve() / "worktrees", all_commits) if repo is not None else listed_builds(builds)
+    found = (
+        git_builds(repo, good, bad, template, folder.resolve() / "worktrees", all_commits) if repo is not None else listed_builds(builds)
+    )
     settings = Settings(
         from_run=from_run.resolve(),
         repo=repo.resolve() if repo else None,

@@ -41,7 +41,9 @@ def say_if_running(run: Run, writes: str | None = None) -> bool:
     if not run.live:
         return False
     who = "; ".join(h.describe() for h in run.writers)
-    left = f" {writes} not written into the run folder (the writer does that when it ends; --output writes them elsewhere)." if writes else ""
+    left = (
+        f" {writes} not written into the run folder (the writer does that when it ends; --output writes them elsewhere)." if writes else ""
+    )
     err.print(
         f"[yellow]running:[/yellow] {escape(str(run.path))} is being written by {escape(who)}; "
         f"read as of now ({len(run.samples)} rows).{escape(left)}",

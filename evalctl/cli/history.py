@@ -12,7 +12,12 @@ from evalctl.cli.common import console, fail
 
 def history(
     model: Annotated[str, typer.Option("--model", "-m", help="Model label (as in the run's config).")],
-    metric: Annotated[str, typer.Option(help="accuracy (each run's primary metric: gsm8k's strict), a task's metric by name, or throughput (output tokens/s).")] = "accuracy",
+    metric: Annotated[
+        str,
+        typer.Option(
+            help="accuracy (each run's primary metric: gsm8k's strict), a task's metric by name, or throughput (output tokens/s)."
+        ),
+    ] = "accuracy",
     shots: Annotated[int | None, typer.Option(help="Few-shot count of the cell; default: every count.")] = None,
     cache: Annotated[str | None, typer.Option(help="Prefix cache of the cell: on or off; default: both.")] = None,
     profile: Annotated[str | None, typer.Option(help="Only this server profile.")] = None,

@@ -39,7 +39,9 @@ def report(
     out = output or run / "report.html"
     loaded, reference = load_run(run), load_run(baseline) if baseline else None
     if say_if_running(loaded) and output is None:
-        raise fail(f"{run} is still being written: its report.html is the writer's to write; give --output FILE for a report of the rows so far")
+        raise fail(
+            f"{run} is still being written: its report.html is the writer's to write; give --output FILE for a report of the rows so far"
+        )
     gate = read_gate(run)
     if gate is None:
         gate = GateDocument.of(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))

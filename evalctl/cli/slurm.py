@@ -19,9 +19,9 @@ SETTLE_S = 10.0  # the scheduler gives a fresh job its pending reason within sec
 
 
 def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool, wait_for_lock_s: float = 0.0) -> None:
+    from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
     from evalctl.cluster.slurm import NeverStarts, cancel, check_startable, wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit
-    from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
 
     sub = submit(config, resume=resume, api_key=api_key, wait_for_lock_s=wait_for_lock_s)
     console.print(f"run id: {sub.run_id}")

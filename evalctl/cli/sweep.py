@@ -247,7 +247,8 @@ def sweep(
         ),
     ] = False,
 ) -> None:
-    """Launch server(s), run the task (GSM8K, prefix-recall or any lm-eval generate_until task) at each shot count with the prefix cache on and off, and report.
+    """Launch server(s), run the task (GSM8K, prefix-recall or any lm-eval generate_until task)
+    at each shot count with the prefix cache on and off, and report.
 
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.
@@ -331,7 +332,11 @@ def _sweep_here(resolved: SweepConfig, resume_point: Run | None, api_key: str | 
             _finish_sweep(result, resolved)
         except Interrupted as exc:
             where = runner.run_dir
-            kept = f"records so far are kept in {where}\nfinish with: {resume_command(where)}" if where else "before the run folder was created"
+            kept = (
+                f"records so far are kept in {where}\nfinish with: {resume_command(where)}"
+                if where
+                else "before the run folder was created"
+            )
             err.print(f"interrupted by {exc.args[0]}; {kept}", highlight=False, soft_wrap=True)  # a path or command copied whole
             raise typer.Exit(exc.exit_status) from None
         except DiskError as exc:

@@ -28,12 +28,12 @@ from urllib.parse import quote
 import pandas as pd
 
 from evalctl.analysis.checks import SEVERITY
+from evalctl.analysis.gate_document import GATE_FILE
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
 from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE
-from evalctl.analysis.gate_document import GATE_FILE
 from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix

@@ -17,8 +17,8 @@ from typing import Literal, get_args
 import pandas as pd
 
 from evalctl.analysis.checks import worst
-from evalctl.history.store import HistoryStore, RunListing, metric_trend
 from evalctl.analysis.gate_document import GATE_FILE, GateDocument, read_gate
+from evalctl.history.store import HistoryStore, RunListing, metric_trend
 
 Verdict = Literal["pass", "regression", "inconclusive", "incomplete", "running", "not gated"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
@@ -83,7 +83,9 @@ class Catalog:
     folders: list[RunListing]  # every folder under the root, newest first
     gates: dict[str, GateDocument | None]  # gate.json by folder path; None when not gated
     runs: pd.DataFrame  # RUN_ROW_COLUMNS, one row per run x configuration, newest first
-    cells: pd.DataFrame  # HistoryStore.cells over every run, with accuracy_acc (each run's primary `metric`) and its 95% Wilson bounds accuracy_lo, accuracy_hi
+    # HistoryStore.cells over every run, with accuracy_acc (each run's primary `metric`)
+    # and its 95% Wilson bounds accuracy_lo, accuracy_hi
+    cells: pd.DataFrame
     bisects: dict[str, dict] = field(default_factory=dict)  # finished bisects' culprits by their --from-run folder path
 
     @cached_property
@@ -115,7 +117,9 @@ def load_catalog(roots: list[Path]) -> Catalog:
     store = stores[0]
     cells = store.cells(folders)
     accuracy = metric_trend(cells, "accuracy")  # once here, not per page
-    cells = cells.assign(accuracy_acc=accuracy["value"].to_numpy(), accuracy_lo=accuracy["lo"].to_numpy(), accuracy_hi=accuracy["hi"].to_numpy())
+    cells = cells.assign(
+        accuracy_acc=accuracy["value"].to_numpy(), accuracy_lo=accuracy["lo"].to_numpy(), accuracy_hi=accuracy["hi"].to_numpy()
+    )
     recorded: dict[str, list[tuple[str, str]]] = {}
     for path, profile, variant in cells[["path", "profile", "variant"]].drop_duplicates().itertuples(index=False):
         recorded.setdefault(path, []).append((str(profile), str(variant)))
@@ -148,5 +152,9 @@ def finished_bisects(roots: list[Path]) -> dict[str, dict]:
             continue  # a bisect being written or from another version: shown once readable
         if state.outcome == "culprit" and state.culprit:
             build = state.builds[state.culprit[0]]
-            found[str(state.settings.from_run)] = {"culprit": build.label, "probability": state.probability, "folder": state_file.parent.name}
+            found[str(state.settings.from_run)] = {
+                "culprit": build.label,
+                "probability": state.probability,
+                "folder": state_file.parent.name,
+            }
     return found

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode, SweepConfig
+from evalctl.engine_registry import adapter_for
 from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
@@ -23,7 +24,6 @@ from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
-from evalctl.engine_registry import adapter_for
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.signals import Shutdown

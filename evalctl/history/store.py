@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from dataclasses import dataclass, field, replace
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -280,7 +280,9 @@ class HistoryStore:
 
         def by_metric(columns: list[str], suffix: str) -> str:
             """The primary metric's `suffix` column of each row's run."""
-            cases = "".join(f"WHEN {literal(m)} THEN s.{ident(m + suffix)} " for m in sorted(set(primary.values())) if m + suffix in columns)
+            cases = "".join(
+                f"WHEN {literal(m)} THEN s.{ident(m + suffix)} " for m in sorted(set(primary.values())) if m + suffix in columns
+            )
             return f"CASE r.metric {cases}END" if cases else "NULL"
 
         def sql(columns: list[str]) -> str:

@@ -6,7 +6,8 @@ engine's own run-to-run disagreement: the baseline. Warm: after a flush, every p
 sent once (one token generated), longest first, so the cache holds it; then every prompt,
 longest prefix first; the response must report cached tokens. Every prefix, not only those no
 other extends: a hybrid engine keeps Mamba state only where a request ended (vLLM's
-`--mamba-cache-mode align`), so a prefix nested in a longer one finds no state of its own. Requests go one at a time: the order is what puts state in the cache.
+`--mamba-cache-mode align`), so a prefix nested in a longer one finds no state of its own.
+Requests go one at a time: the order is what puts state in the cache.
 """
 
 from __future__ import annotations

@@ -228,7 +228,12 @@ def _history(run: Run, root: Path | None, metric: str) -> dict | None:
     return {
         "cell": f"{shots}-shot, cache {cache}",
         "metric": metric,
-        "plot": png_uri(history_trend, trend, title=f"{model}: {metric} accuracy, {shots}-shot, cache {cache}", ylabel=f"accuracy ({metric}, 95% Wilson)"),
+        "plot": png_uri(
+            history_trend,
+            trend,
+            title=f"{model}: {metric} accuracy, {shots}-shot, cache {cache}",
+            ylabel=f"accuracy ({metric}, 95% Wilson)",
+        ),
         "table": Table.of(view),
     }
 
@@ -270,7 +275,9 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         plot_shots=png_uri(accuracy_vs_shots, acc, title=plot_title, metric=summary.metric),
         plot_prefill=png_uri(accuracy_vs_prefill, by_length, title=plot_title, metric=summary.metric),
         by_position=Table.of(accuracy_view(summary.by_position)) if len(summary.by_position) else None,
-        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=plot_title, metric=summary.metric) if len(by_position) else None,
+        plot_position=png_uri(accuracy_by_position, by_position, by_length, title=plot_title, metric=summary.metric)
+        if len(by_position)
+        else None,
         throughput=_throughput(run, baseline),
         probes=load_probes(run_dir),
         flips=_flips(run, baseline, summary.metric),

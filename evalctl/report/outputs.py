@@ -38,7 +38,9 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
     ]
     if len(summary.by_position):
         write_csv(summary.by_position, run_dir / POSITION_FILE)
-        written.append(plot_by_position(summary.by_position, summary.by_length, run_dir / PLOT_POSITION, title, chunked_prefill, summary.metric))
+        written.append(
+            plot_by_position(summary.by_position, summary.by_length, run_dir / PLOT_POSITION, title, chunked_prefill, summary.metric)
+        )
     return written
 
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich import box
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
-from rich.markup import escape
 from rich.text import Text
 
 from evalctl.analysis.accuracy import accuracy_columns, table_metrics
@@ -270,7 +270,9 @@ def settings_view(diff: pd.DataFrame) -> pd.DataFrame:
 
 def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:
     """The cliffs `analysis.gate.cliffs` found: a description of where accuracy departs, not a check."""
-    view = _drop_constant_keys(found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]])
+    view = _drop_constant_keys(
+        found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
+    )
     return frame_table(view, f"Cliffs: cache-on accuracy below cache-off by > {tolerance} from this length on (described, not judged)")
 
 

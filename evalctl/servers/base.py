@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
-
 from pydantic import Field, field_validator
 
 from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant

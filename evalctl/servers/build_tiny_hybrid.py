@@ -91,7 +91,9 @@ def _greedy_margin(model, tokenizer) -> dict:
     """Top-1 minus top-2 logit over a greedy continuation of a fixed text: how decisive greedy decoding is."""
     import torch
 
-    ids = tokenizer("Question: Natalia sold clips to 48 of her friends in April. How many clips did she sell?\nAnswer:", return_tensors="pt").input_ids
+    ids = tokenizer(
+        "Question: Natalia sold clips to 48 of her friends in April. How many clips did she sell?\nAnswer:", return_tensors="pt"
+    ).input_ids
     margins = []
     with torch.no_grad():
         for _ in range(32):

@@ -119,7 +119,9 @@ def bundled_model(model_path: str) -> BundledModel | None:
     """The bundled GGUF `model_path` names, None for a plain path; ConfigError for an unknown name or a converted folder."""
     name = _bundled_name(model_path)
     if name in CONVERTED_MODELS:
-        raise ConfigError(f"bundled:{name} is a safetensors folder for vLLM; the GGUF for llama.cpp is bundled:{CONVERTED_MODELS[name].source}")
+        raise ConfigError(
+            f"bundled:{name} is a safetensors folder for vLLM; the GGUF for llama.cpp is bundled:{CONVERTED_MODELS[name].source}"
+        )
     return None if name is None else BUNDLED_MODELS[name]
 
 
@@ -203,9 +205,7 @@ def converted_path(name: str) -> Path:
 
 def folder_digest(folder: Path) -> dict[str, str]:
     """Relative path -> sha256 of every file in `folder` but the digest record itself."""
-    return {
-        str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != DIGEST_FILE
-    }
+    return {str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != DIGEST_FILE}
 
 
 def check_converted(folder: Path) -> None:

@@ -24,8 +24,8 @@ import httpx
 
 from evalctl.client import auth_headers
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.errors import RunFailed
 from evalctl.engine_registry import adapter_for, engine_class
+from evalctl.errors import RunFailed
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 
 

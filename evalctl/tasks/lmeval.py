@@ -214,7 +214,9 @@ class LmEvalTask:
 
         filter_list = config.get("filter_list") or [{"name": "none", "filter": [{"function": "take_first"}]}]
         return {
-            f["name"]: build_filter_ensemble(f["name"], [(c["function"], {k: v for k, v in c.items() if k != "function"}) for c in f["filter"]])
+            f["name"]: build_filter_ensemble(
+                f["name"], [(c["function"], {k: v for k, v in c.items() if k != "function"}) for c in f["filter"]]
+            )
             for f in filter_list
         }
 

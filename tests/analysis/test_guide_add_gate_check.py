@@ -19,7 +19,6 @@ from evalctl.report.gate_outputs import write_gate_outputs
 from evalctl.runs import Run
 
 
-
 def guide_block(language: str, index: int = 0) -> str:
     return guides.guide_block("guide-add-gate-check.md", language, index)
 

@@ -75,7 +75,9 @@ def test_not_a_repository(tmp_path):
 
 def test_worktree_is_substituted_everywhere_in_the_variant(repo, tmp_path):
     path, shas = repo
-    template = Variant(name="nightly", python="{worktree}/venv/bin/python", env={"PYTHONPATH": "{worktree}/python"}, extra_args=["--x={worktree}"])
+    template = Variant(
+        name="nightly", python="{worktree}/venv/bin/python", env={"PYTHONPATH": "{worktree}/python"}, extra_args=["--x={worktree}"]
+    )
     found = git_builds(path, shas["c0"], shas["c3"], template, tmp_path / "wt")
     assert len(found) == 5 and found[0].revision == shas["c0"]
     v = found[2].variant

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from run_folders import cell_rows, make_run
 from conftest import cli, gate_doc
+from run_folders import cell_rows, make_run
 
 from evalctl.dashboard.build import build_site, page_name, settings_diff
 from evalctl.dashboard.catalog import load_catalog, verdict_of
@@ -134,7 +134,9 @@ def test_where_a_configuration_turns_to_regression_the_page_shows_both_revisions
 
     root, site = tmp_path / "results", tmp_path / "site"
     nights = []
-    for i, (verdict, revision) in enumerate([("pass", "aaaa1111"), ("pass", "bbbb2222"), ("regression", "cccc3333"), ("regression", "dddd4444")]):
+    for i, (verdict, revision) in enumerate(
+        [("pass", "aaaa1111"), ("pass", "bbbb2222"), ("regression", "cccc3333"), ("regression", "dddd4444")]
+    ):
         run = make_run(root, "m", DAY + dt.timedelta(days=i), cell_rows([True] * 4), revision=revision)
         gate_json(run, verdict, [{"status": verdict, "profile": "cpu", "variant": "default"}])
         nights.append(run)
@@ -144,7 +146,10 @@ def test_where_a_configuration_turns_to_regression_the_page_shows_both_revisions
     assert "<b>bbbb2222</b> (last passing night)" in page and "<b>cccc3333</b> (this night)" in page
     assert f"evalctl bisect --from-run {nights[2]} --repo ENGINE_REPO --good bbbb2222 --bad cccc3333" in page
 
-    builds = [Build(name=n, variant=Variant(), revision=r, subject=s) for n, r, s in [("g", "bbbb2222", "ok"), ("x", "c0ffee00", "Reuse cached state"), ("b", "cccc3333", "later")]]
+    builds = [
+        Build(name=n, variant=Variant(), revision=r, subject=s)
+        for n, r, s in [("g", "bbbb2222", "ok"), ("x", "c0ffee00", "Reuse cached state"), ("b", "cccc3333", "later")]
+    ]
     cells = CellSpec(profile="cpu", variant="default", shots=[8], cache=["on"])
     settings = Settings(from_run=nights[2], cells=cells, step_alpha=0.02, target=0.95, max_launches=8)
     (root / "bisect-1").mkdir()
@@ -152,4 +157,4 @@ def test_where_a_configuration_turns_to_regression_the_page_shows_both_revisions
     rebuilt = build_site(root, site)
     assert "models/m.html" in rebuilt.written  # a finished bisect changes the page
     page = (site / "models/m.html").read_text()
-    assert "Bisect culprit: <b class=\"regression\">c0ffee00 Reuse cached state</b> (posterior probability 0.970, bisect-1)" in page
+    assert 'Bisect culprit: <b class="regression">c0ffee00 Reuse cached state</b> (posterior probability 0.970, bisect-1)' in page

@@ -1,6 +1,7 @@
 """The dashboard over real CPU runs, opened in headless Chromium: each night listed with the right verdict.
 
-Five nights of SmolLM2-135M on the session's shared llama.cpp CPU server (sweeps with --url): night 1 gated alone (inconclusive: nothing to compare), night 2 gated
+Five nights of SmolLM2-135M on the session's shared llama.cpp CPU server (sweeps with --url):
+night 1 gated alone (inconclusive: nothing to compare), night 2 gated
 against night 1 (pass), night 3 through the lost-prefix canary gated against night 2
 (regression), night 4 stopped by SIGTERM (incomplete), night 5 still running while the site
 is built. The questions are one-digit sums a 135M model answers in the few-shot format

@@ -57,8 +57,8 @@ def test_console_check_catches_a_page_error(tmp_path):
 @pytest.mark.server
 def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orphans):
     root = tmp_path / "results"
-    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off", "--max-tokens", "32",
-                  "--data-dir", str(data_dir), "--output", str(root))  # fmt: skip
+    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--limit", "3",
+                  "--cache", "on,off", "--max-tokens", "32", "--data-dir", str(data_dir), "--output", str(root))  # fmt: skip
     assert out.returncode in (ExitCode.PASS, ExitCode.RUN_FAILED), out.stderr + out.stdout
     run = only_run(root)
 

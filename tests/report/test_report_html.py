@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import gate_doc
 from analysis.frames import sample_frame
+from conftest import gate_doc
 from run_folders import cell_rows, make_run
 
 from evalctl.analysis.accuracy import accuracy_table

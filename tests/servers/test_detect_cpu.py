@@ -18,8 +18,8 @@ def test_url_of_a_llamacpp_server_is_detected_and_cache_off_is_real(tmp_path, da
     with httpx.Client(base_url=llamacpp_url, timeout=10) as http:
         assert detect_engine(http) == ("llamacpp", "/props")
 
-    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--url", llamacpp_url, "--cache", "off", "--shots", "2", "--limit", "3",
-                  "--concurrency", "1", "--max-tokens", "4", "--output", str(tmp_path / "sweep"))  # fmt: skip
+    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--url", llamacpp_url, "--cache", "off", "--shots", "2",
+                  "--limit", "3", "--concurrency", "1", "--max-tokens", "4", "--output", str(tmp_path / "sweep"))  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert f"engine at {llamacpp_url}: llamacpp (answered /props)" in out.stderr
     records = [json.loads(line) for line in (only_run(tmp_path / "sweep") / "records.jsonl").read_text().splitlines()]

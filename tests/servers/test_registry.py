@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from evalctl.config import ConfigError, ServerProfile, SweepConfig, with_external_url
+from evalctl.engine_registry import UnknownEngine, adapter_for, engine_names, engines
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.engines.vllm import VLLMSettings
-from evalctl.engine_registry import UnknownEngine, adapter_for, engine_names, engines
 
 
 def test_registered_engines_and_unknown_names_list_them():

@@ -63,6 +63,7 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
     ]
     return undecided + [decision_check(d, policy, (noise or {}).get(d.profile)) for d in run.manifest.decisions]
 
+
 def decision_check(decision: CellDecision, policy: GatePolicy, profile_noise: Noise | None) -> Check:
     """One cell's sequential decision as a finding; a regression must also exceed the engine's A/A noise."""
     status: Status = decision.verdict

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 
 from evalctl.config import EXTERNAL, CacheMode, ServerProfile
-from evalctl.servers.base import EngineAdapter
 from evalctl.engine_registry import register_engine
+from evalctl.servers.base import EngineAdapter
 
 
 @register_engine(EXTERNAL)

@@ -8,15 +8,14 @@ import os
 from types import ModuleType
 
 import httpx
-
 from pydantic import Field
 
 from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant
+from evalctl.engine_registry import register_engine
 from evalctl.extras import require
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.base import EngineAdapter, flat_settings
 from evalctl.servers.bundled import resolve_model_path
-from evalctl.engine_registry import register_engine
 
 # /props keys that change on every start, or repeat what the launch said, not what it resolved.
 _PROPS_SKIP = ("media_marker", "ui_settings", "webui_settings")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import httpx
 
 from evalctl.config import CacheMode, ServerProfile
+from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
-from evalctl.engine_registry import register_engine
 
 # /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
 # changes with each request: the live parts are left out of the record.

@@ -16,10 +16,10 @@ import httpx
 from pydantic import Field, model_validator
 
 from evalctl.config import CacheMode, ConfigError, ServerProfile, Variant
+from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
 from evalctl.servers.bundled import convert, converted_name, converted_path
-from evalctl.engine_registry import register_engine
 
 # `key=value` items of the resolved VllmConfig's text form (/server_info), nested configs left whole.
 _CONFIG_ITEM = re.compile(r"(\w+)=((?:[^,()\[\]{}]|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})*)")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from evalctl.config import CacheMode, ConfigError, known_aliases, load_config
+from evalctl.config import CacheMode, ConfigError, known_aliases, load_config, resolved_data_dir
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -99,7 +99,7 @@ def test_model_or_config_exactly_one(tmp_path):
 def test_data_dir_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path))
     cfg = load_config(config_file=write(tmp_path, MINIMAL))
-    assert cfg.resolved_data_dir() == tmp_path
+    assert resolved_data_dir(cfg) == tmp_path
 
 
 def test_the_default_is_prefix_recall_and_gsm8k_brings_its_own_settings_under_the_cli():

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode, SweepConfig
-from evalctl.engine_registry import adapter_for
 from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
@@ -26,6 +25,7 @@ from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
+from evalctl.servers.registry import adapter_for
 from evalctl.signals import Shutdown
 
 __all__ = ["Sweep", "SweepProgress", "SweepResult"]

@@ -33,7 +33,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalctl.config import ConfigError
+from evalctl.errors import ConfigError
 
 BUNDLED_PREFIX = "bundled:"
 CACHE_ENV = "EVALCTL_CACHE_DIR"

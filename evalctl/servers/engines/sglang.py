@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import httpx
 
-from evalctl.config import CacheMode, ServerProfile
-from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.schema import CacheMode, ServerProfile
 from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
 
 # /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
@@ -22,8 +21,8 @@ def _sglang_server_info(body: dict) -> bool:
     return "vllm_config" not in body and "tp_size" in body
 
 
-@register_engine("sglang")
 class SGLangAdapter(EngineAdapter):
+    name = "sglang"  # listed in servers.registry.ENGINES
     Settings = GpuEngineSettings
     detect_routes = (("/server_info", _sglang_server_info), ("/get_server_info", _sglang_server_info))
     detect_rank = 20  # before vLLM, whose dev-mode /server_info would otherwise be asked second

@@ -1,0 +1,34 @@
+"""Shipped aliases, swept as a user would against the shared CPU server, then gated with no extra flag.
+
+Issue 35: (1) prefix-recall cells hold as many questions as records, so `--shots 1,2,8 --limit 6`
+plans 1, 2 and 6 questions; the completeness check reads that from the plan and the gate judges
+the run instead of calling the small cells incomplete forever. (2) A `--sequential` sweep of an
+alias takes its stopping rule's tolerance, alpha, metric and min_n from the alias's gate policy,
+so a plain `evalctl gate RUN` reads its decisions (before, the default `stopping:` values
+disagreed with cpu-smoke and the gate exited 4). Small on purpose: a few questions per cell.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import evalctl, only_run
+
+from evalctl.errors import VERDICT_EXIT
+
+pytestmark = pytest.mark.server
+
+VERDICT_CODES = {int(code) for code in VERDICT_EXIT.values()}
+
+
+def test_recall_cells_of_one_two_and_eight_records_under_one_limit_complete_and_are_judged(tmp_path, cpu_server):
+    out = evalctl("sweep", "--model", "smollm2-135m", "--url", cpu_server, "--shots", "1,2,8", "--limit", "6",
+                  "--output", str(tmp_path), timeout=1200)  # fmt: skip
+    assert out.returncode in VERDICT_CODES, out.stderr + out.stdout
+    run = only_run(tmp_path)
+    assert json.loads((run / "manifest.json").read_text())["questions"] == {"1": 1, "2": 2, "8": 6}
+    gate = evalctl("gate", str(run), "--output", str(tmp_path / "gate"))
+    assert gate.returncode in VERDICT_CODES, gate.stderr + gate.stdout
+    checks = json.loads((tmp_path / "gate" / "gate.json").read_text())["checks"]
+    assert [c["status"] for c in checks if c["kind"] == "completeness"] == ["pass"], checks

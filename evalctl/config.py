@@ -408,15 +408,6 @@ class SweepConfig(_Strict):
         return None if str(chosen) == HUB_DATA else Path(chosen)
 
 
-def gate_policy_file(name: str | None) -> Path | None:
-    """The gate policy file a config's `gate_policy` names (a policy name, searched as `config_files`
-    says, else a path); None for the built-in default."""
-    if name is None:
-        return None
-    named = config_files.find(name, config_files.POLICY_FOLDER)
-    return named.path if named else Path(name)
-
-
 def known_aliases() -> list[str]:
     return list(config_files.known())
 

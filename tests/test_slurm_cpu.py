@@ -107,6 +107,7 @@ def test_sweep_on_slurm_runs_each_profile_in_its_job_then_gates(tmp_path, data_d
     assert all(j["job_id"] in shown.stdout for j in m["jobs"]) and "COMPLETED" in shown.stdout
 
 
+@pytest.mark.rotating(slice=1)
 def test_cancelled_job_gives_an_incomplete_run_and_resubmitting_completes_it(tmp_path, data_dir, slurm, no_orphans):
     root = tmp_path / "results"
     cfg = two_profiles(tmp_path, data_dir, limit=3)
@@ -135,6 +136,7 @@ def test_cancelled_job_gives_an_incomplete_run_and_resubmitting_completes_it(tmp
     assert m["status"] == "complete" and len(m["jobs"]) == 5  # 3 first, then a-default and a new aggregation job
 
 
+@pytest.mark.rotating(slice=1)
 def test_requeued_job_resumes_without_resending_finished_requests(tmp_path, data_dir, slurm, no_orphans):
     root = tmp_path / "results"
     out = evalctl("sweep", "--config", str(two_profiles(tmp_path, data_dir, limit=3)), "--executor", "slurm", "--output", str(root))

@@ -125,6 +125,7 @@ class ServerEntry(_Entry):
     log: str | None = None
     info: dict[str, Any] = Field(default_factory=dict)
     engine_version: str | None = None
+    unset_settings: dict[str, str] = Field(default_factory=dict)  # requested settings the build lacks -> why (a launcher's record)
     probe: dict[str, Any] | None = None
     restarts: int = 0
     restart_log: list[RestartEntry] = Field(default_factory=list)

@@ -6,6 +6,7 @@ section, `checks.<kind>`, validated by the check's `settings` model (`analysis.c
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,12 @@ from evalctl.errors import BadInput
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
+
+
+class FloorSource(str, Enum):
+    """Where the agreement floor is measured."""
+
+    aa = "aa"  # the run's A/A arm: each server's cache-off reference cell run again, cold (`noise: true`)
 
 
 class GatePolicy(BaseModel):
@@ -43,6 +50,14 @@ class GatePolicy(BaseModel):
     )
     max_throughput_drop: float | None = Field(
         0.20, ge=0, lt=1, description="Largest tolerated per-request slowdown (fraction of the reference's throughput); null disables."
+    )
+    agreement_floor: FloorSource | None = Field(
+        None,
+        description="Judge each cache-on cell's disagreement with its cache-off answers against a measured floor: aa, the A/A arm's"
+        " cold-vs-cold disagreement on the same questions (needs noise: true; analysis.floor); null: off.",
+    )
+    floor_margin: float = Field(
+        0.10, ge=0, lt=1, description="Largest tolerated excess of warm-vs-cold disagreement over the floor (agreement_floor), absolute."
     )
     checks: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per check kind, that check's own settings (checks a plug-in adds); see analysis.checks."

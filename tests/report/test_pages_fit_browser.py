@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 from conftest import gate_doc
 from run_folders import cell_rows, make_run
-from test_report_browser import browse, console_messages, needs_chromium
+from test_report_browser import browse, needs_chromium, screenshot
 
 from evalctl.dashboard.build import build_site
 from evalctl.report import plots
@@ -98,12 +98,7 @@ def test_each_page_kind_fits_1280_px_and_shows_no_empty_slot(site, kind):
     assert "<dd>{}</dd>" not in html and "checks {}" not in re.sub(r"<[^>]+>", " ", html).replace("  ", " ")
     for figure in re.findall(r"<figure>.*?</figure>", html, re.S):
         assert "<img" in figure, figure  # no caption without its plot
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    shot = SHOTS / f"{kind}.png"
-    done = browse(page, tmp, f"--screenshot={shot}")
-    assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
-    assert console_messages(done.stderr) == []
-    print(f"screenshot: {shot}")
+    screenshot(page, tmp, SHOTS / f"{kind}.png")
 
 
 def test_the_trends_page_names_the_plot_it_has_nothing_for_once_without_a_slot(site):

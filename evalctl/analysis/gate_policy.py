@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalctl.config_files import read_yaml
+from evalctl.config_files import policy_file, read_yaml
 from evalctl.errors import BadInput
 
 if TYPE_CHECKING:
@@ -76,10 +76,12 @@ class PolicyError(BadInput):
     """A gate policy file that cannot be used; the message names the cause."""
 
 
-def load_policy(path: Path | None = None) -> GatePolicy:
-    """The policy in `path`, or the built-in default (the same as the packaged gate/default.yaml)."""
-    if path is None:
+def load_policy(name: str | Path | None = None) -> GatePolicy:
+    """The policy `name` means (a policy name or a file, `config_files.policy_file`), or the built-in
+    default (the same as the packaged gate/default.yaml)."""
+    if name is None:
         return GatePolicy()
+    path = policy_file(name, PolicyError)
     data = read_yaml(path, "gate policy", PolicyError)
     try:
         return GatePolicy.model_validate(data)

@@ -40,7 +40,9 @@ enumerated over it, keeps the rate.
 
 Assumptions:
 - questions are independent draws, each giving one (A, W) pair (turns of one conversation
-  are not: judge conversations by their last turn or one turn each);
+  are not: judge conversations by their last turn or one turn each), and n is fixed before
+  the answers are seen (a sequential run stops its cells on the task metric's decisions: the
+  floor check judges the pairs there are, at a rate the script does not cover);
 - under no bug, the warm path disagrees with R at most m more often than a cold re-run does.
   The floor is the engine's run-to-run noise; what warm computation adds on a good build
   (llama.cpp's separate last-tokens batch) it does not measure: m must cover that. With

@@ -206,7 +206,8 @@ def checks_table(checks: list[Check], title: str) -> FittedTable:
 
 def tolerance_note(policy: GatePolicy) -> str:
     """The policy's tolerance in words, for the verdict line."""
-    return f"tolerated {policy.metric} accuracy drop {policy.max_accuracy_drop:.2f}, alpha {policy.alpha}, min {policy.min_n} pairs"
+    floor = f", warm disagreement over the A/A floor {policy.floor_margin:.2f}" if policy.agreement_floor is not None else ""
+    return f"tolerated {policy.metric} accuracy drop {policy.max_accuracy_drop:.2f}{floor}, alpha {policy.alpha}, min {policy.min_n} pairs"
 
 
 def verdict_basis(result: GateResult) -> str:

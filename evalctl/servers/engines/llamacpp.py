@@ -56,7 +56,8 @@ class LlamaCppAdapter(EngineAdapter):
     }
 
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
-        require("xllamacpp", "the llama.cpp CPU engine")
+        if profile.interpreter(variant) is None:  # evalctl's own interpreter serves: its xllamacpp must be there
+            require("xllamacpp", "the llama.cpp CPU engine")
         resolve_model_path(profile.model_path)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:

@@ -7,17 +7,24 @@ Intel AMX it serves dense models through native torch (docs/engines-sglang-cpu.m
 
 from __future__ import annotations
 
-import secrets
 from typing import Literal
 
 import httpx
 from pydantic import Field, model_validator
 
-from evalctl.config import CacheMode, ConfigError, ServerProfile, Variant
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
-from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
-from evalctl.servers.bundled import convert, converted_name, converted_path
+from evalctl.servers.base import (
+    EngineAdapter,
+    GpuEngineSettings,
+    converted_model_args,
+    cpu_only_fields,
+    flat_settings,
+    optional_flags,
+    preflight_converted,
+    salted_cold,
+)
 
 # /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
 # changes with each request: the live parts are left out of the record.
@@ -44,9 +51,7 @@ class SGLangSettings(GpuEngineSettings):
 
     @model_validator(mode="after")
     def _cpu_fields(self) -> SGLangSettings:
-        used = [f for f in _CPU_ONLY if getattr(self, f) is not None]
-        if self.device == "cuda" and used:
-            raise ValueError(f"{', '.join(used)} apply to device cpu only")
+        cpu_only_fields(self, _CPU_ONLY)
         return self
 
     def gpus_needed(self) -> int:
@@ -81,25 +86,13 @@ class SGLangAdapter(EngineAdapter):
     }
 
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
-        name = converted_name(profile.model_path)
-        if name is None:
-            return
-        python = profile.interpreter(variant)
-        if not python:
-            raise ConfigError(
-                f"server profile {profile.name!r}: bundled:{name} is converted by the SGLang venv's interpreter (torch, transformers): "
-                "set the profile's (or the variant's) `python`; scripts/install-sglang-cpu.sh makes the venv"
-            )
-        convert(name, python)
+        preflight_converted(profile, variant, "scripts/install-sglang-cpu.sh")
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         settings: SGLangSettings = self.settings(profile)
-        name = converted_name(profile.model_path)
         return [
             python, "-m", "sglang.launch_server",
-            "--model-path", str(converted_path(name)) if name else profile.model_path,
-            # Requests name the model as the profile does.
-            *(["--served-model-name", profile.model_path] if name else []),
+            *converted_model_args(profile, "--model-path"),
             "--host", profile.host,
             "--port", str(port),
             "--tp-size", str(settings.tp),
@@ -126,10 +119,8 @@ class SGLangAdapter(EngineAdapter):
         return {"SGLANG_USE_CPU_ENGINE": "1", **({"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {})}
 
     def fresh_fields(self, cache: CacheMode) -> dict:
-        # A cold request on a server whose radix cache is on: SGLang keys its radix tree by the
-        # request's `cache_salt` as well as its tokens, so a salt of its own matches no cached prefix.
-        # So `sweep --url ... --cache off` is cold on SGLang too.
-        return {"cache_salt": secrets.token_urlsafe(24)} if cache is CacheMode.off else {}
+        # SGLang keys its radix tree by `cache_salt` as well as the tokens: `sweep --url ... --cache off` is cold on SGLang too.
+        return salted_cold(cache)
 
     def flush(self, http: httpx.Client) -> bool:
         # SGLang answers 400 (and does nothing) while requests are running.

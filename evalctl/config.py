@@ -247,10 +247,16 @@ class StoppingConfig(_Strict):
         StoppingMode.fixed, description="fixed: every question; sequential: a cell stops once its comparison with the baseline is decided."
     )
     baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with (CLI --baseline).")
-    tolerance: float = Field(0.03, ge=0, lt=1, description="Largest tolerated accuracy drop, as the gate's max_accuracy_drop.")
-    alpha: float = Field(0.05, gt=0, lt=0.5, description="Family-wise chance of a false regression, and of a false pass per cell.")
-    metric: str | None = Field(None, description="The task's metric scored, as the gate's metric; default: the task's first.")
-    min_n: int = Field(30, ge=1, description="Paired questions at the first look.")
+    # The decision settings default to the run's gate policy (`execution.stopping.with_policy_settings`),
+    # so the rule that stops a cell and the gate that reads its decision hold one value each.
+    tolerance: float | None = Field(
+        None, ge=0, lt=1, description="Largest tolerated accuracy drop; default: the gate policy's max_accuracy_drop."
+    )
+    alpha: float | None = Field(
+        None, gt=0, lt=0.5, description="Family-wise chance of a false regression, and of a false pass per cell; default: the policy's."
+    )
+    metric: str | None = Field(None, description="The task's metric scored; default: the gate policy's metric (else the task's first).")
+    min_n: int | None = Field(None, ge=1, description="Paired questions at the first look; default: the gate policy's min_n.")
     growth: float = Field(1.15, gt=1, description="Each look has this many times the questions of the one before.")
     e_share: float = Field(0.1, ge=0, lt=1, description="Share of the regression level given to the betting e-process.")
     regression_share: float = Field(
@@ -406,15 +412,6 @@ class SweepConfig(_Strict):
 
             return packaged_data_dir(self.task) if spec is not None and spec.packaged_data else None
         return None if str(chosen) == HUB_DATA else Path(chosen)
-
-
-def gate_policy_file(name: str | None) -> Path | None:
-    """The gate policy file a config's `gate_policy` names (a policy name, searched as `config_files`
-    says, else a path); None for the built-in default."""
-    if name is None:
-        return None
-    named = config_files.find(name, config_files.POLICY_FOLDER)
-    return named.path if named else Path(name)
 
 
 def known_aliases() -> list[str]:

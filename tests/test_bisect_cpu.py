@@ -42,7 +42,7 @@ ENGINE = """#!{python}
 import json, os, sys
 here = os.path.dirname(os.path.abspath(__file__))
 spec = json.load(open(os.path.join(here, "engine.json")))
-args = sys.argv[1:]  # -m evalctl.servers.llamacpp_main --model ... --port P ...
+args = sys.argv[1:]  # .../llamacpp_main.py --model ... --port P ...
 if spec["mode"] == "serve":
     args[args.index("--parallel") + 1] = str(spec["parallel"])
     os.execv(sys.executable, [sys.executable, *args])
@@ -163,6 +163,7 @@ def nightly_regression(tmp_path_factory):
     assert not left, f"processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"
 
 
+@pytest.mark.rotating(slice=2)
 def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(nightly_regression):
     world = nightly_regression
     shas, folder = world.shas, world.tmp / "bisect"
@@ -222,7 +223,7 @@ def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(
 
 
 # Nightly: the local bisect above proves the search; this one only adds that each step is a Slurm job.
-@pytest.mark.nightly
+@pytest.mark.rotating(slice=2)
 @pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it")
 def test_bisect_on_slurm_runs_each_step_as_a_job(nightly_regression):
     world = nightly_regression

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SERVER_MODULE, evalctl, only_run, processes_of
+from conftest import SERVER_LAUNCHER, evalctl, only_run, processes_of
 
 from evalctl.errors import ExitCode
 from evalctl.records import CELL_KEYS, RECORD_KEYS, RECORDS_FILE
@@ -51,7 +51,7 @@ def answered(root: Path) -> int:
 
 
 def servers_of(root: Path) -> list:
-    return [p for p in processes_of(root) if any(SERVER_MODULE in part for part in p.info["cmdline"])]
+    return [p for p in processes_of(root) if any(SERVER_LAUNCHER in part for part in p.info["cmdline"])]
 
 
 def keys(df: pd.DataFrame) -> set:

@@ -46,11 +46,12 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
 def analyze(
     run: Annotated[Path, typer.Argument(help="A run folder (results/<run>).", exists=False)],
     policy: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--policy",
             "-p",
-            help="Gate policy YAML: metric, tolerance and alpha for the cliff (default: the run's own policy).",
+            help="Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path: metric, tolerance and alpha for the cliff"
+            " (default: the run's own policy).",
         ),
     ] = None,
 ) -> None:

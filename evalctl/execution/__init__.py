@@ -18,7 +18,7 @@ from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
 from evalctl.execution.launch import Launch
 from evalctl.execution.progress import SweepProgress
-from evalctl.execution.stopping import Stopper, sequential_baseline
+from evalctl.execution.stopping import Stopper, sequential_baseline, with_policy_settings
 from evalctl.manifest import Failure
 from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
@@ -60,7 +60,7 @@ class Sweep:
         part: str | None = None,
         wait_for_lock_s: float = 0.0,
     ):
-        self.config = config
+        self.config = with_policy_settings(config)  # the manifest records the values its cells are stopped by
         self.progress = progress or SweepProgress()
         self.api_key = api_key
         self.shutdown = shutdown or Shutdown()

@@ -93,6 +93,14 @@ class Launch:
         entry.url = server.base_url
         entry.log = server.log_path.name if server.launched else None
         entry.info = for_the_record(server, "server info", server.adapter.server_info)
+        if server.launched:
+            record = server.adapter.launch_record(server.workdir)
+            entry.info.update({k: v for k, v in record.info.items() if v is not None})
+            entry.unset_settings = record.unset_settings
+            if record.unset_settings:
+                self.progress.warn(
+                    f"{self.label}: this build lacks {', '.join(record.unset_settings)}: served without (manifest: unset_settings)"
+                )
         if self.canary:
             self._put_canary_in_front()
         entry.engine_version = entry.info.get("version")

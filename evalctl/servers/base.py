@@ -9,6 +9,7 @@ import secrets
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
@@ -25,6 +26,15 @@ class LaunchSpec:
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """What a launcher wrote about the server it started: `info` merged over the server's own
+    (`version` then names the build that really runs), and the requested settings that build lacks."""
+
+    info: dict[str, Any] = field(default_factory=dict)
+    unset_settings: dict[str, str] = field(default_factory=dict)  # setting -> why it was not set
 
 
 def optional_flags(pairs: dict[str, object]) -> list[str]:
@@ -225,6 +235,10 @@ class EngineAdapter:
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         return LaunchSpec(argv=[*variant.command_prefix, *argv, *profile.extra_args, *variant.extra_args], env=env)
+
+    def launch_record(self, workdir: Path) -> LaunchRecord:
+        """What this engine's launcher recorded in the launch's `workdir` once the server is healthy; empty by default."""
+        return LaunchRecord()
 
     def request_fields(self, cache: CacheMode) -> dict:
         """Extra JSON fields for every completion request."""

@@ -141,7 +141,7 @@ _CHECKS: dict[str, GateCheck] = {}
 # evalctl's own checks, one module each, imported on the first look-up.
 BUILTIN_MODULES = tuple(
     f"evalctl.analysis.checks.{name}"
-    for name in ("completeness", "rates", "accuracy", "sequential", "throughput", "cache_engaged", "speedup", "settings")
+    for name in ("completeness", "rates", "accuracy", "agreement_floor", "sequential", "throughput", "cache_engaged", "speedup", "settings")
 )
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
 from evalctl.analysis.drop_rule import decide_drops, drop_bounds
+from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
@@ -119,7 +120,11 @@ class Accuracy(GateCheck):
     def results(self, inputs: GateInputs) -> list[Check]:
         if inputs.sequential:
             return []  # the sequential decisions judge accuracy (`checks.sequential`)
-        return accuracy_checks(inputs.comparisons, inputs.policy, inputs.noise) or nothing_to_compare()
+        floor = replaces_cache_accuracy(inputs.policy)
+        comparisons = [c for c in inputs.comparisons if not (floor and c.kind == "cache")]
+        if floor and not comparisons and inputs.comparisons:
+            return []  # the floor check judges the run's only comparison
+        return accuracy_checks(comparisons, inputs.policy, inputs.noise) or nothing_to_compare()
 
 
 register_check(Accuracy())

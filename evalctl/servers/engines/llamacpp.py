@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
+from pathlib import Path
 from types import ModuleType
 
 import httpx
@@ -14,9 +16,14 @@ from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant
 from evalctl.engine_registry import register_engine
 from evalctl.extras import require
 from evalctl.manifest import CACHED_TOKENS
-from evalctl.servers.base import EngineAdapter, flat_settings
+from evalctl.servers import llamacpp_main
+from evalctl.servers.base import EngineAdapter, LaunchRecord, flat_settings
 from evalctl.servers.bundled import resolve_model_path
 
+# Run by its file: it needs only the standard library and xllamacpp, so an engine venv without evalctl serves.
+LAUNCHER = Path(llamacpp_main.__file__).resolve()
+# The launcher's record of the build it imported and the settings that build lacks (servers.llamacpp_main).
+RECORD_FILE = "launcher.json"
 # /props keys that change on every start, or repeat what the launch said, not what it resolved.
 _PROPS_SKIP = ("media_marker", "ui_settings", "webui_settings")
 
@@ -55,7 +62,7 @@ class LlamaCppAdapter(EngineAdapter):
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         settings = self.settings(profile)
         return [
-            python, "-m", "evalctl.servers.llamacpp_main",
+            python, str(LAUNCHER),
             "--model", resolve_model_path(profile.model_path),
             "--host", profile.host,
             "--port", str(port),
@@ -64,7 +71,19 @@ class LlamaCppAdapter(EngineAdapter):
             "--threads", str(settings.threads or os.cpu_count() or 1),
             "--cache", cache.value,
             "--slot-save-path", workdir,
+            "--record", str(Path(workdir) / RECORD_FILE),
         ]  # fmt: skip
+
+    def launch_record(self, workdir: Path) -> LaunchRecord:
+        # The launcher's own word on the build: the venv it ran in may hold another xllamacpp than evalctl's.
+        try:
+            data = json.loads((workdir / RECORD_FILE).read_text())
+        except (OSError, ValueError):
+            return LaunchRecord()  # a launcher of an older evalctl, or another command in its place
+        return LaunchRecord(
+            info={"version": data.get("version"), "llama_cpp_build": data.get("llama_cpp_build"), "renamed_settings": data.get("renamed")},
+            unset_settings=data.get("unset") or {},
+        )
 
     def request_fields(self, cache: CacheMode) -> dict:
         return {"cache_prompt": cache is CacheMode.on}

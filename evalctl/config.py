@@ -139,7 +139,7 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
 def with_external_url(config: SweepConfig, url: str, serves: str | None = None) -> SweepConfig:
     """Replace the profiles by one already-running server (`--url`), served by `serves` if known."""
     if serves is not None:
-        engine_class(serves)  # UnknownEngine (a ConfigError) lists the known names
+        engine_class(serves)  # UnknownName lists the known ones
     external = ServerProfile(
         name="external",
         engine=EXTERNAL,

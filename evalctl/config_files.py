@@ -60,6 +60,21 @@ def find(name: str, kind: str = "") -> Found | None:
     return known(kind).get(name)
 
 
+def policy_file(name: str | Path, error: type[BadInput] = BadInput) -> Path:
+    """The gate policy file `name` means (`--policy`, a config's `gate_policy`): an existing file as it
+    is, else a policy name searched in order, else a path-like name (a folder or a .yaml suffix) as a
+    path, whose reading then fails naming it. Any other name: `error`, listing the known policies."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    named = find(str(name), POLICY_FOLDER)
+    if named is not None:
+        return named.path
+    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        return path
+    raise error(f"unknown gate policy {str(name)!r}; known: {', '.join(known(POLICY_FOLDER)) or '(none)'} (or a YAML file's path)")
+
+
 def read_yaml(path: Path, what: str, error: type[BadInput] = BadInput) -> dict[str, Any]:
     """The mapping in the YAML file `path`; `error` (naming it as `what`) when unreadable, invalid or not a mapping.
     An empty file is an empty mapping."""

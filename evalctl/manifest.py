@@ -27,6 +27,7 @@ import evalctl
 from evalctl.cell import CellKey
 from evalctl.errors import BadInput
 from evalctl.fsio import write_atomic
+from evalctl.venvs import PipVenv
 
 MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "jobs"
@@ -125,6 +126,8 @@ class ServerEntry(_Entry):
     log: str | None = None
     info: dict[str, Any] = Field(default_factory=dict)
     engine_version: str | None = None
+    unset_settings: dict[str, str] = Field(default_factory=dict)  # requested settings the build lacks -> why (a launcher's record)
+    venv: PipVenv | None = None  # a build named by version (variant `pip`): its requirements, resolved versions, venv
     probe: dict[str, Any] | None = None
     restarts: int = 0
     restart_log: list[RestartEntry] = Field(default_factory=list)
@@ -227,6 +230,9 @@ class Manifest(RunState):
     # The task's metrics as the records name them, the primary first; a manifest from before
     # the task registry held GSM8K's two.
     metrics: list[str] = Field(default_factory=lambda: ["strict", "flexible"])
+    # Questions each cell of a shot count holds, as the plan sent them: not the same for every cell
+    # (a prefix-recall cell at k records asks at most k). Empty in a manifest from before it existed.
+    questions: dict[int, int] = Field(default_factory=dict)
     executor: Literal["local", "slurm"] = "local"
     error: str | None = None
     jobs: list[JobEntry] = Field(default_factory=list)

@@ -29,8 +29,10 @@ from pydantic import (
     model_validator,
 )
 
+from evalctl import venvs
 from evalctl.cell import CacheMode  # defined with the cell key, which records imports without the config
 from evalctl.errors import ConfigError
+from evalctl.tasks.conversation import ConversationConfig
 
 # The engine that evalctl does not launch: a server at a URL (`url`, and `serves` for the engine behind it).
 EXTERNAL = "external"
@@ -136,7 +138,7 @@ class ServerProfile(_Strict):
     @field_validator("engine")
     @classmethod
     def _registered(cls, engine: str) -> str:
-        engine_class(engine)  # UnknownEngine lists the known ones
+        engine_class(engine)  # UnknownName lists the known ones
         return engine
 
     @field_validator("settings", mode="before")
@@ -167,7 +169,10 @@ class ServerProfile(_Strict):
         return {**data, **settings}
 
     def interpreter(self, variant: Variant) -> str | None:
-        """The Python the engine runs under: the variant's build, else this profile's; None: evalctl's own."""
+        """The Python the engine runs under: the variant's build (its venv, or the venv made for its `pip`), else this profile's;
+        None: evalctl's own."""
+        if variant.pip:
+            return str(venvs.python_of(variant.pip))
         if variant.python:
             return variant.python
         return expand_text(self.python, f"server profile {self.name!r}: python") if self.python else None
@@ -201,6 +206,31 @@ class Variant(_Strict):
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     git_revision: str | None = Field(None, description="The build's source revision, for the record.")
+    pip: list[str] | None = Field(
+        None,
+        description="A build named by version: pip requirements (e.g. xllamacpp==2026.5.9294) of a venv evalctl makes, caches "
+        "and serves from (evalctl.venvs), instead of `python`.",
+    )
+
+    @field_validator("pip", mode="before")
+    @classmethod
+    def _one_requirement(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("pip")
+    @classmethod
+    def _requirements(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("pip must name at least one requirement, e.g. xllamacpp==2026.5.9294")
+            venvs.parse_requirements(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_interpreter(self) -> Variant:
+        if self.pip and (self.python or self.command_prefix):
+            raise ValueError(f"variant {self.name!r}: `pip` makes the build's venv here; it goes without `python` and `command_prefix`")
+        return self
 
     def expanded(self) -> Variant:
         """`$VAR` and `~` resolved in python and command_prefix; an unset variable is an error."""
@@ -258,10 +288,16 @@ class StoppingConfig(_Strict):
         StoppingMode.fixed, description="fixed: every question; sequential: a cell stops once its comparison with the baseline is decided."
     )
     baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with (CLI --baseline).")
-    tolerance: float = Field(0.03, ge=0, lt=1, description="Largest tolerated accuracy drop, as the gate's max_accuracy_drop.")
-    alpha: float = Field(0.05, gt=0, lt=0.5, description="Family-wise chance of a false regression, and of a false pass per cell.")
-    metric: str | None = Field(None, description="The task's metric scored, as the gate's metric; default: the task's first.")
-    min_n: int = Field(30, ge=1, description="Paired questions at the first look.")
+    # The decision settings default to the run's gate policy (`execution.stopping.with_policy_settings`),
+    # so the rule that stops a cell and the gate that reads its decision hold one value each.
+    tolerance: float | None = Field(
+        None, ge=0, lt=1, description="Largest tolerated accuracy drop; default: the gate policy's max_accuracy_drop."
+    )
+    alpha: float | None = Field(
+        None, gt=0, lt=0.5, description="Family-wise chance of a false regression, and of a false pass per cell; default: the policy's."
+    )
+    metric: str | None = Field(None, description="The task's metric scored; default: the gate policy's metric (else the task's first).")
+    min_n: int | None = Field(None, ge=1, description="Paired questions at the first look; default: the gate policy's min_n.")
     growth: float = Field(1.15, gt=1, description="Each look has this many times the questions of the one before.")
     e_share: float = Field(0.1, ge=0, lt=1, description="Share of the regression level given to the betting e-process.")
     regression_share: float = Field(
@@ -319,6 +355,11 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
+    conversation: ConversationConfig | None = Field(
+        None,
+        description="Send the task's questions as conversations that grow, rewind and branch (docs/conversations.md); "
+        "concurrency is then conversations in flight.",
+    )
     canary: str | None = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
@@ -385,6 +426,8 @@ class SweepConfig(_Strict):
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
             raise ValueError(f"run_variants: unknown variant(s) {unknown}; known: {', '.join(known)}")
+        if self.conversation is not None and self.stopping.mode is StoppingMode.sequential:
+            raise ValueError("a conversation workload runs whole conversations: sequential stopping cannot stop one mid-way")
         if self.run_variants is not None and not self.run_variants:
             raise ValueError("run_variants must name at least one variant")
         # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.

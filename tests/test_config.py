@@ -60,7 +60,8 @@ def test_nested_unknown_field_is_named(tmp_path):
     text = MINIMAL.replace("model_path:", "gpuz: 2\n    model_path:")
     with pytest.raises(ConfigError) as exc:
         load_config(config_file=write(tmp_path, text))
-    assert "servers.0.gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)" in str(exc.value)
+    told = "servers.0.gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads, speculative)"
+    assert told in str(exc.value)
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from evalctl.analysis.gate import PolicyError, load_policy
 from evalctl.cli import app
 from evalctl.cli.common import console
-from evalctl.config import ConfigError, gate_policy_file, load_config
-from evalctl.config_files import CONFIG_PATH_ENV, PACKAGED, POLICY_FOLDER, find, known, packaged_dir, read_yaml
+from evalctl.config import ConfigError, load_config
+from evalctl.config_files import CONFIG_PATH_ENV, PACKAGED, POLICY_FOLDER, find, known, packaged_dir, policy_file, read_yaml
 from evalctl.errors import ExitCode
 
 ALIAS = """
@@ -46,7 +46,7 @@ def test_packaged_configs_are_package_data(monkeypatch):
     assert {"smollm2-135m", "nemotron-nano-9b"} <= set(known())
     assert {f.source for f in known().values()} == {PACKAGED}
     assert set(known(POLICY_FOLDER)) >= {"default", "cpu-smoke"}
-    assert gate_policy_file("cpu-smoke") == packaged_dir() / POLICY_FOLDER / "cpu-smoke.yaml"
+    assert policy_file("cpu-smoke") == packaged_dir() / POLICY_FOLDER / "cpu-smoke.yaml"
 
 
 def test_user_folders_come_first_in_their_order(user_folders):
@@ -57,8 +57,8 @@ def test_user_folders_come_first_in_their_order(user_folders):
     assert load_config(model="mine").model == "my-model"
     assert load_config(model="smollm2-135m").model == "my-smollm"
     assert load_config(model="nemotron-nano-9b").model  # still found in the packaged folder
-    assert load_policy(gate_policy_file("strict")).alpha == 0.01
-    assert gate_policy_file("no/such.yaml") == Path("no/such.yaml")  # not a name: a path
+    assert load_policy(policy_file("strict")).alpha == 0.01
+    assert policy_file("no/such.yaml") == Path("no/such.yaml")  # not a name: a path
 
 
 def test_a_config_path_is_read_as_given_before_any_search(user_folders, tmp_path):

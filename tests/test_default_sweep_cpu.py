@@ -3,9 +3,10 @@ sweep (prefix-recall, the cpu-smoke gate) is no regression on a healthy server, 
 with `--canary lost-prefix` is a regression with its flipped questions shown.
 
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
-judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5 seeds,
-pass >= 4 of 5 healthy and regression 5 of 5 behind the canary, is the nightly test below
-(scripts/default_sweep_seeds.py).
+judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5 seeds
+is the rotating test below (scripts/default_sweep_seeds.py), one seed a test so that the rotation
+spreads the ten sweeps over its slices: each seed passes healthy and is a regression behind the
+canary (the script's rule scaled to one seed; docs/first-run.md measured 5 of 5 and 5 of 5).
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ def test_the_default_sweep_behind_the_lost_prefix_canary_is_a_regression_showing
     assert {s["cache"]: s["canary"] for s in manifest["servers"]} == {"on": "lost-prefix", "off": None}
 
 
-@pytest.mark.nightly
-def test_the_full_default_over_five_seeds_passes_healthy_and_catches_the_canary_every_time(cpu_server, tmp_path):
+@pytest.mark.parametrize("seed", [pytest.param(seed, marks=pytest.mark.rotating(slice=(seed - 1) % 3)) for seed in range(1, 6)])
+def test_the_full_default_on_each_of_five_seeds_passes_healthy_and_catches_the_canary(cpu_server, tmp_path, seed):
     script = REPO / "scripts" / "default_sweep_seeds.py"
-    out = subprocess.run([sys.executable, str(script), "--url", cpu_server, "--output", str(tmp_path)], capture_output=True, text=True)
+    argv = [sys.executable, str(script), "--seeds", str(seed), "--url", cpu_server, "--output", str(tmp_path)]
+    out = subprocess.run(argv, capture_output=True, text=True)
     print(out.stdout)
     assert out.returncode == 0, out.stdout + out.stderr

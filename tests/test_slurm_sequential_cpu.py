@@ -74,6 +74,7 @@ def test_each_part_splits_alpha_by_its_cells(tmp_path):
     assert part_config(fixed, cfg.servers[0], cfg.variants[0]).stopping.regression_share == 1.0
 
 
+@pytest.mark.rotating(slice=2)
 def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family(tmp_path, no_orphans, cpu_server):
     out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
     if out.returncode != 0 or not {"idle", "mix", "alloc"} & set(out.stdout.split()):

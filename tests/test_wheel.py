@@ -48,6 +48,7 @@ def test_the_wheel_carries_the_data_and_the_configs(wheel):
 
 
 @pytest.mark.server
+@pytest.mark.rotating(slice=2)
 def test_installed_wheel_runs_its_examples_outside_the_checkout(wheel, tmp_path, no_orphans):
     home = tmp_path / "venv"
     venv.create(home, with_pip=False, system_site_packages=False)

@@ -56,17 +56,22 @@ def planned_cells(config: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CELL_KEYS).assign(limit=resolved.limit)
 
 
-def cell_counts(samples: pd.DataFrame, config: dict) -> pd.DataFrame:
+def cell_counts(samples: pd.DataFrame, config: dict, questions: dict[int, int] | None = None) -> pd.DataFrame:
     """Per planned cell: questions expected and found (distinct doc ids, errors included).
 
-    Expected is the config's `limit`, capped by the most questions any cell holds (a limit
-    above the dataset size is not a shortfall); without a limit, the most any cell holds.
+    Expected is what the plan gave the cell's shot count (`questions`, the manifest's: a
+    prefix-recall cell at k records holds at most k). A manifest from before it held them:
+    the config's `limit`, capped by the most questions any cell holds (a limit above the
+    dataset size is not a shortfall); without a limit, the most any cell holds.
     """
     plan = planned_cells(config)
     found = samples.groupby(CELL_KEYS)["doc_id"].nunique().rename("found").reset_index()
     table = plan.merge(found, on=CELL_KEYS, how="left").fillna({"found": 0})
-    most = int(found["found"].max()) if len(found) else 0
-    limit = plan["limit"].iloc[0] if len(plan) else None
-    table["expected"] = most if limit is None or pd.isna(limit) else min(int(limit), most) if most else int(limit)
+    if questions:
+        table["expected"] = table["shots"].map(questions).fillna(0).astype(int)
+    else:
+        most = int(found["found"].max()) if len(found) else 0
+        limit = plan["limit"].iloc[0] if len(plan) else None
+        table["expected"] = most if limit is None or pd.isna(limit) else min(int(limit), most) if most else int(limit)
     table["found"] = table["found"].astype(int)
     return table[COLUMNS]

@@ -6,16 +6,23 @@ section, `checks.<kind>`, validated by the check's `settings` model (`analysis.c
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalctl.config_files import read_yaml
+from evalctl.config_files import policy_file, read_yaml
 from evalctl.errors import BadInput
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
+
+
+class FloorSource(str, Enum):
+    """Where the agreement floor is measured."""
+
+    aa = "aa"  # the run's A/A arm: each server's cache-off reference cell run again, cold (`noise: true`)
 
 
 class GatePolicy(BaseModel):
@@ -44,6 +51,14 @@ class GatePolicy(BaseModel):
     max_throughput_drop: float | None = Field(
         0.20, ge=0, lt=1, description="Largest tolerated per-request slowdown (fraction of the reference's throughput); null disables."
     )
+    agreement_floor: FloorSource | None = Field(
+        None,
+        description="Judge each cache-on cell's disagreement with its cache-off answers against a measured floor: aa, the A/A arm's"
+        " cold-vs-cold disagreement on the same questions (needs noise: true; analysis.floor); null: off.",
+    )
+    floor_margin: float = Field(
+        0.10, ge=0, lt=1, description="Largest tolerated excess of warm-vs-cold disagreement over the floor (agreement_floor), absolute."
+    )
     checks: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per check kind, that check's own settings (checks a plug-in adds); see analysis.checks."
     )
@@ -61,10 +76,12 @@ class PolicyError(BadInput):
     """A gate policy file that cannot be used; the message names the cause."""
 
 
-def load_policy(path: Path | None = None) -> GatePolicy:
-    """The policy in `path`, or the built-in default (the same as the packaged gate/default.yaml)."""
-    if path is None:
+def load_policy(name: str | Path | None = None) -> GatePolicy:
+    """The policy `name` means (a policy name or a file, `config_files.policy_file`), or the built-in
+    default (the same as the packaged gate/default.yaml)."""
+    if name is None:
         return GatePolicy()
+    path = policy_file(name, PolicyError)
     data = read_yaml(path, "gate policy", PolicyError)
     try:
         return GatePolicy.model_validate(data)

@@ -28,8 +28,9 @@ from evalctl.cell import CellKey
 from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS, Metric, primary_metric
 
-# What differs between the two sides of a comparison: the cache mode, the variant, the pass, the server profile, or the run.
-ComparisonKind = Literal["cache", "variant", "pass", "profile", "run"]
+# What differs between the two sides of a comparison: the cache mode, the variant, the pass, the server profile, or the run;
+# or a cache-on cell against the A/A replica of its cache-off cell (`analysis.floor`).
+ComparisonKind = Literal["cache", "variant", "pass", "profile", "run", "floor"]
 # A question is the same question only with the same prompt: same shots, doc and few-shot text.
 QUESTION_KEYS = ["doc_id", "prompt_hash"]
 

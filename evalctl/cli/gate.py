@@ -20,9 +20,12 @@ def gate(
     run: Annotated[Path, typer.Argument(help="The run folder to judge (results/<run>).")],
     baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help="A baseline run folder to compare cell by cell.")] = None,
     policy: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--policy", "-p", help="Gate policy YAML; default: the run config's gate_policy, else the built-in (packaged gate/default)."
+            "--policy",
+            "-p",
+            help="Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path; default: the run config's gate_policy,"
+            " else the built-in (packaged gate/default).",
         ),
     ] = None,
     output: Annotated[

@@ -15,9 +15,12 @@ def report(
     baseline: Annotated[Path | None, typer.Option(help="A baseline run folder to compare against.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write; default: <run>/report.html.")] = None,
     policy: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--policy", "-p", help="Gate policy YAML if the run has no gate.json yet; default: the run config's gate_policy, else built-in."
+            "--policy",
+            "-p",
+            help="Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path, if the run has no gate.json yet;"
+            " default: the run config's gate_policy, else built-in.",
         ),
     ] = None,
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalctl import venvs
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.errors import DiskError
@@ -17,7 +18,7 @@ from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
 from evalctl.execution.launch import Launch
 from evalctl.execution.progress import SweepProgress
-from evalctl.execution.stopping import Stopper, sequential_baseline
+from evalctl.execution.stopping import Stopper, sequential_baseline, with_policy_settings
 from evalctl.manifest import Failure
 from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
@@ -60,7 +61,7 @@ class Sweep:
         part: str | None = None,
         wait_for_lock_s: float = 0.0,
     ):
-        self.config = config
+        self.config = with_policy_settings(config)  # the manifest records the values its cells are stopped by
         self.progress = progress or SweepProgress()
         self.api_key = api_key
         self.shutdown = shutdown or Shutdown()
@@ -89,6 +90,9 @@ class Sweep:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         gpus = gpu_assignment(self.config)
         baseline = sequential_baseline(self.config)
+        for variant in self.config.active_variants():
+            if variant.pip:  # a build named by version: its venv, made once and cached (a spec pip cannot install: bad input)
+                venvs.ensure(variant.pip, note=self.progress.warn)
         for profile in self.config.servers:
             for variant in self.config.active_variants():
                 adapter_for(profile.engine).preflight(profile, variant)

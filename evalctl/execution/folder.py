@@ -41,6 +41,11 @@ from evalctl.tasks.lmeval import LmEvalTask, task_of
 from evalctl.tasks.registry import resolved_data_dir
 
 
+def planned_questions(config: SweepConfig, task: LmEvalTask) -> dict[int, int]:
+    """Questions a cell of each shot count holds under the config's `limit` (what completeness expects of it)."""
+    return {shots: len(task.prompts(shots, config.limit)) for shots in config.shots}
+
+
 @dataclass
 class RunFolder:
     """One writer's view of a run folder: the run's manifest, or (`part`) that part's state."""
@@ -52,7 +57,7 @@ class RunFolder:
     lock: RunLock | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, config: SweepConfig, metrics: list[str], role: str = "sweep") -> RunFolder:
+    def create(cls, config: SweepConfig, task: LmEvalTask, role: str = "sweep") -> RunFolder:
         run_id = new_run_id(config.model)
         path = Path(config.output_dir) / run_id
         try:
@@ -68,7 +73,8 @@ class RunFolder:
             host=host_info(),
             config=redact_config(config.model_dump(mode="json")),
             data_fingerprint=data_fingerprint(resolved_data_dir(config)),
-            metrics=metrics,
+            metrics=task.metric_names,
+            questions=planned_questions(config, task),
         )
         folder = cls(path, run_id, manifest, lock=lock)
         folder.save()
@@ -130,7 +136,7 @@ def prepare(
     task = task_of(config)
     launches = expand(config)
     if resume is None:
-        return PreparedRun(RunFolder.create(config, task.metric_names, role or "sweep"), task, launches, set(), None)
+        return PreparedRun(RunFolder.create(config, task, role or "sweep"), task, launches, set(), None)
     folder = RunFolder.take_up(resume, part, role or "resume", wait_s)
     try:
         return _resume_plan(config, folder, task, launches)
@@ -147,5 +153,7 @@ def _resume_plan(config: SweepConfig, folder: RunFolder, task: LmEvalTask, launc
     finished = {key for key in finished_keys(folder.path) if key.part in mine}
     check_same_prompts(finished, planned)
     remaining = planned - finished
+    if isinstance(folder.state, Manifest) and not folder.state.questions:  # a run begun before the manifest held them
+        folder.state.questions = planned_questions(config, task)
     folder.note_resume(len(finished), len(remaining))
     return PreparedRun(folder, task, launches, finished, remaining)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from evalctl import venvs
 from evalctl.canary.proxy import Canary, CanaryServer
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode
@@ -93,6 +94,16 @@ class Launch:
         entry.url = server.base_url
         entry.log = server.log_path.name if server.launched else None
         entry.info = for_the_record(server, "server info", server.adapter.server_info)
+        if self.launch.variant.pip:
+            entry.venv = venvs.ready(self.launch.variant.pip)
+        if server.launched:
+            record = server.adapter.launch_record(server.workdir)
+            entry.info.update({k: v for k, v in record.info.items() if v is not None})
+            entry.unset_settings = record.unset_settings
+            if record.unset_settings:
+                self.progress.warn(
+                    f"{self.label}: this build lacks {', '.join(record.unset_settings)}: served without (manifest: unset_settings)"
+                )
         if self.canary:
             self._put_canary_in_front()
         entry.engine_version = entry.info.get("version")

@@ -15,6 +15,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from evalctl.agreement import AGREEMENT
+from evalctl.analysis.gate_policy import load_policy
 from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.analysis.sequential import CellStatus, Design, decide
 from evalctl.cell import CellKey
@@ -32,6 +34,28 @@ VERDICTS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellSt
 
 class BaselineError(BadInput):
     """A baseline run the sequential gate cannot compare with; the message says why."""
+
+
+def with_policy_settings(config: SweepConfig) -> SweepConfig:
+    """A sequential config with each decision setting its `stopping:` section leaves unset taken from
+    its gate policy (`gate_policy`: tolerance = max_accuracy_drop, alpha, metric, min_n), so the
+    manifest records the values the cells were stopped by and a plain `evalctl gate` agrees with
+    them. A fixed-n config is returned as it is. PolicyError if the policy cannot be read;
+    BaselineError for the agreement metric, which compares a server with itself, not with a baseline.
+    """
+    stopping = config.stopping
+    if stopping.mode is not StoppingMode.sequential:
+        return config
+    policy = load_policy(config.gate_policy)
+    metric = policy.metric.get(config.task) if isinstance(policy.metric, dict) else policy.metric
+    taken = {"tolerance": policy.max_accuracy_drop, "alpha": policy.alpha, "metric": metric, "min_n": policy.min_n}
+    stopping = stopping.model_copy(update={k: v for k, v in taken.items() if getattr(stopping, k) is None})
+    if stopping.metric == AGREEMENT:
+        raise BaselineError(
+            "sequential stopping compares each answer with the baseline run's, so it cannot judge by the agreement metric "
+            "(a server against its own cache-off answers): set stopping.metric to a metric of the task"
+        )
+    return config.model_copy(update={"stopping": stopping})
 
 
 def sequential_baseline(config: SweepConfig) -> Run | None:

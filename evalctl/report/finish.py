@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from evalctl.analysis.gate import GatePolicy, GateResult, evaluate, load_policy
 from evalctl.analysis.gate_document import GateDocument
-from evalctl.config import gate_policy_file
 from evalctl.report.gate_outputs import write_gate_outputs
 from evalctl.report.html import write_report
 from evalctl.report.outputs import write_run_summary
@@ -19,7 +18,7 @@ REPORT_FILE = "report.html"
 
 def run_policy(run: Run) -> GatePolicy:
     """The gate policy the run's config names (`gate_policy`), else the built-in; PolicyError if unreadable."""
-    return load_policy(gate_policy_file(run.manifest.gate_policy))
+    return load_policy(run.manifest.gate_policy)
 
 
 def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None = None) -> GateResult:

@@ -91,6 +91,11 @@ class ManagedServer:
     def launched(self) -> bool:
         return self.process is not None
 
+    @property
+    def workdir(self) -> Path:
+        """The launch's own folder (llama.cpp's slot files, a launcher's record)."""
+        return self.log_path.parent / f"{self.log_path.stem}.slots"
+
     def http(self, timeout: float = 10.0) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=timeout, headers=auth_headers(self.api_key))
 
@@ -104,7 +109,7 @@ class ManagedServer:
         port = self.profile.port or free_port(host)
         if port_in_use(host, port):
             raise ServerError(f"port {port} on {host} is already in use; pick another `port` or omit it for a free one")
-        workdir = self.log_path.parent / f"{self.log_path.stem}.slots"
+        workdir = self.workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.spec = self.adapter.launch_spec(self.profile, self.variant, self.cache, port, str(workdir), self.devices)
         self.base_url = f"http://{host}:{port}"

@@ -44,3 +44,43 @@ venv_cache_lock() {
 venv_cache_mark() {
     date -u +%Y-%m-%dT%H:%M:%SZ >"$1/.evalctl-ready"
 }
+
+# The common frame of an install script, its usage `install-X.sh [VENV_DIR]`:
+#
+#     check() { "$venv/bin/python" -c "import x"; }       # what proves a venv works
+#     venv_cache_open x-engine "$version" "$0" "${1:-}" || exit 0
+#     ... build into "$venv" (progress to stderr) ...
+#     venv_cache_close
+#
+# With VENV_DIR it builds there unless `check` passes; without, it takes the cached folder. Sets
+# `venv`; returns 1 (after printing the folder) when there is nothing to build, saying so on stderr
+# ("install skipped"). venv_cache_close marks a cached venv ready and prints the folder: stdout
+# holds only that path, for `dir=$(scripts/install-X.sh)`.
+venv_cache_open() {
+    local name="$1" version="$2" script="$3"
+    venv_cache_dest="${4:-}"
+    if [ -n "$venv_cache_dest" ]; then
+        venv="$venv_cache_dest"
+        if [ -x "$venv/bin/python" ] && check >/dev/null 2>&1; then
+            echo "$name venv ready, install skipped: $venv" >&2
+            echo "$venv"
+            return 1
+        fi
+    else
+        venv=$(venv_cache_dir "$name" "$version" "$script")
+        venv_cache_ready "$venv" || venv_cache_lock "$venv"
+        if venv_cache_ready "$venv"; then
+            echo "$name venv cached, install skipped: $venv" >&2
+            echo "$venv"
+            return 1
+        fi
+    fi
+    echo "$name $version: installing into $venv" >&2
+}
+
+venv_cache_close() {
+    check >&2
+    [ -n "$venv_cache_dest" ] || venv_cache_mark "$venv"
+    echo "venv ready: $venv" >&2
+    echo "$venv"
+}

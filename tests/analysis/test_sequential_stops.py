@@ -19,6 +19,8 @@ from evalctl.tasks.lmeval import Prompt
 
 N = 200
 SHOTS = (8, 16)
+# The decision settings as a sweep resolves them from the default gate policy (`with_policy_settings`).
+SEQUENTIAL = StoppingConfig(mode="sequential", baseline=Path("base"), tolerance=0.03, alpha=0.05, min_n=30)
 CELLS = [CellKey("cpu", "default", CacheMode(cache), shots, 1) for cache in ("off", "on") for shots in SHOTS]
 
 
@@ -28,9 +30,8 @@ def prompts(shots: int) -> list[Prompt]:
 
 
 def stopper(candidate, decisions: list[CellDecision], saves: list[int]) -> Stopper:
-    config = StoppingConfig(mode="sequential", baseline=Path("base"))
     return Stopper(
-        config, sweep_frame(N, SHOTS, run_id="base"), CELLS, N, decisions=decisions, save=lambda: saves.append(1), recorded=candidate
+        SEQUENTIAL, sweep_frame(N, SHOTS, run_id="base"), CELLS, N, decisions=decisions, save=lambda: saves.append(1), recorded=candidate
     )
 
 
@@ -85,7 +86,7 @@ def decision(cell: CellKey, reason: str, answered: int) -> CellDecision:
 
 def sequential_run(cand, decisions: list[CellDecision]) -> Run:
     manifest = manifest_for(cand, limit=N)
-    manifest.config["stopping"] = {"mode": "sequential", "baseline": "base"}
+    manifest.config["stopping"] = {"mode": "sequential", "baseline": "base", "tolerance": 0.03, "alpha": 0.05, "min_n": 30}
     manifest.decisions = decisions
     return Run(Path("cand"), manifest, cand)
 
@@ -148,7 +149,7 @@ def test_a_look_the_baseline_cannot_fill_is_not_reached_never_an_error():
     sent = [p.doc_id for p in prompts(8)]
     base = sweep_frame(N, SHOTS, run_id="base")
     base = base[~base["doc_id"].isin(sent[:40]) & ~base["doc_id"].isin(sent[40::2])]
-    gate = Stopper(StoppingConfig(mode="sequential", baseline=Path("base")), base, CELLS, N, decisions=[], save=lambda: None,
+    gate = Stopper(SEQUENTIAL, base, CELLS, N, decisions=[], save=lambda: None,
                    recorded=sweep_frame(N, SHOTS, run_id="cand"))  # fmt: skip
     cell = CELLS[0]
     gate.start(cell, prompts(8))
@@ -209,3 +210,20 @@ def test_a_policy_other_than_the_runs_stopping_rule_is_refused(change):
     with pytest.raises(PolicyError, match=next(iter(change))) as raised:
         evaluate(run, GatePolicy(**change))
     assert isinstance(raised.value, BadInput)
+
+
+def test_the_stopping_rule_takes_its_unset_decision_settings_from_the_runs_gate_policy():
+    # Issue 35: `stopping:` held its own tolerance and metric beside the alias's policy, so the gate
+    # refused every sequential run of smollm2-135m-recall (0.03 strict vs cpu-smoke's 0.15 flexible).
+    from evalctl.config import load_config
+    from evalctl.execution.stopping import BaselineError, with_policy_settings
+
+    sequential = {"stopping.mode": "sequential", "stopping.baseline": "base"}
+    resolved = with_policy_settings(load_config(model="smollm2-135m-recall", overrides=sequential)).stopping
+    assert (resolved.tolerance, resolved.alpha, resolved.metric, resolved.min_n) == (0.15, 0.05, "flexible", 30)
+    own = with_policy_settings(load_config(model="smollm2-135m-recall", overrides={**sequential, "stopping.tolerance": 0.1}))
+    assert (own.stopping.tolerance, own.stopping.metric) == (0.1, "flexible")  # the config's own value wins, field by field
+    fixed = load_config(model="smollm2-135m-recall")
+    assert with_policy_settings(fixed) is fixed
+    with pytest.raises(BaselineError, match="agreement"):
+        with_policy_settings(load_config(model="tiny-hybrid-vllm", overrides=sequential))

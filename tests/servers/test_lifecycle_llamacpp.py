@@ -60,3 +60,19 @@ def test_server_that_never_becomes_healthy_times_out_with_its_log_tail(tmp_path,
     pid = server.process.pid
     server.stop()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_launch_record_names_the_build_and_the_settings_it_lacks(tmp_path, no_orphans):
+    profile = PROFILE.model_copy(update={"extra_args": ["--param", "n_ubatch=64", "--param", "no_such_field=1"]})
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
+    server.start()
+    try:
+        record = server.adapter.launch_record(server.workdir)
+        assert complete(server)["choices"][0]["text"]
+    finally:
+        server.stop()
+    import xllamacpp
+
+    assert record.info["version"] == xllamacpp.__version__
+    assert record.info["llama_cpp_build"] == int(xllamacpp.__version__.split(".")[2])
+    assert record.unset_settings == {"no_such_field": "no such field in this build"}

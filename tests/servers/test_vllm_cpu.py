@@ -310,6 +310,7 @@ def killed_sweep(request, tmp_path_factory):
         future.exception()  # the module's processes end with it, whether or not its test ran
 
 
+@pytest.mark.rotating(slice=1)
 def test_sigterm_to_evalctl_mid_start_up_leaves_no_vllm_process(tmp_path):
     # SIGINT takes the same path (evalctl stops vLLM's group either way; test_signals.py and the
     # llama.cpp tests check its exit code); kill -9 is the killed sweep's, mid-run.
@@ -326,6 +327,7 @@ def test_sigterm_to_evalctl_mid_start_up_leaves_no_vllm_process(tmp_path):
         tree.kill_all()
 
 
+@pytest.mark.rotating(slice=1)
 def test_a_failed_start_up_leaves_no_vllm_process(tmp_path):
     config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0,
                           servers=[vllm_profile(model_path=str(tmp_path / "no-such-model"))])  # fmt: skip
@@ -341,6 +343,7 @@ def test_a_failed_start_up_leaves_no_vllm_process(tmp_path):
     assert server["status"] == "failed" and "during start-up" in server["error"]
 
 
+@pytest.mark.rotating(slice=1)
 def test_a_start_up_that_times_out_leaves_no_vllm_process(tmp_path):
     config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0, servers=[vllm_profile(startup_timeout_s=8)])
     proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(config))
@@ -371,6 +374,7 @@ def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monke
         check_converted(copy)
 
 
+@pytest.mark.rotating(slice=1)
 def test_sweep_killed_mid_run_leaves_no_vllm_process_and_resume_finishes_it_with_the_aa_arm(killed_sweep):
     run = killed_sweep.result(timeout=1800)
     df = pd.read_parquet(run / "samples.parquet")

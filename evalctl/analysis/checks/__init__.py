@@ -43,6 +43,7 @@ CHECKS: Registry[GateCheck] = Registry(
         "evalctl.analysis.checks.completeness:CHECK",
         "evalctl.analysis.checks.rates:CHECK",
         "evalctl.analysis.checks.accuracy:CHECK",
+        "evalctl.analysis.checks.agreement_floor:CHECK",
         "evalctl.analysis.checks.sequential:CHECK",
         "evalctl.analysis.checks.throughput:CHECK",
         "evalctl.analysis.checks.cache_engaged:CHECK",

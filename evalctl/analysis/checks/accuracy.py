@@ -11,6 +11,7 @@ import pandas as pd
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import decide_drops, drop_bounds
+from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
@@ -21,12 +22,16 @@ MDE_POWER = 0.8
 
 
 def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
-    """A paired comparison's figures as a check reports them: the drop, its test, the flips."""
+    """A paired comparison's figures as a check reports them: the drop, its test and interval, the flips.
+    The interval only where the rule judged the cell (at least `min_n` pairs)."""
+    judged = row["n"] >= policy.min_n
     return {
         "value": float(row["acc_drop"]),
         "threshold": policy.max_accuracy_drop,
         "p_value": float(row["p_beyond"]),
         "p_adjusted": float(row["p_adjusted"]),
+        "lower": float(row["rule_lower"]) if judged else None,
+        "upper": float(row["rule_upper"]) if judged else None,
         "b": int(row["b"]),
         "c": int(row["c"]),
         "n": int(row["n"]),
@@ -119,7 +124,11 @@ class Accuracy(GateCheck):
     def results(self, inputs: GateInputs) -> list[Check]:
         if inputs.sequential:
             return []  # the sequential decisions judge accuracy (`checks.sequential`)
-        return accuracy_checks(inputs.comparisons, inputs.policy, inputs.noise) or nothing_to_compare()
+        floor = replaces_cache_accuracy(inputs.policy)
+        comparisons = [c for c in inputs.comparisons if not (floor and c.kind == "cache")]
+        if floor and not comparisons and inputs.comparisons:
+            return []  # the floor check judges the run's only comparison
+        return accuracy_checks(comparisons, inputs.policy, inputs.noise) or nothing_to_compare()
 
 
 CHECK = Accuracy()  # listed in analysis.checks.CHECKS

@@ -65,6 +65,8 @@ class Check:
     threshold: float | None = None
     p_value: float | None = None
     p_adjusted: float | None = None
+    lower: float | None = None  # the value's (1 - 2 alpha) interval that inverts the deciding tests (accuracy, a drop)
+    upper: float | None = None
     b: int | None = None
     c: int | None = None
     n: int | None = None
@@ -107,7 +109,8 @@ class GateInputs:
 
 
 class GateCheck:
-    """One kind of gate check; subclass, set the class attributes, and `register_check` an instance."""
+    """One kind of gate check; subclass, set the class attributes, and list an instance in `analysis.checks.CHECKS`
+    (a plug-in calls `register_check`)."""
 
     kind: ClassVar[str]
     order: ClassVar[int]

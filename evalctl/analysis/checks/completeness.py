@@ -22,7 +22,7 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
             )
         )
     try:
-        counts = cell_counts(run.samples, run.manifest.config)
+        counts = cell_counts(run.samples, run.manifest.config, run.manifest.questions)
     except ValueError as exc:
         return [*checks, Check(f"{role} cells complete", "completeness", "inconclusive", f"incomplete: cannot tell which cells: {exc}")]
     # A cell the sequential gate decided early holds the questions up to its look: complete.

@@ -1,0 +1,93 @@
+"""Warm-vs-cold disagreement against the A/A arm's cold-vs-cold floor (policy `agreement_floor: aa`), one Holm family.
+
+The rule, its guarantee and what it assumes: `analysis.floor`. Off unless the policy asks for it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from evalctl.agreement import AGREEMENT
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
+from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
+from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.analysis.pairing import unpaired_cells
+from evalctl.cell import CacheMode, CellKey
+
+KIND = "agreement-floor"
+NAME = f"{CACHE_COMPARISON} against the A/A floor"
+NO_ARM = (
+    "no A/A arm in this run: the floor is the cold-vs-cold disagreement of each server's reference cell run twice; "
+    "set `noise: true` in the sweep config"
+)
+# The arm repeats one cell per server (`plan.noise_cell`): other cache-on cells have nothing to pair with.
+ARM_SCOPE = "the A/A arm repeats each profile's first variant at the first shot count only"
+
+
+def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+    margin, alpha, n, b, c = policy.floor_margin, policy.alpha, int(row["n"]), int(row["b"]), int(row["c"])
+    shares = (
+        f"warm answers differ from the cold ones on {row['warm']:.1%}, the cold replica on {row['floor']:.1%} (the floor); "
+        f"{b} differ warm only, {c} cold only, of {n}"
+    )
+    if n < policy.min_n:
+        return f"only {n} pairs (min_n {policy.min_n}); {shares}"
+    excess = f"excess {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['lower']:.3f},{row['upper']:.3f}]"
+    if row["status"] == "regression":
+        holm = f"p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests})"
+        return f"warm disagreement beyond the floor + {margin:.3f}: {excess}, {holm}; {shares}"
+    if row["status"] == "pass":
+        return f"warm disagreement within the floor + {margin:.3f}: {excess}, p {row['p_within']:.2g} <= {alpha}; {shares}"
+    return f"cannot tell the excess over the floor from {margin:.3f}: {excess}; {shares}"
+
+
+def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolicy) -> list[Check]:
+    """One finding per cache-on cell: its excess disagreement over the floor, or why it cannot be judged."""
+    warm_cells = samples[samples["cache"] == CacheMode.on.value]
+    if warm_cells.empty:
+        return [Check(NAME, KIND, "inconclusive", "no cache-on cell to judge against the floor")]
+    if replica.empty:
+        return [
+            Check(NAME, KIND, "inconclusive", NO_ARM, **cell.as_dict(), comparison=CACHE_COMPARISON)
+            for cell, _ in CellKey.groups(warm_cells)
+        ]
+    comparison = floor_comparison(samples, replica)
+    table = floor_table(comparison, policy.floor_margin, policy.alpha, policy.min_n)
+    tests = int((table["n"] >= policy.min_n).sum())
+    checks = [
+        Check(
+            NAME,
+            KIND,
+            row["status"],
+            _reason(row, policy, tests),
+            **CellKey.from_row(row).as_dict(),
+            metric="agreement: warm minus cold-vs-cold disagreement",
+            value=float(row["acc_drop"]),
+            threshold=policy.floor_margin,
+            p_value=float(row["p_beyond"]),
+            p_adjusted=float(row["p_adjusted"]),
+            b=int(row["b"]),
+            c=int(row["c"]),
+            n=int(row["n"]),
+            comparison=CACHE_COMPARISON,
+        )
+        for _, row in table.iterrows()
+    ]
+    for _, row in unpaired_cells(comparison, AGREEMENT).iterrows():
+        reason = f"nothing to pair with the floor: {row['reason']} ({ARM_SCOPE})"
+        checks.append(Check(NAME, KIND, "inconclusive", reason, **CellKey.from_row(row).as_dict(), comparison=CACHE_COMPARISON))
+    return checks
+
+
+class AgreementFloor(GateCheck):
+    kind = KIND
+    order = 35
+    family = KIND
+
+    def results(self, inputs: GateInputs) -> list[Check]:
+        if inputs.policy.agreement_floor is None:
+            return []
+        return floor_checks(inputs.run.samples, inputs.run.noise, inputs.policy)
+
+
+CHECK = AgreementFloor()  # listed in analysis.checks.CHECKS

@@ -1,0 +1,111 @@
+"""Agreement judged against the measured floor: warm-vs-cold disagreement beside cold-vs-cold.
+
+A good build's warm answer can differ from its cold twin now and then (non-batch-invariant
+numerics; on llama.cpp the cached path also feeds the last prompt tokens as a batch of their
+own), so a fixed tolerance on warm-vs-cold disagreement either hides a real bug or blames a
+good build. The A/A arm (`noise: true`) runs each server's cache-off reference cell a second
+time, cold, on the same questions: its disagreement with the first cold run is the floor a
+good build shows with nothing cached.
+
+The pairs. Every answer is scored by `agreement` against the first cold run R of its server
+and question. Per question i of a cache-on cell there are two outcomes on the same prompt:
+W_i = 1 when the warm answer differs from R, A_i = 1 when the cold replica does. Question by
+question (same profile, variant, shots, doc and prompt hash):
+- b = #{W = 1, A = 0}: the warm answer alone differs;
+- c = #{W = 0, A = 1}: the cold replica alone differs;
+- the excess d = P(W = 1) - P(A = 1), warm disagreement minus the floor, estimated (b - c) / n.
+
+The rule, with margin m = `floor_margin`, is the gate's paired drop rule (`drop_rule`) on
+these pairs, the replica's outcome as the reference and the warm one as the candidate:
+- regression: H0: d <= m rejected one-sided (skew-corrected Tango score), Holm over the
+  floor checks of the gate at `alpha` (their own family, as the throughput checks are);
+- pass: H0: d >= m rejected in the cell (Nam 1997, Tango 1998 non-inferiority);
+- inconclusive otherwise, below `min_n` pairs, for a cache-on cell the A/A arm did not
+  repeat (another variant or shot count: it repeats the first variant's first shot count),
+  and when the run has no A/A arm (the reason says to set `noise: true`): never a silent pass.
+
+Guarantee (exact, `scripts/exact_floor.py`, no simulation): whenever every judged cell's
+true excess is at most m, the chance that any floor check is called a regression is at most
+alpha, under any dependence between cells (Holm); whenever a cell's excess is at least m, the
+chance it passes is at most alpha. Shown at alpha 0.05 for m in {0.05, 0.10, 0.15}, every n
+from 20 to 2,000, any joint law of (W, A) within a question (the nuisance: how often they
+differ together, 0 to 0.4 discordance besides the excess), 1 to 10 cells: worst false
+regression 4.75% / 4.80% / 4.84%, worst false pass 4.99%. The worst case over the null is at
+d = m exactly (the regions are monotone in b given c, see `drop_rule`). Other alphas and
+margins hold only if the script is run for them (`--alpha`, `--margins`).
+
+Why not the exact conditional McNemar test: it is exact only for m = 0, and m = 0 is the
+wrong null (below). With m > 0 the nuisance does not condition away; the score test,
+enumerated over it, keeps the rate.
+
+Assumptions:
+- questions are independent draws, each giving one (A, W) pair (turns of one conversation
+  are not: judge conversations by their last turn or one turn each), and n is fixed before
+  the answers are seen (a sequential run stops its cells on the task metric's decisions: the
+  floor check judges the pairs there are, at a rate the script does not cover);
+- under no bug, the warm path disagrees with R at most m more often than a cold re-run does.
+  The floor is the engine's run-to-run noise; what warm computation adds on a good build
+  (llama.cpp's separate last-tokens batch) it does not measure: m must cover that. With
+  m = 0, a deterministic engine (floor 0) whose warm path differs on a good build would be
+  blamed, ever more surely as n grows. Where warm and cold re-runs are exchangeable given R
+  (the noise is batching, not the cache), d = 0 and any m >= 0 holds.
+
+What it costs. A pass needs the upper bound on d below m: 40 questions can pass at m = 0.10
+only when the warm and the cold disagreements fall on the same (fragile) questions; each
+question on which only one side disagrees widens the interval. The regression side pays for
+the replica's own flips (c) as McNemar does, and for m: at m = 0.10 a bug must add well over
+10 points of disagreement to be found (exact, one cell, floor 0, W and A independent: a bug
+of 20 points 41% / 87% / 99% at n = 40 / 100 / 200; of 30 points 89% / 100% / 100%; at a 10%
+floor 20 points: 18% / 38% / 64%). Tables: docs/statistics.md.
+
+References: Nam 1997, Biometrics 53:1422; Tango 1998, Stat Med 17:891; Holm 1979, Scand J
+Stat 6:65; Berger 1982, Technometrics 24:295 (intersection-union, for the pass side).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from evalctl.agreement import AGREEMENT, with_agreement
+from evalctl.analysis.drop_rule import decide_drops, drop_bounds
+from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.analysis.pairing import Comparison, paired_table
+from evalctl.cell import CacheMode
+
+# The floor check's findings carry the cache comparison's name: they rest on the same cells (the
+# cache-on cell and the cache-off answers it is scored against), so a failed cache label revises them too.
+CACHE_COMPARISON = "cache on vs off"
+REFERENCE_LABEL = "A/A replica (cold vs cold)"
+
+
+def replaces_cache_accuracy(policy: GatePolicy) -> bool:
+    """Judged by agreement, the cache comparison's fixed-tolerance check asks the floor's question against a floor
+    of zero: with the floor on, the floor check judges it instead (the other comparisons keep theirs)."""
+    return policy.agreement_floor is not None and policy.metric == AGREEMENT
+
+
+def floor_comparison(samples: pd.DataFrame, replica: pd.DataFrame) -> Comparison:
+    """Each cache-on cell against its server's A/A replica, question by question, both scored by agreement with the first cold run."""
+    warm = with_agreement(samples[samples["cache"] == CacheMode.on.value], samples)
+    cold_again = with_agreement(replica, samples)
+    return Comparison("floor", CACHE_COMPARISON, cold_again, warm, ("profile", "variant", "shots"), REFERENCE_LABEL)
+
+
+def floor_table(comparison: Comparison, margin: float, alpha: float, min_n: int) -> pd.DataFrame:
+    """One row per paired cache-on cell: the paired table (b, c, n; `acc_drop` is the excess), warm and
+    floor disagreement shares, the rule's status and p-values, and its (1 - 2 alpha) interval on the excess."""
+    table = paired_table([comparison], AGREEMENT)
+    if table.empty:
+        return table.assign(status=[], p_beyond=[], p_adjusted=[], p_within=[], lower=[], upper=[], warm=[], floor=[])
+    decided = decide_drops(table["b"], table["c"], table["n"], margin, alpha, min_n)
+    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), alpha)
+    return table.assign(
+        status=decided.status,
+        p_beyond=decided.p_beyond,
+        p_adjusted=decided.p_adjusted,
+        p_within=decided.p_within,
+        lower=lower,
+        upper=upper,
+        warm=1 - table["cand_acc"],
+        floor=1 - table["ref_acc"],
+    )

@@ -1,0 +1,110 @@
+"""Agreement judged against the A/A arm's cold-vs-cold floor (`analysis.floor`, policy `agreement_floor: aa`).
+
+40 questions, as tried on a real model: a good build's warm answers differed from the cold ones
+on 2 of them. The floor check must pass a warm cell that differs no more than the cold replica
+does, find a regression where the warm cell differs on 12, and never pass without the arm.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from frames import manifest_for, sample_frame
+
+from evalctl.analysis.gate import GatePolicy, evaluate
+from evalctl.analysis.gate_policy import FloorSource, PolicyError, load_policy
+from evalctl.runs import Run
+
+N = 40
+FLOOR = GatePolicy(metric="agreement", agreement_floor=FloorSource.aa, max_throughput_drop=None)
+
+
+def run_with(warm_differ: set[int], replica_differ: set[int] | None, shots: tuple[int, ...] = (8,)) -> Run:
+    """Cache off and on over N questions at each shot count; the warm answers differ from the cold ones on `warm_differ`
+    (every shot count), and an A/A replica of the first shot count's cache-off cell on `replica_differ` (None: no arm)."""
+    rows = [
+        dict(cache=cache, shots=s, doc_id=doc, prompt_hash=f"{s}-{doc}",
+             response=f"#### {doc}" + (" (warm)" if cache == "on" and doc in warm_differ else ""))
+        for cache in ("off", "on")
+        for s in shots
+        for doc in range(N)
+    ]  # fmt: skip
+    samples = sample_frame(rows)
+    replica = samples.iloc[:0]
+    if replica_differ is not None:
+        cold = samples[(samples["cache"] == "off") & (samples["shots"] == shots[0])]
+        replica = cold.assign(response=[r + (" (again)" if d in replica_differ else "") for r, d in zip(cold["response"], cold["doc_id"])])
+    return Run(Path("r"), manifest_for(samples), samples, replica)
+
+
+def floor_checks(run: Run, policy: GatePolicy = FLOOR):
+    result = evaluate(run, policy)
+    return result, [c for c in result.checks if c.kind == "agreement-floor"]
+
+
+def test_a_warm_cell_that_differs_on_the_floors_two_questions_passes():
+    # The fragile questions: the same two differ warm and cold-vs-cold; the fixed 0.15 rule cannot pass 2/40 here.
+    result, (check,) = floor_checks(run_with(warm_differ={3, 17}, replica_differ={3, 17}))
+    assert (check.status, check.b, check.c, check.n) == ("pass", 0, 0, N), check.reason
+    assert "5.0%" in check.reason and check.family == "agreement-floor" and check.comparison == "cache on vs off"
+    assert result.verdict == "pass"
+    assert not [c for c in result.checks if c.comparison == "cache on vs off" and c.kind == "accuracy"]  # judged by the floor instead
+    # The fixed tolerance alone cannot pass the same cell: 2 of 40 against none leaves the drop's bound above 0.15.
+    fixed = evaluate(run_with(warm_differ={3, 17}, replica_differ={3, 17}), GatePolicy(metric="agreement", max_accuracy_drop=0.15))
+    (accuracy,) = [c for c in fixed.checks if c.kind == "accuracy"]
+    assert (accuracy.status, accuracy.b) == ("inconclusive", 2)
+
+
+def test_twelve_warm_disagreements_over_a_floor_of_two_are_a_regression():
+    result, (check,) = floor_checks(run_with(warm_differ={3, 17, *range(20, 30)}, replica_differ={3, 17}))
+    assert (check.status, check.b, check.c) == ("regression", 10, 0), check.reason
+    assert "30.0%" in check.reason and "5.0%" in check.reason
+    assert result.verdict == "regression"
+
+
+def test_disjoint_disagreements_at_the_smaller_margin_are_still_a_regression():
+    # The warm twelve and the floor's two on different questions (b = 12, c = 2): the most the replica's flips can hide.
+    policy = FLOOR.model_copy(update={"floor_margin": 0.05})
+    _, (check,) = floor_checks(run_with(warm_differ=set(range(20, 32)), replica_differ={3, 17}), policy)
+    assert (check.status, check.b, check.c) == ("regression", 12, 2), check.reason
+
+
+@pytest.mark.parametrize("warm", [{3, 17}, set(range(12))])
+def test_without_the_a_a_arm_the_floor_check_is_inconclusive_and_says_to_enable_it(warm):
+    result, checks = floor_checks(run_with(warm_differ=warm, replica_differ=None))
+    assert [(c.status, c.cache, c.shots) for c in checks] == [("inconclusive", "on", 8)]
+    assert "noise: true" in checks[0].reason
+    assert result.verdict in {"inconclusive", "regression"}  # never a pass on the fixed tolerance alone
+
+
+def test_a_shot_count_the_arm_did_not_repeat_is_inconclusive_not_left_out():
+    _, checks = floor_checks(run_with(warm_differ=set(), replica_differ=set(), shots=(8, 16)))
+    by_shots = {c.shots: c for c in checks}
+    assert by_shots[8].status == "pass" and by_shots[16].status == "inconclusive"
+    assert "first shot count" in by_shots[16].reason
+
+
+def test_a_warm_request_error_counts_as_a_disagreement():
+    run = run_with(warm_differ=set(), replica_differ=set())
+    warm = (run.samples["cache"] == "on") & (run.samples["doc_id"] < 12)
+    run.samples.loc[warm, ["response", "error", "error_kind"]] = [None, "server died", "server_died"]
+    _, (check,) = floor_checks(run)
+    assert (check.status, check.b) == ("regression", 12)
+
+
+def test_the_verdict_line_states_the_margin():
+    from evalctl.report.terminal import tolerance_note
+
+    assert "A/A floor 0.10" in tolerance_note(FLOOR) and "floor" not in tolerance_note(GatePolicy())
+
+
+def test_the_floor_check_is_off_unless_the_policy_asks_and_reads_from_yaml(tmp_path):
+    _, checks = floor_checks(run_with(warm_differ=set(range(12)), replica_differ=set()), GatePolicy())
+    assert checks == []
+    path = tmp_path / "p.yaml"
+    path.write_text("agreement_floor: aa\nfloor_margin: 0.05\n")
+    assert load_policy(path).agreement_floor is FloorSource.aa and load_policy(path).floor_margin == 0.05
+    path.write_text("agreement_floor: bb\n")
+    with pytest.raises(PolicyError, match="agreement_floor"):
+        load_policy(path)

@@ -1,0 +1,45 @@
+"""Completeness reads what the plan gave each cell, not the most any cell holds.
+
+On prefix-recall a cell at k records asks at most k questions: under one `--limit` the cells
+at 1, 2, 8 and 50 records hold 1, 2, 8 and 10 questions. Expecting the largest of every cell
+made the small ones "incomplete" forever (`--resume` had nothing to send).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from frames import manifest_for, sample_frame
+
+from evalctl.analysis.gate import GatePolicy, evaluate
+from evalctl.config import SweepConfig
+from evalctl.execution.folder import planned_questions
+from evalctl.runs import Run
+from evalctl.tasks.lmeval import task_of
+
+SHOTS, LIMIT = (1, 2, 8, 50), 10
+
+
+def recall_config() -> SweepConfig:
+    return SweepConfig.model_validate(
+        {"model": "t", "task": "prefix-recall", "shots": list(SHOTS), "cache": ["on"], "limit": LIMIT,
+         "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "bundled:smollm2-135m"}]}
+    )  # fmt: skip
+
+
+def completeness(questions: dict[int, int], found: dict[int, int]) -> list:
+    df = sample_frame([dict(shots=s, doc_id=d, prompt_hash=f"{s}-{d}") for s in SHOTS for d in range(found[s])])
+    manifest = manifest_for(df, limit=LIMIT).model_copy(update={"questions": questions})
+    result = evaluate(Run(Path("r"), manifest, df), GatePolicy(min_n=1))
+    return [c for c in result.checks if c.kind == "completeness"]
+
+
+def test_the_plan_gives_each_recall_cell_as_many_questions_as_it_has_records_up_to_the_limit():
+    assert planned_questions(recall_config(), task_of(recall_config())) == {1: 1, 2: 2, 8: 8, 50: LIMIT}
+
+
+def test_a_run_with_every_planned_question_is_complete_and_a_short_cell_is_named():
+    questions = planned_questions(recall_config(), task_of(recall_config()))
+    assert [c.status for c in completeness(questions, questions)] == ["pass"]
+    (short,) = completeness(questions, {**questions, 8: 7})
+    assert (short.status, short.shots, short.value, short.threshold) == ("inconclusive", 8, 7, 8)

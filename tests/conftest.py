@@ -217,7 +217,7 @@ def cpu_server(tmp_path_factory) -> Iterator[str]:
 
 # The one launched sweep (see `launched_run`): its secrets, and the CLI flags over the alias.
 LAUNCHED_API_KEY, LAUNCHED_HF_TOKEN = "sk-cmdline-SECRET-4711", "hf-env-SECRET-0815"
-LAUNCHED_FLAGS = ("--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off")
+LAUNCHED_SHOTS, LAUNCHED_FLAGS = "1,2", ("--task", "gsm8k", "--limit", "3", "--cache", "on,off")
 
 
 @dataclass(frozen=True)
@@ -244,8 +244,8 @@ def launched_run(tmp_path_factory) -> LaunchedRun:
     config["servers"][0]["env"] = {"HF_TOKEN": LAUNCHED_HF_TOKEN}
     path = tmp / "smollm2-135m.yaml"
     path.write_text(yaml.safe_dump(config))
-    out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--api-key", LAUNCHED_API_KEY, "--output", str(tmp / "out"),
-                  timeout=1500)  # fmt: skip
+    out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--shots", LAUNCHED_SHOTS, "--api-key", LAUNCHED_API_KEY,
+                  "--output", str(tmp / "out"), timeout=1500)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     left = processes_of(tmp)
     assert not left, f"processes left behind by the launched sweep: {left}"

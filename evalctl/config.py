@@ -30,6 +30,8 @@ from evalctl import config_files
 from evalctl.cell import CacheMode  # defined with the cell key, which records imports without the config
 from evalctl.engine_registry import engine_class
 from evalctl.errors import ConfigError
+from evalctl.servers import venvs
+from evalctl.tasks.conversation import ConversationConfig
 from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
@@ -156,7 +158,10 @@ class ServerProfile(_Strict):
         return {**data, **settings}
 
     def interpreter(self, variant: Variant) -> str | None:
-        """The Python the engine runs under: the variant's build, else this profile's; None: evalctl's own."""
+        """The Python the engine runs under: the variant's build (its venv, or the venv made for its `pip`), else this profile's;
+        None: evalctl's own."""
+        if variant.pip:
+            return str(venvs.python_of(variant.pip))
         if variant.python:
             return variant.python
         return expand_text(self.python, f"server profile {self.name!r}: python") if self.python else None
@@ -190,6 +195,31 @@ class Variant(_Strict):
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     git_revision: str | None = Field(None, description="The build's source revision, for the record.")
+    pip: list[str] | None = Field(
+        None,
+        description="A build named by version: pip requirements (e.g. xllamacpp==2026.5.9294) of a venv evalctl makes, caches "
+        "and serves from (servers.venvs), instead of `python`.",
+    )
+
+    @field_validator("pip", mode="before")
+    @classmethod
+    def _one_requirement(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("pip")
+    @classmethod
+    def _requirements(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("pip must name at least one requirement, e.g. xllamacpp==2026.5.9294")
+            venvs.parse_requirements(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_interpreter(self) -> Variant:
+        if self.pip and (self.python or self.command_prefix):
+            raise ValueError(f"variant {self.name!r}: `pip` makes the build's venv here; it goes without `python` and `command_prefix`")
+        return self
 
     def expanded(self) -> Variant:
         """`$VAR` and `~` resolved in python and command_prefix; an unset variable is an error."""
@@ -314,6 +344,11 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
+    conversation: ConversationConfig | None = Field(
+        None,
+        description="Send the task's questions as conversations that grow, rewind and branch (docs/conversations.md); "
+        "concurrency is then conversations in flight.",
+    )
     canary: str | None = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
@@ -383,6 +418,8 @@ class SweepConfig(_Strict):
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
             raise ValueError(f"run_variants: unknown variant(s) {unknown}; known: {', '.join(known)}")
+        if self.conversation is not None and self.stopping.mode is StoppingMode.sequential:
+            raise ValueError("a conversation workload runs whole conversations: sequential stopping cannot stop one mid-way")
         if self.run_variants is not None and not self.run_variants:
             raise ValueError("run_variants must name at least one variant")
         # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.

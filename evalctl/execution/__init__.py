@@ -24,6 +24,7 @@ from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
+from evalctl.servers import venvs
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.signals import Shutdown
@@ -89,6 +90,9 @@ class Sweep:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         gpus = gpu_assignment(self.config)
         baseline = sequential_baseline(self.config)
+        for variant in self.config.active_variants():
+            if variant.pip:  # a build named by version: its venv, made once and cached (a spec pip cannot install: bad input)
+                venvs.ensure(variant.pip, note=self.progress.warn)
         for profile in self.config.servers:
             for variant in self.config.active_variants():
                 adapter_for(profile.engine).preflight(profile, variant)

@@ -20,6 +20,7 @@ from evalctl.execution.progress import SweepProgress
 from evalctl.manifest import RestartEntry, ServerEntry, now
 from evalctl.plan import ServerLaunch
 from evalctl.secrets import redact_argv, redact_env
+from evalctl.servers import venvs
 from evalctl.servers.process import ManagedServer, ServerError, tail
 
 # Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.
@@ -93,6 +94,8 @@ class Launch:
         entry.url = server.base_url
         entry.log = server.log_path.name if server.launched else None
         entry.info = for_the_record(server, "server info", server.adapter.server_info)
+        if self.launch.variant.pip:
+            entry.venv = venvs.ready(self.launch.variant.pip)
         if server.launched:
             record = server.adapter.launch_record(server.workdir)
             entry.info.update({k: v for k, v in record.info.items() if v is not None})

@@ -46,6 +46,16 @@ def console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
+def screenshot(page: Path, tmp: Path, shot: Path) -> Path:
+    """`page` as Chromium shows it at 1280 px, saved to `shot` (to look at), after a clean load."""
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    done = browse(page, tmp, f"--screenshot={shot}")
+    assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
+    assert console_messages(done.stderr) == []
+    print(f"screenshot: {shot}")
+    return shot
+
+
 @needs_chromium
 def test_console_check_catches_a_page_error(tmp_path):
     page = tmp_path / "bad.html"

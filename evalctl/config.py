@@ -31,6 +31,7 @@ from evalctl.cell import CacheMode  # defined with the cell key, which records i
 from evalctl.engine_registry import engine_class
 from evalctl.errors import ConfigError
 from evalctl.servers import venvs
+from evalctl.tasks.conversation import ConversationConfig
 from evalctl.tasks.registry import registered_task
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
@@ -343,6 +344,11 @@ class SweepConfig(_Strict):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
+    conversation: ConversationConfig | None = Field(
+        None,
+        description="Send the task's questions as conversations that grow, rewind and branch (docs/conversations.md); "
+        "concurrency is then conversations in flight.",
+    )
     canary: str | None = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
@@ -412,6 +418,8 @@ class SweepConfig(_Strict):
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
             raise ValueError(f"run_variants: unknown variant(s) {unknown}; known: {', '.join(known)}")
+        if self.conversation is not None and self.stopping.mode is StoppingMode.sequential:
+            raise ValueError("a conversation workload runs whole conversations: sequential stopping cannot stop one mid-way")
         if self.run_variants is not None and not self.run_variants:
             raise ValueError("run_variants must name at least one variant")
         # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.

@@ -70,7 +70,7 @@ CASES = [
     (["gate", "{good}", "--policy", "{bad-policy}"], ExitCode.BAD_INPUT, "alpha"),
     (["gate", "{good}", "--policy", "{not-yaml}"], ExitCode.BAD_INPUT, "not-yaml.yaml"),
     (["gate", "{good}", "--policy", "cpu-smoke"], ExitCode.PASS, "verdict: pass"),  # a policy by name
-    (["gate", "{good}", "--policy", "cpu-smoek"], ExitCode.BAD_INPUT, "unknown gate policy 'cpu-smoek'; known: agreement, cpu-smoke"),
+    (["gate", "{good}", "--policy", "cpu-smoek"], ExitCode.BAD_INPUT, "unknown gate policy 'cpu-smoek'; known: agreement,"),
     (["gate", "{good}", "--baseline", "{other}"], ExitCode.BAD_INPUT, "share no questions"),
     (["gate", "{good}", "--output", "{file}/gate"], ExitCode.INTERNAL, "Not a directory"),  # a disk error is no verdict
     # the other commands

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from evalctl.errors import BadInput, ConfigError
-from evalctl.records import AnswerPosition
+from evalctl.records import AnswerPosition, TurnKind
+from evalctl.tasks.conversation import ConversationConfig, Transcript, conversation_prompts
 from evalctl.tasks.data import local_dataset_overrides
 from evalctl.tasks.registry import TaskSpec, UnknownTask, registered_task, registered_tasks
 
@@ -60,6 +61,11 @@ class Prompt:
     # prefix-recall: where the asked value sits (character offset in `text`, and its bin)
     answer_char_offset: int | None = None
     answer_position: AnswerPosition | None = None
+    # conversation workloads (`tasks.conversation`): which conversation, how many turns, how the request got there
+    conversation: int | None = None
+    turn: int | None = None
+    turn_kind: TurnKind | None = None
+    source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,7 @@ class LmEvalTask:
         limit_order: str = "shuffled",
         limit_seed: int = 1234,
         include_path: Path | None = None,
+        conversation: ConversationConfig | None = None,
     ):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
@@ -200,6 +207,8 @@ class LmEvalTask:
         self.seed = seed
         self.limit_order, self.limit_seed = limit_order, limit_seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
+        self.conversation = conversation
+        self._conversations: dict[tuple[int, int | None], list[Prompt]] = {}
         # The fewest shots that still make a prompt: a generated prefix needs a record to ask about.
         self.min_shots = self.spec.min_shots if self.spec else 0
 
@@ -267,7 +276,26 @@ class LmEvalTask:
         return sorted(prompts, key=lambda p: rank[p.doc_id])
 
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
-        """The scored prompts at `shots`; identical across cache modes and variants."""
+        """The scored prompts at `shots`; identical across cache modes and variants.
+
+        With a conversation workload, its requests (`tasks.conversation`), built from the questions.
+        """
+        key = (shots, limit)
+        if self.conversation is None:
+            return self.questions_at(shots, limit)
+        if key not in self._conversations:
+            questions = self.questions_at(shots, limit)
+            transcript = Transcript(
+                answer_of={p.prompt_hash: str(self.task.doc_to_target(p.doc)) for p in questions},
+                hash_text=prompt_hash,
+                target_delimiter=str(self.config.get("target_delimiter", " ")),
+                fewshot_delimiter=str(self.config.get("fewshot_delimiter", "\n\n")),
+            )
+            self._conversations[key] = conversation_prompts(questions, transcript, self.conversation)
+        return self._conversations[key]
+
+    def questions_at(self, shots: int, limit: int | None) -> list[Prompt]:
+        """The task's own prompts at `shots`: one per test question."""
         key = (shots, limit)
         if key not in self._cache:
             task = self._task_at(shots)
@@ -330,4 +358,5 @@ def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
         seed=config.generation.seed,
         limit_order=config.limit_order,
         limit_seed=config.limit_seed,
+        conversation=config.conversation,
     )

@@ -137,7 +137,7 @@ class _BuildList(BaseModel):
 
 
 def listed_builds(path: Path) -> list[Build]:
-    """Builds from a YAML file: `builds:` (or a bare list) of variants, good first, bad last."""
+    """Builds from a YAML file: `builds:` (or a bare list) of variants, oldest first."""
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field, field_validator
 
-from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant
+from evalctl.config import CacheMode, ConfigError, EngineSettings, ServerProfile, Variant
+from evalctl.servers.bundled import convert, converted_name, converted_path
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,44 @@ class GpuEngineSettings(EngineSettings):
 
     def mamba_flags(self) -> list[str]:
         return optional_flags({f"--mamba-{key.replace('_', '-')}": value for key, value in self.mamba.items()})
+
+
+def cpu_only_fields(settings: EngineSettings, fields: tuple[str, ...]) -> None:
+    """ValueError naming those of `fields` set on a settings object whose device is not cpu."""
+    used = [f for f in fields if getattr(settings, f) is not None]
+    if getattr(settings, "device", "cuda") != "cpu" and used:
+        raise ValueError(f"{', '.join(used)} apply to device cpu only")
+
+
+def salted_cold(cache: CacheMode) -> dict:
+    """A cache salt of the request's own when cache is off: it enters the hash of the request's
+    cached prefix (vLLM's blocks, SGLang's radix tree), so nothing cached matches it and nothing
+    later reuses what it leaves. New for every attempt, so a retry finds nothing its failed try cached."""
+    return {"cache_salt": secrets.token_urlsafe(24)} if cache is CacheMode.off else {}
+
+
+def preflight_converted(profile: ServerProfile, variant: Variant, install_script: str) -> None:
+    """Convert the bundled model a profile names (bundled:smollm2-135m-hf) with its engine venv's
+    interpreter, once, before the run folder exists; ConfigError if there is no interpreter to do it."""
+    name = converted_name(profile.model_path)
+    if name is None:
+        return
+    python = profile.interpreter(variant)
+    if not python:
+        raise ConfigError(
+            f"server profile {profile.name!r}: bundled:{name} is converted by the {profile.engine} venv's interpreter "
+            f"(torch, transformers): set the profile's (or the variant's) `python`; {install_script} makes the venv"
+        )
+    convert(name, python)
+
+
+def converted_model_args(profile: ServerProfile, model_flag: str) -> list[str]:
+    """`MODEL_FLAG PATH`, and for a converted bundled model its folder in the cache served under the
+    profile's name (`--served-model-name`), so requests name the model as the profile does."""
+    name = converted_name(profile.model_path)
+    if name is None:
+        return [model_flag, profile.model_path]
+    return [model_flag, str(converted_path(name)), "--served-model-name", profile.model_path]
 
 
 # An engine's answer to "is it you?": a GET route and a test of its JSON body (servers.detect).

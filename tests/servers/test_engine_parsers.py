@@ -1,8 +1,8 @@
 """Every SGLang command line evalctl generates, parsed by SGLang's own argument parser.
 
 Runs where SGLang is importable: in this interpreter, or in the one named by
-EVALCTL_SGLANG_PYTHON (a separate venv: `pip install --no-deps sglang==0.5.23` plus
-its light imports and CPU torch; see README). Skipped with the reason otherwise.
+EVALCTL_SGLANG_PYTHON (the SGLang CPU venv of scripts/install-sglang-cpu.sh, which also
+serves SGLang in tests/sglang). Skipped with the reason otherwise.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ def test_settings_are_typed_per_engine_and_written_back_flat():
     assert dumped["kv_cache_space_gb"] == 2 and "settings" not in dumped  # as the YAML was written
     assert ServerProfile.model_validate(dumped) == profile
     assert ServerProfile(name="g", engine="vllm", model_path="m", tp=4).settings.gpus_needed() == 4
+    assert ServerProfile(name="c", engine="sglang", model_path="m", device="cpu").settings.gpus_needed() == 0
 
 
 @pytest.mark.parametrize(
@@ -39,6 +40,7 @@ def test_settings_are_typed_per_engine_and_written_back_flat():
         ({"engine": "llamacpp", "tp": 2}, "tp: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)"),
         ({"engine": "sglang", "parallel": 2}, "parallel: not a setting of engine 'sglang'"),
         ({"engine": "vllm", "kv_cache_space_gb": 2}, "kv_cache_space_gb apply to device cpu only"),
+        ({"engine": "sglang", "max_total_tokens": 4096, "threads": 1}, "max_total_tokens, threads apply to device cpu only"),
         ({"engine": "nope"}, "unknown engine 'nope'; known: external, llamacpp, sglang, vllm"),
     ],
 )

@@ -67,6 +67,8 @@ class Check:
     threshold: float | None = None
     p_value: float | None = None
     p_adjusted: float | None = None
+    lower: float | None = None  # the value's (1 - 2 alpha) interval that inverts the deciding tests (accuracy, a drop)
+    upper: float | None = None
     b: int | None = None
     c: int | None = None
     n: int | None = None

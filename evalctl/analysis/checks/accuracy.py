@@ -22,12 +22,16 @@ MDE_POWER = 0.8
 
 
 def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
-    """A paired comparison's figures as a check reports them: the drop, its test, the flips."""
+    """A paired comparison's figures as a check reports them: the drop, its test and interval, the flips.
+    The interval only where the rule judged the cell (at least `min_n` pairs)."""
+    judged = row["n"] >= policy.min_n
     return {
         "value": float(row["acc_drop"]),
         "threshold": policy.max_accuracy_drop,
         "p_value": float(row["p_beyond"]),
         "p_adjusted": float(row["p_adjusted"]),
+        "lower": float(row["rule_lower"]) if judged else None,
+        "upper": float(row["rule_upper"]) if judged else None,
         "b": int(row["b"]),
         "c": int(row["c"]),
         "n": int(row["n"]),

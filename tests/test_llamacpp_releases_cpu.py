@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
+from evalctl import venvs
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import ExitCode
-from evalctl.servers import venvs
 from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server

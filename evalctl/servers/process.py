@@ -88,6 +88,11 @@ class ManagedServer:
         self.adapter = adapter_for(self.profile.serves or self.profile.engine)
 
     @property
+    def request_model(self) -> str:
+        """The model name its requests carry (the engine may rename the profile's, e.g. SGLang drops a colon)."""
+        return self.adapter.request_model(self.profile.model_path)
+
+    @property
     def launched(self) -> bool:
         return self.process is not None
 

@@ -191,6 +191,8 @@ class EngineAdapter:
     detect_routes: ClassVar[tuple[DetectRoute, ...]] = ()
     detect_rank: ClassVar[int] = 100
     health_path = "/health"
+    # The highest HTTP port the engine accepts (it may derive other ports from it).
+    highest_port: ClassVar[int] = 65535
     # Engines that omit `cached_tokens` when it is zero report it as this.
     cached_tokens_if_missing: int | None = 0
     # Streamed requests ask for usage in the final chunk (`stream_options.include_usage`).

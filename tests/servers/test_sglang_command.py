@@ -113,3 +113,11 @@ def test_bundled_model_is_served_and_requested_without_a_colon():
     assert argv[argv.index("--served-model-name") + 1] == "bundled-smollm2-135m-hf"
     assert SGLangAdapter().request_model("bundled:smollm2-135m-hf") == "bundled-smollm2-135m-hf"
     assert SGLangAdapter().request_model("nvidia/NVIDIA-Nemotron-Nano-9B-v2") == "nvidia/NVIDIA-Nemotron-Nano-9B-v2"
+
+
+def test_a_launched_sglang_gets_a_port_it_accepts():
+    # SGLang 0.5.14 derives its gRPC port as --port + 10000 and refuses to start above 65535.
+    from evalctl.servers.process import free_port
+
+    assert SGLangAdapter.highest_port == 55535
+    assert all(free_port(highest=40000) <= 40000 for _ in range(5))

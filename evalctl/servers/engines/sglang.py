@@ -79,6 +79,9 @@ class SGLangAdapter(EngineAdapter):
     detect_rank = 20  # before vLLM, whose dev-mode /server_info would otherwise be asked second
     # Readiness means a token was generated, not just that the HTTP server is up.
     health_path = "/health_generate"
+    # SGLang derives its gRPC port as --port + 10000 and refuses to start when that passes 65535,
+    # gRPC on or off: a free port from the OS's ephemeral range (up to 60999) can be too high.
+    highest_port = 55535
     # --enable-cache-report adds prompt_tokens_details.cached_tokens only when it is > 0.
     cached_tokens_if_missing = 0
     metrics = {

@@ -25,7 +25,9 @@
 # for a text model.
 set -euo pipefail
 . "$(dirname "$0")/lib/venv-cache.sh"
-sglang_version="${SGLANG_VERSION:-0.5.23}"
+# 0.5.23 (the version of the old parser venv) cannot serve here: on CPU its KV pool imports
+# `sgl_kernel` (copy_all_layer_kv_cache_cpu), whose CPU build no reachable index has. 0.5.14 serves.
+sglang_version="${SGLANG_VERSION:-0.5.14}"
 torch_version="${SGLANG_TORCH_VERSION:-2.13.0}"
 torchvision_version="${SGLANG_TORCHVISION_VERSION:-0.28.0}"  # the release built with torch 2.13
 

@@ -46,7 +46,7 @@ PROMPT = " ".join(f"Record {i}: the code of item {i} is {i * 37 % 1000}." for i 
 
 def complete(server: ManagedServer, prompt: str, max_tokens: int = 8, **params: object):
     async def one():
-        async with CompletionClient(server.base_url, model=server.profile.model_path, concurrency=1, timeout_s=600, max_retries=0,
+        async with CompletionClient(server.base_url, model=server.request_model, concurrency=1, timeout_s=600, max_retries=0,
                                     cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
                                     stream=bool(params.pop("stream", False))) as client:  # fmt: skip
             return await client.complete(prompt, max_tokens=max_tokens, temperature=0.0, **params)
@@ -106,9 +106,9 @@ def test_flush_is_refused_while_a_request_runs_and_the_adapter_waits_for_idle(sg
 def test_resolved_settings_from_server_info(sglang_server):
     with sglang_server.http(timeout=120) as http:
         info = sglang_server.adapter.server_info(http)
-    assert info["engine"] == "sglang" and info["version"] == "0.5.23"
+    assert info["engine"] == "sglang" and info["version"].startswith("0.5.")
     settings = info["settings"]
-    assert "smollm2-135m-hf" in settings["model_path"] and settings["served_model_name"] == "bundled:smollm2-135m-hf"
+    assert "smollm2-135m-hf" in settings["model_path"] and settings["served_model_name"] == "bundled-smollm2-135m-hf"
     resolved = {k: settings[k] for k in ("device", "attention_backend", "max_total_tokens", "random_seed", "disable_radix_cache")}
     assert resolved == {"device": "cpu", "attention_backend": "torch_native", "max_total_tokens": 16384, "random_seed": 1234,
                         "disable_radix_cache": False}  # fmt: skip
@@ -150,9 +150,9 @@ def test_sweep_at_the_url_caches_on_and_goes_cold_off_with_metrics_settings_ttft
     latency = df.groupby("cache").latency_s.median()
     print(f"\nSGLang sweep at URL {time.monotonic() - started:.0f}s; median latency on {latency['on']:.2f}s, off {latency['off']:.2f}s")
     manifest = json.loads((run / "manifest.json").read_text())
-    assert all(s["engine"] == "sglang" for s in manifest["servers"])
     for entry in manifest["servers"]:
-        assert entry["info"]["settings"]["device"] == "cpu" and entry["info"]["version"] == "0.5.23"
+        info = entry["info"]
+        assert info["engine"] == "sglang" and info["settings"]["device"] == "cpu" and info["version"].startswith("0.5.")
         for cell in entry["cells"]:
             assert cell["flushed"]
             moved = cell["metrics_after"]["cached_tokens"] - cell["metrics_before"]["cached_tokens"]
@@ -178,7 +178,7 @@ def test_probe_passes_on_sglang_and_fails_behind_the_lost_prefix_canary(sglang_s
 def test_servers_show_prints_the_cpu_launch_it_runs(tmp_path):
     out = cli("servers", "show", "--config", str(write_config(tmp_path)))
     assert out.returncode == 0, out.stderr
-    assert "-m sglang.launch_server --model-path" in out.stdout and "--served-model-name bundled:smollm2-135m-hf" in out.stdout
+    assert "-m sglang.launch_server --model-path" in out.stdout and "--served-model-name bundled-smollm2-135m-hf" in out.stdout
     assert "--device cpu --attention-backend torch_native --disable-overlap-schedule --max-total-tokens 16384" in out.stdout
     assert "SGLANG_USE_CPU_ENGINE=1" in out.stdout and "--disable-radix-cache" in out.stdout and "no GPUs assigned" in out.stdout
 

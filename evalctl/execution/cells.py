@@ -179,7 +179,8 @@ class CellRunner:
 
     def _flush(self, server: ManagedServer) -> bool:
         try:
-            with server.http() as http:
+            # An engine may wait for its last requests to end before it flushes (SGLang).
+            with server.http(timeout=60) as http:
                 return server.adapter.flush(http)
         except Exception as exc:  # a failed flush weakens the cell's claim; say so, go on
             self.progress.warn(f"cache flush failed on {server.base_url}: {exc}")

@@ -37,6 +37,8 @@ def _sglang_server_info(body: dict) -> bool:
 
 
 _CPU_ONLY = ("max_total_tokens", "threads")
+# How long a flush waits for running requests to end (within the callers' HTTP timeouts: 30 s and more).
+_FLUSH_WAIT_S = 20.0
 
 
 class SGLangSettings(GpuEngineSettings):
@@ -123,8 +125,10 @@ class SGLangAdapter(EngineAdapter):
         return salted_cold(cache)
 
     def flush(self, http: httpx.Client) -> bool:
-        # SGLang answers 400 (and does nothing) while requests are running.
-        http.post("/flush_cache").raise_for_status()
+        # SGLang answers 400 (and does nothing) while requests are running, or waiting in its
+        # queue: as the last requests of a cell may still be, a moment after their answers came
+        # back. Asked with a timeout, it waits up to that long for idle, then flushes.
+        http.post("/flush_cache", params={"timeout": _FLUSH_WAIT_S}).raise_for_status()
         return True
 
     def server_info(self, http: httpx.Client) -> dict:

@@ -44,7 +44,6 @@ def test_releases_across_the_year_serve_and_are_named_in_the_manifest(tmp_path, 
     run = only_run(tmp_path / "out")
     samples = pd.read_parquet(run / "samples.parquet")
     assert sorted(samples.variant) == sorted(v["name"] for v in variants) and samples.error.isna().all()
-    assert (samples.cached_tokens > 0).all()  # the prewarmed prefix, reported by every build (0.2.x: in `timings` only)
     manifest = json.loads((run / "manifest.json").read_text())
     servers = {s["variant"]: s for s in manifest["servers"]}
     for version, (build, has_min_step) in RELEASES.items():

@@ -48,9 +48,9 @@ from process_tree import ProcessTree
 from evalctl.analysis.gate_document import GateDocument
 from evalctl.config import CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
-from evalctl.engine_registry import adapter_for
 from evalctl.errors import VERDICT_EXIT
 from evalctl.servers.process import ManagedServer, free_port
+from evalctl.servers.registry import adapter_for
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)

@@ -16,9 +16,10 @@ A conversation here is built from the task's own prompts (`conversation_prompts`
   turn (a regenerate: the same bytes as before), a `branch` replaces that turn with a new question
   (an edit). After each, the conversation grows again on the new branch past a boundary;
 - points are drawn so the request goes back at least the smallest boundary from the current end
-  (the engine must restore state from before a window, not just trim the tail), and half the
-  time to the turn of the previous rewind or branch (regenerating an edited turn: the history
-  that #20671 needs). Lengths are estimated as characters / `chars_per_token`.
+  (the engine must restore state from before a window, not just trim the tail) to a turn whose
+  history lies past the first window (before it an engine recomputes from scratch), with chance
+  `revisit` to the turn of the previous rewind or branch (regenerating an edited turn: the
+  history that #20671 needs). After each, growth by `regrow` x a boundary. Lengths are estimated as characters / `chars_per_token`.
 
 Every request is scored as the question of its last turn (the task's metric), and its answer is
 paired with the cache-off server's answer to the same bytes (`agreement`).
@@ -66,6 +67,12 @@ class ConversationConfig(BaseModel):
     grow_past: float = Field(2.0, ge=1.0, description="A conversation first grows to this many times the largest boundary.")
     events: int = Field(3, ge=0, description="Rewinds or branches per conversation, each followed by growth past a boundary.")
     kinds: list[EventKind] = Field(default_factory=lambda: ["rewind", "branch"], description="Which events to draw.")
+    revisit: float = Field(
+        0.5, ge=0.0, le=1.0, description="Chance an event goes back to the turn of the previous one (regenerating an edited turn)."
+    )
+    regrow: tuple[float, float] = Field(
+        (1.0, 2.0), description="After an event, growth by this many times a boundary (lowest, highest; drawn uniformly)."
+    )
     turn_questions: tuple[int, int] = Field(
         (1, 1), description="Questions per turn (lowest, highest): earlier ones answered in the turn, the last asked."
     )
@@ -81,6 +88,8 @@ class ConversationConfig(BaseModel):
         low, high = self.turn_questions
         if not 1 <= low <= high:
             raise ValueError(f"conversation.turn_questions must be (low, high) with 1 <= low <= high, got {self.turn_questions}")
+        if not 0 < self.regrow[0] <= self.regrow[1]:
+            raise ValueError(f"conversation.regrow must be (low, high) with 0 < low <= high, got {self.regrow}")
         return self
 
 
@@ -158,11 +167,14 @@ def _one(
     last_point: int | None = None
     for _ in range(config.events):
         end = tokens(path)
-        # Turn t (1-based) ends where path[:t] does: far enough back that a window lies between.
-        candidates = [t for t in range(1, len(path)) if end - tokens(path[:t]) >= step] or list(range(1, len(path)))
+        # Turn t (1-based) ends where path[:t] does: far enough back that a window lies between, and
+        # the history kept (the turns before t) past the first window: before it an engine recomputes
+        # from scratch, with nothing to restore.
+        back = [t for t in range(1, len(path)) if end - tokens(path[:t]) >= step]
+        candidates = [t for t in back if tokens(path[: t - 1]) >= step] or back or list(range(1, len(path)))
         if not candidates:
             break
-        point = last_point if last_point in candidates and rng.random() < 0.5 else rng.choice(candidates)
+        point = last_point if last_point in candidates and rng.random() < config.revisit else rng.choice(candidates)
         kind: EventKind = rng.choice(config.kinds)
         del path[point:]
         if kind == "branch":
@@ -172,7 +184,7 @@ def _one(
                 path[-1] = new_turn()
         send(kind)
         last_point = point
-        grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(1.0, 2.0))
+        grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
     return requests
 
 

@@ -119,3 +119,23 @@ def test_a_resumed_run_resends_whole_conversations_and_only_unfinished_plain_pro
     assert {p.doc_id for p in resent} == first
     plain = questions(4)
     assert to_send(plain, lambda p: p.doc_id != 2) == [plain[2]]
+
+
+def test_events_keep_a_history_past_the_first_window_and_revisit_the_last_point():
+    cfg = ConversationConfig(conversations=3, boundaries=[60], grow_past=4.0, events=6, revisit=1.0, regrow=(1.0, 1.0), seed=3)
+    requests = build(**cfg.model_dump())
+    for group in chains(requests):
+        conv = [requests[i] for i in group]
+        events = [p for p in conv if p.turn_kind in ("rewind", "branch")]
+        assert len(events) == 6
+        # revisit 1.0: every event after the first goes back to the turn the first went to
+        assert len({p.turn for p in events}) == 1
+        # the history kept before the event's turn is past the first window (estimated tokens)
+        turn = events[0].turn
+        kept = next(p for p in conv if p.turn == turn - 1)
+        assert len(kept.text) / cfg.chars_per_token >= 60
+
+
+def test_regrow_must_be_an_ordered_positive_range():
+    with pytest.raises(ValueError, match="regrow"):
+        ConversationConfig(regrow=(2.0, 1.0))

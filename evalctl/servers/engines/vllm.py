@@ -75,7 +75,7 @@ class VLLMAdapter(EngineAdapter):
         return [
             python, "-m", "vllm.entrypoints.openai.api_server",
             # vLLM answers 404 to a model name it does not serve.
-            *converted_model_args(profile, "--model"),
+            *converted_model_args(profile, "--model", self.request_model(profile.model_path)),
             "--host", profile.host,
             "--port", str(port),
             "--tensor-parallel-size", str(settings.tp),

@@ -167,6 +167,10 @@ class CompletionClient:
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")
+        timings = data.get("timings")
+        if cached is None and isinstance(timings, dict):
+            # llama.cpp's own count: builds before b8672 (xllamacpp 0.2.x) report cached tokens only there.
+            cached = timings.get("cache_n")
         if cached is None and usage:
             cached = self.cached_tokens_if_missing
         return Completion(

@@ -27,7 +27,7 @@ import evalctl
 from evalctl.cell import CellKey
 from evalctl.errors import BadInput
 from evalctl.fsio import write_atomic
-from evalctl.servers.venvs import PipVenv
+from evalctl.venvs import PipVenv
 
 MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "jobs"

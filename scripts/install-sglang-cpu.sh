@@ -4,11 +4,11 @@
 # converts the bundled GGUF to a safetensors folder (gguf, accelerate): one venv, one install.
 # The venv is a variant's `python` (profile field `python`), never evalctl's own environment.
 #
-# Usage: scripts/install-sglang-cpu.sh [VENV_DIR]
-#   With no argument the venv is cached by SGLang version + this script's hash (scripts/lib/
-#   venv-cache.sh): built once per machine, then found at once. Either way the last line printed
-#   is the venv folder:  export EVALCTL_SGLANG_PYTHON="$(scripts/install-sglang-cpu.sh | tail -1)/bin/python"
-#   With `uv` on PATH (or $UV) uv installs it, else pip.
+# Usage: scripts/install-sglang-cpu.sh [VENV_DIR]   (with `uv` on PATH, or $UV, uv installs it)
+#   no VENV_DIR: the venv cached by version outside the clone (scripts/lib/venv-cache.sh),
+#   built once per SGLang version, torch version and version of this script, then reused.
+# Prints the venv's folder on stdout (its only line); progress goes to stderr.
+# Then:  export EVALCTL_SGLANG_PYTHON="$(scripts/install-sglang-cpu.sh)/bin/python"
 #
 # What is left out, and why: SGLang's Requires-Dist names CUDA-only packages (kernels, CUDA
 # bindings, flash-attention, ...) that a CPU serve never imports; they are dropped by name below.
@@ -24,19 +24,12 @@
 # files would be lost on any reinstall. timm (vision encoders) stays out: nothing imports it
 # for a text model.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-sglang_version="${SGLANG_VERSION:-0.5.23}"
+. "$(dirname "$0")/lib/venv-cache.sh"
+# 0.5.23 (the version of the old parser venv) cannot serve here: on CPU its KV pool imports
+# `sgl_kernel` (copy_all_layer_kv_cache_cpu), whose CPU build no reachable index has. 0.5.14 serves.
+sglang_version="${SGLANG_VERSION:-0.5.14}"
 torch_version="${SGLANG_TORCH_VERSION:-2.13.0}"
 torchvision_version="${SGLANG_TORCHVISION_VERSION:-0.28.0}"  # the release built with torch 2.13
-. "$here/lib/venv-cache.sh"
-
-if [ $# -ge 1 ]; then
-    venv="$1"
-    cached=
-else
-    venv=$(venv_cache_dir sglang-cpu "$sglang_version" "$here/$(basename "$0")")
-    cached=1
-fi
 
 check() {
     # The server module pulls in the scheduler and model runner; the model loader, the CPU
@@ -48,25 +41,12 @@ import sglang.srt.server_args  # noqa: F401  (the parser check)
 import sglang.launch_server  # noqa: F401
 import sglang.srt.managers.scheduler  # noqa: F401
 import sglang.srt.model_executor.model_runner  # noqa: F401
-print("sglang", md.version("sglang"), "torch", md.version("torch"), file=__import__("sys").stderr)
+print("sglang", md.version("sglang"), "torch", md.version("torch"))
 PY
 }
 
-if [ -n "$cached" ]; then
-    if venv_cache_ready "$venv"; then
-        echo "$venv"
-        exit 0
-    fi
-    venv_cache_lock "$venv"
-    if venv_cache_ready "$venv"; then  # built by another install while this one waited
-        echo "$venv"
-        exit 0
-    fi
-elif [ -x "$venv/bin/python" ] && check 2>/dev/null; then
-    echo "$venv"
-    exit 0
-fi
-
+venv_cache_open sglang-cpu "$sglang_version-torch$torch_version" "$0" "${1:-}" || exit 0
+exec 3>&1 1>&2  # the build's output is progress: stdout holds only the folder (venv_cache_close)
 # CUDA-only requirements (names normalised: `_` to `-`), and the vision stack.
 unwanted='^(cuda-python|flash-attn.*|flashinfer.*|nvidia-.*|nvshmem.*|quack-kernels|sgl-deep-.*|sgl-flash-mla|sglang-kernel|humming-kernels|tilelang|tokenspeed.*|torch-memory-saver|torchaudio|torchcodec|torchvision|timm|kernels|py-spy|apache-tvm-ffi|deepseek-recipe|torch)$'
 
@@ -79,12 +59,10 @@ if command -v "$uv" >/dev/null 2>&1; then
     constraint="${PIP_CONSTRAINT:-$(python3 -m pip config get global.constraint 2>/dev/null || true)}"
     "$uv" venv -q --seed --allow-existing "$venv" --python python3
     install=("$uv" pip install -q --compile-bytecode --python "$venv/bin/python" ${links:+--find-links "$links"} ${constraint:+--constraint "$constraint"})
-    uninstall=("$uv" pip uninstall -q --python "$venv/bin/python")
 else
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --upgrade pip
     install=("$venv/bin/pip" install -q)
-    uninstall=("$venv/bin/pip" uninstall -q -y)
 fi
 # CPU torch first and alone: letting SGLang's pin pull torch would fetch a CUDA build of several GB.
 "${install[@]}" "torch==$torch_version" packaging
@@ -135,6 +113,5 @@ class _DefineOpsFirst(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, _DefineOpsFirst())
 PY
 echo "import evalctl_torchvision_cpu" >"$site/evalctl_torchvision_cpu.pth"
-check
-[ -n "$cached" ] && venv_cache_mark "$venv"
-echo "$venv"
+exec 1>&3
+venv_cache_close

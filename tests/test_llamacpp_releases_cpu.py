@@ -9,16 +9,20 @@ build lacks. The releases span the bind-address rename (`hostname` before 2026.1
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pandas as pd
 import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
+from evalctl import venvs
+from evalctl.client import CompletionClient
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import ExitCode
-from evalctl.servers import venvs
+from evalctl.servers.process import ManagedServer
 
-pytestmark = [pytest.mark.server, pytest.mark.rotating]
+pytestmark = pytest.mark.server
 
 # version -> (llama.cpp build vendored, has `checkpoint_min_step` (added in 2026.6.9538))
 RELEASES = {
@@ -29,6 +33,7 @@ RELEASES = {
 }
 
 
+@pytest.mark.rotating
 def test_releases_across_the_year_serve_and_are_named_in_the_manifest(tmp_path, no_orphans):
     variants = [{"name": f"xllamacpp-{v}", "pip": f"xllamacpp=={v}"} for v in RELEASES]
     profile = cpu_profile(parallel=1, context_length=1024, extra_args=["--param", "checkpoint_min_step=64"])
@@ -50,3 +55,27 @@ def test_releases_across_the_year_serve_and_are_named_in_the_manifest(tmp_path, 
         assert ("checkpoint_min_step" in server["unset_settings"]) is not has_min_step
         renamed = server["info"]["renamed_settings"]
         assert renamed == ({} if version.startswith("2026.10") else {"hostnames": "hostname"})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_build_before_prompt_tokens_details_still_reports_its_cache_hits(tmp_path, no_orphans, stream):
+    # xllamacpp 0.2.14 (llama.cpp b8352) has no usage.prompt_tokens_details and no cached-tokens
+    # counter: its hits are in llama.cpp's own `timings.cache_n`. Read as 0, every cache-on cell of
+    # such a build would fail the cache-engaged check and its gate could never say regression.
+    spec = ["xllamacpp==0.2.14"]
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", parallel=1, context_length=1024, startup_timeout_s=120)
+    server = ManagedServer(profile, Variant(name="b8352", pip=spec), CacheMode.on, tmp_path / "server.log")
+    venvs.ensure(spec)
+    server.start()
+    try:
+
+        async def twice() -> list:
+            async with CompletionClient(server.base_url, model="m", concurrency=1, timeout_s=120, max_retries=0, stream=stream) as client:
+                prompt = "Question: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:"
+                return [await client.complete(prompt, max_tokens=4, temperature=0, cache_prompt=True) for _ in range(2)]
+
+        cold, warm = asyncio.run(twice())
+    finally:
+        server.stop()
+    assert cold.error is None and warm.error is None and warm.text == cold.text
+    assert cold.cached_tokens == 0 and warm.cached_tokens >= warm.prompt_tokens - 1

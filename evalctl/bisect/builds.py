@@ -6,7 +6,7 @@ first-parent unless `all_commits`) gets a detached worktree; the template varian
 `{worktree}` is replaced by its path (SGLang: `env: {PYTHONPATH: "{worktree}/python"}`, no
 build step). An optional build command runs in the worktree once per commit (cached by the
 commit, log kept); a failed build is skipped by the search, never called bad. Released versions
-(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (servers.venvs makes
+(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (evalctl.venvs makes
 its venv when the build is first tested; a version pip cannot install is skipped too).
 """
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from evalctl import venvs
 from evalctl.bisect.builds import Build, checkout, run_build
 from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
 from evalctl.bisect.state import BisectState, Step
@@ -20,7 +21,6 @@ from evalctl.errors import EvalctlError, RunFailed
 from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
-from evalctl.servers import venvs
 
 STEP_ALPHA = 0.02  # see search's docstring: below ~0.026 for one test each side of the culprit to reach 0.95
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalctl import venvs
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode, SweepConfig
-from evalctl.engine_registry import adapter_for
 from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
@@ -24,9 +24,9 @@ from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
-from evalctl.servers import venvs
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
+from evalctl.servers.registry import adapter_for
 from evalctl.signals import Shutdown
 
 __all__ = ["Sweep", "SweepProgress", "SweepResult"]

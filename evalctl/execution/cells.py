@@ -152,14 +152,14 @@ class CellRunner:
         if not todo:
             return
         with server.http() as http:
-            counter = TokenCounter(http, server.profile.model_path)
+            counter = TokenCounter(http, server.request_model)
             for p in todo:
                 self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
     def _client(self, server: ManagedServer, cache: CacheMode) -> CompletionClient:
         return CompletionClient(
             server.base_url,
-            model=server.profile.model_path,
+            model=server.request_model,
             concurrency=self.config.concurrency,
             timeout_s=self.config.request_timeout_s,
             max_retries=self.config.max_retries,
@@ -179,7 +179,8 @@ class CellRunner:
 
     def _flush(self, server: ManagedServer) -> bool:
         try:
-            with server.http() as http:
+            # An engine may wait for its last requests to end before it flushes (SGLang).
+            with server.http(timeout=60) as http:
                 return server.adapter.flush(http)
         except Exception as exc:  # a failed flush weakens the cell's claim; say so, go on
             self.progress.warn(f"cache flush failed on {server.base_url}: {exc}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from evalctl import venvs
 from evalctl.canary.proxy import Canary, CanaryServer
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode
@@ -20,7 +21,6 @@ from evalctl.execution.progress import SweepProgress
 from evalctl.manifest import RestartEntry, ServerEntry, now
 from evalctl.plan import ServerLaunch
 from evalctl.secrets import redact_argv, redact_env
-from evalctl.servers import venvs
 from evalctl.servers.process import ManagedServer, ServerError, tail
 
 # Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.

@@ -110,7 +110,7 @@ def probe_managed(
     """Probe a started server of a sweep config; writes its `probe_file`."""
     name = probe_file(config, server.profile, server.variant)
     result = probe_server(
-        server.base_url, server.adapter, task, config.shots, policy or ProbePolicy(), model=server.profile.model_path,
+        server.base_url, server.adapter, task, config.shots, policy or ProbePolicy(), model=server.request_model,
         profile=server.profile, api_key=api_key, timeout_s=config.request_timeout_s, on_step=on_step,
     )  # fmt: skip
     result.write(out_dir / name)

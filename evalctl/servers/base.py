@@ -16,7 +16,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field, field_validator
 
-from evalctl.config import CacheMode, ConfigError, EngineSettings, ServerProfile, Variant
+from evalctl.errors import ConfigError
+from evalctl.schema import CacheMode, EngineSettings, ServerProfile, Variant
 from evalctl.servers.bundled import convert, converted_name, converted_path
 
 
@@ -161,13 +162,13 @@ def preflight_converted(profile: ServerProfile, variant: Variant, install_script
     convert(name, python)
 
 
-def converted_model_args(profile: ServerProfile, model_flag: str) -> list[str]:
-    """`MODEL_FLAG PATH`, and for a converted bundled model its folder in the cache served under the
-    profile's name (`--served-model-name`), so requests name the model as the profile does."""
+def converted_model_args(profile: ServerProfile, model_flag: str, served_name: str) -> list[str]:
+    """`MODEL_FLAG PATH`, and for a converted bundled model its folder in the cache served under
+    `served_name` (`--served-model-name`): the name the engine's requests carry (`request_model`)."""
     name = converted_name(profile.model_path)
     if name is None:
         return [model_flag, profile.model_path]
-    return [model_flag, str(converted_path(name)), "--served-model-name", profile.model_path]
+    return [model_flag, str(converted_path(name)), "--served-model-name", served_name]
 
 
 # An engine's answer to "is it you?": a GET route and a test of its JSON body (servers.detect).
@@ -177,7 +178,7 @@ DetectRoute = tuple[str, Callable[[dict], bool]]
 class EngineAdapter:
     """Engine-specific facts; the process lifecycle lives in `servers.process`.
 
-    A subclass registered with `engine_registry.register_engine` is an engine of evalctl:
+    A subclass registered with `servers.registry.register_engine` is an engine of evalctl:
     its `Settings` are the profile fields it takes, `metrics` the counters recorded before and
     after each cell (`CACHED_TOKENS` marks the one the cache-engaged check reads), and
     `engine_argv` / `request_fields` / `flush` its cache switches.
@@ -191,6 +192,8 @@ class EngineAdapter:
     detect_routes: ClassVar[tuple[DetectRoute, ...]] = ()
     detect_rank: ClassVar[int] = 100
     health_path = "/health"
+    # The highest HTTP port the engine accepts (it may derive other ports from it).
+    highest_port: ClassVar[int] = 65535
     # Engines that omit `cached_tokens` when it is zero report it as this.
     cached_tokens_if_missing: int | None = 0
     # Streamed requests ask for usage in the final chunk (`stream_options.include_usage`).
@@ -240,6 +243,10 @@ class EngineAdapter:
         """What this engine's launcher recorded in the launch's `workdir` once the server is healthy; empty by default."""
         return LaunchRecord()
 
+    def request_model(self, model_path: str) -> str:
+        """The model name requests carry (and a converted model is served under) for a profile's `model_path`."""
+        return model_path
+
     def request_fields(self, cache: CacheMode) -> dict:
         """Extra JSON fields for every completion request."""
         return {}
@@ -276,6 +283,12 @@ class EngineAdapter:
         values: dict[str, list[float]] = {}
         kinds: dict[str, str] = {}
         for family in text_string_to_metric_families(response.text):
+            # A labelled counter shows no sample until its first increment (SGLang's cached tokens
+            # on a fresh server): listed, it counts 0 so far.
+            unset = self.metrics.get(f"{family.name}_total") if family.type == "counter" and not family.samples else None
+            if unset is not None:
+                values.setdefault(unset, [0.0])
+                kinds[unset] = family.type
             for sample in family.samples:
                 key = self.metrics.get(sample.name)
                 if key is not None:

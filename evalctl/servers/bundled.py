@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalctl.config import ConfigError
+from evalctl.errors import ConfigError
 
 BUNDLED_PREFIX = "bundled:"
 CACHE_ENV = "EVALCTL_CACHE_DIR"

@@ -23,10 +23,10 @@ from pathlib import Path
 import httpx
 
 from evalctl.client import auth_headers
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.engine_registry import adapter_for, engine_class
 from evalctl.errors import RunFailed
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import EngineAdapter, LaunchSpec
+from evalctl.servers.registry import adapter_for, engine_class
 
 
 class ServerError(RunFailed):
@@ -44,10 +44,15 @@ class ServerError(RunFailed):
         return text
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+def free_port(host: str = "127.0.0.1", highest: int = 65535) -> int:
+    """A port free now on `host`, at most `highest` (the OS picks: asked again while it picks higher)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port <= highest:
+            return port
+    raise ServerError(f"no free port at most {highest} on {host}: set the profile's `port`")
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -88,6 +93,11 @@ class ManagedServer:
         self.adapter = adapter_for(self.profile.serves or self.profile.engine)
 
     @property
+    def request_model(self) -> str:
+        """The model name its requests carry (the engine may rename the profile's, e.g. SGLang drops a colon)."""
+        return self.adapter.request_model(self.profile.model_path)
+
+    @property
     def launched(self) -> bool:
         return self.process is not None
 
@@ -106,7 +116,7 @@ class ManagedServer:
             self._wait_healthy(on_tick)
             return
         host = self.profile.host
-        port = self.profile.port or free_port(host)
+        port = self.profile.port or free_port(host, self.adapter.highest_port)
         if port_in_use(host, port):
             raise ServerError(f"port {port} on {host} is already in use; pick another `port` or omit it for a free one")
         workdir = self.workdir

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evalctl.errors import BadInput, ConfigError
+from evalctl.errors import BadInput, ConfigError, UnknownName
 from evalctl.records import AnswerPosition, TurnKind
 from evalctl.tasks.conversation import ConversationConfig, Transcript, conversation_prompts
 from evalctl.tasks.data import local_dataset_overrides
-from evalctl.tasks.registry import TaskSpec, UnknownTask, registered_task, registered_tasks
+from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
 
 if TYPE_CHECKING:
     from evalctl.config import SweepConfig  # tasks are below config: the sweep's config only passes through
@@ -94,7 +94,7 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
     if _is_yaml_path(name):
         path = Path(name)
         if not path.is_file():
-            raise UnknownTask(f"task file {name} does not exist")
+            raise BadInput(f"task file {name} does not exist")
         from lm_eval.tasks._yaml_loader import load_yaml
 
         try:
@@ -120,9 +120,9 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
     if entry is not None and kind != "task":
         raise BadInput(f"{name!r} is an lm-eval {kind} of tasks, not one task: evalctl runs one task per sweep; name one of its tasks")
     if entry is None or entry.yaml_path is None:
-        where = f"in {folder}" if folder else "among evalctl's and lm-eval's tasks"
+        where = f" in {folder}" if folder else " among evalctl's and lm-eval's tasks (or --include-path DIR of task YAML)"
         known = sorted(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
-        raise UnknownTask(f"unknown task {name!r} {where}; known: {', '.join(sorted(set(known)))} (or --include-path DIR of task YAML)")
+        raise UnknownName("task", [name], sorted(set(known)), where)
     return name, Path(entry.yaml_path), spec
 
 
@@ -353,7 +353,7 @@ def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
     return LmEvalTask(
         config.task,
         include_path=config.include_path,
-        data_dir=config.resolved_data_dir(),
+        data_dir=resolved_data_dir(config),
         fewshot=fewshot or config.fewshot,
         seed=config.generation.seed,
         limit_order=config.limit_order,

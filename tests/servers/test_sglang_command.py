@@ -92,3 +92,32 @@ def test_deterministic_profile_adds_sglangs_switch():
     argv = SGLangAdapter().launch_spec(profile.model_copy(update={"deterministic": True}), Variant(), CacheMode.on, 30000, "unused").argv
     assert argv[-1] == "--enable-deterministic-inference"
     assert "--enable-deterministic-inference" not in SGLangAdapter().launch_spec(profile, Variant(), CacheMode.on, 30000, "unused").argv
+
+
+def test_a_labelled_counter_without_samples_yet_scrapes_as_zero():
+    """SGLang lists `sglang:cached_tokens_total` (labelled by cache source) with no sample until the
+    first cache hit: a fresh server's metrics before its first cell hold 0 cached tokens, not nothing."""
+    text = (
+        "# HELP sglang:cached_tokens_total Number of cached prompt tokens.\n# TYPE sglang:cached_tokens_total counter\n"
+        "# HELP sglang:prompt_tokens_total Prompt tokens.\n# TYPE sglang:prompt_tokens_total counter\n"
+        'sglang:prompt_tokens_total{model_name="m"} 12.0\n'
+    )
+    http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, text=text)), base_url="http://sglang")
+    assert SGLangAdapter().scrape_metrics(http) == {"cached_tokens": 0.0, "prompt_tokens": 12.0}
+
+
+def test_bundled_model_is_served_and_requested_without_a_colon():
+    # SGLang reads `name:adapter` in a request's model as a LoRA adapter, and refuses a colon in --served-model-name.
+    profile = ServerProfile(name="c", engine="sglang", model_path="bundled:smollm2-135m-hf", device="cpu")
+    argv = SGLangAdapter().engine_argv("python", profile, CacheMode.on, 1, "unused")
+    assert argv[argv.index("--served-model-name") + 1] == "bundled-smollm2-135m-hf"
+    assert SGLangAdapter().request_model("bundled:smollm2-135m-hf") == "bundled-smollm2-135m-hf"
+    assert SGLangAdapter().request_model("nvidia/NVIDIA-Nemotron-Nano-9B-v2") == "nvidia/NVIDIA-Nemotron-Nano-9B-v2"
+
+
+def test_a_launched_sglang_gets_a_port_it_accepts():
+    # SGLang 0.5.14 derives its gRPC port as --port + 10000 and refuses to start above 65535.
+    from evalctl.servers.process import free_port
+
+    assert SGLangAdapter.highest_port == 55535
+    assert all(free_port(highest=40000) <= 40000 for _ in range(5))

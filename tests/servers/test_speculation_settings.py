@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from evalctl.cell import CacheMode
 from evalctl.config import ServerProfile
-from evalctl.engine_registry import adapter_for
+from evalctl.servers.registry import adapter_for
 
 MODEL = "bundled:smollm2-135m"
 

@@ -1,4 +1,4 @@
-"""Venvs made for builds named by version (servers.venvs): built once, reused, never half-used; a spec pip cannot install is bad input.
+"""Venvs made for builds named by version (evalctl.venvs): built once, reused, never half-used; a spec pip cannot install is bad input.
 
 The requirements are a wheel made here (`demo @ file://...`), so pip installs without the index.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import evalctl, write_sweep_config
 
+from evalctl import venvs
 from evalctl.config import Variant
 from evalctl.errors import ExitCode
-from evalctl.servers import venvs
 
 
 def demo_wheel(folder: Path, version: str = "1.0") -> str:

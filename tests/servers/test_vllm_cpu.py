@@ -16,23 +16,22 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
-import psutil
 import pytest
 import yaml
-from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run, start_canary
+from conftest import VLLM_PYTHON, assert_probe_passes_then_fails_behind_the_canary, evalctl, needs_vllm, only_run
+from process_tree import ProcessTree, names, start_evalctl, watch
 
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.engine_registry import adapter_for
 from evalctl.records import RECORD_KEYS, RECORDS_FILE, primary_metric
 from evalctl.runs import load_run
 from evalctl.servers.process import ManagedServer
+from evalctl.servers.registry import adapter_for
 
 pytestmark = needs_vllm
 # Records in the prefix-recall prefix: about 290 and 580 tokens, more than vLLM's 128-token
@@ -56,82 +55,6 @@ def write_config(tmp_path: Path, **fields: object) -> Path:
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-class ProcessTree:
-    """Every process ever seen below a root (pid and start time, so a reused pid is not mistaken for it)."""
-
-    def __init__(self, root: int):
-        self.root = root
-        self.seen: dict[tuple[int, float], str] = {}
-
-    def look(self) -> list[psutil.Process]:
-        try:
-            top = psutil.Process(self.root)
-            procs = [top, *top.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
-        for proc in procs:
-            try:
-                # The latest command line: vLLM retitles its processes (VLLM::EngineCore) after they start.
-                key = (proc.pid, proc.create_time())
-                self.seen[key] = " ".join(proc.cmdline())[:120] or self.seen.get(key, "")
-            except psutil.NoSuchProcess:
-                pass
-        return procs
-
-    def saw(self, title: str) -> bool:
-        """Whether a process with this title (vLLM names its EngineCore and Worker so) was ever in the tree."""
-        return any(cmd.startswith(title) for cmd in self.seen.values())
-
-    def alive(self) -> list[str]:
-        left = []
-        for (pid, created), cmd in self.seen.items():
-            try:
-                proc = psutil.Process(pid)
-                if proc.create_time() == created and proc.status() != psutil.STATUS_ZOMBIE:
-                    left.append(f"{pid} {cmd}")
-            except psutil.NoSuchProcess:
-                pass
-        return left
-
-    def wait_gone(self, timeout: float = 30) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while (left := self.alive()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return left
-
-    def kill_all(self) -> None:
-        for line in self.alive():
-            try:
-                psutil.Process(int(line.split()[0])).kill()
-            except psutil.NoSuchProcess:
-                pass
-
-
-def names(procs: list[psutil.Process]) -> set[str]:
-    out = set()
-    for proc in procs:
-        try:
-            out.add(proc.name())
-        except psutil.NoSuchProcess:
-            pass
-    return out
-
-
-def start_evalctl(tmp_path: Path, *args: str, log: str = "evalctl.out") -> tuple[subprocess.Popen, ProcessTree]:
-    out = open(tmp_path / log, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "evalctl.cli", *args], stdout=out, stderr=subprocess.STDOUT)
-    return proc, ProcessTree(proc.pid)
-
-
-def watch(proc: subprocess.Popen, tree: ProcessTree, until, timeout: float) -> None:
-    """Record evalctl's process tree every 0.2 s until `until(processes)` or evalctl exits."""
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        if until(tree.look()):
-            return
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -232,21 +155,7 @@ def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_q
 
 
 def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_server, tmp_path):
-    policy = tmp_path / "policy.yaml"
-    policy.write_text("chunk_offsets: []\nmax_tokens: 8\n")
-    common = ["--engine", "vllm", "--shots", "2", "--prefix-tokens", "300", "--policy", str(policy)]
-    healthy = evalctl("probe", "--url", vllm_server.base_url, "--output", str(tmp_path / "ok"), *common)
-    assert healthy.returncode == 0, healthy.stderr + healthy.stdout
-    result = json.loads((only_run(tmp_path / "ok") / "probe.json").read_text())
-    assert result["verdict"] == "pass" and result["cache_flushed"] and all(b["cached_tokens"] > 0 for b in result["bins"])
-    canary, url = start_canary(vllm_server.base_url)
-    try:
-        faulty = evalctl("probe", "--url", url, "--output", str(tmp_path / "bad"), *common)
-    finally:
-        canary.terminate()
-        canary.communicate(timeout=30)
-    assert faulty.returncode == 1, faulty.stderr + faulty.stdout
-    assert json.loads((only_run(tmp_path / "bad") / "probe.json").read_text())["verdict"] == "fail"
+    assert_probe_passes_then_fails_behind_the_canary(vllm_server.base_url, "vllm", tmp_path)
 
 
 def test_servers_show_prints_the_launch_it_runs(tmp_path):

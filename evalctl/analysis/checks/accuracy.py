@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import decide_drops, drop_bounds
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
@@ -131,4 +131,4 @@ class Accuracy(GateCheck):
         return accuracy_checks(comparisons, inputs.policy, inputs.noise) or nothing_to_compare()
 
 
-register_check(Accuracy())
+CHECK = Accuracy()  # listed in analysis.checks.CHECKS

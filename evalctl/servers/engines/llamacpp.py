@@ -13,10 +13,9 @@ from types import ModuleType
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant
-from evalctl.engine_registry import register_engine
 from evalctl.extras import require
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.schema import CacheMode, EngineSettings, ServerProfile, Variant
 from evalctl.servers import llamacpp_main
 from evalctl.servers.base import EngineAdapter, LaunchRecord, flat_settings
 from evalctl.servers.bundled import resolve_model_path
@@ -84,8 +83,8 @@ def _props_say_llamacpp(body: dict) -> bool:
     return "default_generation_settings" in body
 
 
-@register_engine("llamacpp")
 class LlamaCppAdapter(EngineAdapter):
+    name = "llamacpp"  # listed in servers.registry.ENGINES
     Settings = LlamaCppSettings
     detect_routes = (("/props", _props_say_llamacpp),)
     detect_rank = 10

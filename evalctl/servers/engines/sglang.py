@@ -12,9 +12,8 @@ from typing import Literal
 import httpx
 from pydantic import Field, model_validator
 
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import (
     EngineAdapter,
     GpuEngineSettings,
@@ -25,6 +24,7 @@ from evalctl.servers.base import (
     preflight_converted,
     salted_cold,
 )
+from evalctl.servers.bundled import BUNDLED_PREFIX
 
 # /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
 # changes with each request: the live parts are left out of the record.
@@ -37,6 +37,8 @@ def _sglang_server_info(body: dict) -> bool:
 
 
 _CPU_ONLY = ("max_total_tokens", "threads")
+# How long a flush waits for running requests to end (within the callers' HTTP timeouts: 30 s and more).
+_FLUSH_WAIT_S = 20.0
 
 
 class SGLangSettings(GpuEngineSettings):
@@ -69,13 +71,16 @@ class SGLangSettings(GpuEngineSettings):
         ]  # fmt: skip
 
 
-@register_engine("sglang")
 class SGLangAdapter(EngineAdapter):
+    name = "sglang"  # listed in servers.registry.ENGINES
     Settings = SGLangSettings
     detect_routes = (("/server_info", _sglang_server_info), ("/get_server_info", _sglang_server_info))
     detect_rank = 20  # before vLLM, whose dev-mode /server_info would otherwise be asked second
     # Readiness means a token was generated, not just that the HTTP server is up.
     health_path = "/health_generate"
+    # SGLang derives its gRPC port as --port + 10000 and refuses to start when that passes 65535,
+    # gRPC on or off: a free port from the OS's ephemeral range (up to 60999) can be too high.
+    highest_port = 55535
     # --enable-cache-report adds prompt_tokens_details.cached_tokens only when it is > 0.
     cached_tokens_if_missing = 0
     metrics = {
@@ -92,7 +97,7 @@ class SGLangAdapter(EngineAdapter):
         settings: SGLangSettings = self.settings(profile)
         return [
             python, "-m", "sglang.launch_server",
-            *converted_model_args(profile, "--model-path"),
+            *converted_model_args(profile, "--model-path", self.request_model(profile.model_path)),
             "--host", profile.host,
             "--port", str(port),
             "--tp-size", str(settings.tp),
@@ -118,13 +123,20 @@ class SGLangAdapter(EngineAdapter):
             return {}
         return {"SGLANG_USE_CPU_ENGINE": "1", **({"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {})}
 
+    def request_model(self, model_path: str) -> str:
+        # A request's `model` of the form `name:adapter` selects a LoRA adapter in SGLang, and its
+        # --served-model-name refuses a colon: a bundled name is sent as `bundled-NAME`.
+        return model_path.replace(":", "-", 1) if model_path.startswith(BUNDLED_PREFIX) else model_path
+
     def fresh_fields(self, cache: CacheMode) -> dict:
         # SGLang keys its radix tree by `cache_salt` as well as the tokens: `sweep --url ... --cache off` is cold on SGLang too.
         return salted_cold(cache)
 
     def flush(self, http: httpx.Client) -> bool:
-        # SGLang answers 400 (and does nothing) while requests are running.
-        http.post("/flush_cache").raise_for_status()
+        # SGLang answers 400 (and does nothing) while requests are running, or waiting in its
+        # queue: as the last requests of a cell may still be, a moment after their answers came
+        # back. Asked with a timeout, it waits up to that long for idle, then flushes.
+        http.post("/flush_cache", params={"timeout": _FLUSH_WAIT_S}).raise_for_status()
         return True
 
     def server_info(self, http: httpx.Client) -> dict:
@@ -137,7 +149,9 @@ class SGLangAdapter(EngineAdapter):
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         # The profile's setting when pinned; else what the server resolved (SGLang picks it by GPU memory).
-        if profile is not None and profile.settings.chunked_prefill_size:
-            return profile.settings.chunked_prefill_size
+        # An external profile (a URL) has no such setting.
+        pinned = getattr(profile.settings, "chunked_prefill_size", None) if profile is not None else None
+        if pinned:
+            return pinned
         size = self.server_info(http)["settings"].get("chunked_prefill_size")
         return int(size) if size else None

@@ -15,9 +15,13 @@ Never install this anywhere but a test's PYTHONPATH.
 
 from __future__ import annotations
 
-import importlib.abc
 import inspect
 import sys
+from pathlib import Path
+
+# tests/, for the shared helper (appended: nothing of the engine's can be shadowed by it).
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+from patch_on_import import patch_on_import  # noqa: E402
 
 TARGET = "vllm.v1.worker.mamba_utils"
 
@@ -49,26 +53,4 @@ def _patch(module) -> None:
     print(f"[faulty build] {TARGET}.preprocess_mamba zeroes the restored Mamba state on prefix-cache hits", file=sys.stderr)
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patch the target module right after vLLM imports it (importing vLLM here would slow every process)."""
-
-    def find_spec(self, name, path, target=None):
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        import importlib.util
-
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            _patch(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
-
-
-sys.meta_path.insert(0, _PatchOnImport())
+patch_on_import(TARGET, _patch)

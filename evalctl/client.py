@@ -167,6 +167,10 @@ class CompletionClient:
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")
+        timings = data.get("timings")
+        if cached is None and isinstance(timings, dict):
+            # llama.cpp's own count: builds before b8672 (xllamacpp 0.2.x) report cached tokens only there.
+            cached = timings.get("cache_n")
         if cached is None and usage:
             cached = self.cached_tokens_if_missing
         return Completion(
@@ -190,21 +194,35 @@ class CompletionClient:
 
         Once `stop` is set no new request starts; those in flight still finish and are yielded.
         """
+        async for item in self.map_chains([[item] for item in prompts], stop):
+            yield item
+
+    async def map_chains(
+        self, chains: Iterable[list[tuple[object, str, dict]]], stop: asyncio.Event | None = None
+    ) -> AsyncIterator[tuple[object, Completion]]:
+        """As `map`, over chains: each chain's items in order, one after another's answer (a conversation's
+        turns); at most `concurrency` chains at once."""
         queue: asyncio.Queue = asyncio.Queue()
-        items = list(prompts)
+        items = [chain for chain in chains if chain]
         for item in items:
             queue.put_nowait(item)
         done: asyncio.Queue = asyncio.Queue()
         finished = object()
 
+        def stopped() -> bool:
+            return stop is not None and stop.is_set()
+
         async def worker() -> None:
             try:
-                while not (stop is not None and stop.is_set()):
+                while not stopped():
                     try:
-                        key, prompt, params = queue.get_nowait()
+                        chain = queue.get_nowait()
                     except asyncio.QueueEmpty:
                         return
-                    await done.put((key, await self.complete(prompt, **params)))
+                    for key, prompt, params in chain:
+                        if stopped():
+                            return
+                        await done.put((key, await self.complete(prompt, **params)))
             finally:
                 done.put_nowait(finished)
 

@@ -73,6 +73,20 @@ class ConfigError(BadInput):
     """A config that cannot be used; the message names the cause."""
 
 
+class UnknownName(BadInput):
+    """A name no registry holds (an engine, a task, a gate check kind, ...); the message lists the known ones."""
+
+    def __init__(self, kind: str, names: list[str], known: list[str], where: str = "") -> None:
+        # `where` follows the name: " in my_tasks/", " (gate policy section checks:)".
+        self.kind, self.names, self.known = kind, names, known
+        which = f"unknown {kind} {names[0]!r}" if len(names) == 1 else f"unknown {kind}s {', '.join(map(repr, names))}"
+        super().__init__(f"{which}{where}; known: {', '.join(known) or '(none)'}")
+
+
+class AlreadyRegistered(EvalctlError):
+    """Two modules register different things under one name: a bug in one of them (exit status 5)."""
+
+
 class RunFailed(EvalctlError):
     """A server, a job or the run itself could not do its work: exit status 3."""
 

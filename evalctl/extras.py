@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from evalctl.config import ConfigError
+from evalctl.errors import ConfigError
 
 # Module -> the extra that installs it.
 EXTRA_OF = {"xllamacpp": "cpu", "submitit": "slurm"}

@@ -27,6 +27,7 @@ import evalctl
 from evalctl.cell import CellKey
 from evalctl.errors import BadInput
 from evalctl.fsio import write_atomic
+from evalctl.venvs import PipVenv
 
 MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "jobs"
@@ -126,6 +127,7 @@ class ServerEntry(_Entry):
     info: dict[str, Any] = Field(default_factory=dict)
     engine_version: str | None = None
     unset_settings: dict[str, str] = Field(default_factory=dict)  # requested settings the build lacks -> why (a launcher's record)
+    venv: PipVenv | None = None  # a build named by version (variant `pip`): its requirements, resolved versions, venv
     probe: dict[str, Any] | None = None
     restarts: int = 0
     restart_log: list[RestartEntry] = Field(default_factory=list)

@@ -1,12 +1,13 @@
 """Where registries find code that is not part of evalctl: plug-in modules, imported once.
 
-A plug-in is one Python module that registers what it adds (a task, a gate check) when
-imported. It is found by either
+A plug-in is one Python module that registers what it adds (an engine, a task, a gate check)
+when imported. It is found by either
 - the `evalctl.plugins` entry-point group of an installed distribution (a package's
   `[project.entry-points."evalctl.plugins"]`), or
 - `EVALCTL_PLUGINS`: comma-separated module names importable from `sys.path` (a folder of
   one's own on PYTHONPATH), for code that is not packaged.
-Both are read on the first registry look-up, so adding one needs no edit to evalctl.
+Every `evalctl.registry.Registry` look-up asks for them (each module is imported once, whichever
+registry asks first), so adding one needs no edit to evalctl.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ SAMPLES_FILE = "samples.parquet"
 # mistake; one file per profile, so cluster jobs (one per profile x variant) never share one.
 NOISE_GLOB = "noise-*.jsonl"
 # Columns newer than some run folders: read as empty from those.
-LATER_COLUMNS = ("itl_s",)
+LATER_COLUMNS = ("itl_s", "conversation", "turn", "turn_kind", "source_doc_id")
 
 # A task's metric, as the task names it (`tasks.lmeval`): GSM8K's `strict` (`#### N`) and
 # `flexible` (the last number), or any filter name of a task's YAML. Each metric is two columns
@@ -44,6 +44,8 @@ CELL_KEYS = CellKey.columns()
 RECORD_KEYS = [*CELL_KEYS, "doc_id", "prompt_hash"]
 # prefix-recall: the third of the record list that holds the asked value, in prompt order.
 AnswerPosition = Literal["start", "middle", "end"]
+# conversation workloads (`tasks.conversation`): how a request got to its transcript.
+TurnKind = Literal["first", "extend", "rewind", "branch"]
 ANSWER_POSITIONS: tuple[str, ...] = get_args(AnswerPosition)
 
 
@@ -78,6 +80,11 @@ class SampleRecord:
     # prefix-recall only (None otherwise): where in the prompt the asked value sits
     answer_position: AnswerPosition | None = None
     answer_token_offset: int | None = None  # tokens before the value (server's /tokenize; else estimated)
+    # conversation workloads only (None otherwise): `tasks.conversation`
+    conversation: int | None = None
+    turn: int | None = None  # turns in the transcript this request sent
+    turn_kind: TurnKind | None = None
+    source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
 
     def row(self) -> dict:
         """The record as one flat row: each metric's answer and outcome its own columns."""

@@ -19,6 +19,7 @@ from evalctl.runs import Run, open_run
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
+from evalctl.tasks.registry import resolved_data_dir
 
 # Settings that change how a run is carried out, not what its records mean.
 OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
@@ -111,7 +112,7 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
             f"cannot resume {run_dir}: the config differs from the recorded one in {', '.join(changed)};"
             " records would mix incompatible settings (start a new run instead)"
         )
-    if manifest.data_fingerprint != data_fingerprint(given.resolved_data_dir()):
+    if manifest.data_fingerprint != data_fingerprint(resolved_data_dir(given)):
         raise ConfigError(f"cannot resume {run_dir}: the dataset files differ from the ones the run started with")
     return given, run
 

@@ -46,11 +46,11 @@ import yaml
 from process_tree import ProcessTree
 
 from evalctl.analysis.gate_document import GateDocument
-from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.config import CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
-from evalctl.engine_registry import adapter_for
 from evalctl.errors import VERDICT_EXIT
 from evalctl.servers.process import ManagedServer, free_port
+from evalctl.servers.registry import adapter_for
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)
@@ -299,6 +299,43 @@ def cpu_server(tmp_path_factory) -> Iterator[str]:
         yield server.base_url
     finally:
         server.stop()
+
+
+# The one launched sweep (see `launched_run`): its secrets, and the CLI flags over the alias.
+LAUNCHED_API_KEY, LAUNCHED_HF_TOKEN = "sk-cmdline-SECRET-4711", "hf-env-SECRET-0815"
+LAUNCHED_SHOTS, LAUNCHED_FLAGS = "1,2", ("--task", "gsm8k", "--limit", "3", "--cache", "on,off")
+
+
+@dataclass(frozen=True)
+class LaunchedRun:
+    """A finished launched sweep: its run folder (read it, or copy it before writing), its config and its output."""
+
+    run: Path
+    config: Path
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def launched_run(tmp_path_factory) -> LaunchedRun:
+    """The session's one sweep that launches its own servers (cache on, then cache off).
+
+    The README's alias as shipped with `--task gsm8k` (its task settings, the packaged data), an
+    HF_TOKEN in its server's environment and `--api-key`: the sweep, report, secrets and kill
+    tests read it instead of each launching the same small sweep. Read-only: a test that writes
+    into a run folder copies this one first.
+    """
+    tmp = tmp_path_factory.mktemp("launched-run")
+    config = yaml.safe_load(alias_path("smollm2-135m").read_text())
+    config["servers"][0]["env"] = {"HF_TOKEN": LAUNCHED_HF_TOKEN}
+    path = tmp / "smollm2-135m.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--shots", LAUNCHED_SHOTS, "--api-key", LAUNCHED_API_KEY,
+                  "--output", str(tmp / "out"), timeout=1500)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    left = processes_of(tmp)
+    assert not left, f"processes left behind by the launched sweep: {left}"
+    return LaunchedRun(only_run(tmp / "out"), path, out.stdout, out.stderr)
 
 
 @dataclass

@@ -29,9 +29,6 @@ import pytest
 import yaml
 from conftest import cpu_profile, evalctl, only_run, processes_of, write_sweep_config
 
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer
-
 pytestmark = pytest.mark.server
 
 RECORDS = 40  # questions a step may ask (looks at 10, 15, 23, 40); at 30 a lost prefix can end unknown at the last look
@@ -137,26 +134,18 @@ class Nightly:
 
 
 @pytest.fixture(scope="module")
-def nightly_regression(tmp_path_factory):
-    """The engine repository, one shared llama.cpp server, and a nightly run of the bad commit gated as a regression."""
+def nightly_regression(tmp_path_factory, cpu_server):
+    """The engine repository, the session's llama.cpp server, and a nightly run of the bad commit gated as a regression."""
     tmp = tmp_path_factory.mktemp("bisect-cpu")
     repo = tmp / "engine-repo"
     shas = engine_repo(repo)
     policy = tmp / "policy.yaml"
     policy.write_text(yaml.safe_dump({"metric": "strict", "max_accuracy_drop": 0.15, "min_n": 10, "max_invalid_rate": 0.5}))
-    profile = ServerProfile(
-        name="shared", model_path="bundled:smollm2-135m", context_length=2048, parallel=2, threads=1, startup_timeout_s=120
-    )
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp / "shared-server.log")
-    server.start()
-    try:
-        good_run = nightly(tmp, repo, shas[0], "good", server.base_url, policy)
-        bad_run = nightly(tmp, repo, shas[-1], "bad", server.base_url, policy)
-        gated = evalctl("gate", str(bad_run), "--baseline", str(good_run))
-        assert gated.returncode == 1, gated.stdout + gated.stderr  # the nightly says regression
-        yield Nightly(tmp, repo, shas, server.base_url, bad_run)
-    finally:
-        server.stop()
+    good_run = nightly(tmp, repo, shas[0], "good", cpu_server, policy)
+    bad_run = nightly(tmp, repo, shas[-1], "bad", cpu_server, policy)
+    gated = evalctl("gate", str(bad_run), "--baseline", str(good_run))
+    assert gated.returncode == 1, gated.stdout + gated.stderr  # the nightly says regression
+    yield Nightly(tmp, repo, shas, cpu_server, bad_run)
     left = processes_of(tmp)
     for proc in left:
         proc.kill()

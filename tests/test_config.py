@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from evalctl.config import CacheMode, ConfigError, known_aliases, load_config
+from evalctl.config import CacheMode, ConfigError, known_aliases, load_config, resolved_data_dir
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -60,7 +60,8 @@ def test_nested_unknown_field_is_named(tmp_path):
     text = MINIMAL.replace("model_path:", "gpuz: 2\n    model_path:")
     with pytest.raises(ConfigError) as exc:
         load_config(config_file=write(tmp_path, text))
-    assert "servers.0.gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)" in str(exc.value)
+    told = "servers.0.gpuz: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads, speculative)"
+    assert told in str(exc.value)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +100,7 @@ def test_model_or_config_exactly_one(tmp_path):
 def test_data_dir_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path))
     cfg = load_config(config_file=write(tmp_path, MINIMAL))
-    assert cfg.resolved_data_dir() == tmp_path
+    assert resolved_data_dir(cfg) == tmp_path
 
 
 def test_the_default_is_prefix_recall_and_gsm8k_brings_its_own_settings_under_the_cli():

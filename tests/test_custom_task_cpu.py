@@ -23,10 +23,10 @@ METRICS = ["first-number", "any-number"]
 QUESTIONS = 6  # of the task's 12
 
 
-def test_a_task_of_yaml_and_json_runs_end_to_end_under_its_own_metric_names(tmp_path, no_orphans):
+def test_a_task_of_yaml_and_json_runs_end_to_end_under_its_own_metric_names(tmp_path, no_orphans, cpu_server):
     cfg = write_sweep_config(tmp_path, None, [cpu_profile(parallel=4)], shots=[1, 2], cache=["on", "off"], limit=QUESTIONS,
                              generation={"max_tokens": 8})  # fmt: skip
-    out = evalctl("sweep", "--config", str(cfg), "--task", "toy-arith", "--include-path", str(TASK_DIR))
+    out = evalctl("sweep", "--config", str(cfg), "--url", cpu_server, "--task", "toy-arith", "--include-path", str(TASK_DIR))
     assert out.returncode in (0, 1, 2), out.stdout + out.stderr  # a verdict, not a tool failure
     run = only_run(tmp_path / "out")
 

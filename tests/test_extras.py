@@ -1,4 +1,4 @@
-"""A missing optional dependency is named with its extra: exit 2, no traceback, nothing written."""
+"""A missing optional dependency is named with its extra: exit 4 (bad input), no traceback, nothing written."""
 
 from __future__ import annotations
 

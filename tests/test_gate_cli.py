@@ -20,7 +20,7 @@ from evalctl.manifest import write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
 CHECK_KEYS = {"name", "kind", "family", "profile", "variant", "cache", "shots", "pass_index", "status", "reason", "metric", "value",
-              "threshold", "p_value", "p_adjusted", "b", "c", "n", "comparison"}  # fmt: skip
+              "threshold", "p_value", "p_adjusted", "lower", "upper", "b", "c", "n", "comparison"}  # fmt: skip
 
 
 def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool = True) -> Path:
@@ -106,6 +106,7 @@ def test_analyze_adds_paired_table_and_cliff(runs):
     out = cli("analyze", str(runs["bad"]))
     assert out.exit_code == 0, out.stdout
     assert "Paired strict accuracy" in out.stdout and "Cliffs" in out.stdout
+    assert "McNemar" not in out.stdout  # one statistic per question: the gate's
     assert (runs["bad"] / "accuracy_vs_prefill_length.png").is_file()
 
 
@@ -138,3 +139,18 @@ def test_bisect_exit_codes_are_what_git_bisect_run_reads(runs):
     out = cli("gate", str(runs["small"]), "--bisect-exit-codes")
     assert out.exit_code == 125 and "(exit 125)" in out.stdout
     assert cli("gate", str(runs["small"] / "missing"), "--bisect-exit-codes").exit_code == 128  # git bisect stops
+
+
+def test_the_paired_table_prints_the_gates_own_interval_and_p_beside_each_verdict(runs, tmp_path):
+    # Issue 35: the table printed McNemar p-values and its own Holm column while the gate decided
+    # by the skew-corrected score rule; now each row is an accuracy check of gate.json.
+    out = cli("analyze", str(runs["bad"]))
+    assert out.exit_code == 0, out.stdout
+    assert cli("gate", str(runs["bad"]), "--output", str(tmp_path)).exit_code == ExitCode.REGRESSION
+    checks = [c for c in json.loads((tmp_path / "gate.json").read_text())["checks"] if c["kind"] == "accuracy"]
+    text = " ".join(out.stdout.split())
+    assert len(checks) == 3 and "90% interval" in text
+    for check in checks:
+        assert check["lower"] <= check["value"] <= check["upper"]
+        row = f"{check['shots']} {check['n']} {check['b']} {check['c']} {check['value']:.3f} [{check['lower']:.3f},{check['upper']:.3f}]"
+        assert row in text and check["status"] in text

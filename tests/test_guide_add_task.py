@@ -11,7 +11,7 @@ import guides
 import pytest
 import yaml
 
-from evalctl.config import config_from_dict
+from evalctl.config import config_from_dict, resolved_data_dir
 from evalctl.errors import BadInput
 from evalctl.tasks import registry
 from evalctl.tasks.lmeval import LmEvalTask
@@ -40,8 +40,7 @@ def registry_restored(monkeypatch):
     """The plug-in registers into the process's registry: leave it as it was for other tests."""
     from evalctl import plugins
 
-    registry.registered_tasks()  # the built-ins registered first, so the copy restored afterwards holds them
-    monkeypatch.setattr(registry, "_TASKS", dict(registry._TASKS))
+    monkeypatch.setattr(registry.TASKS, "_items", registry.TASKS.items())  # the built-ins, restored afterwards
     monkeypatch.setattr(plugins, "_loaded", set(plugins._loaded))
 
 
@@ -67,7 +66,7 @@ def test_the_config_names_the_task_and_its_folder(my_tasks: Path):
         "test",
     )
     assert config.task == "capitals" and config.include_path == my_tasks
-    assert config.resolved_data_dir() is None  # the task reads the data its YAML names
+    assert resolved_data_dir(config) is None  # the task reads the data its YAML names
 
 
 def test_loglikelihood_tasks_and_groups_are_refused_with_the_guides_error(my_tasks: Path):

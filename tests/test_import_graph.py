@@ -2,7 +2,8 @@
 
 The graph is read from the source with `ast` (nothing imported): every `import` and `from ... import`,
 at module level or inside a function (a deferred import still makes the two modules depend on each
-other), except those under `if TYPE_CHECKING:`.
+other), except those under `if TYPE_CHECKING:`; and every string literal that names an evalctl module
+(`importlib.import_module("evalctl.x")`, a registry's built-in `"evalctl.x:attribute"`), since those are imported too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 for alias in child.names:
                     target = f"{base}.{alias.name}"
                     found.add(target if target in modules else base)
+            elif isinstance(child, ast.Constant) and isinstance(child.value, str) and child.value.partition(":")[0] in modules:
+                # A registry's built-in, "evalctl.x:attribute", is imported by name too.
+                found.add(child.value.partition(":")[0])
             visit(child)
 
     visit(ast.parse(path.read_text()))
@@ -95,6 +99,14 @@ def test_no_cycle_between_the_parts_of_evalctl():
         folded.setdefault(part(name), set()).update(part(t) for t in targets if part(t) != part(name))
     assert cycles(folded) == []
     assert "evalctl.analysis" in folded["evalctl.cli"] and "evalctl.runs" in folded["evalctl.analysis"]  # the graph is read
+
+
+def test_modules_imported_by_name_are_edges():
+    graph = module_graph()
+    assert "evalctl.servers.engines.llamacpp" in graph["evalctl.servers.registry"]  # a registry's built-in, named by string
+    assert "evalctl.analysis.checks.accuracy" in graph["evalctl.analysis.checks"]
+    registries = {"evalctl.registry", "evalctl.servers.registry", "evalctl.tasks.registry", "evalctl.analysis.checks"}
+    assert not registries & graph["evalctl.schema"]  # the schema looks nothing up
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from evalctl.config import ConfigError, config_from_dict
+from evalctl.config import ConfigError, config_from_dict, resolved_data_dir
 from evalctl.tasks.lmeval import LmEvalTask
 from evalctl.tasks.prefix_recall.generate import RECORD, documents, position_bin, spread_order
 
@@ -101,4 +101,4 @@ def test_zero_records_is_refused():
 def test_generated_task_reads_no_data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path / "missing"))
     cfg = config_from_dict({"model": "m", "task": "prefix-recall", "shots": [8], "servers": [{"name": "a", "model_path": "x"}]}, None, "t")
-    assert cfg.resolved_data_dir() is None  # no GSM8K fingerprint in a recall run's manifest
+    assert resolved_data_dir(cfg) is None  # no GSM8K fingerprint in a recall run's manifest

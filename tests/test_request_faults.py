@@ -14,8 +14,8 @@ from fault_server import BAD_REQUEST_MESSAGE, MODES
 
 from evalctl.client import Completion, CompletionClient
 from evalctl.config import CacheMode
-from evalctl.engine_registry import adapter_for
 from evalctl.records import is_final
+from evalctl.servers.registry import adapter_for
 
 HERE = Path(__file__).resolve().parent
 # What each fault becomes after retries: the error kind of its row (None: answered).

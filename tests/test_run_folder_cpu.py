@@ -4,20 +4,23 @@ kill -9, a disk that fills mid-run, and readers (gate, dashboard) of a live run.
 from __future__ import annotations
 
 import json
+import os
+import random
 import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import evalctl, only_run, processes_of
-from test_reliability_cpu import record_count, servers_of, small, start, wait_for
+from conftest import LAUNCHED_FLAGS, evalctl, only_run, processes_of
+from test_reliability_cpu import keys, record_count, small, start, wait_for
 
 from evalctl.errors import ExitCode
 from evalctl.history.store import inspect_run
-from evalctl.records import RECORD_KEYS, RECORDS_FILE, is_final, read_records
+from evalctl.records import CELL_KEYS, RECORD_KEYS, RECORDS_FILE, is_final, read_records
 from evalctl.runlock import writers
 
 pytestmark = pytest.mark.server
@@ -37,17 +40,22 @@ def resume(run: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_two_resumes_at_once_after_kill_9_one_writes_one_refuses_one_waits(tmp_path, data_dir, no_orphans):
+def test_kill_9_at_a_random_point_then_two_resumes_at_once_one_writes_one_refuses_one_waits_and_it_equals_a_clean_run(
+    launched_run, tmp_path, no_orphans
+):
+    # The shared launched sweep's config at its first shot count: that cell's rows of the launched run are the clean run.
+    args = ["sweep", "--config", str(launched_run.config), *LAUNCHED_FLAGS, "--shots", "1"]
+    seed = int(os.environ.get("EVALCTL_KILL_SEED", random.randrange(1 << 16)))
+    kill_after = random.Random(seed).randint(0, 5)  # records on disk when evalctl dies (6 in all)
+    note = f"seed {seed}, killed after {kill_after} record(s)"
     root = tmp_path / "out"
-    proc = start(
-        tmp_path, *small(data_dir, "--shots", "1", "--limit", "4", "--cache", "on,off", "--concurrency", "1"), "--output", str(root)
-    )
-    wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
+    proc = start(tmp_path, *args, "--output", str(root))
+    wait_for(lambda: list(root.glob("*/manifest.json")) and record_count(root) >= kill_after, what=note, proc=proc)
     proc.kill()
     proc.wait()
     run = only_run(root)
-    assert writers(run) == []  # kill -9 left no lock behind: nothing to clean before resuming
-    wait_for(lambda: not servers_of(root), timeout=10, what="the server to die with evalctl")
+    assert writers(run) == [], note  # kill -9 left no lock behind: nothing to clean before resuming
+    wait_for(lambda: not processes_of(root), timeout=10, what=f"servers to die with evalctl ({note})")
 
     first = resume(run)
     wait_for(lambda: writers(run), timeout=120, what="the first resume to hold the lock")
@@ -57,16 +65,30 @@ def test_two_resumes_at_once_after_kill_9_one_writes_one_refuses_one_waits(tmp_p
     assert f"PID {first.pid}" in refused_err and "being written by" in refused_err and "Traceback" not in refused_err
     assert third.poll() is None  # waiting for the lock, not refused
     out, errs = first.communicate(timeout=900)
-    assert first.returncode == 0, out + errs
+    assert first.returncode == 0, note + out + errs
     out3, errs3 = third.communicate(timeout=300)
     assert third.returncode == 0, out3 + errs3
 
-    assert_each_request_once(run, expected=8)
-    resumes = json.loads((run / "manifest.json").read_text())["resumes"]
+    assert_each_request_once(run, expected=6)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
     # The writer sent the rest; the waiter found nothing left; the refused one left no trace.
+    resumes = manifest["resumes"]
     assert len(resumes) == 2, resumes
-    assert resumes[0]["finished_requests"] >= 1 and resumes[0]["finished_requests"] + resumes[0]["remaining_requests"] == 8
-    assert (resumes[1]["finished_requests"], resumes[1]["remaining_requests"]) == (8, 0)
+    assert resumes[0]["finished_requests"] >= kill_after and resumes[0]["finished_requests"] + resumes[0]["remaining_requests"] == 6
+    assert (resumes[1]["finished_requests"], resumes[1]["remaining_requests"]) == (6, 0)
+
+    clean_run = launched_run.run
+    a = pd.read_parquet(clean_run / "samples.parquet").query("shots == 1")
+    b = pd.read_parquet(run / "samples.parquet")
+    assert keys(a) == keys(b) and len(b) == 6 and not b.duplicated(RECORD_KEYS).any(), note
+    assert (b.run_id == run.name).all(), note
+    # Greedy decoding: the same question gets the same answer, so per-question correctness and the accuracy figures match.
+    both = a.merge(b, on=[*CELL_KEYS, "doc_id"], suffixes=("_clean", "_resumed"))
+    assert (both.strict_correct_clean == both.strict_correct_resumed).all(), note
+    columns = [*CELL_KEYS, "n", "errors", "strict_acc", "flexible_acc"]
+    acc_clean = pd.read_csv(clean_run / "summary.csv").query("shots == 1")[columns].reset_index(drop=True)
+    pd.testing.assert_frame_equal(acc_clean, pd.read_csv(run / "summary.csv")[columns])
 
 
 def mount_tmpfs(where: Path, size: str) -> None:
@@ -108,7 +130,7 @@ def test_a_disk_that_fills_mid_run_names_the_file_keeps_every_row_and_resume_fin
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
-def test_gate_and_dashboard_read_a_live_run_and_say_it_is_running(tmp_path, data_dir, no_orphans):
+def test_gate_and_dashboard_read_a_live_run_and_say_it_is_running_then_sigterm_stops_it_quickly(tmp_path, data_dir, no_orphans):
     root, site = tmp_path / "out", tmp_path / "site"
     # Long answers: the run stays live for the readers; it is stopped once they have read it twice.
     args = small(data_dir, "--shots", "1", "--limit", "30", "--cache", "on", "--concurrency", "1", "--max-tokens", "128")
@@ -130,7 +152,16 @@ def test_gate_and_dashboard_read_a_live_run_and_say_it_is_running(tmp_path, data
             assert f'data-run="{run.name}" data-config="cpu/default" data-verdict="running"' in (site / "index.html").read_text()
             reads += 1
     assert reads >= 1, "the sweep ended before a reader saw it running"
+    # SIGTERM mid-requests (test_reliability_cpu.py has SIGINT mid-start-up): evalctl stops quickly, with
+    # its servers, keeps what it has, and says how to finish.
+    run_processes = [proc.pid] + [p.pid for p in processes_of(root)]
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=300) == 143, (tmp_path / "evalctl.out").read_text()
+    sent = time.monotonic()
+    assert proc.wait(timeout=60) == ExitCode.TERMINATED, (tmp_path / "evalctl.out").read_text()
+    assert time.monotonic() - sent < 10
+    assert not processes_of(tmp_path), run_processes
     assert writers(run) == [] and inspect_run(run).status == "interrupted"
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+    assert len(pd.read_parquet(run / "samples.parquet")) >= 1
+    assert f"finish with: evalctl sweep --resume {run}\n" in (tmp_path / "evalctl.out").read_text()
     assert not (run / "gate.json").exists()  # no reader wrote into the live run

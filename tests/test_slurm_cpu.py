@@ -76,19 +76,26 @@ def assert_every_request_once(run: Path, expected: int) -> None:
     assert len(samples) == expected and samples.error.isna().all()
 
 
-def test_sweep_on_slurm_runs_each_profile_in_its_job_then_gates(tmp_path, data_dir, slurm, no_orphans):
+def test_sweep_on_slurm_runs_each_profile_in_its_job_side_by_side_under_a_shared_lock_then_gates(tmp_path, data_dir, slurm, no_orphans):
     root = tmp_path / "results"
-    cfg = two_profiles(tmp_path, data_dir, limit=2)
-    out = evalctl("sweep", "--config", str(cfg), "--executor", "slurm", "--wait", "--output", str(root))
+    cfg = two_profiles(tmp_path, data_dir, limit=3)
+    proc = start(tmp_path, "sweep", "--config", str(cfg), "--executor", "slurm", "--wait", "--output", str(root))
+    wait_for(lambda: list(root.glob("*/manifest.json")), what="the run folder", proc=proc)
     run = only_run(root)
+    wait_for(lambda: {h.role for h in writers(run)} == {"part a-default", "part b-default"}, what="both parts writing at once", proc=proc)
+    refused = evalctl("sweep", "--resume", str(run))  # a local writer while the parts write: the manifest is theirs to share
+    assert refused.returncode == ExitCode.BAD_INPUT and "part a-default" in refused.stderr, refused.stderr
+    code = proc.wait(timeout=900)
+    out = (tmp_path / "evalctl.out").read_text()
     gate = json.loads((run / "gate.json").read_text())
-    assert out.returncode == gate["exit_code"], out.stdout + out.stderr
+    assert code == gate["exit_code"], out
     assert all(c["status"] == "pass" for c in completeness(run))
     for part in ("a-default", "b-default"):
-        assert lines(run / f"records-{part}.jsonl") == 4, part
+        assert lines(run / f"records-{part}.jsonl") == 6, part
     assert not (run / "records.jsonl").exists()
-    assert_every_request_once(run, expected=8)
+    assert_every_request_once(run, expected=12)
     assert set(pd.read_parquet(run / "samples.parquet").profile) == {"a", "b"}
+    assert writers(run) == []
 
     m = manifest(run)
     assert m["status"] == "complete" and m["executor"] == "slurm" and m["gate"]["verdict"] == gate["verdict"]
@@ -96,7 +103,7 @@ def test_sweep_on_slurm_runs_each_profile_in_its_job_then_gates(tmp_path, data_d
     assert set(jobs) == {"a-default", "b-default", "aggregate"}
     for part in ("a-default", "b-default"):
         assert jobs[part]["slurm_state"] == "COMPLETED" and jobs[part]["run_state"] == "complete" and jobs[part]["node"]
-        assert f"job {jobs[part]['job_id']}: {part}" in out.stdout
+        assert f"job {jobs[part]['job_id']}: {part}" in out
     assert {s["profile"] for s in m["servers"]} == {"a", "b"}  # folded from the parts' state files
     assert (run / "summary.csv").is_file() and (run / "accuracy_vs_shots.png").is_file()
 
@@ -179,16 +186,3 @@ def test_job_that_can_never_start_is_reported_at_once_and_wait_is_bad_input(tmp_
     assert "can never start (PartitionConfig)" in out.stderr and "--cpus-per-task" in out.stderr
     jobs = [j["job_id"] for j in manifest(only_run(tmp_path / "results"))["jobs"]]
     assert all(s.ended for s in job_states(jobs).values())  # cancelled: nothing left queued for ever
-
-
-def test_parts_write_side_by_side_under_a_shared_lock_and_a_local_resume_is_refused(tmp_path, data_dir, slurm, no_orphans):
-    root = tmp_path / "results"
-    out = evalctl("sweep", "--config", str(two_profiles(tmp_path, data_dir, limit=3)), "--executor", "slurm", "--output", str(root))
-    assert out.returncode == 0, out.stderr
-    run = only_run(root)
-    wait_for(lambda: {h.role for h in writers(run)} == {"part a-default", "part b-default"}, what="both parts writing at once")
-    refused = evalctl("sweep", "--resume", str(run))  # a local writer while the parts write: the manifest is theirs to share
-    assert refused.returncode == ExitCode.BAD_INPUT and "part a-default" in refused.stderr, refused.stderr
-    wait_until_ended(job_of(run, "aggregate"), poll_s=1)
-    assert_every_request_once(run, expected=12)
-    assert manifest(run)["status"] == "complete" and (run / "gate.json").is_file() and writers(run) == []

@@ -8,30 +8,22 @@ import asyncio
 import pytest
 
 from evalctl.client import CompletionClient
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer
 from evalctl.tasks.lmeval import LmEvalTask
 
 pytestmark = pytest.mark.server
 
 
-def test_streamed_answers_equal_non_streamed_ones(tmp_path, data_dir, no_orphans):
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=2048, parallel=1, startup_timeout_s=120)
-    server = ManagedServer(profile, Variant(), CacheMode.off, tmp_path / "server.log")
+def test_streamed_answers_equal_non_streamed_ones(cpu_server, data_dir):
     prompts = LmEvalTask("gsm8k", data_dir=data_dir, fewshot="shared").prompts(2, 3)
-    # One slot, one request at a time, cache off on both paths: a batch shared with another request or a
-    # prefix hit changes llama.cpp's batch split, and with it the last bits of the logits.
+    # One request at a time, cache off on both paths: a batch shared with another request or a prefix
+    # hit changes llama.cpp's batch split, and with it the last bits of the logits.
     params = {"max_tokens": 32, "temperature": 0.0, "seed": 1, "cache_prompt": False, "stop": list(prompts[0].stop)}
 
     async def answers(stream: bool) -> list:
-        async with CompletionClient(server.base_url, model="m", concurrency=1, timeout_s=600, max_retries=0, stream=stream) as client:
+        async with CompletionClient(cpu_server, model="m", concurrency=1, timeout_s=600, max_retries=0, stream=stream) as client:
             return await asyncio.gather(*(client.complete(p.text, **params) for p in prompts))
 
-    server.start()
-    try:
-        whole, streamed = asyncio.run(answers(False)), asyncio.run(answers(True))
-    finally:
-        server.stop()
+    whole, streamed = asyncio.run(answers(False)), asyncio.run(answers(True))
     assert all(c.error is None for c in whole + streamed), [c.error for c in whole + streamed]
     for w, s in zip(whole, streamed):
         assert s.text == w.text and s.text  # identical text, and not empty

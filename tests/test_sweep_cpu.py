@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 
 import pandas as pd
@@ -17,11 +18,8 @@ from evalctl.resume import data_fingerprint
 pytestmark = pytest.mark.server
 
 
-def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):
-    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--limit", "3", "--cache", "on,off",
-                  "--max-tokens", "48", "--data-dir", str(data_dir), "--output", str(tmp_path))  # fmt: skip
-    assert out.returncode == 0, out.stderr + out.stdout
-    run = only_run(tmp_path)
+def test_sweep_cache_on_off_end_to_end(launched_run, tmp_path):
+    run = launched_run.run
     for name in ("manifest.json", "samples.parquet", "summary.csv", "accuracy_vs_shots.png", "accuracy_vs_prefill_length.png",
                  "server-cpu-default-cache-on.log", "server-cpu-default-cache-off.log"):  # fmt: skip
         assert (run / name).is_file(), name
@@ -43,11 +41,13 @@ def test_sweep_cache_on_off_end_to_end(tmp_path, data_dir, no_orphans):
     assert manifest["servers"][0]["info"]["version"]
     summary = pd.read_csv(run / "summary.csv")
     assert len(summary) == 4 and {"strict_acc", "strict_lo", "requests_per_s", "cache_hit_ratio"} <= set(summary.columns)
-    assert "Accuracy by cell" in out.stdout
+    assert "Accuracy by cell" in launched_run.stdout
 
-    again = cli("analyze", str(run))
+    copy = tmp_path / run.name  # analyze writes summary.csv: into a copy of the shared run
+    shutil.copytree(run, copy)
+    again = cli("analyze", str(copy))
     assert again.returncode == 0, again.stderr
-    assert pd.read_csv(run / "summary.csv").equals(summary)
+    assert pd.read_csv(copy / "summary.csv").equals(summary)
 
 
 def test_prompt_longer_than_context_is_an_error_row(tmp_path, data_dir, no_orphans):
@@ -109,15 +109,13 @@ def test_help_explains_every_option():
         assert option in out.stdout
 
 
-def test_gsm8k_is_one_flag_away_from_the_default_and_reads_the_packaged_data(tmp_path, no_orphans):
-    # The alias as shipped (launching its own server), --task gsm8k: the task's own settings, packaged data, the CPU gate policy.
-    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1", "--limit", "6", "--output", str(tmp_path),
-                  timeout=1500)  # fmt: skip
-    assert out.returncode == 0, out.stderr + out.stdout
-    text = " ".join(out.stdout.split())
+def test_gsm8k_is_one_flag_away_from_the_default_and_reads_the_packaged_data(launched_run):
+    # The alias as shipped (launching its own servers; an HF_TOKEN added to its server's env), --task gsm8k:
+    # the task's own settings, packaged data, the CPU gate policy.
+    text = " ".join(launched_run.stdout.split())
     verdict = re.search(r"gate \(cpu-smoke policy, tolerated flexible accuracy drop 0\.15[^)]*\): (\w+)", text)
     assert verdict and verdict.group(1) in ("pass", "inconclusive"), text  # a healthy server is no regression
     assert re.search(r"verdict rests on: \w+ from \d+ of \d+ ", text)
-    manifest = json.loads((only_run(tmp_path) / "manifest.json").read_text())
+    manifest = json.loads((launched_run.run / "manifest.json").read_text())
     assert manifest["config"]["task"] == "gsm8k" and manifest["config"]["generation"]["max_tokens"] == 128  # gsm8k's task_settings
     assert manifest["data_fingerprint"] == data_fingerprint(packaged_data_dir("gsm8k"))

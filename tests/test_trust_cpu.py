@@ -64,13 +64,14 @@ def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_
     assert ratio < 1
 
 
-def test_a_sweep_killed_in_its_a_a_arm_runs_the_whole_arm_again_on_resume(tmp_path, data_dir, no_orphans):
-    # The arm's cell is the launch's only cell done before it, so on resume nothing but the arm is owed.
-    config = write_sweep_config(tmp_path, data_dir, [cpu_profile(parallel=1, context_length=2048, startup_timeout_s=300)],
-                                shots=[1], cache=["off"], noise=True, limit=4, generation={"max_tokens": 8}, concurrency=1)  # fmt: skip
+def test_a_sweep_killed_in_its_a_a_arm_runs_the_whole_arm_again_on_resume(tmp_path, data_dir, no_orphans, cpu_server):
+    # The arm's cell is the only cell done before it, so on resume nothing but the arm is owed.
+    config = write_sweep_config(tmp_path, data_dir, [cpu_profile()], shots=[1], cache=["off"], noise=True, limit=4,
+                                generation={"max_tokens": 8}, concurrency=1)  # fmt: skip
     out = tmp_path / "out"
+    argv = [sys.executable, "-m", "evalctl.cli", "sweep", "--config", str(config), "--url", cpu_server]
     with open(tmp_path / "killed.out", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "evalctl.cli", "sweep", "--config", str(config)], stdout=log, stderr=log)
+        proc = subprocess.Popen(argv, stdout=log, stderr=log)
     deadline = time.monotonic() + 900
     while not any(p.stat().st_size for p in out.glob("*/noise-*.jsonl.partial")):  # the arm has a first row
         assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "killed.out").read_text()

@@ -17,6 +17,7 @@ import sys
 import sysconfig
 import venv
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -47,10 +48,23 @@ def test_the_wheel_carries_the_data_and_the_configs(wheel):
     assert not any(n.startswith("configs/") for n in names)  # inside the package only
 
 
-@pytest.mark.server
-@pytest.mark.rotating(slice=2)
-def test_installed_wheel_runs_its_examples_outside_the_checkout(wheel, tmp_path, no_orphans):
-    home = tmp_path / "venv"
+@dataclass(frozen=True)
+class Installed:
+    """The wheel alone in a fresh venv, and how to run its `evalctl` from a folder outside the checkout."""
+
+    home: Path
+    env: dict[str, str]
+    elsewhere: Path
+
+    def run(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([self.home / "bin" / "evalctl", *args], capture_output=True, text=True, env=self.env,
+                              cwd=cwd or self.elsewhere, timeout=1800)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Installed:
+    tmp = tmp_path_factory.mktemp("installed-wheel")
+    home = tmp / "venv"
     venv.create(home, with_pip=False, system_site_packages=False)
     bin_dir = home / "bin"
     fresh_python = bin_dir / "python"
@@ -66,29 +80,33 @@ def test_installed_wheel_runs_its_examples_outside_the_checkout(wheel, tmp_path,
     (Path(site.stdout.strip()) / "test-venv-deps.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
     check = subprocess.run([*pip, "check"], capture_output=True, text=True, env=env, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
-    elsewhere = tmp_path / "elsewhere"
+    elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
+    return Installed(home, env, elsewhere)
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([bin_dir / "evalctl", *args], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=1800)
 
-    where = subprocess.run([bin_dir / "python", "-c", "import evalctl.config_files as c; print(c.packaged_dir())"],
-                           capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120)  # fmt: skip
+def test_the_installed_wheel_runs_from_its_own_files_outside_the_checkout(installed):
+    where = subprocess.run([installed.home / "bin" / "python", "-c", "import evalctl.config_files as c; print(c.packaged_dir())"],
+                           capture_output=True, text=True, env=installed.env, cwd=installed.elsewhere, timeout=120)  # fmt: skip
     packaged = Path(where.stdout.strip())
-    assert packaged.is_relative_to(home) and not packaged.is_relative_to(REPO), where.stdout + where.stderr
+    assert packaged.is_relative_to(installed.home) and not packaged.is_relative_to(REPO), where.stdout + where.stderr
 
-    swept = run("sweep", "--model", "smollm2-135m", "--limit", "2")
-    run_dir = only_run(elsewhere / "results")
+    shown = installed.run("servers", "show", "--model", "nemotron-nano-9b")
+    assert shown.returncode == ExitCode.PASS, shown.stderr
+    assert "sglang" in shown.stdout and "--disable-radix-cache" in shown.stdout
+
+    listed = installed.run("models", "list")
+    assert listed.returncode == ExitCode.PASS and "packaged" in listed.stdout and "nemotron-nano-9b" in listed.stdout
+
+
+@pytest.mark.server
+@pytest.mark.rotating(slice=2)
+def test_installed_wheel_runs_its_first_command_outside_the_checkout(installed, tmp_path, no_orphans):
+    swept = installed.run("sweep", "--model", "smollm2-135m", "--limit", "2", cwd=tmp_path)  # under tmp_path: no_orphans sees its servers
+    run_dir = only_run(tmp_path / "results")
     assert swept.returncode == ExitCode.PASS, swept.stdout + swept.stderr  # every cell ran (the gate judges)
     gate = json.loads((run_dir / "gate.json").read_text())  # 2 questions a cell: a verdict, not necessarily pass
     assert gate["verdict"] in VERDICT_EXIT and f"): {gate['verdict']}" in swept.stdout
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and (run_dir / "report.html").is_file()
     assert "gate (cpu-smoke policy" in swept.stdout  # the packaged policy the packaged alias names
-
-    shown = run("servers", "show", "--model", "nemotron-nano-9b")
-    assert shown.returncode == ExitCode.PASS, shown.stderr
-    assert "sglang" in shown.stdout and "--disable-radix-cache" in shown.stdout
-
-    listed = run("models", "list")
-    assert listed.returncode == ExitCode.PASS and "packaged" in listed.stdout and "nemotron-nano-9b" in listed.stdout

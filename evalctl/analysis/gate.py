@@ -48,7 +48,8 @@ without any drop); every length a sweep asks is a cell already in the accuracy f
 Throughput. Per-request rank tests of a slowdown beyond `max_throughput_drop`
 (`throughput_checks`), the same beyond/within rule, Holm over the throughput checks as
 their own family: a false throughput regression is bounded by alpha separately, so a gate
-with both families keeps its any-false-regression rate <= 2 alpha.
+with both families keeps its any-false-regression rate <= 2 alpha (3 alpha with the agreement
+floor's family, `analysis.floor`, when the policy asks for it).
 """
 
 from __future__ import annotations

@@ -1,19 +1,25 @@
-"""The builds a bisect searches, in commit order: git commits as worktrees, or a listed set of variants.
+"""The builds a bisect searches, in commit order: git commits as worktrees, a listed set of variants, or released versions.
 
 A build is a variant (config.Variant: interpreter, environment, runner prefix) plus where it
 came from. From git, every commit on the path good..bad (`git rev-list --ancestry-path`,
 first-parent unless `all_commits`) gets a detached worktree; the template variant's
 `{worktree}` is replaced by its path (SGLang: `env: {PYTHONPATH: "{worktree}/python"}`, no
 build step). An optional build command runs in the worktree once per commit (cached by the
-commit, log kept); a failed build is skipped by the search, never called bad.
+commit, log kept); a failed build is skipped by the search, never called bad. Released versions
+(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (evalctl.venvs makes
+its venv when the build is first tested; a version pip cannot install is skipped too).
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
 
 from evalctl.config import Variant
@@ -69,7 +75,7 @@ def commits(repo: Path, good: str, bad: str, all_commits: bool = False) -> list[
     lines = _git(repo, "rev-list", "--reverse", *path, "--format=%H %s", f"{good_sha}..{bad_sha}").splitlines()
     found = [tuple(line.split(" ", 1)) if " " in line else (line, "") for line in lines if not line.startswith("commit ")]
     if not found or found[-1][0] != bad_sha:
-        raise BuildInputError(f"--good {good} is not an ancestor of --bad {bad} (no commit path between them)")
+        raise BuildInputError(f"{good} is not an ancestor of {bad} (no commit path between them; --find fix takes --good as the newer)")
     subject = _git(repo, "log", "-1", "--format=%s", good_sha).strip()
     return [(good_sha, subject), *((sha, text) for sha, text in found)]
 
@@ -131,7 +137,7 @@ class _BuildList(BaseModel):
 
 
 def listed_builds(path: Path) -> list[Build]:
-    """Builds from a YAML file: `builds:` (or a bare list) of variants, good first, bad last."""
+    """Builds from a YAML file: `builds:` (or a bare list) of variants, oldest first."""
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -149,3 +155,25 @@ def listed_builds(path: Path) -> list[Build]:
     if len(set(names)) != len(names):
         raise BuildInputError(f"builds file {path}: build names repeat")
     return [Build(name=v.name, variant=v, revision=v.git_revision) for v in variants]
+
+
+def version_builds(spec: str, template: Variant) -> list[Build]:
+    """One build per released version of `PACKAGE==V1,V2,...` (oldest first): the template served from `pip: PACKAGE==V`."""
+    package, sep, listed = spec.partition("==")
+    versions = [v.strip() for v in listed.split(",") if v.strip()]
+    if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", package.strip()):
+        raise BuildInputError(f"--builds {spec!r}: not a builds file, nor PACKAGE==V1,V2,... (e.g. xllamacpp==0.2.13,0.2.14,2026.5.9294)")
+    for version in versions:
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise BuildInputError(f"--builds {spec!r}: {version!r} is not a version") from None
+    if len(versions) < 3:
+        raise BuildInputError(f"--builds {spec!r} lists {len(versions)} versions: need the good one, the bad one and one between")
+    if len(set(versions)) != len(versions):
+        raise BuildInputError(f"--builds {spec!r}: versions repeat")
+    name = canonicalize_name(package)
+    # The template's other requirements (an engine's companions, e.g. a pinned torch) stay with each version.
+    others = [r for r in template.pip or [] if canonicalize_name(Requirement(r).name) != name]
+    base = template.model_copy(update={"python": None, "command_prefix": [], "git_revision": None})
+    return [Build(name=v, variant=base.model_copy(update={"pip": [*others, f"{package.strip()}=={v}"]})) for v in versions]

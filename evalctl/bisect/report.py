@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from evalctl.bisect.search import Verdict
+from evalctl.bisect.search import Find, Verdict
 from evalctl.bisect.state import BisectState, Step
 
 PLOT_FILE = "bisect_accuracy.png"
@@ -57,13 +57,16 @@ def accuracy_plot(state: BisectState, path: Path) -> Path:
             ax.scatter([s.build for s in points], [s.accuracy for s in points], color=colour, label=verdict.value, zorder=3)
     if state.steps and state.steps[0].accuracy is not None:
         ax.axhline(state.steps[0].accuracy, color="tab:blue", linestyle="--", label="good build (reference)")
+    # The change sits before a culprit, after a first fixed build (held newest first: search.search_order).
+    side, what = (-0.5, "culprit") if state.settings.find is Find.regression else (0.5, "first fixed")
     for i in state.culprit if state.outcome == "culprit" else []:
-        ax.axvline(i - 0.5, color="tab:red", alpha=0.4, label=f"culprit: {state.builds[i].label[:24]}")
+        ax.axvline(i + side, color="tab:red", alpha=0.4, label=f"{what}: {state.builds[i].label[:24]}")
     failed = [i for i, b in enumerate(state.builds) if b.built is False]
     if failed:
         ax.scatter(failed, [0.0] * len(failed), marker="x", color="black", label="build failed")
     metric = "accuracy"
-    ax.set(xlabel="build (commit order)", ylabel=metric, ylim=(-0.03, 1.03), xlim=(-0.5, len(state.builds) - 0.5))
+    order = "commit order" if state.settings.find is Find.regression else "newest first"
+    ax.set(xlabel=f"build ({order})", ylabel=metric, ylim=(-0.03, 1.03), xlim=(-0.5, len(state.builds) - 0.5))
     ax.set_title("Regressed cells' accuracy across the builds tested", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")

@@ -37,6 +37,13 @@ gate's. A build without the culprit (drop near 0) and one with it (drop near the
 then sit on opposite sides, each half the regression away, so both verdicts come fast; with a
 regression barely beyond the gate's tolerance it is the gate's own question.
 
+**A fix.** The search looks for the first build unlike the reference end. A bisect for the
+release that fixed a bug (`--find fix`) takes the builds newest first: the reference is the
+newest (fixed, good), the bad endpoint the oldest (buggy), and the first bad build in that order
+is the newest one still buggy; the fix is the build after it in release order (`answer`). The
+model and guarantee are the same, with "persists" read backwards: every build before the fix is
+buggy.
+
 **Stopping and the guarantee.** Testing stops when one culprit (with the untestable builds
 just before it) holds posterior probability >= `target` (0.95), or when the budget of
 launches is spent, or when no build is left whose test could move the posterior. Under the
@@ -56,8 +63,10 @@ bisection, with step verdicts drawn from the real sequential rule.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 import numpy as np
 
@@ -72,6 +81,27 @@ class Verdict(str, Enum):
     bad = "bad"
     unknown = "unknown"
     skipped = "skipped"
+
+
+class Find(str, Enum):
+    """The change a bisect names, its builds given oldest first: the first bad one after good ones, or the first good one after bad ones."""
+
+    regression = "regression"
+    fix = "fix"
+
+
+T = TypeVar("T")
+
+
+def search_order(builds: Sequence[T], find: Find) -> list[T]:
+    """Builds (given oldest first) in the order the search takes them, the good end first: newest first for a fix."""
+    return list(builds) if find is Find.regression else list(reversed(builds))
+
+
+def answer(culprit: list[int], find: Find) -> list[int]:
+    """The builds (search order) a bisect names for the search's culprit: itself for a regression; for a fix, the build
+    before it in search order, i.e. the first fixed one in release order (with the untestable ones it cannot be told from)."""
+    return list(culprit) if find is Find.regression else [i - 1 for i in culprit]
 
 
 @dataclass(frozen=True)

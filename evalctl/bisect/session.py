@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from evalctl.bisect.builds import checkout, run_build
-from evalctl.bisect.search import LAUNCH_RETRIES, Next, Observation, Verdict, choose, step_tolerance
+from evalctl import venvs
+from evalctl.bisect.builds import Build, checkout, run_build
+from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
 from evalctl.bisect.state import BisectState, Step
 from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
 from evalctl.config import SweepConfig
@@ -77,17 +78,16 @@ class Bisect:
         while self._budget_left() and (nxt := self.search()).build is not None:
             self._test(nxt.build)
         final = self.search()
-        state.culprit, state.probability = final.culprit.builds, final.culprit.probability
+        state.culprit, state.probability = answer(final.culprit.builds, state.settings.find), final.culprit.probability
+        what = "culprit" if state.settings.find is Find.regression else "first fixed build"
         if final.culprit.probability >= state.settings.target and len(final.culprit.builds) == 1:
             state.outcome = "culprit"
-            state.message = (
-                f"culprit: {state.builds[final.culprit.builds[0]].label} (posterior probability {final.culprit.probability:.3f})"
-            )
+            state.message = f"{what}: {state.builds[state.culprit[0]].label} (posterior probability {final.culprit.probability:.3f})"
         else:
             state.outcome = "inconclusive"
-            names = " or ".join(state.builds[i].label for i in final.culprit.builds)
+            names = " or ".join(state.builds[i].label for i in state.culprit)
             why = "the launch budget is spent" if not self._budget_left() else "no build left whose test could decide"
-            state.message = f"inconclusive ({why}): most likely {names}, posterior probability {final.culprit.probability:.3f}"
+            state.message = f"inconclusive ({why}): {what} most likely {names}, posterior probability {final.culprit.probability:.3f}"
         self.save()
         return state
 
@@ -112,8 +112,9 @@ class Bisect:
             state.steps.append(step)
         if state.settings.repo is not None:
             checkout(state.settings.repo, build)
-        if state.settings.build_command and not run_build(build, state.settings.build_command, self.folder / "builds"):
-            step.launched, step.verdict, step.reason = False, Verdict.skipped, f"build failed (log {build.build_log})"
+        unbuildable = self._unbuildable(build)
+        if unbuildable:
+            step.launched, step.verdict, step.reason = False, Verdict.skipped, unbuildable
             self.save()
             self.on_step(step)
             return step
@@ -145,6 +146,20 @@ class Bisect:
         self.save()
         self.on_step(step)
         return step
+
+    def _unbuildable(self, build: Build) -> str | None:
+        """Why `build` cannot be served (its build command failed, or pip cannot install its version), else None:
+        such a build is skipped, never called bad."""
+        settings = self.state.settings
+        if settings.build_command and not run_build(build, settings.build_command, self.folder / "builds"):
+            return f"build failed (log {build.build_log})"
+        if build.variant.pip:
+            try:
+                venvs.ensure(build.variant.pip)
+            except venvs.VenvBuildError as exc:
+                build.built = False
+                return f"no venv: {exc}"
+        return None
 
     def _finished(self, index: int) -> Step | None:
         """The endpoints' finished step, when resuming (the search never repeats a decided build)."""

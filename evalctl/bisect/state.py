@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from evalctl.bisect.builds import Build
-from evalctl.bisect.search import Verdict
+from evalctl.bisect.search import Find, Verdict
 from evalctl.errors import BadInput
 from evalctl.fsio import write_atomic
 
@@ -59,6 +59,7 @@ class Settings(BaseModel):
     target: float
     max_launches: int
     executor: Literal["local", "slurm"] = "local"
+    find: Find = Find.regression  # fix: builds are held newest first (search.search_order)
 
 
 class BisectState(BaseModel):
@@ -67,7 +68,7 @@ class BisectState(BaseModel):
     steps: list[Step] = Field(default_factory=list)
     step_tolerance: float | None = None  # set once the bad endpoint reproduced (search.step_tolerance)
     outcome: Literal["running", "culprit", "inconclusive", "not-reproduced"] = "running"
-    culprit: list[int] = Field(default_factory=list)
+    culprit: list[int] = Field(default_factory=list)  # the build(s) named: the first bad one, or with --find fix the first good one
     probability: float | None = None
     message: str = ""
 

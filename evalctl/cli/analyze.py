@@ -10,18 +10,17 @@ import typer
 from evalctl.cli.common import console, say_if_running
 
 if TYPE_CHECKING:
-    from evalctl.analysis.gate import GatePolicy
+    from evalctl.analysis.gate import GateResult
     from evalctl.runs import Run
 
 
-def print_run_tables(run: Run, policy: GatePolicy) -> None:
-    """The run's tables on the terminal: accuracy, by prefill length, throughput, paired comparisons, cliffs."""
-    from evalctl.analysis.gate import baseline_profile, baseline_variant, cliffs
-    from evalctl.analysis.pairing import paired_table, with_holm, within_run
+def print_run_tables(run: Run, result: GateResult) -> None:
+    """The run's tables on the terminal: accuracy, by prefill length, throughput, the gate's paired checks, cliffs."""
     from evalctl.analysis.summary import run_summary
-    from evalctl.report.terminal import accuracy_view, cliffs_table, decisions_table, frame_table, paired_view, throughput_view
+    from evalctl.report.terminal import accuracy_view, cliffs_table, decisions_table, frame_table, gate_paired_view, throughput_view
 
-    samples, manifest, summary = run.samples, run.manifest, run_summary(run, policy.metric)
+    policy, manifest = result.policy, run.manifest
+    summary = run_summary(run, policy.metric)
     console.print(frame_table(accuracy_view(summary.accuracy), "Accuracy by cell (95% Wilson)"))
     console.print(
         frame_table(accuracy_view(summary.by_length.drop(columns=["bin_lo", "bin_hi"])), "Accuracy by prefill length (prompt tokens)")
@@ -30,15 +29,18 @@ def print_run_tables(run: Run, policy: GatePolicy) -> None:
         title = "Accuracy by answer position in the prefix, all shot counts (95% Wilson)"
         console.print(frame_table(accuracy_view(summary.by_position), title))
     console.print(frame_table(throughput_view(summary.throughput), "Throughput by cell"))
-    paired = with_holm(paired_table(within_run(samples, baseline_variant(manifest), baseline_profile(manifest)), policy.metric))
+    # The gate's own figures (gate.json), so every number beside a verdict is the one that decided it.
+    paired = gate_paired_view(result.checks, policy.alpha)
     if len(paired):
-        title = f"Paired {run.metric(policy.metric)} accuracy: cache on vs off, variants, passes (exact McNemar, Holm across rows)"
-        console.print(frame_table(paired_view(paired), title))
+        title = (
+            f"Paired {policy.metric} accuracy drop vs tolerance {policy.max_accuracy_drop} (the gate's rule: skew-corrected score"
+            f" tests, the interval inverts them, Holm over the gate's accuracy checks)"
+        )
+        console.print(frame_table(paired, title))
     if manifest.decisions:
         console.print(decisions_table(manifest.decisions))
-    found = cliffs(samples, policy)
-    if len(found):
-        console.print(cliffs_table(found, policy.max_accuracy_drop))
+    if len(result.cliffs):
+        console.print(cliffs_table(result.cliffs, policy.max_accuracy_drop))
     elif len(paired):
         console.print(f"no cliff: cache-on accuracy does not fall below cache-off by > {policy.max_accuracy_drop} at any length")
 
@@ -60,7 +62,7 @@ def analyze(
 
     Exit status (table: evalctl --help): PASS when done; BAD_INPUT for unusable input (missing or corrupt run folder, bad policy).
     """
-    from evalctl.analysis.gate import load_policy
+    from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.report.finish import run_policy
     from evalctl.report.outputs import write_run_summary
     from evalctl.runs import load_run
@@ -69,5 +71,5 @@ def analyze(
     rules = (load_policy(policy) if policy else run_policy(loaded)).for_run(loaded)  # the run's own policy, as the sweep used
     if not say_if_running(loaded, "the summary files are"):
         write_run_summary(loaded, rules.metric)
-    print_run_tables(loaded, rules)
+    print_run_tables(loaded, evaluate(loaded, rules))
     console.print(f"run folder: {run}")

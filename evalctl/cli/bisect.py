@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from evalctl.bisect.search import Find
 from evalctl.cli.common import console, err, fail
 from evalctl.errors import ExitCode
 
@@ -52,9 +53,19 @@ def bisect(
         list[str] | None, typer.Option(help='KEY=VALUE for the server, repeatable; e.g. PYTHONPATH="{worktree}/python" for SGLang.')
     ] = None,
     builds: Annotated[
-        Path | None,
-        typer.Option(help="YAML list of variants (wheels, containers, venvs) in order, good first, bad last; instead of --repo."),
+        str | None,
+        typer.Option(
+            help="Instead of --repo: a YAML file listing variants (wheels, containers, venvs), or released versions "
+            "PACKAGE==V1,V2,... (e.g. xllamacpp==0.2.13,0.2.14,2026.5.9294: each served from a cached venv); oldest first."
+        ),
     ] = None,
+    find: Annotated[
+        Find,
+        typer.Option(
+            help="regression: the first bad build (the oldest is good); fix: the first good build, for a bug a later build fixed "
+            "(the newest is good: --good names the fixed revision, --bad the buggy one)."
+        ),
+    ] = Find.regression,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="The bisect folder (default: bisect-<time> beside the from-run).")
     ] = None,
@@ -98,7 +109,7 @@ def bisect(
         _check_build_options(repo, good, bad, builds, build, all_commits)
         regression = regression_of(from_run)
         folder, state = _new_bisect(regression, from_run, repo, good, bad, builds, python, build, env, all_commits, output,
-                                    step_alpha, max_launches, executor)  # fmt: skip
+                                    step_alpha, max_launches, executor, find)  # fmt: skip
     folder = folder.resolve()
     err.print(f"bisect: {len(state.builds)} builds, cells {regression.cells.profile}/{regression.cells.variant} "
               f"shots {regression.cells.shots} cache {regression.cells.cache}; folder {folder}")  # fmt: skip
@@ -127,23 +138,23 @@ def bisect(
 
 
 def _check_build_options(
-    repo: Path | None, good: str | None, bad: str | None, builds: Path | None, build: str | None, all_commits: bool
+    repo: Path | None, good: str | None, bad: str | None, builds: str | None, build: str | None, all_commits: bool
 ) -> None:
     """Where the builds come from: a git range or a list, not both, each with what it needs."""
     if (repo is None) == (builds is None):
-        raise fail("give either --repo with --good and --bad, or --builds FILE")
+        raise fail("give either --repo with --good and --bad, or --builds FILE or PACKAGE==V1,V2,...")
     if repo is not None and (good is None or bad is None):
         raise fail("--repo needs --good REV and --bad REV")
     if builds is not None and (good or bad or build or all_commits):
         raise fail("--good, --bad, --build and --all-commits go with --repo, not --builds")
 
 
-def _new_bisect(regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: Path | None,
+def _new_bisect(regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: str | None,
                 python: str | None, build: str | None, env: list[str] | None, all_commits: bool, output: Path | None,
-                step_alpha: float, max_launches: int | None, executor: Executor):  # fmt: skip
+                step_alpha: float, max_launches: int | None, executor: Executor, find: Find):  # fmt: skip
     """A new bisect's folder and saved state: its builds listed, the options checked against each other."""
-    from evalctl.bisect.builds import git_builds, listed_builds
-    from evalctl.bisect.search import TARGET, default_budget
+    from evalctl.bisect.builds import git_builds, listed_builds, version_builds
+    from evalctl.bisect.search import TARGET, default_budget, search_order
     from evalctl.bisect.state import STATE_FILE, BisectState, Settings
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -157,9 +168,14 @@ def _new_bisect(regression, from_run: Path, repo: Path | None, good: str | None,
     if env:
         template = template.model_copy(update={"env": {**template.env, **_env(env)}})
     folder.mkdir(parents=True, exist_ok=True)
-    found = (
-        git_builds(repo, good, bad, template, folder.resolve() / "worktrees", all_commits) if repo is not None else listed_builds(builds)
-    )
+    if repo is not None:  # oldest first: a fix's buggy revision (--bad) is the older one
+        older, newer = (good, bad) if find is Find.regression else (bad, good)
+        oldest_first = git_builds(repo, older, newer, template, folder.resolve() / "worktrees", all_commits)
+    elif Path(builds).is_file():
+        oldest_first = listed_builds(Path(builds))
+    else:
+        oldest_first = version_builds(builds, template)
+    found = search_order(oldest_first, find)
     settings = Settings(
         from_run=from_run.resolve(),
         repo=repo.resolve() if repo else None,
@@ -169,6 +185,7 @@ def _new_bisect(regression, from_run: Path, repo: Path | None, good: str | None,
         target=TARGET,
         max_launches=max_launches or default_budget(len(found)),
         executor=executor.value,
+        find=find,
     )
     state = BisectState(settings=settings, builds=found)
     state.save(folder)

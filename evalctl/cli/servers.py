@@ -12,9 +12,9 @@ from rich.markup import escape
 
 from evalctl.cli.common import console, err
 from evalctl.cli.sweep import GPUS_HELP, config_overrides, resolve_config
-from evalctl.engine_registry import adapter_for
 from evalctl.plan import expand
 from evalctl.servers.gpus import gpu_assignment, placeholder_gpus, visible_gpus
+from evalctl.servers.registry import adapter_for
 
 app = typer.Typer(help="Inspect the inference servers a sweep launches.", no_args_is_help=True)
 

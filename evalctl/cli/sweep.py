@@ -213,7 +213,8 @@ def sweep(
         bool,
         typer.Option(
             "--sequential",
-            help="Stop each cell once its comparison with --baseline is decided (config stopping.mode: sequential).",
+            help="Stop each cell once its comparison with --baseline is decided (config stopping.mode: sequential), at the"
+            " gate policy's tolerance, alpha, metric and min_n unless the config's stopping: sets them.",
         ),
     ] = False,
     baseline: Annotated[
@@ -372,7 +373,7 @@ def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
     # A sequential run's accuracy verdicts are its cells' decisions against the baseline, made
     # during the sweep; the baseline also gives the report its comparison.
     gate = finish_run(run, baseline=sequential_baseline(resolved))
-    print_run_tables(run, gate.policy)
+    print_run_tables(run, gate)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
     if gate.verdict == "regression":

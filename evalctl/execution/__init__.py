@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalctl import venvs
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode, SweepConfig
-from evalctl.engine_registry import adapter_for
 from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
@@ -26,6 +26,7 @@ from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
+from evalctl.servers.registry import adapter_for
 from evalctl.signals import Shutdown
 
 __all__ = ["Sweep", "SweepProgress", "SweepResult"]
@@ -89,6 +90,9 @@ class Sweep:
         # GPUs, task and data first: bad input fails before anything is written or launched.
         gpus = gpu_assignment(self.config)
         baseline = sequential_baseline(self.config)
+        for variant in self.config.active_variants():
+            if variant.pip:  # a build named by version: its venv, made once and cached (a spec pip cannot install: bad input)
+                venvs.ensure(variant.pip, note=self.progress.warn)
         for profile in self.config.servers:
             for variant in self.config.active_variants():
                 adapter_for(profile.engine).preflight(profile, variant)

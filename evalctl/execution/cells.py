@@ -22,6 +22,7 @@ from evalctl.records import RecordWriter, SampleRecord
 from evalctl.resume import RequestKey, request_key
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
+from evalctl.tasks.conversation import chains, conversation_columns, to_send
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
 from evalctl.tokens import TokenCounter
@@ -63,7 +64,7 @@ class CellRunner:
     def unfinished(self, cell: CellKey) -> list[Prompt]:
         if self.stopper is not None and self.stopper.decided(cell):
             return []  # decided by the sequential gate: its unsent requests are saved, not missing
-        return [p for p in self.task.prompts(cell.shots, self.config.limit) if request_key(cell, p) not in self.finished]
+        return to_send(self.task.prompts(cell.shots, self.config.limit), lambda p: request_key(cell, p) in self.finished)
 
     def run(self, cell: CellKey, server: ManagedServer, cell_log: list[CellEntry], replica: RecordWriter | None = None) -> bool:
         """Send the cell's unfinished requests; False when the server died before they all got a row.
@@ -137,7 +138,7 @@ class CellRunner:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
-        return ServedLM(lambda: self._client(server, cell.cache), params, on_complete)
+        return ServedLM(lambda: self._client(server, cell.cache), params, on_complete, chains=chains(prompts))
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
@@ -229,4 +230,5 @@ class CellRunner:
             error_kind=completion.error_kind,
             answer_position=prompt.answer_position,
             answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
+            **conversation_columns(prompt),
         )

@@ -38,6 +38,7 @@ from evalctl.runlock import RunLock
 from evalctl.runs import Run
 from evalctl.secrets import redact_config
 from evalctl.tasks.lmeval import LmEvalTask, task_of
+from evalctl.tasks.registry import resolved_data_dir
 
 
 def planned_questions(config: SweepConfig, task: LmEvalTask) -> dict[int, int]:
@@ -71,7 +72,7 @@ class RunFolder:
             evalctl=evalctl_info(),
             host=host_info(),
             config=redact_config(config.model_dump(mode="json")),
-            data_fingerprint=data_fingerprint(config.resolved_data_dir()),
+            data_fingerprint=data_fingerprint(resolved_data_dir(config)),
             metrics=task.metric_names,
             questions=planned_questions(config, task),
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from evalctl import venvs
 from evalctl.canary.proxy import Canary, CanaryServer
 from evalctl.cell import CellKey
 from evalctl.config import CacheMode
@@ -93,6 +94,8 @@ class Launch:
         entry.url = server.base_url
         entry.log = server.log_path.name if server.launched else None
         entry.info = for_the_record(server, "server info", server.adapter.server_info)
+        if self.launch.variant.pip:
+            entry.venv = venvs.ready(self.launch.variant.pip)
         if server.launched:
             record = server.adapter.launch_record(server.workdir)
             entry.info.update({k: v for k, v in record.info.items() if v is not None})

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
 
 from evalctl.analysis.accuracy import table_metrics  # noqa: E402
 from evalctl.cell import CellKey  # noqa: E402
@@ -18,30 +21,83 @@ from evalctl.records import ANSWER_POSITIONS, NO_METRIC  # noqa: E402
 SERIES = CellKey.columns("shots", "pass_index")
 
 
-def _series(table: pd.DataFrame):
-    for key, group in table.groupby(SERIES, sort=True):
-        profile, variant, cache = key
-        label = f"{profile}/{variant} cache {cache}" if variant != "default" else f"{profile} cache {cache}"
-        yield label, cache, group
+# Average glyph width of matplotlib's default font, in ems: how many characters a line of a width holds.
+GLYPH_EMS = 0.6
 
 
-def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str, metric: str) -> None:
+def fitted(text: str, width_in: float, fontsize: float) -> str:
+    """`text` wrapped at spaces to lines that fit `width_in` inches: matplotlib draws a title on one line
+    and cuts it at the figure's edges (a dashboard's long configuration name lost both ends)."""
+    return "\n".join(textwrap.wrap(text, max(20, int(width_in * 72 / (fontsize * GLYPH_EMS))), break_on_hyphens=False)) or text
+
+
+def points(rc_key: str) -> float:
+    """A font size setting of matplotlib's (a number or a name such as "large") in points."""
+    return FontProperties(size=matplotlib.rcParams[rc_key]).get_size_in_points()
+
+
+def set_title(ax, text: str) -> None:
+    """The axes' title, wrapped to the axes' width."""
+    ax.set_title(fitted(text, ax.get_position().width * ax.figure.get_figwidth(), points("axes.titlesize")))
+
+
+def legend(ax) -> None:
+    """The legend beside the axes, never over a point (inside, its box over many series hid some of them)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
+DODGE = 0.008  # sideways step between lines at one x, as a share of the x range: equal values (a run and its baseline) stay visible
+
+
+def dodged(x: pd.Series, span: Any, place: tuple[int, int]) -> pd.Series:
+    """`x` of line `place` = (index, count) moved sideways by its share of `span` (the plot's x range; a
+    Timedelta for dates): a line drawn exactly over another hid it, though the legend named it."""
+    index, count = place
+    return x + span * (DODGE * (index - (count - 1) / 2))
+
+
+def _span(x: pd.Series, least: Any = 1.0) -> Any:
+    """The plot's x range, at least `least` (one x value has none)."""
+    return max(x.max() - x.min(), least) if len(x) else least
+
+
+def _series(table: pd.DataFrame, metric: str):
+    """(label, cache, rows) per line of an accuracy plot; a line with no value to draw is left out, legend included."""
+    drawn = [(key, group) for key, group in table.groupby(SERIES, sort=True) if group[f"{metric}_acc"].notna().any()]
+    for i, ((profile, variant, cache), group) in enumerate(drawn):
+        yield series_label(table, profile, variant, f"cache {cache}"), cache, group, (i, len(drawn))
+
+
+def series_label(table: pd.DataFrame, profile: str, variant: str, rest: str) -> str:
+    """A line's legend label: the profile only when the plot has several (one long name in every
+    label squeezed the axes to a sliver), the variant unless it is the default."""
+    named = [profile] if table["profile"].nunique() > 1 else []
+    named += [variant] if variant != "default" else []
+    return f"{'/'.join(named)} {rest}".strip()
+
+
+def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str, metric: str, shift: tuple[Any, tuple[int, int]]) -> None:
+    """One accuracy line; `shift` = (the x range, (index, count)) dodges it from the others (`dodged`)."""
     y = group[f"{metric}_acc"]
     yerr = [(y - group[f"{metric}_lo"]).clip(lower=0), (group[f"{metric}_hi"] - y).clip(lower=0)]
-    ax.errorbar(x, y, yerr=yerr, marker="o" if cache == "on" else "s", linestyle="-" if cache == "on" else "--", capsize=3, label=label)
+    style = {"marker": "o" if cache == "on" else "s", "linestyle": "-" if cache == "on" else "--"}
+    ax.errorbar(dodged(pd.Series(x, dtype=float), *shift), y, yerr=yerr, capsize=3, label=label, **style)
 
 
-def _style_accuracy_axes(ax, xlabel: str, title: str, legend: bool, metric: str) -> None:
-    ax.set(xlabel=xlabel, ylabel=f"accuracy ({metric}, 95% Wilson)", title=title, ylim=(-0.02, 1.02))
+def _style_accuracy_axes(ax, xlabel: str, title: str, show_legend: bool, metric: str) -> None:
+    ax.set(xlabel=xlabel, ylabel=f"accuracy ({metric}, 95% Wilson)", ylim=(-0.02, 1.02))
+    set_title(ax, title)
     ax.grid(alpha=0.3)
-    if legend:
-        ax.legend(fontsize=8)
+    if show_legend:
+        legend(ax)
 
 
 def save_figure(fig, path: Path) -> Path:
     fig.tight_layout()
     with atomic_path(path) as tmp:  # the format from the target's name: the temporary one ends in .tmp
-        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png")
+        # "tight": the image grows to hold the legend below the axes and a wrapped title
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -60,16 +116,18 @@ def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str, metric: str |
     metric = _shown(table, metric)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     first_pass = table[table["pass_index"] == table["pass_index"].min()] if len(table) else table
-    for label, cache, group in _series(first_pass):
+    span = _span(first_pass["shots"]) if len(first_pass) else 1.0
+    for label, cache, group, place in _series(first_pass, metric):
         group = group.sort_values("shots")
-        _errorbar(ax, group["shots"], group, label, cache, metric)
+        _errorbar(ax, group["shots"], group, label, cache, metric, (span, place))
     return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, len(first_pass) > 0, metric)
 
 
 def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None, metric: str) -> None:
-    for label, cache, group in _series(table):
+    span = _span(pd.concat([table["bin_lo"], table["bin_hi"]])) if len(table) else 1.0
+    for label, cache, group, place in _series(table, metric):
         group = group.sort_values("bin_lo")
-        _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache, metric)
+        _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache, metric, (span, place))
     if chunked_prefill:
         ax.axvline(chunked_prefill, color="grey", linestyle=":", label=f"chunked prefill {chunked_prefill}")
 
@@ -89,13 +147,13 @@ def accuracy_by_position(
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     first_pass = positions[positions["pass_index"] == positions["pass_index"].min()] if len(positions) else positions
     index = {p: i for i, p in enumerate(ANSWER_POSITIONS)}
-    for label, cache, group in _series(first_pass):
-        _errorbar(left, group["answer_position"].map(index), group, label, cache, metric)
+    for label, cache, group, place in _series(first_pass, metric):
+        _errorbar(left, group["answer_position"].map(index), group, label, cache, metric, (float(len(index)), place))
     left.set_xticks(range(len(ANSWER_POSITIONS)), ANSWER_POSITIONS)
     _style_accuracy_axes(left, "where the answer sits in the prefix", "by answer position", len(first_pass) > 0, metric)
     _draw_prefill(right, by_length, chunked_prefill, metric)
     _style_accuracy_axes(right, "prompt tokens (bin centre)", "by prefill length", False, metric)
-    fig.suptitle(title)
+    fig.suptitle(fitted(title, fig.get_figwidth(), points("figure.titlesize")))
     return save_figure(fig, path)
 
 
@@ -118,23 +176,24 @@ def history_trend(
     for when, verdict in (verdicts or {}).items():
         if verdict in VERDICT_COLOURS:
             ax.axvline(when.tz_localize(None), color=VERDICT_COLOURS[verdict], alpha=0.3, linewidth=4, zorder=0)
-    for key, group in table.groupby(CellKey.columns("pass_index"), sort=True):
-        profile, variant, cache, shots = key
-        group = group.sort_values("created_at")
+    # A series with nothing to draw is left out, legend included.
+    drawn = [(key, group.sort_values("created_at")) for key, group in table.dropna(subset=["value"]).groupby(CellKey.columns("pass_index"))]
+    span = _span(table["created_at"].dt.tz_localize(None), pd.Timedelta(days=2)) if len(table) else pd.Timedelta(days=2)
+    for i, ((profile, variant, cache, shots), group) in enumerate(drawn):
         x, y = group["created_at"].dt.tz_localize(None), group["value"]
         yerr = None
         if group["lo"].notna().any():
             yerr = [(y - group["lo"]).clip(lower=0), (group["hi"] - y).clip(lower=0)]
-        name = f"{profile}/{variant}" if variant != "default" else profile
-        ax.errorbar(x, y, yerr=yerr, marker="o", capsize=3, label=f"{name} cache {cache} {shots}-shot")
-    ax.set(xlabel="run date (UTC)", ylabel=ylabel, title=title)
+        label = series_label(table, profile, variant, f"cache {cache} {shots}-shot")
+        ax.errorbar(dodged(x, span, (i, len(drawn))), y, yerr=yerr, marker="o", capsize=3, label=label)
+    ax.set(xlabel="run date (UTC)", ylabel=ylabel)
+    set_title(ax, title)
     if len(table) and table["created_at"].nunique() == 1:  # one date: a day either side, not matplotlib's years
         day = table["created_at"].iloc[0].tz_localize(None)
         ax.set_xlim(day - pd.Timedelta(days=1), day + pd.Timedelta(days=1))
     if "accuracy" in ylabel:
         ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    if len(table):
-        ax.legend(fontsize=8, loc="best" if len(table) < 500 else "upper left")  # "best" is slow over long histories
+    legend(ax)
     fig.autofmt_xdate()
     return save_figure(fig, path)

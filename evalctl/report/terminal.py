@@ -26,7 +26,9 @@ def _fmt(value: object, column: str) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return "-"
-        if column.endswith(("_acc", "_lo", "_hi", "ratio")):
+        if column.startswith(("p ", "p_")):
+            return f"{value:.2g}"
+        if column.endswith(("_acc", "_lo", "_hi", "ratio", "drop")):
             return f"{value:.3f}"
         return f"{value:.2f}"
     return str(value)
@@ -204,7 +206,8 @@ def checks_table(checks: list[Check], title: str) -> FittedTable:
 
 def tolerance_note(policy: GatePolicy) -> str:
     """The policy's tolerance in words, for the verdict line."""
-    return f"tolerated {policy.metric} accuracy drop {policy.max_accuracy_drop:.2f}, alpha {policy.alpha}, min {policy.min_n} pairs"
+    floor = f", warm disagreement over the A/A floor {policy.floor_margin:.2f}" if policy.agreement_floor is not None else ""
+    return f"tolerated {policy.metric} accuracy drop {policy.max_accuracy_drop:.2f}{floor}, alpha {policy.alpha}, min {policy.min_n} pairs"
 
 
 def verdict_basis(result: GateResult) -> str:
@@ -238,6 +241,31 @@ def paired_view(table: pd.DataFrame) -> pd.DataFrame:
     if "p_two_sided_holm" in table:
         view["p Holm"] = table["p_two_sided_holm"]
     return view
+
+
+def _interval(lower: float | None, upper: float | None) -> str:
+    return "-" if lower is None or upper is None else f"[{lower:.3f},{upper:.3f}]"
+
+
+def gate_paired_view(checks: list[Check], alpha: float) -> pd.DataFrame:
+    """The gate's paired accuracy checks, one row per candidate cell, with the figures that decided each
+    (as in gate.json): pairs, flips, the drop, the interval that inverts the rule's two tests, Holm's p."""
+    rows = [
+        {
+            "comparison": c.comparison,
+            **{k: getattr(c, k) for k in CELL_KEYS},
+            "n": c.n,
+            "right->wrong": c.b,
+            "wrong->right": c.c,
+            "drop": c.value,
+            f"{1 - 2 * alpha:.0%} interval": _interval(c.lower, c.upper),
+            "p beyond tol, Holm": math.nan if c.p_adjusted is None else c.p_adjusted,
+            "verdict": f"[{STATUS_STYLE[c.status]}]{c.status}[/]",
+        }
+        for c in checks
+        if c.kind == "accuracy" and c.n is not None
+    ]
+    return _drop_constant_keys(pd.DataFrame(rows)) if rows else pd.DataFrame()
 
 
 def decisions_view(decisions: list[CellDecision]) -> pd.DataFrame:

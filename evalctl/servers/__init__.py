@@ -1,1 +1,1 @@
-"""Inference servers: one module per engine (`servers.engines`, found by `engine_registry`), one lifecycle shared by all."""
+"""Inference servers: one module per engine (`servers.engines`, found by `servers.registry`), one lifecycle shared by all."""

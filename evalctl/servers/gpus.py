@@ -15,7 +15,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from evalctl.config import ConfigError, ServerProfile, SweepConfig
+from evalctl.errors import ConfigError
+from evalctl.schema import ServerProfile, SweepConfig
 
 
 class GpuAssignmentError(ConfigError):

@@ -42,6 +42,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache", choices=["on", "off"], default="on")
     parser.add_argument("--slot-save-path", required=True, help="enables the slot erase action used to flush")
+    parser.add_argument("--speculative", help="speculative decoding: a COMMON_SPECULATIVE_TYPE_ name without the prefix (ngram_simple)")
+    parser.add_argument("--draft-model", help="the draft model's GGUF (--speculative draft_simple)")
     parser.add_argument("--record", help="write the launch record (build, settings not set) to this JSON file")
     parser.add_argument(
         "--param",
@@ -126,6 +128,17 @@ def _write_record(path: str, record: dict) -> None:
     os.replace(f"{path}.tmp", path)
 
 
+def _speculation(xllamacpp: object, args: argparse.Namespace, version: str) -> dict[str, object]:
+    """The settings of the speculative decoding asked for (none if not); exits when this build has no such type."""
+    if not args.speculative:
+        return {}
+    kinds = getattr(xllamacpp, "common_speculative_type", None)
+    kind = getattr(kinds, f"COMMON_SPECULATIVE_TYPE_{args.speculative.upper()}", None)
+    if kind is None:
+        sys.exit(f"llamacpp_main: xllamacpp {version} has no speculative decoding of type {args.speculative}")
+    return {"speculative.types": [kind], **({"speculative.draft.mparams.path": args.draft_model} if args.draft_model else {})}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parse(sys.argv[1:] if argv is None else argv)
     import xllamacpp
@@ -148,11 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     for item in args.param:
         name, _, value = item.partition("=")
         settings[name] = _coerce(value)
+    version = getattr(xllamacpp, "__version__", "unknown")
+    asked = _speculation(xllamacpp, args, version)
+    settings.update(asked)
 
     params = xllamacpp.CommonParams()
     renamed, unset = apply(params, settings)
-    version = getattr(xllamacpp, "__version__", "unknown")
-    missing = [name for name in REQUIRED if name in unset]
+    # A feature asked for and not set would make its arm the reference arm under another name: refuse instead.
+    missing = [name for name in (*REQUIRED, *asked) if name in unset]
     if missing:
         sys.exit(f"llamacpp_main: xllamacpp {version} has no field for {missing}: it cannot serve")
     if args.record:

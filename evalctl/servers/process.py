@@ -23,10 +23,10 @@ from pathlib import Path
 import httpx
 
 from evalctl.client import auth_headers
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.engine_registry import adapter_for, engine_class
 from evalctl.errors import RunFailed
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import EngineAdapter, LaunchSpec
+from evalctl.servers.registry import adapter_for, engine_class
 
 
 class ServerError(RunFailed):

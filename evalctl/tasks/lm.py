@@ -16,8 +16,17 @@ OnComplete = Callable[[int, Completion], None]
 
 
 class ServedLM:
-    def __init__(self, make_client: Callable[[], CompletionClient], params: dict, on_complete: OnComplete | None = None):
+    def __init__(
+        self,
+        make_client: Callable[[], CompletionClient],
+        params: dict,
+        on_complete: OnComplete | None = None,
+        chains: list[list[int]] | None = None,
+    ):
+        """`chains` (indices into the requests `agenerate` gets): each chain sent in order, one request
+        after another's answer (a conversation's turns); default: every request on its own."""
         self.make_client = make_client
+        self.chains = chains
         self.params = params
         self.on_complete = on_complete
 
@@ -34,7 +43,8 @@ class ServedLM:
             items.append((index, context, params))
         texts = [""] * len(items)
         async with self.make_client() as client:
-            async for index, completion in client.map(items, stop):
+            grouped = [[items[i] for i in chain] for chain in self.chains] if self.chains is not None else [[item] for item in items]
+            async for index, completion in client.map_chains(grouped, stop):
                 texts[index] = completion.text or ""
                 if self.on_complete:
                     self.on_complete(index, completion)

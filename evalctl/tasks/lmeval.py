@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evalctl.errors import BadInput, ConfigError
-from evalctl.records import AnswerPosition
+from evalctl.errors import BadInput, ConfigError, UnknownName
+from evalctl.records import AnswerPosition, TurnKind
+from evalctl.tasks.conversation import ConversationConfig, Transcript, conversation_prompts
 from evalctl.tasks.data import local_dataset_overrides
-from evalctl.tasks.registry import TaskSpec, UnknownTask, registered_task, registered_tasks
+from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
 
 if TYPE_CHECKING:
     from evalctl.config import SweepConfig  # tasks are below config: the sweep's config only passes through
@@ -60,6 +61,11 @@ class Prompt:
     # prefix-recall: where the asked value sits (character offset in `text`, and its bin)
     answer_char_offset: int | None = None
     answer_position: AnswerPosition | None = None
+    # conversation workloads (`tasks.conversation`): which conversation, how many turns, how the request got there
+    conversation: int | None = None
+    turn: int | None = None
+    turn_kind: TurnKind | None = None
+    source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,7 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
     if _is_yaml_path(name):
         path = Path(name)
         if not path.is_file():
-            raise UnknownTask(f"task file {name} does not exist")
+            raise BadInput(f"task file {name} does not exist")
         from lm_eval.tasks._yaml_loader import load_yaml
 
         try:
@@ -114,9 +120,9 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
     if entry is not None and kind != "task":
         raise BadInput(f"{name!r} is an lm-eval {kind} of tasks, not one task: evalctl runs one task per sweep; name one of its tasks")
     if entry is None or entry.yaml_path is None:
-        where = f"in {folder}" if folder else "among evalctl's and lm-eval's tasks"
+        where = f" in {folder}" if folder else " among evalctl's and lm-eval's tasks (or --include-path DIR of task YAML)"
         known = sorted(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
-        raise UnknownTask(f"unknown task {name!r} {where}; known: {', '.join(sorted(set(known)))} (or --include-path DIR of task YAML)")
+        raise UnknownName("task", [name], sorted(set(known)), where)
     return name, Path(entry.yaml_path), spec
 
 
@@ -164,6 +170,7 @@ class LmEvalTask:
         limit_order: str = "shuffled",
         limit_seed: int = 1234,
         include_path: Path | None = None,
+        conversation: ConversationConfig | None = None,
     ):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
@@ -200,6 +207,8 @@ class LmEvalTask:
         self.seed = seed
         self.limit_order, self.limit_seed = limit_order, limit_seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
+        self.conversation = conversation
+        self._conversations: dict[tuple[int, int | None], list[Prompt]] = {}
         # The fewest shots that still make a prompt: a generated prefix needs a record to ask about.
         self.min_shots = self.spec.min_shots if self.spec else 0
 
@@ -267,7 +276,26 @@ class LmEvalTask:
         return sorted(prompts, key=lambda p: rank[p.doc_id])
 
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
-        """The scored prompts at `shots`; identical across cache modes and variants."""
+        """The scored prompts at `shots`; identical across cache modes and variants.
+
+        With a conversation workload, its requests (`tasks.conversation`), built from the questions.
+        """
+        key = (shots, limit)
+        if self.conversation is None:
+            return self.questions_at(shots, limit)
+        if key not in self._conversations:
+            questions = self.questions_at(shots, limit)
+            transcript = Transcript(
+                answer_of={p.prompt_hash: str(self.task.doc_to_target(p.doc)) for p in questions},
+                hash_text=prompt_hash,
+                target_delimiter=str(self.config.get("target_delimiter", " ")),
+                fewshot_delimiter=str(self.config.get("fewshot_delimiter", "\n\n")),
+            )
+            self._conversations[key] = conversation_prompts(questions, transcript, self.conversation)
+        return self._conversations[key]
+
+    def questions_at(self, shots: int, limit: int | None) -> list[Prompt]:
+        """The task's own prompts at `shots`: one per test question."""
         key = (shots, limit)
         if key not in self._cache:
             task = self._task_at(shots)
@@ -325,9 +353,10 @@ def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
     return LmEvalTask(
         config.task,
         include_path=config.include_path,
-        data_dir=config.resolved_data_dir(),
+        data_dir=resolved_data_dir(config),
         fewshot=fewshot or config.fewshot,
         seed=config.generation.seed,
         limit_order=config.limit_order,
         limit_seed=config.limit_seed,
+        conversation=config.conversation,
     )

@@ -11,68 +11,54 @@ Only the first needs Python; the others are plain lm-eval task files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evalctl.errors import BadInput
+from evalctl.registry import Registry
+from evalctl.tasks.spec import TaskSpec, whole_target
 
+if TYPE_CHECKING:
+    from evalctl.schema import SweepConfig
 
-def whole_target(target: str) -> str:
-    """The reference answer as the task's `doc_to_target` renders it."""
-    return target.strip()
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """What evalctl adds to a task's YAML.
-
-    `metric_names` renames the task's filters in records and reports (gsm8k keeps its run
-    folders' `strict`/`flexible`); unnamed filters keep the task's own name. A `generated` task
-    builds its documents from the seed and counts the prefix's records as shots (`min_shots` 1).
-    """
-
-    name: str
-    yaml_dir: Path  # the folder holding the task's YAML (lm-eval indexes only this folder)
-    metric_names: dict[str, str] = field(default_factory=dict)
-    generated: bool = False
-    min_shots: int = 0
-    target: Callable[[str], str] = whole_target
-    packaged_data: bool = False  # a copy ships in evalctl/datasets/<name>
+# A plug-in imports TaskSpec (and whole_target) from here with register_task.
+__all__ = ["TASKS", "TaskSpec", "register_task", "registered_task", "registered_tasks", "resolved_data_dir", "whole_target"]
 
 
-class UnknownTask(BadInput):
-    """A task name no registry, include path or lm-eval index knows."""
-
-
-_TASKS: dict[str, TaskSpec] = {}
-# evalctl's own task modules, imported on first look-up (each registers its task).
-BUILTIN_MODULES = ("evalctl.tasks.gsm8k", "evalctl.tasks.prefix_recall")
+# evalctl's own tasks, imported on first look-up.
+TASKS: Registry[TaskSpec] = Registry(
+    "task", ("evalctl.tasks.gsm8k:GSM8K", "evalctl.tasks.prefix_recall:PREFIX_RECALL"), key=lambda spec: spec.name
+)
 
 
 def register_task(spec: TaskSpec) -> TaskSpec:
     """Add `spec` under its name; a second task of the same name is a mistake, not an override."""
-    if spec.name in _TASKS and _TASKS[spec.name] != spec:
-        raise ValueError(f"task {spec.name!r} is already registered")
-    _TASKS[spec.name] = spec
-    return spec
-
-
-def _load() -> None:
-    import importlib
-
-    from evalctl.plugins import load_plugins
-
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    load_plugins()
+    return TASKS.register(spec.name, spec)
 
 
 def registered_tasks() -> dict[str, TaskSpec]:
-    _load()
-    return dict(_TASKS)
+    return TASKS.items()
 
 
 def registered_task(name: str) -> TaskSpec | None:
     """The registered spec of `name`, or None for a task that lives only in YAML."""
-    return registered_tasks().get(name)
+    return TASKS.find(name)
+
+
+DATA_DIR_ENV = "EVALCTL_DATA_DIR"
+HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
+
+
+def resolved_data_dir(config: SweepConfig) -> Path | None:
+    """The local copy the task reads (the packaged one unless another is named); None for the hub
+    and for generated tasks (built from the seed: no data files to read or fingerprint)."""
+    spec = registered_task(config.task)
+    if spec is not None and spec.generated:
+        return None
+    # The environment's copy is for evalctl's registered tasks; a task of YAML reads what its YAML names.
+    chosen = config.data_dir if config.data_dir is not None else os.environ.get(DATA_DIR_ENV) if spec is not None else None
+    if chosen is None:
+        from evalctl.datasets import packaged_data_dir
+
+        return packaged_data_dir(config.task) if spec is not None and spec.packaged_data else None
+    return None if str(chosen) == HUB_DATA else Path(chosen)

@@ -93,6 +93,12 @@ def test_a_warm_request_error_counts_as_a_disagreement():
     assert (check.status, check.b) == ("regression", 12)
 
 
+def test_the_verdict_line_states_the_margin():
+    from evalctl.report.terminal import tolerance_note
+
+    assert "A/A floor 0.10" in tolerance_note(FLOOR) and "floor" not in tolerance_note(GatePolicy())
+
+
 def test_the_floor_check_is_off_unless_the_policy_asks_and_reads_from_yaml(tmp_path):
     _, checks = floor_checks(run_with(warm_differ=set(range(12)), replica_differ=set()), GatePolicy())
     assert checks == []

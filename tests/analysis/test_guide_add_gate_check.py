@@ -15,6 +15,7 @@ from frames import manifest_for, sweep_frame
 
 from evalctl.analysis import checks as registry
 from evalctl.analysis.gate import GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.errors import UnknownName
 from evalctl.report.gate_outputs import write_gate_outputs
 from evalctl.runs import Run
 
@@ -28,8 +29,7 @@ def plugin(tmp_path: Path, monkeypatch):
     """The guide's module, on sys.path and in EVALCTL_PLUGINS; the registry left as it was afterwards."""
     from evalctl import plugins
 
-    registry.registered_checks()  # the built-ins registered first, so the copy restored afterwards holds them
-    monkeypatch.setattr(registry, "_CHECKS", dict(registry._CHECKS))
+    monkeypatch.setattr(registry.CHECKS, "_items", registry.CHECKS.items())  # the built-ins, restored afterwards
     monkeypatch.setattr(plugins, "_loaded", set(plugins._loaded))
     monkeypatch.delitem(sys.modules, "evalctl_empty_answers", raising=False)  # imported afresh: it registers again
     (tmp_path / "evalctl_empty_answers.py").write_text(guide_block("python"))
@@ -67,7 +67,7 @@ def test_a_bad_or_unknown_policy_section_is_a_policy_error(plugin, tmp_path: Pat
     run = run_with_empty_answers(empty=0)
     with pytest.raises(PolicyError, match="checks.empty-answers: max_rate"):
         evaluate(run, GatePolicy(checks={"empty-answers": {"max_rate": 2}}))
-    with pytest.raises(PolicyError, match="unknown check.* emptyy.*known: .*empty-answers"):
+    with pytest.raises(UnknownName, match="unknown check 'emptyy'.*known: .*empty-answers"):
         evaluate(run, GatePolicy.model_validate(yaml.safe_load("checks: {emptyy: {}}")))
 
 

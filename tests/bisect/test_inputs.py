@@ -11,7 +11,7 @@ import yaml
 from analysis.frames import sweep_frame
 from test_gate_cli import cli, write_run
 
-from evalctl.bisect.builds import BuildInputError, commits, filled, git_builds, listed_builds
+from evalctl.bisect.builds import BuildInputError, commits, filled, git_builds, listed_builds, version_builds
 from evalctl.bisect.state import BisectState, Settings, StateError, load_state
 from evalctl.bisect.steps import FromRunError, regression_of, step_config
 from evalctl.config import StoppingMode, Variant
@@ -159,6 +159,8 @@ def test_cli_bad_input_is_refused_before_anything_runs(gated, tmp_path):
         (["--from-run", str(gated["good"]), "--builds", "x.yaml"], "not regression"),
         (["--from-run", str(gated["bad"])], "either --repo"),
         (["--from-run", str(gated["bad"]), "--repo", str(tmp_path)], "needs --good"),
+        (["--from-run", str(gated["bad"]), "--builds", "missing.yaml", "-o", str(tmp_path / "o")], "not a builds file, nor PACKAGE"),
+        (["--from-run", str(gated["bad"]), "--builds", "xllamacpp==1,2,3", "--find", "neither"], "Invalid value for '--find'"),
         (["--resume", str(tmp_path)], "no bisect.json"),
         (["--resume", str(tmp_path), "--from-run", str(gated["bad"])], "--resume takes the bisect folder alone"),
         (["--from-run", str(gated["bad"]), "--repo", str(tmp_path), "--good", "a", "--bad", "b", "-o", str(tmp_path / "o")], "failed"),
@@ -168,3 +170,38 @@ def test_cli_bad_input_is_refused_before_anything_runs(gated, tmp_path):
         assert out.exit_code == code, (args, out.output)
         assert message in " ".join(out.output.split()), (args, out.output)
     assert not (tmp_path / "o" / "bisect.json").exists()
+
+
+def test_released_versions_are_builds_served_from_their_venvs():
+    template = Variant(name="nightly", pip=["torch==2.13.0", "xllamacpp==0.2.14"], env={"OMP_NUM_THREADS": "2"}, extra_args=["-x"])
+    found = version_builds("xllamacpp==0.2.13, 0.2.14,2026.5.9294", template)
+    assert [b.label for b in found] == ["0.2.13", "0.2.14", "2026.5.9294"]
+    assert found[2].variant.pip == ["torch==2.13.0", "xllamacpp==2026.5.9294"]  # the template's other requirements stay
+    assert found[0].variant.env == {"OMP_NUM_THREADS": "2"} and found[0].variant.extra_args == ["-x"] and found[0].variant.python is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("xllamacpp==0.2.13,0.2.14", "need the good one"),
+        ("xllamacpp==0.2.13,0.2.13,0.2.14", "versions repeat"),
+        ("xllamacpp==0.2.13,next,0.2.14", "'next' is not a version"),
+        ("builds.yaml", "not a builds file, nor PACKAGE==V1,V2"),
+    ],
+)
+def test_bad_version_lists_are_clear_errors(spec, message):
+    with pytest.raises(BuildInputError, match=message):
+        version_builds(spec, Variant())
+
+
+def test_a_bisect_for_a_fix_over_released_versions_searches_them_newest_first(gated, tmp_path):
+    from evalctl.bisect.search import Find
+    from evalctl.cli.bisect import Executor, _new_bisect
+
+    regression = regression_of(gated["bad"])
+    versions = "xllamacpp==0.2.13,0.2.14,2026.4.8672.1,2026.4.8929,2026.5.9093,2026.5.9294"
+    folder, state = _new_bisect(regression, gated["bad"], None, None, None, versions, None, None, None, False, tmp_path / "b",
+                                0.02, None, Executor.local, Find.fix)  # fmt: skip
+    assert [b.label for b in state.builds] == versions.partition("==")[2].split(",")[::-1]
+    assert state.builds[0].variant.pip == ["xllamacpp==2026.5.9294"] and state.settings.find is Find.fix
+    assert load_state(folder) == state

@@ -5,7 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalctl.bisect.search import Observation, Verdict, choose, default_budget, groups, posterior, step_tolerance
+from evalctl.bisect.search import (
+    Find,
+    Next,
+    Observation,
+    Verdict,
+    answer,
+    choose,
+    default_budget,
+    groups,
+    posterior,
+    search_order,
+    step_tolerance,
+)
 
 G, B, U, S = Verdict.good, Verdict.bad, Verdict.unknown, Verdict.skipped
 
@@ -72,3 +84,32 @@ def test_step_tolerance_is_half_the_endpoint_drop_never_below_the_gates():
     assert step_tolerance(0.03, 2, 1, 1000) == 0.03
     assert 0.08 < step_tolerance(0.03, 220, 20, 1000) < 0.1  # drop 0.2, lower bound ~0.17
     assert default_budget(65) == 2 + 12 + 4
+
+
+def bisect_noiselessly(truly_bad, builds: int, failed: frozenset = frozenset()) -> Next:
+    """Run the search to its end, each step answered by `truly_bad(i)` (search order), as the session does."""
+    seen = obs((builds - 1, B))
+    while (nxt := choose(builds, seen, set(failed), 0.02)).build is not None:
+        i = nxt.build
+        seen.append(Observation(i, S if i in failed else B if truly_bad(i) else G))
+    return nxt
+
+
+@pytest.mark.parametrize("fixed_in", [1, 4, 6, 9])
+def test_a_fix_is_named_as_the_first_good_build_searching_newest_first(fixed_in):
+    releases = list(range(10))  # oldest first; releases >= fixed_in have the fix
+    order = search_order(releases, Find.fix)
+    assert order == releases[::-1]  # the reference (search index 0) is the newest, fixed one
+    done = bisect_noiselessly(lambda i: order[i] < fixed_in, len(order))
+    named = answer(done.culprit.builds, Find.fix)
+    assert done.culprit.probability >= 0.95 and [order[i] for i in named] == [fixed_in]
+    # The same releases bisected for a regression that came in with `fixed_in` name the same release.
+    regression = bisect_noiselessly(lambda i: releases[i] >= fixed_in, len(releases))
+    assert [releases[i] for i in answer(regression.culprit.builds, Find.regression)] == [fixed_in]
+
+
+def test_a_fix_next_to_a_build_that_failed_is_named_with_it():
+    releases = list(range(8))  # the fix came in release 5, which does not install: 5 or 6 is all a search can say
+    order = search_order(releases, Find.fix)
+    done = bisect_noiselessly(lambda i: order[i] < 5, len(order), failed=frozenset({order.index(5)}))
+    assert sorted(order[i] for i in answer(done.culprit.builds, Find.fix)) == [5, 6]

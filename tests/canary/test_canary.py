@@ -9,8 +9,6 @@ import pytest
 
 from evalctl.canary.faults import MIN_SHARED_CHARS, PromptMemory, corrupt_cached_suffix, lost_prefix, truncate_prompt
 from evalctl.canary.proxy import Canary, CanaryServer, _is_flush
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.process import ManagedServer
 
 PREFIX = "Question: Ann has 3 apples and buys 4 more. How many?\nAnswer: 3 + 4 = 7. #### 7\n\n"
 
@@ -51,11 +49,8 @@ def test_memory_and_flush_paths():
 
 
 @pytest.mark.server
-def test_lost_prefix_through_a_real_server(tmp_path, no_orphans):
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", context_length=1024, parallel=1, startup_timeout_s=120)
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
-    server.start()
-    proxy = CanaryServer(Canary(server.base_url, "lost-prefix"))
+def test_lost_prefix_through_a_real_server(cpu_server):
+    proxy = CanaryServer(Canary(cpu_server, "lost-prefix"))
     thread = threading.Thread(target=proxy.serve_forever, daemon=True)
     thread.start()
     try:
@@ -82,4 +77,3 @@ def test_lost_prefix_through_a_real_server(tmp_path, no_orphans):
     finally:
         proxy.shutdown()
         proxy.server_close()
-        server.stop()

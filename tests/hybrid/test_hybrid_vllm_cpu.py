@@ -23,9 +23,9 @@ import yaml
 from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run
 
 from evalctl.config import CacheMode, load_config
-from evalctl.engine_registry import adapter_for
 from evalctl.runs import load_run
 from evalctl.servers.process import ManagedServer
+from evalctl.servers.registry import adapter_for
 
 # The whole file rotates: its sweeps are acceptance tests of the hybrid fault, and its probe shares
 # their two servers (test_vllm_cpu.py exercises vLLM on every run).

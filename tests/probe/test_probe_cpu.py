@@ -21,13 +21,18 @@ def probe_json(root: Path) -> dict:
     return json.loads((only_run(root) / "probe.json").read_text())
 
 
-def test_probe_passes_on_healthy_server(tmp_path, data_dir, no_orphans):
+def test_probe_passes_on_healthy_server_launching_only_the_variants_the_config_runs(tmp_path, data_dir, no_orphans, monkeypatch):
+    # The variant not run names an interpreter through a variable that is unset here: launching it would fail.
+    monkeypatch.delenv("EVALCTL_TEST_UNSET_PYTHON", raising=False)
+    variants = [{"name": "default"}, {"name": "patched", "python": "${EVALCTL_TEST_UNSET_PYTHON}/bin/python"}]
+    cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(context_length=2048, parallel=2)], variants=variants,
+                             run_variants=["default"])  # fmt: skip
     policy = tmp_path / "policy.yaml"
     policy.write_text(FAST_POLICY)
-    out = evalctl("probe", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--policy", str(policy),
-                  "--data-dir", str(data_dir), "--output", str(tmp_path / "out"))  # fmt: skip
+    out = evalctl("probe", "--config", str(cfg), "--task", "gsm8k", "--shots", "1,2", "--policy", str(policy))
     assert out.returncode == 0, out.stderr + out.stdout
-    result = probe_json(tmp_path / "out")
+    assert "patched" not in out.stdout + out.stderr
+    result = probe_json(tmp_path / "out")  # probe.json: one profile x variant runs
     assert result["verdict"] == "pass" and result["failed_bins"] == []
     assert [b["bin"] for b in result["bins"]] == ["1-shot", "2-shot"]
     assert all(b["cached_tokens"] > 0 for b in result["bins"])  # warm requests really hit the cache
@@ -56,23 +61,9 @@ def test_probe_fails_behind_lost_prefix_canary(tmp_path, data_dir, no_orphans, c
     assert "rewritten by lost-prefix" in stderr
 
 
-def test_probe_launches_only_the_variants_the_config_runs(tmp_path, data_dir, no_orphans, monkeypatch):
-    # The variant not run names an interpreter through a variable that is unset here: launching it would fail.
-    monkeypatch.delenv("EVALCTL_TEST_UNSET_PYTHON", raising=False)
-    variants = [{"name": "default"}, {"name": "patched", "python": "${EVALCTL_TEST_UNSET_PYTHON}/bin/python"}]
-    cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(context_length=2048, parallel=2)], variants=variants,
-                             run_variants=["default"])  # fmt: skip
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(FAST_POLICY)
-    out = evalctl("probe", "--config", str(cfg), "--shots", "1", "--policy", str(policy))
-    assert out.returncode == 0, out.stderr + out.stdout
-    assert "patched" not in out.stdout + out.stderr
-    assert probe_json(tmp_path / "out")["verdict"] == "pass"  # probe.json: one profile x variant runs
-
-
-def test_sweep_with_probe_true_writes_probe_json(tmp_path, data_dir, no_orphans):
-    cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile(context_length=2048, parallel=1)], probe=True, generation={"max_tokens": 8})
-    out = evalctl("sweep", "--config", str(cfg))
+def test_sweep_with_probe_true_writes_probe_json(tmp_path, data_dir, no_orphans, cpu_server):
+    cfg = write_sweep_config(tmp_path, data_dir, [cpu_profile()], probe=True, generation={"max_tokens": 8})
+    out = evalctl("sweep", "--config", str(cfg), "--url", cpu_server)
     assert out.returncode == 0, out.stderr
     run = only_run(tmp_path / "out")
     manifest = json.loads((run / "manifest.json").read_text())

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import cli, evalctl, processes_of, start_canary
-from test_report_browser import browse, console_messages, needs_chromium
+from test_report_browser import browse, console_messages, needs_chromium, screenshot
 
 from evalctl.errors import VERDICT_EXIT, ExitCode
 
@@ -124,16 +124,6 @@ def index_rows(dom: str) -> dict[str, str]:
     }
 
 
-def screenshot(page: Path, tmp: Path, name: str) -> Path:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    shot = SHOTS / f"{name}.png"
-    done = browse(page, tmp, f"--screenshot={shot}")
-    assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
-    assert console_messages(done.stderr) == []
-    print(f"screenshot: {shot}")
-    return shot
-
-
 def test_index_lists_every_night_with_its_verdict(nights):
     assert nights["built"].returncode == 0, nights["built"].stderr
     # the gate itself decided pass and regression: the dashboard shows, never recomputes
@@ -147,7 +137,7 @@ def test_index_lists_every_night_with_its_verdict(nights):
     for night in ("night1", "night2", "night3"):
         name = nights["runs"][night].name
         assert (nights["site"] / "signoff" / f"{name}.html").is_file() and (nights["site"] / "reports" / f"{name}.html").is_file()
-    screenshot(index, nights["tmp"], "index")
+    screenshot(index, nights["tmp"], SHOTS / "index.png")
 
 
 def test_model_page_and_signoff_page(nights):
@@ -158,7 +148,7 @@ def test_model_page_and_signoff_page(nights):
     assert 'class="plot-accuracy"' in dom.stdout and 'class="plot-throughput"' in dom.stdout
     # night 3 (the latest complete night) lost the few-shot prefix: questions right until then flip for the first time
     assert 'id="ledger-first"' in dom.stdout
-    screenshot(model, nights["tmp"], "model")
+    screenshot(model, nights["tmp"], SHOTS / "model.png")
 
     signoff = site / "signoff" / f"{runs['night3'].name}.html"
     dom = browse(signoff, nights["tmp"], "--dump-dom")
@@ -167,7 +157,7 @@ def test_model_page_and_signoff_page(nights):
     assert re.search(r'class="cell regression"', dom.stdout)
     # /props settings are recorded per server; nights 2 and 3 ran on the same server
     assert "invalid rate" in dom.stdout and "identical to the baseline's" in dom.stdout
-    screenshot(signoff, nights["tmp"], "signoff")
+    screenshot(signoff, nights["tmp"], SHOTS / "signoff.png")
 
 
 def test_model_output_with_html_shows_as_text(nights, tmp_path):
@@ -201,4 +191,4 @@ def test_model_output_with_html_shows_as_text(nights, tmp_path):
         assert "<script>" not in dom.stdout and "<b>smol</b>" not in dom.stdout
         assert "&lt;b&gt;smol&lt;/b&gt;" in dom.stdout
     assert "&lt;script&gt;document.title=" in browse(model, tmp_path, "--dump-dom").stdout
-    screenshot(model, tmp_path, "hostile-model")
+    screenshot(model, tmp_path, SHOTS / "hostile-model.png")

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import cli, evalctl, only_run
+from conftest import cli
 
-from evalctl.errors import VERDICT_EXIT, ExitCode
+from evalctl.errors import VERDICT_EXIT
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "results" / "report-screenshot.png"
@@ -46,6 +46,16 @@ def console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
+def screenshot(page: Path, tmp: Path, shot: Path) -> Path:
+    """`page` as Chromium shows it at 1280 px, saved to `shot` (to look at), after a clean load."""
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    done = browse(page, tmp, f"--screenshot={shot}")
+    assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
+    assert console_messages(done.stderr) == []
+    print(f"screenshot: {shot}")
+    return shot
+
+
 @needs_chromium
 def test_console_check_catches_a_page_error(tmp_path):
     page = tmp_path / "bad.html"
@@ -55,12 +65,11 @@ def test_console_check_catches_a_page_error(tmp_path):
 
 @needs_chromium
 @pytest.mark.server
-def test_report_of_a_real_cpu_run_renders_in_chromium(tmp_path, data_dir, no_orphans):
+def test_report_of_a_real_cpu_run_renders_in_chromium(launched_run, tmp_path):
+    # The session's launched sweep, copied: the gate, the probe's file and the report are written into it.
     root = tmp_path / "results"
-    out = evalctl("sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--shots", "1,2", "--limit", "3",
-                  "--cache", "on,off", "--max-tokens", "32", "--data-dir", str(data_dir), "--output", str(root))  # fmt: skip
-    assert out.returncode in (ExitCode.PASS, ExitCode.RUN_FAILED), out.stderr + out.stdout
-    run = only_run(root)
+    run = root / launched_run.run.name
+    shutil.copytree(launched_run.run, run)
 
     # An earlier night: the same run copied back a day, as baseline and as a point of history.
     manifest = json.loads((run / "manifest.json").read_text())

@@ -50,10 +50,15 @@ def sglang_python() -> str | None:
     return sys.executable if importlib.util.find_spec("sglang") else None
 
 
-def parse_with_sglang(arg_lists: list[list[str]]) -> tuple[str, list[str | None]]:
+def needed_sglang_python() -> str:
     python = sglang_python()
     if python is None:
         pytest.skip(f"SGLang is not importable here; set {SGLANG_PYTHON_ENV} to an interpreter that has it")
+    return python
+
+
+def parse_with_sglang(arg_lists: list[list[str]]) -> tuple[str, list[str | None]]:
+    python = needed_sglang_python()
     out = subprocess.run([python, "-c", PARSE_SCRIPT], input=json.dumps(arg_lists), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -86,6 +91,8 @@ def generated_sglang_commands() -> list[list[str]]:
 
 def test_generated_sglang_commands_parse(monkeypatch):
     monkeypatch.setenv("SGLANG_PATCHED_PYTHON", "/opt/patched/bin/python")
+    # Skipped before the commands are made: the CPU alias names its python by this variable.
+    monkeypatch.setenv(SGLANG_PYTHON_ENV, needed_sglang_python())
     commands = generated_sglang_commands()
     assert len(commands) >= 6  # both Nemotron configs x 2 variants x 2 cache modes, plus the full profile
     control = server_args(commands[0]) + ["--no-such-flag"]  # proves the parser rejects what it does not know

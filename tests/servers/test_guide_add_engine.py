@@ -1,4 +1,4 @@
-"""docs/guide-add-engine.md, followed to the letter: one new module under a folder on PYTHONPATH,
+"""docs/guide-add-engine.md, followed to the letter: one new module in a folder on PYTHONPATH named by EVALCTL_PLUGINS,
 no edit to evalctl, and the new engine runs a real sweep (llama.cpp on CPU underneath)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ GUIDE = Path(__file__).parents[2] / "docs" / "guide-add-engine.md"
 def guide_module() -> tuple[str, str]:
     """The module path and the code the guide says to save there."""
     text = GUIDE.read_text()
-    path = re.search(r"Save as\s+`(evalctl/servers/engines/\w+\.py)`", text).group(1)
+    path = re.search(r"Save as\s+`(\w+\.py)`", text).group(1)
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     return path, code
 
@@ -33,7 +33,7 @@ def test_a_new_engine_is_one_module_and_runs_a_sweep(tmp_path, no_orphans):
     before = {p: p.stat().st_mtime_ns for p in package.rglob("*.py")}
     module, code = guide_module()
     plugins = tmp_path / "plugins"
-    (plugins / module).parent.mkdir(parents=True)
+    plugins.mkdir()
     (plugins / module).write_text(code)
 
     config = {
@@ -42,7 +42,7 @@ def test_a_new_engine_is_one_module_and_runs_a_sweep(tmp_path, no_orphans):
         "servers": [{"name": "one-slot", "engine": "llamacpp-one-slot", "model_path": "bundled:smollm2-135m", "startup_timeout_s": 120}],
     }  # fmt: skip
     (tmp_path / "toy.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": str(plugins)}
+    env = {**os.environ, "PYTHONPATH": str(plugins), "EVALCTL_PLUGINS": Path(module).stem}
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "evalctl.cli", *args], capture_output=True, text=True, env=env, timeout=600)

@@ -50,3 +50,19 @@ def test_a_newer_build_takes_an_older_name_too():
 )
 def test_the_vendored_llama_cpp_build(version, build_info, build):
     assert llama_cpp_build(version, build_info) == build
+
+
+def test_speculation_asked_for_is_set_or_refused_never_dropped():
+    from argparse import Namespace
+
+    from evalctl.servers.llamacpp_main import _speculation
+
+    asked = _speculation(xllamacpp, Namespace(speculative="draft_simple", draft_model="d.gguf"), "now")
+    params = xllamacpp.CommonParams()
+    assert apply(params, asked) == ({}, {})
+    assert params.speculative.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+    assert params.speculative.draft.mparams.path == "d.gguf"
+    assert _speculation(xllamacpp, Namespace(speculative=None, draft_model=None), "now") == {}
+    # A build without the type (or without speculation at all) cannot serve that arm: the launcher exits saying so.
+    with pytest.raises(SystemExit, match="no speculative decoding of type ngram_mod"):
+        _speculation(SimpleNamespace(), Namespace(speculative="ngram_mod", draft_model=None), "0.2.13")

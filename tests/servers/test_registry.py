@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from evalctl.config import ConfigError, ServerProfile, SweepConfig, with_external_url
-from evalctl.engine_registry import UnknownEngine, adapter_for, engine_names, engines
+from evalctl.errors import UnknownName
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.engines.vllm import VLLMSettings
+from evalctl.servers.registry import adapter_for, engine_names, engines
 
 
 def test_registered_engines_and_unknown_names_list_them():
     assert {"external", "llamacpp", "sglang", "vllm"} <= set(engine_names())
-    with pytest.raises(UnknownEngine, match="unknown engine 'trtllm'; known: external, llamacpp, sglang, vllm"):
+    with pytest.raises(UnknownName, match="unknown engine 'trtllm'; known: external, llamacpp, sglang, vllm"):
         adapter_for("trtllm")
 
 
@@ -37,7 +38,10 @@ def test_settings_are_typed_per_engine_and_written_back_flat():
 @pytest.mark.parametrize(
     ("profile", "message"),
     [
-        ({"engine": "llamacpp", "tp": 2}, "tp: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads)"),
+        (
+            {"engine": "llamacpp", "tp": 2},
+            "tp: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads, speculative)",
+        ),
         ({"engine": "sglang", "parallel": 2}, "parallel: not a setting of engine 'sglang'"),
         ({"engine": "vllm", "kv_cache_space_gb": 2}, "kv_cache_space_gb apply to device cpu only"),
         ({"engine": "sglang", "max_total_tokens": 4096, "threads": 1}, "max_total_tokens, threads apply to device cpu only"),
@@ -54,5 +58,5 @@ def test_a_setting_of_another_engine_is_refused_by_name(profile, message):
 def test_url_engine_is_checked_against_the_registry():
     config = SweepConfig.model_validate({"model": "m", "servers": [{"name": "p", "model_path": "m"}]})
     assert with_external_url(config, "http://h:1", "vllm").servers[0].serves == "vllm"
-    with pytest.raises(UnknownEngine, match="known: external, llamacpp"):
+    with pytest.raises(UnknownName, match="known: external, llamacpp"):
         with_external_url(config, "http://h:1", "vlm")

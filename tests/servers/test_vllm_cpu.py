@@ -28,10 +28,10 @@ from process_tree import ProcessTree, names, start_evalctl, watch
 
 from evalctl.client import CompletionClient
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.engine_registry import adapter_for
 from evalctl.records import RECORD_KEYS, RECORDS_FILE, primary_metric
 from evalctl.runs import load_run
 from evalctl.servers.process import ManagedServer
+from evalctl.servers.registry import adapter_for
 
 pytestmark = needs_vllm
 # Records in the prefix-recall prefix: about 290 and 580 tokens, more than vLLM's 128-token

@@ -1,167 +1,66 @@
-"""The gate-check registry: each kind of check is one object with one interface, in its own module.
+"""The gate-check registry: each kind of check (`base.GateCheck`) is one object in its own module.
 
-A check (`GateCheck`) says
-- `kind`: its name in gate.json and in the policy;
-- `family`: the Holm family its p-values are adjusted within (accuracy checks form one, throughput
-  checks another: each family's false-regression rate is bounded by alpha on its own), or None
-  for a check that tests nothing;
-- `settings`: the model of its own policy section (`checks.<kind>` in the gate policy), or None
-  for a built-in that reads the policy's top-level fields;
-- `order`: where it runs; a check that can invalidate others (cache-engaged) runs after them;
-- `results(inputs)`: its findings, `Check`s, from the one `GateInputs` every check gets;
-- `revise(inputs, earlier)`: the findings before it, which it may change (default: unchanged).
-
-`analysis.gate.evaluate` walks the registry in order. A new kind is one module that calls
+evalctl's own are listed in `CHECKS` as `"module:attribute"`; a new kind is one module that calls
 `register_check` (a plug-in, found as `evalctl.plugins` says); no other module changes.
+`analysis.gate.evaluate` walks the registry in order.
 """
 
 from __future__ import annotations
 
-import importlib
-import math
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Literal
+from evalctl.analysis.checks.base import (
+    SEVERITY,
+    STATUS_ORDER,
+    Check,
+    GateCheck,
+    GateInputs,
+    Status,
+    plain,
+    verdict_of,
+    worst,
+)
+from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.registry import Registry
 
-from pydantic import BaseModel, ValidationError
+__all__ = [
+    "CHECKS",
+    "SEVERITY",
+    "STATUS_ORDER",
+    "Check",
+    "GateCheck",
+    "GateInputs",
+    "Status",
+    "plain",
+    "register_check",
+    "registered_checks",
+    "verdict_of",
+    "worst",
+]
 
-from evalctl.analysis.gate_policy import GatePolicy, PolicyError
-from evalctl.analysis.noise import Noise
-from evalctl.analysis.pairing import Comparison
-from evalctl.cell import CellKey, cell_label
-from evalctl.records import CELL_KEYS
-from evalctl.runs import Run
-
-Status = Literal["pass", "regression", "inconclusive", "warning"]
-# Worst first: the one order of findings, for the verdict, the sign-off matrix and every "worst of".
-STATUS_ORDER: tuple[Status, ...] = ("regression", "inconclusive", "warning", "pass")
-SEVERITY = {status: rank for rank, status in enumerate(STATUS_ORDER)}
-
-
-def worst(statuses) -> Status:
-    """The worst of `statuses` in `STATUS_ORDER` (an unknown one counts as inconclusive); pass for none."""
-    ranks = [SEVERITY.get(s, SEVERITY["inconclusive"]) for s in statuses]
-    return STATUS_ORDER[min(ranks)] if ranks else "pass"
-
-
-def verdict_of(statuses) -> Status:
-    """The gate's verdict: the worst finding, where a warning does not change a pass."""
-    found = worst(statuses)
-    return "pass" if found == "warning" else found
-
-
-@dataclass
-class Check:
-    """One finding of the gate: a check kind's verdict on a cell (or on the run), with its figures."""
-
-    name: str
-    kind: str  # the registered check's `kind`
-    status: Status
-    reason: str
-    profile: str | None = None
-    variant: str | None = None
-    cache: str | None = None
-    shots: int | None = None
-    pass_index: int | None = None
-    metric: str | None = None
-    value: float | None = None
-    threshold: float | None = None
-    p_value: float | None = None
-    p_adjusted: float | None = None
-    b: int | None = None
-    c: int | None = None
-    n: int | None = None
-    comparison: str | None = None  # the paired comparison an accuracy or throughput check belongs to
-    family: str | None = None  # the Holm family its p_adjusted is adjusted within (its check's `family`)
-
-    @property
-    def where(self) -> str:
-        """The cell a check judges, for people: 'cpu/default cache=on shots=16 pass=1' (parts it has)."""
-        return cell_label(self.profile, self.variant, self.cache, self.shots, self.pass_index)
-
-    @property
-    def cell(self) -> CellKey | None:
-        """The cell it judges; None for a finding on the run or on part of a cell (a profile, a shot count)."""
-        named = {k: getattr(self, k) for k in CELL_KEYS}
-        return CellKey.from_row(named) if None not in named.values() else None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: plain(v) for k, v in asdict(self).items()}
-
-
-def plain(value: Any) -> Any:
-    """A JSON-ready scalar: numpy scalars become Python ones, NaN becomes None (JSON has no NaN)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    return None if isinstance(value, float) and math.isnan(value) else value
-
-
-@dataclass(frozen=True)
-class GateInputs:
-    """What every check may read: the run, the baseline run, the policy (its metric resolved), the
-    paired comparisons of the run (and against the baseline), the A/A noise by profile."""
-
-    run: Run
-    baseline: Run | None
-    policy: GatePolicy
-    comparisons: list[Comparison]
-    noise: dict[str, Noise]
-    sequential: bool  # the run stopped its cells sequentially (its decisions replace fixed-n accuracy)
-
-
-class GateCheck:
-    """One kind of gate check; subclass, set the class attributes, and `register_check` an instance."""
-
-    kind: ClassVar[str]
-    order: ClassVar[int]
-    family: ClassVar[str | None] = None
-    settings: ClassVar[type[BaseModel] | None] = None
-
-    def results(self, inputs: GateInputs) -> list[Check]:
-        raise NotImplementedError
-
-    def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
-        return earlier
-
-    def settings_of(self, policy: GatePolicy) -> BaseModel | None:
-        """This check's policy section, validated (its defaults when the policy has none)."""
-        if self.settings is None:
-            return None
-        try:
-            return self.settings.model_validate(policy.checks.get(self.kind, {}))
-        except ValidationError as exc:
-            where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}" for e in exc.errors())
-            raise PolicyError(f"invalid gate policy section checks.{self.kind}: {where}") from None
-
-
-class UnknownCheck(PolicyError):
-    """A policy section for a check kind no module registered."""
-
-
-_CHECKS: dict[str, GateCheck] = {}
 # evalctl's own checks, one module each, imported on the first look-up.
-BUILTIN_MODULES = tuple(
-    f"evalctl.analysis.checks.{name}"
-    for name in ("completeness", "rates", "accuracy", "agreement_floor", "sequential", "throughput", "cache_engaged", "speedup", "settings")
+CHECKS: Registry[GateCheck] = Registry(
+    "check",
+    (
+        "evalctl.analysis.checks.completeness:CHECK",
+        "evalctl.analysis.checks.rates:CHECK",
+        "evalctl.analysis.checks.accuracy:CHECK",
+        "evalctl.analysis.checks.agreement_floor:CHECK",
+        "evalctl.analysis.checks.sequential:CHECK",
+        "evalctl.analysis.checks.throughput:CHECK",
+        "evalctl.analysis.checks.cache_engaged:CHECK",
+        "evalctl.analysis.checks.speedup:CHECK",
+        "evalctl.analysis.checks.settings:CHECK",
+    ),
+    key=lambda check: check.kind,
 )
 
 
 def register_check(check: GateCheck) -> GateCheck:
     """Add `check` under its kind; a second check of the same kind is a mistake, not an override."""
-    known = _CHECKS.get(check.kind)
-    if known is not None and type(known) is not type(check):
-        raise ValueError(f"gate check {check.kind!r} is already registered")
-    _CHECKS[check.kind] = check
-    return check
+    return CHECKS.register(check.kind, check)
 
 
 def registered_checks(policy: GatePolicy | None = None) -> list[GateCheck]:
-    """Every registered check in the order they run; a policy section naming no check is an error."""
-    from evalctl.plugins import load_plugins
-
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    load_plugins()
-    unknown = sorted(set(policy.checks) - set(_CHECKS)) if policy is not None else []
-    if unknown:
-        raise UnknownCheck(f"gate policy names unknown check(s) {', '.join(unknown)} under checks:; known: {', '.join(sorted(_CHECKS))}")
-    return sorted(_CHECKS.values(), key=lambda c: (c.order, c.kind))
+    """Every registered check in the order they run; a policy section naming no check is `UnknownName`."""
+    if policy is not None:
+        CHECKS.check(list(policy.checks), " (gate policy section checks:)")
+    return sorted(CHECKS.items().values(), key=lambda c: (c.order, c.kind))

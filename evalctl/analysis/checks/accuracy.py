@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import decide_drops, drop_bounds
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
@@ -22,12 +22,16 @@ MDE_POWER = 0.8
 
 
 def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
-    """A paired comparison's figures as a check reports them: the drop, its test, the flips."""
+    """A paired comparison's figures as a check reports them: the drop, its test and interval, the flips.
+    The interval only where the rule judged the cell (at least `min_n` pairs)."""
+    judged = row["n"] >= policy.min_n
     return {
         "value": float(row["acc_drop"]),
         "threshold": policy.max_accuracy_drop,
         "p_value": float(row["p_beyond"]),
         "p_adjusted": float(row["p_adjusted"]),
+        "lower": float(row["rule_lower"]) if judged else None,
+        "upper": float(row["rule_upper"]) if judged else None,
         "b": int(row["b"]),
         "c": int(row["c"]),
         "n": int(row["n"]),
@@ -127,4 +131,4 @@ class Accuracy(GateCheck):
         return accuracy_checks(comparisons, inputs.policy, inputs.noise) or nothing_to_compare()
 
 
-register_check(Accuracy())
+CHECK = Accuracy()  # listed in analysis.checks.CHECKS

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import unpaired_cells
@@ -90,4 +90,4 @@ class AgreementFloor(GateCheck):
         return floor_checks(inputs.run.samples, inputs.run.noise, inputs.policy)
 
 
-register_check(AgreementFloor())
+CHECK = AgreementFloor()  # listed in analysis.checks.CHECKS

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pandas as pd
 
 from evalctl.analysis.cache_engagement import engagement_table, rests_on_failed
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.cell import CellKey
 from evalctl.runs import Run
 
@@ -55,4 +55,4 @@ class CacheEngaged(GateCheck):
         return out
 
 
-register_check(CacheEngaged())
+CHECK = CacheEngaged()  # listed in analysis.checks.CHECKS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.completeness import cell_counts
 from evalctl.cell import CellKey
 from evalctl.runs import Run
@@ -60,4 +60,4 @@ class Completeness(GateCheck):
         return checks + (completeness_checks(inputs.baseline, "baseline") if inputs.baseline is not None else [])
 
 
-register_check(Completeness())
+CHECK = Completeness()  # listed in analysis.checks.CHECKS

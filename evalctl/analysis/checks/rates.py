@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, Status, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs, Status
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.cell import CellKey
 from evalctl.records import is_final
@@ -66,5 +66,4 @@ class Rate(GateCheck):
         return [c for c in rate_checks(inputs.run.samples, inputs.policy, finished) if c.kind == self.kind]
 
 
-register_check(Rate("error_rate"))
-register_check(Rate("invalid_rate"))
+CHECK = (Rate("error_rate"), Rate("invalid_rate"))  # listed in analysis.checks.CHECKS

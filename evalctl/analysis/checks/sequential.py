@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, Status, register_check
 from evalctl.analysis.checks.accuracy import nothing_to_compare
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs, Status
 from evalctl.analysis.gate_policy import GatePolicy, PolicyError
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import RUN_VS_BASELINE
@@ -107,4 +107,4 @@ class Sequential(GateCheck):
         return sequential_checks(inputs.run, inputs.policy, inputs.noise) or nothing_to_compare()
 
 
-register_check(Sequential())
+CHECK = Sequential()  # listed in analysis.checks.CHECKS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.settings import settings_diff_runs
 from evalctl.runs import Run
 
@@ -40,4 +40,4 @@ class Settings(GateCheck):
         return settings_checks(inputs.run, inputs.baseline) if inputs.baseline is not None else []
 
 
-register_check(Settings())
+CHECK = Settings()  # listed in analysis.checks.CHECKS

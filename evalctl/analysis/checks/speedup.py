@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalctl.analysis.cache_engagement import MAX_TTFT_RATIO, ttft_speedup
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.throughput import throughput_table
 from evalctl.runs import Run
 
@@ -44,4 +44,4 @@ class CacheSpeedup(GateCheck):
         return speedup_checks(inputs.run)
 
 
-register_check(CacheSpeedup())
+CHECK = CacheSpeedup()  # listed in analysis.checks.CHECKS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalctl.analysis.checks import Check, GateCheck, GateInputs, register_check
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import decide
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison
@@ -61,4 +61,4 @@ class Throughput(GateCheck):
         return throughput_checks(inputs.comparisons, inputs.policy)
 
 
-register_check(Throughput())
+CHECK = Throughput()  # listed in analysis.checks.CHECKS

@@ -1,16 +1,4 @@
-"""One module per engine, each registering its adapter with `@register_engine` (see engine_registry).
+"""One module per built-in engine, each listed in `servers.registry.ENGINES` by its adapter class.
 
-Every module in this package is imported when the registry is first asked, so an engine is
-added by adding its module here, with no edit anywhere else (docs/guide-add-engine.md). The
-package's path also takes `DIR/evalctl/servers/engines/` for every DIR on sys.path
-(PYTHONPATH), so an engine can live outside an installed evalctl.
+An engine outside evalctl is a plug-in module anywhere on `sys.path` (docs/guide-add-engine.md).
 """
-
-import os
-import sys
-
-__path__ += [  # noqa: F821 - a package's own __path__
-    found
-    for entry in sys.path
-    if os.path.isdir(found := os.path.join(entry or ".", "evalctl", "servers", "engines")) and found not in __path__  # noqa: F821
-]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import httpx
 
-from evalctl.config import EXTERNAL, CacheMode, ServerProfile
-from evalctl.engine_registry import register_engine
+from evalctl.schema import EXTERNAL, CacheMode, ServerProfile
 from evalctl.servers.base import EngineAdapter
 
 
-@register_engine(EXTERNAL)
 class ExternalAdapter(EngineAdapter):
+    name = EXTERNAL  # listed in servers.registry.ENGINES
     launches = False
     # Unknown engine: a missing field means "not reported", not zero.
     cached_tokens_if_missing = None

@@ -6,16 +6,16 @@ import importlib
 import importlib.util
 import json
 import os
+from enum import Enum
 from pathlib import Path
 from types import ModuleType
 
 import httpx
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evalctl.config import CacheMode, EngineSettings, ServerProfile, Variant
-from evalctl.engine_registry import register_engine
 from evalctl.extras import require
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.schema import CacheMode, EngineSettings, ServerProfile, Variant
 from evalctl.servers import llamacpp_main
 from evalctl.servers.base import EngineAdapter, LaunchRecord, flat_settings
 from evalctl.servers.bundled import resolve_model_path
@@ -33,18 +33,58 @@ def _xllamacpp() -> ModuleType | None:
     return importlib.import_module("xllamacpp") if importlib.util.find_spec("xllamacpp") else None
 
 
+class SpeculativeKind(str, Enum):
+    """llama.cpp's speculative decoding: drafts from n-grams of the context so far, or from a small draft model."""
+
+    ngram_simple = "ngram-simple"
+    ngram_map_k = "ngram-map-k"
+    ngram_mod = "ngram-mod"
+    ngram_cache = "ngram-cache"
+    draft = "draft"
+
+    @property
+    def launcher_name(self) -> str:
+        """The name after xllamacpp's COMMON_SPECULATIVE_TYPE_ prefix (lower case)."""
+        return "draft_simple" if self is SpeculativeKind.draft else self.value.replace("-", "_")
+
+
+class Speculation(BaseModel):
+    """Speculative decoding on a llama.cpp server: a serving feature to cross with the cache (one profile per arm).
+
+    Its tuning fields are CommonParams fields under `speculative.` (`extra_args: [--param, speculative.draft.n_max=8]`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: SpeculativeKind
+    draft_model: str | None = Field(None, description="The draft model's GGUF (kind draft): a path or bundled:NAME.")
+
+    @model_validator(mode="after")
+    def _draft_model_with_draft(self) -> Speculation:
+        if (self.kind is SpeculativeKind.draft) != (self.draft_model is not None):
+            raise ValueError("speculative: kind draft needs draft_model, and only it takes one")
+        return self
+
+
 class LlamaCppSettings(EngineSettings):
     context_length: int = Field(8192, gt=0, description="Context per request slot.")
     parallel: int = Field(4, ge=1, description="Concurrent request slots.")
     threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores.")
+    speculative: Speculation | None = Field(None, description="Speculative decoding (a launch setting of the server); default: none.")
+
+
+def _speculation_argv(speculation: Speculation | None) -> list[str]:
+    if speculation is None:
+        return []
+    draft = ["--draft-model", resolve_model_path(speculation.draft_model)] if speculation.draft_model else []
+    return ["--speculative", speculation.kind.launcher_name, *draft]
 
 
 def _props_say_llamacpp(body: dict) -> bool:
     return "default_generation_settings" in body
 
 
-@register_engine("llamacpp")
 class LlamaCppAdapter(EngineAdapter):
+    name = "llamacpp"  # listed in servers.registry.ENGINES
     Settings = LlamaCppSettings
     detect_routes = (("/props", _props_say_llamacpp),)
     detect_rank = 10
@@ -56,7 +96,8 @@ class LlamaCppAdapter(EngineAdapter):
     }
 
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
-        require("xllamacpp", "the llama.cpp CPU engine")
+        if profile.interpreter(variant) is None:  # evalctl's own interpreter serves: its xllamacpp must be there
+            require("xllamacpp", "the llama.cpp CPU engine")
         resolve_model_path(profile.model_path)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
@@ -72,6 +113,7 @@ class LlamaCppAdapter(EngineAdapter):
             "--cache", cache.value,
             "--slot-save-path", workdir,
             "--record", str(Path(workdir) / RECORD_FILE),
+            *_speculation_argv(settings.speculative),
         ]  # fmt: skip
 
     def launch_record(self, workdir: Path) -> LaunchRecord:

@@ -12,9 +12,8 @@ from typing import Literal
 import httpx
 from pydantic import Field, model_validator
 
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import (
     EngineAdapter,
     GpuEngineSettings,
@@ -72,8 +71,8 @@ class SGLangSettings(GpuEngineSettings):
         ]  # fmt: skip
 
 
-@register_engine("sglang")
 class SGLangAdapter(EngineAdapter):
+    name = "sglang"  # listed in servers.registry.ENGINES
     Settings = SGLangSettings
     detect_routes = (("/server_info", _sglang_server_info), ("/get_server_info", _sglang_server_info))
     detect_rank = 20  # before vLLM, whose dev-mode /server_info would otherwise be asked second

@@ -14,9 +14,8 @@ from typing import Literal
 import httpx
 from pydantic import Field, model_validator
 
-from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.engine_registry import register_engine
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import (
     EngineAdapter,
     GpuEngineSettings,
@@ -56,8 +55,8 @@ def _version_says_vllm(body: dict) -> bool:
     return "version" in body
 
 
-@register_engine("vllm")
 class VLLMAdapter(EngineAdapter):
+    name = "vllm"  # listed in servers.registry.ENGINES
     Settings = VLLMSettings
     detect_routes = (("/version", _version_says_vllm),)
     detect_rank = 30

@@ -1,0 +1,208 @@
+"""Conversation workloads: any task's questions sent as conversations that grow, rewind and branch.
+
+A fixed-prefix sweep sends one shared few-shot prefix and many short questions after it. Real
+prefix-cache bugs need a request history instead: a conversation that grew past a window or a
+block (SWA window, Mamba block, prefill chunk, KV page), then a request that returns to an
+earlier point (a regenerate, an edited turn, an agent loop). llama.cpp #20671 is one: a
+checkpoint past the branch point survived the branch, and a later rewind restored it.
+
+A conversation here is built from the task's own prompts (`conversation_prompts`):
+- turn 1 is a task prompt whole (few-shot prefix and question); each later turn appends another
+  question without the shared prefix. Every earlier turn is answered in the transcript by its
+  *reference* answer (the task's `doc_to_target`), never by the model's: the transcript is fixed,
+  so the cache-on and cache-off sides send the same bytes and stay paired prompt for prompt;
+- the conversation first grows until it is `grow_past` times the largest boundary long; then each
+  of `events` requests goes back: a `rewind` resends the conversation as it stood at an earlier
+  turn (a regenerate: the same bytes as before), a `branch` replaces that turn with a new question
+  (an edit). After each, the conversation grows again on the new branch past a boundary;
+- points are drawn so the request goes back at least the smallest boundary from the current end
+  (the engine must restore state from before a window, not just trim the tail) to a turn whose
+  history lies past the first window (before it an engine recomputes from scratch), with chance
+  `revisit` to the turn of the previous rewind or branch (regenerating an edited turn: the
+  history that #20671 needs). After each, growth by `regrow` x a boundary. Lengths are estimated as characters / `chars_per_token`.
+
+Every request is scored as the question of its last turn (the task's metric), and its answer is
+paired with the cache-off server's answer to the same bytes (`agreement`).
+
+Why the gate's guarantees carry over unchanged: they are statements about paired binary
+outcomes, one pair per prompt, with the pairs' discordance independent of what is being tested
+under "no regression" (`analysis.drop_rule`). Pairing here is still per prompt (same bytes on
+both sides, keyed by the request's index, `doc_id`). The order of requests within a
+conversation, and which conversations run at once (`concurrency` against the server's slots),
+are part of the *treatment* applied to the cache-on side, like the cache itself: fixed by the
+seed, the same in every run, not a random draw the test averages over. The sample is the set
+of requests; what the history does to them is what is measured. Requests of one conversation
+are not independent of each other, so the gate judges "this workload on this build", not a
+population of conversations; that is the claim a regression gate needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evalctl.records import TurnKind
+
+if TYPE_CHECKING:
+    from evalctl.tasks.lmeval import Prompt
+
+EventKind = Literal["rewind", "branch"]
+
+
+class ConversationConfig(BaseModel):
+    """The shape of a conversation workload (a sweep's `conversation:`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conversations: int = Field(4, ge=1, description="Conversations per cell.")
+    boundaries: list[int] = Field(
+        default_factory=lambda: [512],
+        description="Token counts growth must cross: the engine's SWA window, Mamba block, prefill chunk, KV page.",
+    )
+    grow_past: float = Field(2.0, ge=1.0, description="A conversation first grows to this many times the largest boundary.")
+    events: int = Field(3, ge=0, description="Rewinds or branches per conversation, each followed by growth past a boundary.")
+    kinds: list[EventKind] = Field(default_factory=lambda: ["rewind", "branch"], description="Which events to draw.")
+    revisit: float = Field(
+        0.5, ge=0.0, le=1.0, description="Chance an event goes back to the turn of the previous one (regenerating an edited turn)."
+    )
+    regrow: tuple[float, float] = Field(
+        (1.0, 2.0), description="After an event, growth by this many times a boundary (lowest, highest; drawn uniformly)."
+    )
+    turn_questions: tuple[int, int] = Field(
+        (1, 1), description="Questions per turn (lowest, highest): earlier ones answered in the turn, the last asked."
+    )
+    chars_per_token: float = Field(4.0, gt=0, description="For length estimates (the records keep the server's token counts).")
+    seed: int = 1234
+
+    @model_validator(mode="after")
+    def _valid(self) -> ConversationConfig:
+        if not self.boundaries or min(self.boundaries) < 1:
+            raise ValueError("conversation.boundaries must list token counts >= 1")
+        if not self.kinds and self.events:
+            raise ValueError("conversation.kinds must name rewind and/or branch when events > 0")
+        low, high = self.turn_questions
+        if not 1 <= low <= high:
+            raise ValueError(f"conversation.turn_questions must be (low, high) with 1 <= low <= high, got {self.turn_questions}")
+        if not 0 < self.regrow[0] <= self.regrow[1]:
+            raise ValueError(f"conversation.regrow must be (low, high) with 0 < low <= high, got {self.regrow}")
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class Transcript:
+    """How a task writes a question's reference answer after it, and one question after another."""
+
+    answer_of: dict[str, str]  # prompt hash -> the reference answer as the task renders it (doc_to_target)
+    hash_text: Callable[[str], str]  # the task's prompt hash
+    target_delimiter: str = " "
+    fewshot_delimiter: str = "\n\n"
+
+
+def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: ConversationConfig) -> list[Prompt]:
+    """Every request of the workload, in send order per conversation, numbered (`doc_id`) from 0.
+
+    Each is a `Prompt` of its last question (its doc, target and stop), its text the transcript so far.
+    """
+    if not prompts:
+        return []
+    shared = os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
+
+    def unit(p: Prompt, first: bool) -> str:
+        return p.text if first else p.text[len(shared) :]
+
+    def answered(p: Prompt, first: bool) -> str:
+        return unit(p, first) + transcript.target_delimiter + transcript.answer_of[p.prompt_hash] + transcript.fewshot_delimiter
+
+    def render(path: list[tuple[Prompt, ...]]) -> str:
+        questions = [q for turn in path for q in turn]
+        return "".join(answered(q, i == 0) for i, q in enumerate(questions[:-1])) + unit(questions[-1], len(questions) == 1)
+
+    out: list[Prompt] = []
+    for c in range(config.conversations):
+        rng = random.Random(f"conversation:{config.seed}:{c}")
+        out.extend(_one(c, rng, prompts, config, render, transcript.hash_text, start=len(out)))
+    return out
+
+
+def _one(
+    c: int, rng: random.Random, pool: list[Prompt], config: ConversationConfig, render, hash_text: Callable[[str], str], start: int
+) -> list[Prompt]:
+    def tokens(path) -> float:
+        return len(render(path)) / config.chars_per_token if path else 0.0
+
+    def new_turn() -> tuple[Prompt, ...]:
+        return tuple(rng.choice(pool) for _ in range(rng.randint(*config.turn_questions)))
+
+    path: list[tuple[Prompt, ...]] = []
+    requests: list[Prompt] = []
+
+    def send(kind: TurnKind) -> None:
+        last = path[-1][-1]
+        requests.append(
+            dataclasses.replace(
+                last,
+                doc_id=start + len(requests),
+                text=(text := render(path)),
+                prompt_hash=hash_text(text),
+                conversation=c,
+                turn=len(path),
+                turn_kind=kind,
+                source_doc_id=last.doc_id,
+                answer_char_offset=None,
+            )
+        )
+
+    def grow(until: float) -> None:
+        while tokens(path) < until:
+            path.append(new_turn())
+            send("first" if len(path) == 1 else "extend")
+
+    grow(config.grow_past * max(config.boundaries))
+    step = min(config.boundaries)
+    last_point: int | None = None
+    for _ in range(config.events):
+        end = tokens(path)
+        # Turn t (1-based) ends where path[:t] does: far enough back that a window lies between, and
+        # the history kept (the turns before t) past the first window: before it an engine recomputes
+        # from scratch, with nothing to restore.
+        back = [t for t in range(1, len(path)) if end - tokens(path[:t]) >= step]
+        candidates = [t for t in back if tokens(path[: t - 1]) >= step] or back or list(range(1, len(path)))
+        if not candidates:
+            break
+        point = last_point if last_point in candidates and rng.random() < config.revisit else rng.choice(candidates)
+        kind: EventKind = rng.choice(config.kinds)
+        del path[point:]
+        if kind == "branch":
+            # an edit: another turn than the one it replaces (the same one would be a rewind)
+            edited = path[-1]
+            while path[-1] == edited and len(pool) > 1:
+                path[-1] = new_turn()
+        send(kind)
+        last_point = point
+        grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
+    return requests
+
+
+def chains(prompts: list[Prompt]) -> list[list[int]]:
+    """Indices into `prompts` grouped by conversation, each in send order (a prompt of no conversation: alone)."""
+    groups: dict[object, list[int]] = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(("c", p.conversation) if p.conversation is not None else ("p", i), []).append(i)
+    return list(groups.values())
+
+
+def to_send(prompts: list[Prompt], done: Callable[[Prompt], bool]) -> list[Prompt]:
+    """The prompts not `done`; a conversation's requests are its history, so one left unanswered sends
+    its whole conversation again (compaction keeps one row per request)."""
+    todo = {p.conversation for p in prompts if not done(p)}
+    return [p for p in prompts if p.conversation in todo and (p.conversation is not None or not done(p))]
+
+
+def conversation_columns(prompt: Prompt) -> dict:
+    """The record's conversation fields (None for a prompt of no conversation)."""
+    return {"conversation": prompt.conversation, "turn": prompt.turn, "turn_kind": prompt.turn_kind, "source_doc_id": prompt.source_doc_id}

@@ -1,0 +1,91 @@
+"""The rotating tier's two halves: which slice a test is in (conftest.rotation_slice) and which
+slice a CI run takes (.ci/rotation.sh), on a real git history."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ROTATION_SLICES, rotation_slice
+
+REPO = Path(__file__).resolve().parents[1]
+PICK = REPO / ".ci" / "rotation.sh"
+
+
+class Item:
+    """What rotation_slice reads of a pytest item."""
+
+    def __init__(self, nodeid: str, marker: pytest.Mark | None) -> None:
+        self.nodeid, self.marker = nodeid, marker
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return self.marker if name == "rotating" else None
+
+
+def test_a_test_is_in_its_pinned_slice_else_one_fixed_by_its_id():
+    assert rotation_slice(Item("tests/x.py::test_a", None)) is None
+    assert rotation_slice(Item("tests/x.py::test_a", pytest.mark.rotating(slice=2).mark)) == 2
+    hashed = [rotation_slice(Item(f"tests/x.py::test_{i}", pytest.mark.rotating.mark)) for i in range(60)]
+    assert hashed == [rotation_slice(Item(f"tests/x.py::test_{i}", pytest.mark.rotating.mark)) for i in range(60)]
+    assert set(hashed) == set(range(ROTATION_SLICES))  # 60 ids reach every slice
+
+
+@pytest.fixture
+def history(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "EVALCTL_CI_ROTATION_LOG": str(tmp_path / "ci-rotation.log"), "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    env = {k: v for k, v in env.items() if k not in ("EVALCTL_CI_FULL", "EVALCTL_CI_SLICE")}
+
+    def run(*argv: str, **extra: str) -> str:
+        done = subprocess.run(argv, cwd=repo, env={**env, **extra}, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def commit(n: int = 1) -> None:
+        for _ in range(n):
+            run("git", "commit", "-q", "--allow-empty", "-m", "c")
+
+    def pick(**extra: str) -> str:
+        return run("bash", str(PICK), "pick", **extra).split("\t")[0]
+
+    run("git", "init", "-q")
+    commit()
+    return run, commit, pick
+
+
+def test_each_green_submission_takes_the_next_slice_however_many_commits_it_adds(history):
+    run, commit, pick = history
+    first = pick()  # nothing recorded: the commit count mod 3
+    assert first == str(1 % ROTATION_SLICES)
+    run("bash", str(PICK), "passed", first)
+    assert pick() == first  # the same commit again: the same slice
+    seen = [int(first)]
+    for added in (3, 1, 6, 2, 3):  # a count mod 3 would repeat a slice on 3 and 6
+        commit(added)
+        slice_ = pick()
+        assert int(slice_) == (seen[-1] + 1) % ROTATION_SLICES
+        run("bash", str(PICK), "passed", slice_)
+        seen.append(int(slice_))
+    for start in range(len(seen) - 2):  # every window of three green submissions holds every slice
+        assert set(seen[start : start + 3]) == set(range(ROTATION_SLICES))
+
+
+def test_a_red_run_records_nothing_so_the_next_run_retries_its_slice(history):
+    run, commit, pick = history
+    run("bash", str(PICK), "passed", pick())
+    commit()
+    red = pick()  # this run fails: nothing is recorded
+    commit()
+    assert pick() == red
+
+
+def test_full_and_forced_slices(history):
+    run, commit, pick = history
+    assert pick(EVALCTL_CI_FULL="1") == "all"
+    assert pick(EVALCTL_CI_SLICE="2") == "2"
+    run("bash", str(PICK), "passed", "all")  # a full run leaves the rotation where it was
+    assert pick() == str(1 % ROTATION_SLICES)

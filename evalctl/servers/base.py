@@ -202,6 +202,8 @@ class EngineAdapter:
     # Counters are exposed with their `_total` suffix. The counter of prompt tokens served from
     # the prefix cache must map to CACHED_TOKENS: the cache-engaged check reads only that key.
     metrics: dict[str, str] = {}
+    # Counters of `metrics` the engine does not expose at all until their first increment: absent, they count 0.
+    counters_from_zero: tuple[str, ...] = ()
 
     def settings(self, profile: ServerProfile) -> Any:
         """The profile's settings as this engine's own `Settings` (a profile of another engine is a bug, not input)."""
@@ -283,18 +285,13 @@ class EngineAdapter:
         values: dict[str, list[float]] = {}
         kinds: dict[str, str] = {}
         for family in text_string_to_metric_families(response.text):
-            # A labelled counter shows no sample until its first increment (SGLang's cached tokens
-            # on a fresh server): listed, it counts 0 so far.
-            unset = self.metrics.get(f"{family.name}_total") if family.type == "counter" and not family.samples else None
-            if unset is not None:
-                values.setdefault(unset, [0.0])
-                kinds[unset] = family.type
             for sample in family.samples:
                 key = self.metrics.get(sample.name)
                 if key is not None:
                     values.setdefault(key, []).append(sample.value)
                     kinds[key] = family.type
-        return {key: sum(v) if kinds[key] == "counter" else sum(v) / len(v) for key, v in values.items()}
+        scraped = {key: sum(v) if kinds[key] == "counter" else sum(v) / len(v) for key, v in values.items()}
+        return {**{self.metrics[name]: 0.0 for name in self.counters_from_zero}, **scraped}
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         """Tokens the engine prefills in one step (its chunked-prefill size); None when unknown."""

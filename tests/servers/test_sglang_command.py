@@ -94,16 +94,18 @@ def test_deterministic_profile_adds_sglangs_switch():
     assert "--enable-deterministic-inference" not in SGLangAdapter().launch_spec(profile, Variant(), CacheMode.on, 30000, "unused").argv
 
 
-def test_a_labelled_counter_without_samples_yet_scrapes_as_zero():
-    """SGLang lists `sglang:cached_tokens_total` (labelled by cache source) with no sample until the
-    first cache hit: a fresh server's metrics before its first cell hold 0 cached tokens, not nothing."""
+def test_cached_tokens_absent_before_the_first_hit_scrape_as_zero():
+    """SGLang's multiprocess metrics show `sglang:cached_tokens_total` only from its first increment:
+    a fresh server's metrics before its first cell hold 0 cached tokens, not nothing."""
     text = (
-        "# HELP sglang:cached_tokens_total Number of cached prompt tokens.\n# TYPE sglang:cached_tokens_total counter\n"
         "# HELP sglang:prompt_tokens_total Prompt tokens.\n# TYPE sglang:prompt_tokens_total counter\n"
         'sglang:prompt_tokens_total{model_name="m"} 12.0\n'
     )
     http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, text=text)), base_url="http://sglang")
     assert SGLangAdapter().scrape_metrics(http) == {"cached_tokens": 0.0, "prompt_tokens": 12.0}
+    hit = text + 'sglang:cached_tokens_total{model_name="m",cache_source="device"} 599.0\n'
+    http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, text=hit)), base_url="http://sglang")
+    assert SGLangAdapter().scrape_metrics(http)["cached_tokens"] == 599.0
 
 
 def test_bundled_model_is_served_and_requested_without_a_colon():

@@ -89,6 +89,9 @@ class SGLangAdapter(EngineAdapter):
         "sglang:prompt_tokens_total": "prompt_tokens",
         "sglang:generation_tokens_total": "generation_tokens",
     }
+    # Its metrics live in Prometheus multiprocess files: a labelled counter appears only once
+    # incremented, so a fresh server's /metrics has no cached tokens before the first hit.
+    counters_from_zero = ("sglang:cached_tokens_total",)
 
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
         preflight_converted(profile, variant, "scripts/install-sglang-cpu.sh")

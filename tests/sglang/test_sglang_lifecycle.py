@@ -143,17 +143,19 @@ def test_sweep_variants_real_and_faulty_judges_the_faulty_sglang_build_regressio
     assert done.returncode in (0, 1), output
     run = only_run(tmp_path / "out")
     policy = tmp_path / "policy.yaml"
-    policy.write_text(f"min_n: {AB_QUESTIONS}\n")
+    policy.write_text(f"min_n: {AB_QUESTIONS}\n")  # the default tolerance (0.03): a lost prefix costs far more
     judged = evalctl("gate", str(run), "--policy", str(policy))
     assert judged.returncode == 1, judged.stdout + judged.stderr
     checks = {(c["comparison"], c["variant"], c["cache"]): c for c in json.loads((run / "gate.json").read_text())["checks"]
               if c["kind"] == "accuracy"}  # fmt: skip
-    status = {key: c["status"] for key, c in checks.items()}
+    status = {key: (c["status"], c["b"], c["c"]) for key, c in checks.items()}
     print("\nSGLang build A/B: " + "; ".join(f"{k}: {c['status']} ({c['reason']})" for k, c in checks.items()))
-    assert status[("cache on vs off", "real", "on")] == "pass", checks
-    assert status[("variant faulty vs real", "faulty", "off")] == "pass", checks  # cold: the same code ran
-    assert status[("cache on vs off", "faulty", "on")] == "regression", checks
-    assert status[("variant faulty vs real", "faulty", "on")] == "regression", checks
+    # The real build and the faulty one cold: not one answer flips. At 15 questions the gate can
+    # not prove a drop below the default 0.03 either (so inconclusive there), but never says regression.
+    for key in (("cache on vs off", "real", "on"), ("variant faulty vs real", "faulty", "off")):
+        assert status[key][0] != "regression" and status[key][1:] == (0, 0), checks[key]
+    for key in (("cache on vs off", "faulty", "on"), ("variant faulty vs real", "faulty", "on")):
+        assert status[key][0] == "regression" and status[key][2] == 0, checks[key]
     servers = json.loads((run / "manifest.json").read_text())["servers"]
     assert sorted((s["variant"], s["cache"], s["status"]) for s in servers) == [
         ("faulty", "off", "ok"), ("faulty", "on", "ok"), ("real", "off", "ok"), ("real", "on", "ok")

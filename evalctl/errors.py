@@ -16,6 +16,37 @@ can tell "the build regressed" from "the tool could not read its input":
 Library code raises the errors below with a message that names the cause; the CLI turns any
 of them into "error: <message>" and its `exit_status`, in one place (`cli.common.exits_on_error`),
 and click's own usage errors into BAD_INPUT (`cli.common.EvalctlGroup`; click alone exits 2).
+Any other OSError (a disk that fails a read) is INTERNAL too; any other exception is a bug.
+
+Every public error is defined here (the modules that raise them import them from here):
+
+    EvalctlError                  5 INTERNAL
+    ├── BadInput (ValueError)     4 BAD_INPUT
+    │   ├── ConfigError           a config that cannot be used
+    │   │   ├── MissingExtra      an optional dependency not installed
+    │   │   ├── GpuAssignmentError  GPUs asked for that the host lacks
+    │   │   └── ModelUnavailable  the bundled model not installed nor fetchable
+    │   ├── UnknownName           a name no registry holds (engine, task, check)
+    │   ├── PolicyError           a gate policy that cannot be used
+    │   ├── RunFolderError        a run folder missing, incomplete or corrupt
+    │   ├── ManifestError         a manifest.json missing or not evalctl's
+    │   ├── GateFileError         a gate.json that cannot be read
+    │   ├── NoOverlapError        two runs with no pair in common
+    │   ├── BaselineError         a baseline the sequential rule cannot use
+    │   ├── RunLocked             a run folder another process is writing
+    │   ├── NoSlurm               --executor slurm without Slurm
+    │   ├── NeverStarts           Slurm jobs that can never start as asked
+    │   ├── BuildInputError       a bisect repository, revision or builds file
+    │   ├── StateError            a bisect folder that cannot be resumed
+    │   ├── FromRunError          a --from-run that cannot start a bisect
+    │   └── VenvBuildError        a build's pip requirements pip cannot install
+    ├── RunFailed                 3 RUN_FAILED
+    │   ├── ServerError           a server that would not start or died
+    │   ├── ProbeError            the probe could not run as designed
+    │   ├── SlurmUnavailable      Slurm refused or did not answer
+    │   └── ReferenceFailed       a bisect's good build could not be run
+    ├── AlreadyRegistered         5 INTERNAL: two modules register one name
+    └── DiskError (OSError)       5 INTERNAL: the disk refused a write
 """
 
 from __future__ import annotations
@@ -74,7 +105,7 @@ class ConfigError(BadInput):
 
 
 class UnknownName(BadInput):
-    """A name no registry holds (an engine, a task, a gate check kind, ...); the message lists the known ones."""
+    """A name no registry holds (an engine, a task, a gate check kind); the message lists the known ones."""
 
     def __init__(self, kind: str, names: list[str], known: list[str], where: str = "") -> None:
         # `where` follows the name: " in my_tasks/", " (gate policy section checks:)".
@@ -83,14 +114,113 @@ class UnknownName(BadInput):
         super().__init__(f"{which}{where}; known: {', '.join(known) or '(none)'}")
 
 
-class AlreadyRegistered(EvalctlError):
-    """Two modules register different things under one name: a bug in one of them (exit status 5)."""
+class MissingExtra(ConfigError):
+    """An optional dependency a command needs is not installed."""
+
+
+class GpuAssignmentError(ConfigError):
+    """The profiles ask for GPUs the host does not have (or pin overlapping ones)."""
+
+
+class ModelUnavailable(ConfigError):
+    """The bundled model is not installed, not cached, and could not be fetched."""
+
+
+class PolicyError(BadInput):
+    """A gate policy file that cannot be used; the message names the cause."""
+
+
+class RunFolderError(BadInput):
+    """A run folder that is missing, incomplete on disk, or corrupt; the message says which."""
+
+
+class ManifestError(BadInput):
+    """A manifest.json that is missing, unreadable or not an evalctl manifest."""
+
+
+class GateFileError(BadInput):
+    """A gate.json that cannot be read, is not a gate document, or is from a newer evalctl."""
+
+
+class NoOverlapError(BadInput):
+    """Two runs share no (cell, question) pairs, so nothing can be compared."""
+
+
+class BaselineError(BadInput):
+    """A baseline run the sequential gate cannot compare with; the message says why."""
+
+
+class RunLocked(BadInput):
+    """Another process is writing the run folder; `holders` are who (`runlock.Holder`)."""
+
+    def __init__(self, message: str, holders: list) -> None:
+        super().__init__(message)
+        self.holders = holders
+
+
+class NoSlurm(BadInput):
+    """`--executor slurm` on a host without Slurm's commands: a usage error (exit 4), found before anything is written."""
+
+
+class NeverStarts(BadInput):
+    """Pending jobs Slurm will never start as they are (exit 4); `stuck` are their states (`cluster.slurm.JobState`)."""
+
+    def __init__(self, message: str, stuck: list) -> None:
+        super().__init__(message)
+        self.stuck = stuck
+
+
+class BuildInputError(BadInput):
+    """A repository, revision or builds file the bisect cannot use; the message says why."""
+
+
+class StateError(BadInput):
+    """A bisect folder that cannot be resumed; the message says why."""
+
+
+class FromRunError(BadInput):
+    """A --from-run that cannot start a bisect; the message says why."""
+
+
+class VenvBuildError(BadInput):
+    """Requirements pip cannot install (no such version, no wheel for this platform); the message carries pip's reason."""
 
 
 class RunFailed(EvalctlError):
     """A server, a job or the run itself could not do its work: exit status 3."""
 
     exit_status = ExitCode.RUN_FAILED
+
+
+class ServerError(RunFailed):
+    """A server that would not start or that died; carries its log tail and the process's own `exit_code`."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = ""):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.log_tail:
+            text += "\n--- server log (last lines) ---\n" + self.log_tail
+        return text
+
+
+class ProbeError(RunFailed):
+    """The probe could not run as designed (e.g. no way to make a cold request)."""
+
+
+class SlurmUnavailable(RunFailed):
+    """Slurm refused or did not answer (submission, release): the run could not run (exit 3)."""
+
+
+class ReferenceFailed(RunFailed):
+    """The good build could not be run, so there is nothing to compare with."""
+
+
+class AlreadyRegistered(EvalctlError):
+    """Two modules register different things under one name: a bug in one of them (exit status 5)."""
 
 
 class DiskError(EvalctlError, OSError):

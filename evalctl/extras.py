@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 
-from evalctl.errors import ConfigError
+from evalctl.errors import MissingExtra
 
 # Module -> the extra that installs it.
 EXTRA_OF = {"xllamacpp": "cpu", "submitit": "slurm"}
-
-
-class MissingExtra(ConfigError):
-    """An optional dependency a command needs is not installed."""
 
 
 def require(module: str, purpose: str) -> None:

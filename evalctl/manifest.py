@@ -25,7 +25,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 import evalctl
 from evalctl.cell import CellKey
-from evalctl.errors import BadInput
+from evalctl.errors import ManifestError
 from evalctl.fsio import write_atomic
 from evalctl.venvs import PipVenv
 
@@ -36,10 +36,6 @@ RunStatus = Literal["running", "complete", "failed", "interrupted", "submitted",
 PartStatus = Literal["running", "complete", "failed", "interrupted"]
 # A run in these states is still being written (locally, or by its cluster jobs): no samples.parquet yet is normal.
 STILL_WRITING: tuple[RunStatus, ...] = ("running", "submitted")
-
-
-class ManifestError(BadInput):
-    """A manifest.json that is missing, unreadable or not an evalctl manifest."""
 
 
 def now() -> str:
@@ -335,8 +331,7 @@ def read_manifest(run_dir: Path) -> Manifest:
     path = run_dir / MANIFEST_FILE
     try:
         text = path.read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise ManifestError(f"{run_dir} has no {MANIFEST_FILE}: not a run folder") from None
-    except OSError as exc:
-        raise ManifestError(f"cannot read {path}: {exc.strerror}") from None
+    # Any other OSError is the disk's, not the user's: it propagates (exit 5).
     return parse_manifest(text, path)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from evalctl.errors import BadInput
+from evalctl.errors import RunLocked
 from evalctl.fsio import disk_error
 from evalctl.manifest import PARTS_DIR, now
 from evalctl.secrets import redact_argv
@@ -63,19 +63,6 @@ class Holder(BaseModel):
 
     def describe(self) -> str:
         return f"{self.role} (PID {self.pid} on {self.host}, since {self.since}): {self.command}"
-
-
-class RunLocked(BadInput):
-    """Another process is writing the run folder."""
-
-    def __init__(self, run_dir: Path, holders: list[Holder], waited_s: float):
-        who = "; ".join(h.describe() for h in holders) or "another process (it has not said who yet)"
-        waited = f" (waited {waited_s:g} s)" if waited_s > GRACE_S else ""
-        super().__init__(
-            f"run folder {run_dir} is being written by {who}{waited}. One writer at a time: let it finish, "
-            "or wait for it with --wait-for-lock SECONDS"
-        )
-        self.holders = holders
 
 
 def _command() -> str:
@@ -185,15 +172,26 @@ class RunLock:
         """Take the locks, or raise RunLocked naming who holds them."""
         started = time.monotonic()
         if not self._run.acquire(role, shared=self._part is not None, wait_s=wait_s):
-            raise RunLocked(self.run_dir, writers(self.run_dir), wait_s)
+            raise locked(self.run_dir, writers(self.run_dir), wait_s)
         if self._part is not None:
             self._part.path.parent.mkdir(exist_ok=True)
             if not self._part.acquire(f"part {self.part}", wait_s=max(0.0, wait_s - (time.monotonic() - started))):
                 self._run.release()
-                raise RunLocked(self.run_dir, [h for h in [holder_of(self._part.path)] if h], wait_s)
+                raise locked(self.run_dir, [h for h in [holder_of(self._part.path)] if h], wait_s)
         return self
 
     def release(self) -> None:
         if self._part is not None:
             self._part.release()
         self._run.release()
+
+
+def locked(run_dir: Path, holders: list[Holder], waited_s: float) -> RunLocked:
+    """The error for a run folder another process is writing, naming who."""
+    who = "; ".join(h.describe() for h in holders) or "another process (it has not said who yet)"
+    waited = f" (waited {waited_s:g} s)" if waited_s > GRACE_S else ""
+    message = (
+        f"run folder {run_dir} is being written by {who}{waited}. One writer at a time: let it finish, "
+        "or wait for it with --wait-for-lock SECONDS"
+    )
+    return RunLocked(message, holders)

@@ -8,6 +8,7 @@ sees the rows answered so far, never a half-written file.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -17,14 +18,10 @@ import pandas as pd
 import pyarrow as pa
 
 from evalctl.agreement import AGREEMENT, with_agreement
-from evalctl.errors import BadInput
+from evalctl.errors import RunFolderError
 from evalctl.manifest import Manifest, read_manifest
 from evalctl.records import COLUMNS, Metric, load_noise, load_samples, metric_names, primary_metric
 from evalctl.runlock import Holder, writers
-
-
-class RunFolderError(BadInput):
-    """A run folder that is missing, incomplete on disk, or corrupt; the message says which."""
 
 
 @dataclass(eq=False)
@@ -73,6 +70,7 @@ class Run:
             # A live run's parquet, if any, is an earlier compaction: its records are newer.
             samples = load_samples(self.path, live=self.live)
         except (OSError, ValueError, pa.ArrowException) as exc:
+            raise_unless_missing(exc)
             raise RunFolderError(f"cannot read run folder {self.path}: {exc}") from None
         missing = [c for c in COLUMNS if c not in samples.columns]
         if missing:
@@ -87,6 +85,7 @@ class Run:
         try:
             return load_noise(self.path)
         except (OSError, ValueError) as exc:
+            raise_unless_missing(exc)
             raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
 
     def metric(self, requested: Metric | None = None) -> Metric:
@@ -122,3 +121,9 @@ def load_run(run_dir: Path) -> Run:
     run = open_run(run_dir)
     run.samples  # noqa: B018 - read now, so an unreadable folder fails before any output
     return run
+
+
+def raise_unless_missing(exc: Exception) -> None:
+    """Re-raise an OSError other than a missing file or folder: a disk failing a read is not bad input (exit 5)."""
+    if isinstance(exc, OSError) and exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+        raise exc

@@ -32,7 +32,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
-from evalctl.errors import BadInput
+from evalctl.errors import VenvBuildError
 
 CACHE_ENV = "EVALCTL_VENV_CACHE"
 READY_MARK = ".evalctl-ready"  # as scripts/lib/venv-cache.sh
@@ -41,10 +41,6 @@ RECORD = ".evalctl-venv.json"
 BUILDER_VERSION = 1
 # pip's last lines kept in the error of a spec it cannot install.
 PIP_TAIL_LINES = 6
-
-
-class VenvBuildError(BadInput):
-    """Requirements pip cannot install (no such version, no wheel for this platform); the message carries pip's reason."""
 
 
 class PipVenv(BaseModel):

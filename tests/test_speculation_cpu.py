@@ -25,10 +25,11 @@ def test_ngram_speculation_is_an_arm_paired_with_the_plain_server_at_cache_on_an
     out = evalctl("sweep", "--config", str(config), timeout=2400)
     assert out.returncode in (0, 1, 2), out.stderr + out.stdout  # a verdict, not a tool failure
     run = only_run(tmp_path / "out")
-    # The feature took effect on its arm only: llama.cpp logs each request's draft acceptance when it drafts.
-    logs = {path.name: path.read_text() for path in run.glob("server-*.log")}
-    assert len(logs) == 4
-    assert all(("draft acceptance" in text) == ("ngram" in name) for name, text in logs.items()), list(logs)
+    # The feature reached its arm's servers only, and every server set all it was asked (the launcher refuses
+    # to start without a speculative type it was asked for).
+    servers = json.loads((run / "manifest.json").read_text())["servers"]
+    assert len(servers) == 4 and all(not s["unset_settings"] for s in servers)
+    assert all(("ngram_simple" in s["argv"]) == (s["profile"] == "ngram") for s in servers), [s["argv"] for s in servers]
 
     policy = tmp_path / "policy.yaml"
     policy.write_text(f"metric: flexible\nmin_n: {QUESTIONS}\nmax_accuracy_drop: 0.5\nmax_throughput_drop: null\n")

@@ -21,7 +21,7 @@ with tolerance tol = `max_accuracy_drop` (rule and references in `drop_rule`):
 
 With an A/A arm (`noise`), a regression must also exceed the engine's measured noise; every
 paired check shows it (`analysis.noise` states what that does to the error rates). A comparison
-resting on a cell whose cache label did not hold (`cache-engaged`, `analysis.cache_engagement`)
+resting on a cell whose cache label did not hold (`cache-engaged`, `analysis.checks.cache_engaged`)
 is inconclusive, never a pass. *Warnings* (a cache that saved no time, resolved server settings
 that differ from the baseline's) are shown but do not change the verdict.
 

@@ -19,14 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalctl.analysis.checks import Check, Status, plain
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.errors import VERDICT_EXIT, BadInput
+from evalctl.errors import VERDICT_EXIT, GateFileError
 
 GATE_FILE = "gate.json"
 GATE_SCHEMA_VERSION = 1
-
-
-class GateFileError(BadInput):
-    """A gate.json that cannot be read, is not a gate document, or is from a newer evalctl."""
 
 
 class GateDocument(BaseModel):

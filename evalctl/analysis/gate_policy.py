@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalctl.config_files import policy_file, read_yaml
-from evalctl.errors import BadInput
+from evalctl.errors import PolicyError
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
@@ -70,10 +70,6 @@ class GatePolicy(BaseModel):
         """
         wanted = self.metric.get(run.task) if isinstance(self.metric, dict) else self.metric
         return self.model_copy(update={"metric": run.metric(wanted)})
-
-
-class PolicyError(BadInput):
-    """A gate policy file that cannot be used; the message names the cause."""
 
 
 def load_policy(name: str | Path | None = None) -> GatePolicy:

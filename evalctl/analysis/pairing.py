@@ -25,7 +25,7 @@ from evalctl.analysis.intervals import wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_exact, paired_flips
 from evalctl.cell import CellKey
-from evalctl.errors import BadInput
+from evalctl.errors import NoOverlapError
 from evalctl.records import CELL_KEYS, Metric, primary_metric
 
 # What differs between the two sides of a comparison: the cache mode, the variant, the pass, the server profile, or the run;
@@ -33,10 +33,6 @@ from evalctl.records import CELL_KEYS, Metric, primary_metric
 ComparisonKind = Literal["cache", "variant", "pass", "profile", "run", "floor"]
 # A question is the same question only with the same prompt: same shots, doc and few-shot text.
 QUESTION_KEYS = ["doc_id", "prompt_hash"]
-
-
-class NoOverlapError(BadInput):
-    """Two runs share no (cell, question) pairs, so nothing can be compared."""
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,9 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
 
 from evalctl.config import Variant
-from evalctl.errors import BadInput
+from evalctl.errors import BuildInputError
 
 WORKTREE = "{worktree}"
-
-
-class BuildInputError(BadInput):
-    """A repository, revision or builds file the bisect cannot use; the message says why."""
 
 
 class Build(BaseModel):

@@ -17,16 +17,12 @@ from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdi
 from evalctl.bisect.state import BisectState, Step
 from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
 from evalctl.config import SweepConfig
-from evalctl.errors import EvalctlError, RunFailed
+from evalctl.errors import EvalctlError, ReferenceFailed
 from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
 
 STEP_ALPHA = 0.02  # see search's docstring: below ~0.026 for one test each side of the culprit to reach 0.95
-
-
-class ReferenceFailed(RunFailed):
-    """The good build could not be run, so there is nothing to compare with."""
 
 
 class StepRunner(Protocol):

@@ -13,14 +13,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from evalctl.bisect.builds import Build
 from evalctl.bisect.search import Find, Verdict
-from evalctl.errors import BadInput
+from evalctl.errors import StateError
 from evalctl.fsio import write_atomic
 
 STATE_FILE = "bisect.json"
-
-
-class StateError(BadInput):
-    """A bisect folder that cannot be resumed; the message says why."""
 
 
 class CellSpec(BaseModel):

@@ -23,15 +23,11 @@ from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.bisect.search import Verdict
 from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import SweepConfig, Variant, config_from_dict
-from evalctl.errors import BadInput
+from evalctl.errors import FromRunError
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run, open_run
 
 ACCURACY_KINDS = ("accuracy", "sequential")
-
-
-class FromRunError(BadInput):
-    """A --from-run that cannot start a bisect; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evalctl.errors import BadInput, RunFailed
+from evalctl.errors import NeverStarts, NoSlurm, SlurmUnavailable
 
 # States after which a job never runs again (REQUEUED / PREEMPTED jobs go back to PENDING).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
@@ -29,29 +29,6 @@ NEVER_STARTS = {
 # What a job Slurm no longer knows (purged after MinJobAge, no accounting) is shown as.
 UNKNOWN = "UNKNOWN"
 COMMAND_TIMEOUT_S = 30
-
-
-class SlurmUnavailable(RunFailed):
-    """Slurm refused or did not answer (submission, release): the run could not run (exit 3)."""
-
-
-class NoSlurm(BadInput):
-    """`--executor slurm` on a host without Slurm's commands: a usage error (exit 4), found before anything is written."""
-
-
-class NeverStarts(BadInput):
-    """Pending jobs Slurm will never start as they are (exit 4); the message says why and what to change."""
-
-    def __init__(self, stuck: list[JobState], partition: str | None):
-        nodes = partition_nodes(partition)
-        have = ", ".join(sorted({f"{n.cpus} CPUs and {n.memory_mb} MB" + (f", {n.gres}" if n.gres else "") for n in nodes}))
-        lines = [f"job {s.job_id} can never start ({s.reason}): {NEVER_STARTS[s.reason]}" for s in stuck]
-        lines.append(
-            f"nodes of partition {partition or '(default)'} have {have or 'nothing Slurm reports'}; lower --cpus-per-task "
-            "(config slurm.cpus_per_task), slurm.mem_gb or --time, or choose another --partition"
-        )
-        super().__init__("\n".join(lines))
-        self.stuck = stuck
 
 
 @dataclass(frozen=True)
@@ -175,7 +152,7 @@ def check_startable(job_ids: Iterable[str], partition: str | None, settle_s: flo
         states = job_states(ids).values()
         stuck = [s for s in states if s.never_starts]
         if stuck:
-            raise NeverStarts(stuck, partition)
+            raise never_starts(stuck, partition)
         if time.monotonic() >= deadline or not any(s.state == "PENDING" and s.reason is None for s in states):
             return
         time.sleep(0.5)
@@ -201,3 +178,15 @@ def release(job_id: str) -> None:
     out = _run(["scontrol", "release", job_id])
     if not out or out.returncode != 0:
         raise SlurmUnavailable(f"cannot release held job {job_id}: {(out.stderr.strip() if out else 'scontrol failed')}")
+
+
+def never_starts(stuck: list[JobState], partition: str | None) -> NeverStarts:
+    """The error for pending jobs Slurm will never start: why, and what to change."""
+    nodes = partition_nodes(partition)
+    have = ", ".join(sorted({f"{n.cpus} CPUs and {n.memory_mb} MB" + (f", {n.gres}" if n.gres else "") for n in nodes}))
+    lines = [f"job {s.job_id} can never start ({s.reason}): {NEVER_STARTS[s.reason]}" for s in stuck]
+    lines.append(
+        f"nodes of partition {partition or '(default)'} have {have or 'nothing Slurm reports'}; lower --cpus-per-task "
+        "(config slurm.cpus_per_task), slurm.mem_gb or --time, or choose another --partition"
+    )
+    return NeverStarts("\n".join(lines), stuck)

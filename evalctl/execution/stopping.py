@@ -21,7 +21,7 @@ from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.analysis.sequential import CellStatus, Design, decide
 from evalctl.cell import CellKey
 from evalctl.config import StoppingConfig, StoppingMode, SweepConfig
-from evalctl.errors import BadInput
+from evalctl.errors import BaselineError
 from evalctl.manifest import CellDecision
 from evalctl.plan import expand
 from evalctl.records import CELL_KEYS, SampleRecord, primary_metric
@@ -30,10 +30,6 @@ from evalctl.tasks.lmeval import Prompt
 
 QuestionKey = tuple[int, str]
 VERDICTS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellStatus.INCONCLUSIVE: "inconclusive"}
-
-
-class BaselineError(BadInput):
-    """A baseline run the sequential gate cannot compare with; the message says why."""
 
 
 def with_policy_settings(config: SweepConfig) -> SweepConfig:

@@ -20,14 +20,10 @@ import httpx
 
 from evalctl.client import Completion, CompletionClient, auth_headers
 from evalctl.config import CacheMode
-from evalctl.errors import RunFailed
+from evalctl.errors import ProbeError
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import ProbePrompt
 from evalctl.servers.base import EngineAdapter
-
-
-class ProbeError(RunFailed):
-    """The probe could not run as designed (e.g. no way to make a cold request)."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalctl.errors import ConfigError
+from evalctl.errors import ConfigError, ModelUnavailable
 
 BUNDLED_PREFIX = "bundled:"
 CACHE_ENV = "EVALCTL_CACHE_DIR"
@@ -81,10 +81,6 @@ CONVERTED_MODELS = {
     "tiny-hybrid": ConvertedModel("smollm2-135m", "build_tiny_hybrid.py"),
 }
 DIGEST_FILE = "evalctl-digest.json"
-
-
-class ModelUnavailable(ConfigError):
-    """The bundled model is not installed, not cached, and could not be fetched."""
 
 
 def cache_dir() -> Path:

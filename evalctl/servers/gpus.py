@@ -15,12 +15,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from evalctl.errors import ConfigError
+from evalctl.errors import GpuAssignmentError
 from evalctl.schema import ServerProfile, SweepConfig
-
-
-class GpuAssignmentError(ConfigError):
-    """The profiles ask for GPUs the host does not have (or pin overlapping ones)."""
 
 
 def visible_gpus(configured: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[list[str], str]:

@@ -23,25 +23,10 @@ from pathlib import Path
 import httpx
 
 from evalctl.client import auth_headers
-from evalctl.errors import RunFailed
+from evalctl.errors import ServerError
 from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 from evalctl.servers.registry import adapter_for, engine_class
-
-
-class ServerError(RunFailed):
-    """A server that would not start or that died; carries its log tail and the process's own `exit_code`."""
-
-    def __init__(self, message: str, *, exit_code: int | None = None, log_tail: str = ""):
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.log_tail = log_tail
-
-    def __str__(self) -> str:
-        text = super().__str__()
-        if self.log_tail:
-            text += "\n--- server log (last lines) ---\n" + self.log_tail
-        return text
 
 
 def free_port(host: str = "127.0.0.1", highest: int = 65535) -> int:

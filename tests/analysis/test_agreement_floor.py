@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from frames import manifest_for, sample_frame
 
@@ -108,3 +109,40 @@ def test_the_floor_check_is_off_unless_the_policy_asks_and_reads_from_yaml(tmp_p
     path.write_text("agreement_floor: bb\n")
     with pytest.raises(PolicyError, match="agreement_floor"):
         load_policy(path)
+
+
+def _exact_floor():
+    import importlib.util
+    import sys
+
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    sys.path.insert(0, str(scripts))  # it imports exact_gate beside it, as when run as a script
+    try:
+        spec = importlib.util.spec_from_file_location("exact_floor", scripts / "exact_floor.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(scripts))
+    return module
+
+
+@pytest.mark.parametrize(("n", "floor", "bug", "margin"), [(40, 0.05, 0.2, 0.10), (60, 0.0, 0.1, 0.05), (50, 0.10, 0.0, 0.10)])
+def test_the_proof_scripts_exact_rates_are_the_gates_decisions_summed_over_every_count(n, floor, bug, margin):
+    """scripts/exact_floor.py's figures, against the gate's own decide_drops on every (b, c) weighted by the trinomial law."""
+    from scipy.stats import multinomial
+
+    from evalctl.analysis.drop_rule import decide_drops
+
+    script = _exact_floor()
+    warm = script.warm_rate(floor, bug)
+    p_b, p_c = warm * (1 - floor), (1 - warm) * floor
+    b, c = (a.ravel() for a in np.meshgrid(np.arange(n + 1), np.arange(n + 1)))
+    possible = b + c <= n
+    b, c = b[possible], c[possible]
+    weight = multinomial.pmf(np.stack([b, c, n - b - c], axis=1), n, [p_b, p_c, 1 - p_b - p_c])
+    status = np.array([decide_drops([x], [y], [n], margin, 0.05).status[0] for x, y in zip(b, c)])
+    regression, passed = script.floor_rates(n, floor, bug, margin, 0.05)
+    # The script sums c within 7 standard deviations of its mean (exact_gate.window): ~1e-7 left out at these n.
+    assert regression == pytest.approx(weight[status == "regression"].sum(), abs=1e-6)
+    assert passed == pytest.approx(weight[status == "pass"].sum(), abs=1e-6)
+    assert 0 < regression + passed <= 1

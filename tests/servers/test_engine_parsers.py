@@ -47,7 +47,12 @@ print(json.dumps({"version": sglang.__version__, "errors": errors}))
 def sglang_python() -> str | None:
     if os.environ.get(SGLANG_PYTHON_ENV):
         return os.environ[SGLANG_PYTHON_ENV]
-    return sys.executable if importlib.util.find_spec("sglang") else None
+    # sglang.srt, not sglang: the tests' own tests/sglang folder is importable as `sglang`.
+    try:
+        found = importlib.util.find_spec("sglang.srt") is not None
+    except ImportError:
+        found = False
+    return sys.executable if found else None
 
 
 def needed_sglang_python() -> str:

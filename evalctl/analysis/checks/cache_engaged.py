@@ -1,5 +1,22 @@
-"""The cache engaged (or stayed off) as each cell is labelled; a comparison resting on a cell whose label
-failed becomes inconclusive with the reason (`analysis.cache_engagement`)."""
+"""Did the prefix cache do what each cell's label says? The `cache-engaged` gate check.
+
+A "cache on" cell whose cache never engaged (a server started with it off, a proxy that
+strips it, blocks larger than the shared prefix) makes every comparison resting on it
+meaningless: it compares cache off with cache off. So for each cell the sweep recorded the
+few-shot prefix its prompts share (`servers[].cells[].shared_prefix_chars` in the manifest),
+and this module compares the tokens the engine reported as cached with that expectation:
+
+- expected cached tokens per request: its prompt tokens times the shared share of its
+  characters (the prefix is plain text; tokens per character are taken from the request);
+- reported cached tokens: the records' `cached_tokens`, or, when the engine reports none
+  per request, the delta of its `/metrics` cached-token counter over the cell;
+- a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block
+  granularity and the first cold requests); a cache-off cell must report at most
+  `MAX_OFF` x expected.
+
+A cell that fails is `inconclusive` with the reason, and so is every accuracy and throughput
+check of a comparison with that cell on either side (`rests_on_failed`): never a pass.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +24,82 @@ from dataclasses import replace
 
 import pandas as pd
 
-from evalctl.analysis.cache_engagement import engagement_table, rests_on_failed
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.cell import CellKey
+from evalctl.analysis.pairing import Comparison, match
+from evalctl.cell import CacheMode, CellKey
+from evalctl.manifest import CACHED_TOKENS, CellEntry, Manifest
+from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
+
+MIN_ENGAGED = 0.5
+MAX_OFF = 0.05
+ENGAGEMENT_COLUMNS = [*CELL_KEYS, "expected_tokens", "reported_tokens", "source", "ok", "reason"]
+
+
+def _cell_entries(manifest: Manifest) -> dict[CellKey, CellEntry]:
+    """Each cell -> the manifest's log of it (last one wins, as after a restart)."""
+    return {server.cell_of(entry): entry for server in manifest.servers for entry in server.cells}
+
+
+def _metrics_delta(entry: CellEntry) -> float | None:
+    # Every engine's adapter records its cached-prompt-token counter under CACHED_TOKENS (servers.base).
+    before, after = entry.metrics_before, entry.metrics_after
+    if CACHED_TOKENS in before and CACHED_TOKENS in after:
+        return float(after[CACHED_TOKENS]) - float(before[CACHED_TOKENS])
+    return None
+
+
+def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
+    """One row per cell with a shared prefix: expected and reported cached tokens, and whether the cell's label holds."""
+    entries = _cell_entries(manifest)
+    rows = []
+    for key, group in CellKey.groups(samples):
+        shared = entries[key].shared_prefix_chars if key in entries else None
+        ok_rows = group[group["error"].isna() & group["prompt_tokens"].notna() & (group["prompt_chars"] > 0)]
+        if not shared or ok_rows.empty:
+            continue  # nothing the plan expects the cache to hold
+        expected = float((ok_rows["prompt_tokens"].astype(float) * shared / ok_rows["prompt_chars"]).sum())
+        cached = ok_rows["cached_tokens"].dropna()
+        if len(cached):
+            reported, source = float(cached.sum()), "records"
+        else:
+            reported, source = _metrics_delta(entries[key]), "/metrics"
+        if reported is None:
+            ok, reason = False, "cannot tell: the engine reported no cached tokens, per request or in /metrics"
+        else:
+            share = reported / expected if expected else 0.0
+            figures = (
+                f"{reported:.0f} cached tokens ({source}) of {expected:.0f} expected from the shared {shared}-char prefix ({share:.0%})"
+            )
+            if key.cache is CacheMode.on:
+                ok = share >= MIN_ENGAGED
+                reason = f"{figures}; engaged needs >= {MIN_ENGAGED:.0%}" if ok else f"cache did not engage: {figures}, < {MIN_ENGAGED:.0%}"
+            else:
+                ok = share <= MAX_OFF
+                reason = (
+                    f"{figures}; off allows <= {MAX_OFF:.0%}" if ok else f"cache-off cell served from a cache: {figures}, > {MAX_OFF:.0%}"
+                )
+        rows.append(dict(key.as_dict(), expected_tokens=expected, reported_tokens=reported, source=source, ok=ok, reason=reason))
+    return pd.DataFrame(rows, columns=ENGAGEMENT_COLUMNS)
+
+
+def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[tuple[str, CellKey], str]:
+    """(comparison name, candidate cell) -> why, for every comparison cell with a failed cell on either side."""
+    failed = table.loc[~table["ok"].astype(bool), [*CELL_KEYS, "reason"]]
+    out: dict[tuple[str, CellKey], str] = {}
+    if failed.empty:
+        return out
+    for comp in comparisons:
+        sides = {}
+        for side in ("reference", "candidate"):
+            cells = getattr(comp, side)[CELL_KEYS].drop_duplicates()
+            sides[side] = cells.merge(failed, on=CELL_KEYS, how="left")
+        matched = match(replace(comp, reference=sides["reference"], candidate=sides["candidate"]))
+        for _, row in matched.iterrows():
+            why = [r for r in (row["reason"], row["reason_ref"]) if isinstance(r, str)]
+            if why:
+                out[(comp.name, CellKey.from_row(row))] = "; ".join(why)
+    return out
 
 
 def cache_engaged_checks(run: Run) -> tuple[list[Check], pd.DataFrame]:

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
-from evalctl.analysis.cache_engagement import MAX_TTFT_RATIO, ttft_speedup
+import pandas as pd
+
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.throughput import throughput_table
 from evalctl.runs import Run
+
+# At the longest prefix, cache-on TTFT above this share of cache-off TTFT: the cache saved too little prefill.
+MAX_TTFT_RATIO = 0.8
+SPEEDUP_COLUMNS = ["profile", "variant", "pass_index", "shots", "ttft_on_s", "ttft_off_s", "ratio"]
+
+
+def ttft_speedup(throughput: pd.DataFrame) -> pd.DataFrame:
+    """Cache-on over cache-off median TTFT at each (profile, variant, pass)'s longest prefix (most shots), from a throughput table."""
+    keys = ["profile", "variant", "pass_index"]
+    timed = throughput.dropna(subset=["ttft_p50_s"])
+    on, off = timed[timed["cache"] == "on"], timed[timed["cache"] == "off"]
+    both = on.merge(off, on=[*keys, "shots"], suffixes=("_on", "_off"))
+    if both.empty:
+        return pd.DataFrame(columns=SPEEDUP_COLUMNS)
+    longest = both.loc[both.groupby(keys)["shots"].idxmax()]
+    out = longest.assign(ttft_on_s=longest["ttft_p50_s_on"], ttft_off_s=longest["ttft_p50_s_off"])
+    out["ratio"] = out["ttft_on_s"] / out["ttft_off_s"]
+    return out[SPEEDUP_COLUMNS].reset_index(drop=True)
 
 
 def speedup_checks(run: Run) -> list[Check]:

@@ -107,9 +107,11 @@ def tree_rss_mb(tree: ProcessTree) -> float:
     return total / 2**20
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: SGLang's scheduler busy-polls a whole core even when idle, so a server
+# kept for the session took one of CI's two cores from every test after tests/sglang.
+@pytest.fixture(scope="module")
 def sglang_server(tmp_path_factory) -> Iterator[ManagedServer]:
-    """The one cache-on SGLang CPU server the session shares, for every SGLang check but the lifecycle's.
+    """The one cache-on SGLang CPU server of tests/sglang/test_sglang_cpu.py, for every SGLang check but the lifecycle's.
 
     A start-up is one to two minutes and about 2 GB over three processes (HTTP server, scheduler,
     detokenizer). A sweep at its URL asks which engine it is and sends cache-off requests cold,

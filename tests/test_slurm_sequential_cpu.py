@@ -85,6 +85,7 @@ def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family
         args = ("--executor", "slurm", "--wait", "--sequential", "--baseline", str(baseline), "--output", str(tmp_path / "cand"))
         ran = evalctl("sweep", "--config", str(cand_cfg), *args, timeout=2400)
     run = only_run(tmp_path / "cand")
+    assert (run / "gate.json").is_file(), f"exit {ran.returncode}, no gate.json: {ran.stdout}{ran.stderr}"
     gate = json.loads((run / "gate.json").read_text())
     assert ran.returncode == gate["exit_code"] == 1, ran.stdout + ran.stderr
     assert gate["verdict"] == "regression"

@@ -48,7 +48,7 @@ def answering(routes: dict[str, object]) -> httpx.Client:
         ({"/server_info": {"tp_size": 1, "model_path": "m"}, "/version": {"version": "0.5"}}, ("sglang", "/server_info")),
         ({"/get_server_info": {"tp_size": 2, "model_path": "m"}}, ("sglang", "/get_server_info")),
         ({"/server_info": {"vllm_config": "..."}, "/version": {"version": "0.11.0"}}, ("vllm", "/version")),
-        ({"/v1/models": {"data": []}}, ("external", None)),
+        ({"/v1/models": {"data": []}}, (None, None)),
     ],
     ids=["sglang", "sglang-older", "vllm-dev-mode", "unknown"],
 )

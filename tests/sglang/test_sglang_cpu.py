@@ -192,9 +192,9 @@ def test_llamacpp_vllm_and_sglang_as_three_profiles_of_one_sweep_are_paired_ques
     engines = yaml.safe_load((REPO / "configs" / "smollm2-135m-engines.yaml").read_text())
     vllm = next(p for p in engines["servers"] if p["engine"] == "vllm")
     servers = [
-        {"name": "cpu", "engine": "external", "serves": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
+        {"name": "cpu", "engine": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
         {**vllm, "python": VLLM_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}},
-        {"name": "cpu-sglang", "engine": "external", "serves": "sglang", "url": sglang_server.base_url,
+        {"name": "cpu-sglang", "engine": "sglang", "url": sglang_server.base_url,
          "model_path": sglang_server.profile.model_path},
     ]  # fmt: skip
     questions = 30  # the policy's min_n: each profile check is judged

@@ -42,6 +42,7 @@ _FLUSH_WAIT_S = 20.0
 
 
 class SGLangSettings(GpuEngineSettings):
+    name: Literal["sglang"] = "sglang"
     device: Literal["cuda", "cpu"] = Field(
         "cuda", description="cpu: SGLang's CPU engine (SGLANG_USE_CPU_ENGINE=1, no overlap schedule); takes no GPU from the sweep."
     )
@@ -152,8 +153,8 @@ class SGLangAdapter(EngineAdapter):
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         # The profile's setting when pinned; else what the server resolved (SGLang picks it by GPU memory).
-        # An external profile (a URL) has no such setting.
-        pinned = getattr(profile.settings, "chunked_prefill_size", None) if profile is not None else None
+        # A server at a URL detected as SGLang has no settings of its own.
+        pinned = getattr(profile.engine, "chunked_prefill_size", None) if profile is not None else None
         if pinned:
             return pinned
         size = self.server_info(http)["settings"].get("chunked_prefill_size")

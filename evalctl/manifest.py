@@ -139,8 +139,9 @@ class ServerEntry(_Entry):
     @classmethod
     def _served_engine(cls, data: Any) -> Any:
         # Before a profile's `url` meant "not launched", such a server's engine was `external`, and `serves` named the real one.
-        if isinstance(data, dict) and data.get("engine") == _EXTERNAL:
-            return {k: v for k, v in data.items() if k != "serves"} | {"engine": data.get("serves")}
+        if isinstance(data, dict) and "serves" in data:
+            engine = data.get("serves") if data.get("engine") == _EXTERNAL else data.get("engine")
+            return {k: v for k, v in data.items() if k != "serves"} | {"engine": engine}
         return data
 
     @property
@@ -279,7 +280,10 @@ def _nested_engine(profile: dict[str, Any]) -> dict[str, Any]:
     common = {k: v for k, v in profile.items() if k in _FLAT_PROFILE_FIELDS}
     if engine == _EXTERNAL:
         return {**common, "engine": {"name": profile["serves"]} if profile.get("serves") else None}
-    return {**common, "engine": {"name": engine, **{k: v for k, v in profile.items() if k not in _FLAT_PROFILE_FIELDS | {"engine"}}}}
+    return {
+        **common,
+        "engine": {"name": engine, **{k: v for k, v in profile.items() if k not in _FLAT_PROFILE_FIELDS | {"engine", "serves"}}},
+    }
 
 
 def new_run_id(model: str) -> str:

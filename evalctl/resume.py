@@ -106,6 +106,8 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
         given = config_from_dict(recorded, overrides, f"{run_dir}/manifest.json")
     if url:  # the engine recorded behind the first URL is taken to serve the new one
         given = with_external_url(given, url, (recorded["servers"][0].get("engine") or {}).get("name"))
+    # As this version reads it (its defaults filled in), so a run recorded by an older one compares field by field.
+    recorded = config_from_dict(recorded, None, f"{run_dir}/manifest.json").model_dump(mode="json")
     changed = differing_fields(recorded, given.model_dump(mode="json"))
     if changed:
         raise ConfigError(

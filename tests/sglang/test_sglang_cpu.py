@@ -179,7 +179,7 @@ def test_servers_show_prints_the_cpu_launch_it_runs(tmp_path):
     out = cli("servers", "show", "--config", str(write_config(tmp_path)))
     assert out.returncode == 0, out.stderr
     assert "-m sglang.launch_server --model-path" in out.stdout and "--served-model-name bundled-smollm2-135m-hf" in out.stdout
-    assert "--device cpu --attention-backend torch_native --disable-overlap-schedule --max-total-tokens 16384" in out.stdout
+    assert "--device cpu --attention-backend torch_native --disable-overlap-schedule --sleep-on-idle --max-total-tokens 16384" in out.stdout
     assert "SGLANG_USE_CPU_ENGINE=1" in out.stdout and "--disable-radix-cache" in out.stdout and "no GPUs assigned" in out.stdout
 
 
@@ -190,7 +190,7 @@ def test_llamacpp_vllm_and_sglang_as_three_profiles_of_one_sweep_are_paired_ques
     """configs/smollm2-135m-engines.yaml, smaller: llama.cpp and SGLang at their shared servers'
     URLs, vLLM launched by the sweep; the gate's profile checks pair each engine with llama.cpp."""
     engines = yaml.safe_load((REPO / "configs" / "smollm2-135m-engines.yaml").read_text())
-    vllm = next(p for p in engines["servers"] if p["engine"] == "vllm")
+    vllm = next(p for p in engines["servers"] if p["engine"]["name"] == "vllm")
     servers = [
         {"name": "cpu", "engine": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
         {**vllm, "python": VLLM_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}},

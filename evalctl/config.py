@@ -30,7 +30,7 @@ from evalctl.schema import (
     expand_text,
     slurm_minutes,
 )
-from evalctl.servers.registry import engine_class, engine_names, engine_settings
+from evalctl.servers.registry import engine_class, engine_settings, engines
 from evalctl.tasks.registry import registered_task, resolved_data_dir
 
 __all__ = [
@@ -103,17 +103,16 @@ def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) 
                     takes = ", ".join(f for f in engine_class(engine).Settings.model_fields if f != "name") or "none"
                     msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
             elif err["type"] == "union_tag_invalid":
-                msg = f"unknown engine {err['ctx']['tag']!r}; known: {', '.join(engine_names())}"
+                msg = f"unknown engine {err['ctx']['tag']!r}; known: {', '.join(adapter.name for adapter in engines())}"
                 if err["ctx"]["tag"] == "external":
                     msg += f" ({SERVED_AT_URL}; left out, it is detected)"
         elif loc[:1] == ["servers"] and len(loc) == 3 and err["type"] == "extra_forbidden":
             if loc[2] == "serves":
                 msg = f"unknown field: {SERVED_AT_URL}"
-            elif any(loc[2] in engine_class(name).Settings.model_fields for name in engine_names()):
+            elif any(loc[2] in adapter.Settings.model_fields for adapter in engines()):
                 flat.setdefault(int(loc[1]), []).append(str(loc[2]))
                 continue
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append(f"  {where}: {msg}")
+        lines.append(f"  {'.'.join(map(str, loc)) or '(top level)'}: {msg}")
     for index, fields in flat.items():
         engine = data["servers"][index].get("engine") or DEFAULT_ENGINE
         name = engine.get("name") if isinstance(engine, dict) else engine

@@ -91,13 +91,14 @@ class ServerProfile(_Strict):
     """One way of serving the model: the fields every engine shares, and the engine's own settings under `engine`."""
 
     name: str
+    model_path: str = Field(..., description="Weights path or hub id; `bundled:smollm2-135m` for the CPU model.")
+    url: str | None = Field(None, description="Base URL of a running server: evalctl does not launch one.")
     engine: SerializeAsAny[EngineSettings] | None = Field(
         None,
+        validate_default=True,
         description="The engine and its own settings: `engine: vllm`, or `engine: {name: vllm, tp: 2, ...}`; default llamacpp. "
         "With `url`: the engine serving it (its cache switches apply); left out, it is detected.",
     )
-    model_path: str = Field(..., description="Weights path or hub id; `bundled:smollm2-135m` for the CPU model.")
-    url: str | None = Field(None, description="Base URL of a running server: evalctl does not launch one.")
     port: int | None = Field(None, ge=1, le=65535, description="Fixed port; default: a free one.")
     host: str = "127.0.0.1"
     gpu: str | None = Field(None, description="GPU label, for the record (e.g. H100, B200).")
@@ -115,29 +116,18 @@ class ServerProfile(_Strict):
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _default_engine(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "engine" not in data and not data.get("url"):
-            return {**data, "engine": DEFAULT_ENGINE}
-        return data
-
     @field_validator("engine", mode="before")
     @classmethod
     def _engine_model(cls, engine: Any, info: ValidationInfo) -> Any:
-        # A mapping is validated by its engine's model, picked by `name` in the union the caller passes.
+        # A name or mapping is validated by its engine's model, picked by `name` in the union the caller passes.
+        if engine is None and not info.data.get("url"):
+            engine = DEFAULT_ENGINE  # a server to launch needs an engine; one at a URL is asked which it is
         if engine is None or isinstance(engine, EngineSettings):
             return engine
         union = (info.context or {}).get(ENGINES)
         if union is None:
             raise ValueError("an engine given by name is validated through evalctl.config (config_from_dict); else pass its Settings")
         return union.validate_python({"name": engine} if isinstance(engine, str) else engine)
-
-    @model_validator(mode="after")
-    def _launchable(self) -> ServerProfile:
-        if self.engine is None and not self.url:
-            raise ValueError(f"server profile {self.name!r}: `engine` names what to launch (or `url` a running server)")
-        return self
 
     def gpus_needed(self) -> int:
         """GPUs a server of this profile takes: none for a server at `url`, which evalctl does not launch."""

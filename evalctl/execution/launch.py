@@ -72,7 +72,7 @@ class Launch:
             profile=launch.profile.name,
             variant=launch.variant.name,
             cache=launch.cache.value,
-            engine=launch.profile.engine.name if launch.profile.engine else None,
+            engine=self.server.adapter.name,
             gpu=launch.profile.gpu,
             devices=list(devices),
             variant_git_revision=launch.variant.git_revision,

@@ -207,13 +207,6 @@ class EngineAdapter:
     # Counters of `metrics` the engine does not expose at all until their first increment: absent, they count 0.
     counters_from_zero: tuple[str, ...] = ()
 
-    def settings(self, profile: ServerProfile) -> Any:
-        """The profile's settings as this engine's own `Settings` (a profile of another engine is a bug, not input)."""
-        if not isinstance(profile.engine, self.Settings):
-            held = type(profile.engine).__name__
-            raise TypeError(f"profile {profile.name!r} holds {held}, not engine {self.name}'s {self.Settings.__name__}")
-        return profile.engine
-
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         """The engine's own command."""
         raise NotImplementedError

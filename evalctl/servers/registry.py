@@ -45,10 +45,6 @@ def register_engine(name: str):
     return add
 
 
-def engine_names() -> list[str]:
-    return ENGINES.names()
-
-
 def engine_class(name: str) -> type[EngineAdapter]:
     return ENGINES.get(name)
 

@@ -14,11 +14,11 @@ from evalctl.errors import ExitCode, UnknownName
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.engines.vllm import VLLMSettings
-from evalctl.servers.registry import adapter_for, engine_names, engines
+from evalctl.servers.registry import ENGINES, adapter_for, engines
 
 
 def test_registered_engines_and_unknown_names_list_them():
-    assert {"llamacpp", "sglang", "vllm"} <= set(engine_names())
+    assert {"llamacpp", "sglang", "vllm"} <= set(ENGINES.names())
     with pytest.raises(UnknownName, match="unknown engine 'trtllm'; known: llamacpp, sglang, vllm"):
         adapter_for("trtllm")
 
@@ -102,5 +102,4 @@ def test_a_url_profile_is_not_launched_and_its_engine_is_named_or_detected():
     assert config_of({"url": "http://h:1", "engine": {"name": "vllm", "tp": 4}}).servers[0].gpus_needed() == 0
     with pytest.raises(UnknownName, match="known: llamacpp, sglang, vllm"):
         with_external_url(config, "http://h:1", "vlm")
-    with pytest.raises(ConfigError, match="`engine` names what to launch"):
-        config_of({"engine": None})
+    assert config_of({"engine": None}).servers[0].engine == LlamaCppSettings()  # a server to launch: the default engine

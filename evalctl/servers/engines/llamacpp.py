@@ -104,7 +104,7 @@ class LlamaCppAdapter(EngineAdapter):
         resolve_model_path(profile.model_path)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
-        settings = self.settings(profile)
+        settings: LlamaCppSettings = profile.engine
         return [
             python, str(LAUNCHER),
             "--model", resolve_model_path(profile.model_path),

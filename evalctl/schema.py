@@ -57,8 +57,7 @@ def expand_text(text: str, what: str) -> str:
 
 # The engine a profile names no engine for (and has no `url`): the CPU engine, what a laptop runs.
 DEFAULT_ENGINE = "llamacpp"
-# The validation context key of the engines' settings union (`servers.registry.engine_settings`), which
-# `evalctl.config` passes: this module names no engine, so it cannot pick an engine's model by itself.
+# The validation context key of the union of the engines' settings that `evalctl.config` passes.
 ENGINES = "engines"
 
 

@@ -179,12 +179,10 @@ class EngineAdapter:
     """Engine-specific facts; the process lifecycle lives in `servers.process`.
 
     A subclass registered with `servers.registry.register_engine` is an engine of evalctl:
-    its `Settings` are the profile fields it takes, `metrics` the counters recorded before and
+    its `Settings` what a profile's `engine:` takes, `metrics` the counters recorded before and
     after each cell (`CACHED_TOKENS` marks the one the cache-engaged check reads), and
     `engine_argv` / `request_fields` / `flush` its cache switches.
-
-    The base class itself serves a profile's `url` when no registered engine recognises the server
-    there: evalctl talks OpenAI to it and can neither switch, flush nor count its cache.
+    The base class itself is a server at a URL that no engine recognises: OpenAI only, no cache switch, flush or count.
     """
 
     name: ClassVar[str | None] = None  # None: an engine evalctl does not know
@@ -263,12 +261,10 @@ class EngineAdapter:
         return False
 
     def server_info(self, http: httpx.Client) -> dict:
-        """Version and `settings`: the configuration the running server resolved (its defaults filled in), flat.
-
-        An engine evalctl does not know: the models it serves."""
+        """Version and `settings`: the configuration the running server resolved (its defaults filled in), flat;
+        of a server whose engine evalctl does not know, the models it serves."""
         try:
-            models = http.get("/v1/models").json()
-            return {"models": [m.get("id") for m in models.get("data", [])]}
+            return {"models": [m.get("id") for m in http.get("/v1/models").json().get("data", [])]}
         except (httpx.HTTPError, ValueError, AttributeError):
             return {}
 

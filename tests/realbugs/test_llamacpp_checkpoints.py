@@ -84,7 +84,7 @@ def sweep_config(tmp_path, build: Build) -> dict:
         "concurrency": 1,
         "generation": {"max_tokens": 4, "stream": False},
         "output_dir": str(tmp_path / "out"),
-        "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": str(gemma_270m()), "settings": SETTINGS}],
+        "servers": [{"name": "cpu", "engine": {"name": "llamacpp", **SETTINGS}, "model_path": str(gemma_270m())}],
         "variants": [{"name": build.name, "pip": [build.pip]}],
     }
 

@@ -256,6 +256,32 @@ def assert_sigterm_mid_start_up_leaves_no_process(tmp_path: Path, config: Path, 
         tree.kill_all()
 
 
+def kill_mid_run_then_resume(tmp_path: Path, config: Path, engine: str, killed_after: str, resumed_exits: tuple[int, ...]) -> Path:
+    """`evalctl sweep --config` killed with SIGKILL once a `killed_after` cell ("on" or "off") has an
+    answer, none of the engine's processes left (the reaper stops its group), then `--resume`d to an
+    exit in `resumed_exits`, again leaving none; the run folder."""
+    out = tmp_path / "out"
+    killed, tree = start_evalctl(tmp_path, "sweep", "--config", str(config), log="killed.out")
+    try:
+        watch(killed, tree, lambda procs: answered(out, killed_after) >= 1, timeout=1500)
+        assert killed.poll() is None, (tmp_path / "killed.out").read_text()
+        tree.look()
+        killed.kill()
+        assert killed.wait(timeout=60) == -9
+        assert_engine_gone(tree, engine)
+    finally:
+        tree.kill_all()
+    run = only_run(out)
+    resumed, tree = start_evalctl(tmp_path, "sweep", "--resume", str(run), log="resumed.out")
+    try:
+        watch(resumed, tree, lambda procs: False, timeout=1500)
+        assert resumed.wait(timeout=60) in resumed_exits, (tmp_path / "resumed.out").read_text()
+        assert_engine_gone(tree, engine)  # the resume started the engine, and stopped it
+    finally:
+        tree.kill_all()
+    return run
+
+
 def assert_start_up_failure_leaves_no_process(tmp_path: Path, config: Path, launcher: str, error: str) -> None:
     """`evalctl sweep --config` whose one server fails to start or times out: exit 3, the engine was
     launched (`launcher` in a command line), none of its processes is left, the manifest says `error`."""

@@ -13,7 +13,6 @@ in a row) runs on a thread from the module's start, beside the other tests, and 
 from __future__ import annotations
 
 import json
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,8 +21,6 @@ import pytest
 import yaml
 from conftest import (
     VLLM_PYTHON,
-    answered,
-    assert_engine_gone,
     assert_probe_passes_then_fails_behind_the_canary,
     assert_sigterm_mid_start_up_leaves_no_process,
     assert_start_up_failure_leaves_no_process,
@@ -32,12 +29,12 @@ from conftest import (
     engine_sweep_config,
     evalctl,
     flush_round,
+    kill_mid_run_then_resume,
     needs_vllm,
     only_run,
     shared_engine_server,
     vllm_profile,
 )
-from process_tree import ProcessTree, start_evalctl, watch
 
 from evalctl.records import RECORD_KEYS, primary_metric
 from evalctl.runs import load_run
@@ -124,34 +121,9 @@ def test_servers_show_prints_the_launch_it_runs(tmp_path):
     assert "VLLM_CPU_KVCACHE_SPACE=2" in out.stdout and "no GPUs assigned" in out.stdout
 
 
-def run_to_exit(tmp_path: Path, log: str, *args: str, until=lambda procs: False) -> tuple[subprocess.Popen, ProcessTree]:
-    """evalctl with `args`, its process tree watched until `until` (then left running) or its exit."""
-    proc, tree = start_evalctl(tmp_path, *args, log=log)
-    watch(proc, tree, until, timeout=1500)
-    return proc, tree
-
-
 def kill_then_resume(tmp_path: Path) -> Path:
     """The A/A sweep killed by SIGKILL once its cache-off server (the second launch) has answered, then resumed."""
-    out = tmp_path / "out"
-    killed, tree = run_to_exit(tmp_path, "killed.out", "sweep", "--config", str(write_config(tmp_path, noise=True)),
-                               until=lambda procs: answered(out, "off") >= 1)  # fmt: skip
-    try:
-        assert killed.poll() is None, (tmp_path / "killed.out").read_text()
-        tree.look()
-        killed.kill()
-        assert killed.wait(timeout=60) == -9
-        assert_engine_gone(tree, "vllm")  # the reaper kills the server's group once evalctl is gone
-    finally:
-        tree.kill_all()
-    run = only_run(out)
-    resumed, tree = run_to_exit(tmp_path, "resumed.out", "sweep", "--resume", str(run))
-    try:
-        assert resumed.wait(timeout=60) in (0, 1, 2), (tmp_path / "resumed.out").read_text()
-        assert_engine_gone(tree, "vllm")  # the resume started vLLM, and stopped it
-    finally:
-        tree.kill_all()
-    return run
+    return kill_mid_run_then_resume(tmp_path, write_config(tmp_path, noise=True), "vllm", "off", (0, 1, 2))
 
 
 @pytest.fixture(scope="module", autouse=True)

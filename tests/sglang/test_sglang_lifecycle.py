@@ -17,19 +17,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import (
-    answered,
-    assert_engine_gone,
     assert_sigterm_mid_start_up_leaves_no_process,
     assert_start_up_failure_leaves_no_process,
     cli,
     engine_sweep_config,
     evalctl,
+    kill_mid_run_then_resume,
     needs_sglang,
     only_run,
     sglang_profile,
     sglang_serves,
 )
-from process_tree import start_evalctl, watch
 
 from evalctl.records import RECORD_KEYS
 
@@ -55,25 +53,7 @@ def test_sigterm_to_evalctl_mid_start_up_leaves_no_sglang_process(tmp_path):
 
 
 def test_sweep_killed_mid_run_leaves_no_sglang_process_and_resume_finishes_it(tmp_path):
-    out = tmp_path / "out"
-    killed, tree = start_evalctl(tmp_path, "sweep", "--config", str(write_config(tmp_path)), log="killed.out")
-    try:
-        watch(killed, tree, lambda procs: answered(out, "on") >= 1, timeout=1500)
-        assert killed.poll() is None, (tmp_path / "killed.out").read_text()
-        tree.look()
-        killed.kill()
-        assert killed.wait(timeout=60) == -9
-        assert_engine_gone(tree, "sglang")  # the reaper kills the server's group once evalctl is gone
-    finally:
-        tree.kill_all()
-    run = only_run(out)
-    resumed, tree = start_evalctl(tmp_path, "sweep", "--resume", str(run), log="resumed.out")
-    try:
-        watch(resumed, tree, lambda procs: False, timeout=1500)
-        assert resumed.wait(timeout=60) in (0, 1), (tmp_path / "resumed.out").read_text()
-        assert_engine_gone(tree, "sglang")
-    finally:
-        tree.kill_all()
+    run = kill_mid_run_then_resume(tmp_path, write_config(tmp_path), "sglang", "on", (0, 1))
     df = pd.read_parquet(run / "samples.parquet")
     assert not df.duplicated(RECORD_KEYS).any() and len(df) == 2 * QUESTIONS and df.error.isna().all()
     assert (df[df.cache == "on"].cached_tokens > 0).all() and (df[df.cache == "off"].cached_tokens == 0).all()

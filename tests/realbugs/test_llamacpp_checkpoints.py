@@ -85,7 +85,7 @@ def sweep_config(out: Path, build: Build) -> dict:
         "concurrency": 1,
         "generation": {"max_tokens": 4, "stream": False},
         "output_dir": str(out),
-        "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": str(gemma_270m()), "settings": SETTINGS}],
+        "servers": [{"name": "cpu", "engine": {"name": "llamacpp", **SETTINGS}, "model_path": str(gemma_270m())}],
         "variants": [{"name": build.name, "pip": [build.pip]}],
     }
 

@@ -89,7 +89,7 @@ def test_bad_conversation_config_is_refused(fields):
 
 
 def test_sequential_stopping_cannot_stop_a_conversation_midway():
-    base = {"model": "m", "servers": [{"name": "s", "engine": "external", "url": "http://x", "model_path": "m"}], "conversation": {}}
+    base = {"model": "m", "servers": [{"name": "s", "url": "http://x", "model_path": "m"}], "conversation": {}}
     config_from_dict(base, None, "test")
     with pytest.raises(ConfigError, match="conversation"):
         config_from_dict({**base, "stopping": {"mode": "sequential", "baseline": "x"}}, None, "test")

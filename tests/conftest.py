@@ -49,12 +49,13 @@ from process_tree import ProcessTree, start_evalctl, watch
 
 from evalctl.analysis.gate_document import GateDocument
 from evalctl.client import Completion, CompletionClient
-from evalctl.config import CacheMode, ServerProfile, Variant, alias_path
+from evalctl.config import ENGINES, CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
 from evalctl.records import RECORDS_FILE
+from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, free_port
-from evalctl.servers.registry import adapter_for
+from evalctl.servers.registry import adapter_for, engine_settings
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)
@@ -94,32 +95,39 @@ def sglang_serves() -> None:
 ENGINE_WORKERS = {"vllm": ("VLLM::EngineCore", "VLLM::Worker"), "sglang": ("sglang::scheduler", "sglang::detokenizer")}
 
 
-def engine_profile(alias: str, python: str | None, **fields: object) -> dict:
-    """The profile of a packaged CPU alias (the settings the engine needs on CPU), served from `python`, fields overriding."""
+def engine_profile(alias: str, python: str | None, engine: dict | None = None, **fields: object) -> dict:
+    """The profile of a packaged CPU alias (the settings the engine needs on CPU), served from `python`,
+    fields overriding (`engine`'s merged into its)."""
     profile = yaml.safe_load((REPO / "configs" / f"{alias}.yaml").read_text())["servers"][0]
     # A start-up is one to two minutes alone; a machine shared with other work can take several.
-    return {**profile, "python": python, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}, **fields}
+    common = {"python": python, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}}
+    return {**profile, **common, **fields, "engine": {**profile["engine"], **(engine or {})}}
 
 
-def vllm_profile(**fields: object) -> dict:
-    """The smollm2-135m-vllm alias's profile at a 2048-token context, fields overriding."""
-    return engine_profile("smollm2-135m-vllm", VLLM_PYTHON, **{"max_model_len": 2048, **fields})
+def vllm_profile(engine: dict | None = None, **fields: object) -> dict:
+    """The smollm2-135m-vllm alias's profile at a 2048-token context, fields overriding (`engine`'s merged into its)."""
+    return engine_profile("smollm2-135m-vllm", VLLM_PYTHON, {"max_model_len": 2048, **(engine or {})}, **fields)
 
 
-def sglang_profile(**fields: object) -> dict:
-    """The smollm2-135m-sglang alias's profile, fields overriding."""
-    return engine_profile("smollm2-135m-sglang", SGLANG_PYTHON, **fields)
+def sglang_profile(engine: dict | None = None, **fields: object) -> dict:
+    """The smollm2-135m-sglang alias's profile, fields overriding (`engine`'s merged into its)."""
+    return engine_profile("smollm2-135m-sglang", SGLANG_PYTHON, engine, **fields)
 
 
 def engine_sweep_config(tmp_path: Path, profile: dict, **fields: object) -> Path:
     """A prefix-recall sweep of `profile` (a vLLM or SGLang CPU profile above; `servers` overrides it):
     32 and 64 records, cache on and off, 3 questions, 2 at a time, 8 tokens, results under tmp_path/out;
     fields override."""
-    alias = {"vllm": "smollm2-135m-vllm", "sglang": "smollm2-135m-sglang"}[profile["engine"]]
+    alias = {"vllm": "smollm2-135m-vllm", "sglang": "smollm2-135m-sglang"}[profile["engine"]["name"]]
     defaults = {"task": "prefix-recall", "shots": [32, 64], "cache": ["on", "off"], "limit": 3, "concurrency": 2,
                 "generation": {"max_tokens": 8}}  # fmt: skip
     servers = fields.pop("servers", [profile])
     return write_sweep_config(tmp_path, None, servers, **{"model": alias, **defaults, **fields})
+
+
+def profile_of(data: dict) -> ServerProfile:
+    """A server profile from its mapping, its `engine:` validated by the registered engines' models (as `evalctl.config` does)."""
+    return ServerProfile.model_validate(data, context={ENGINES: engine_settings()})
 
 
 def tree_rss_mb(tree: ProcessTree) -> float:
@@ -147,20 +155,21 @@ def shared_engine_server(profile: dict, log_dir: Path) -> Iterator[ManagedServer
     checked by process tree (`assert_engine_gone`).
     """
     # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
-    model = ServerProfile.model_validate({**profile, "random_seed": 1234})
+    engine = profile["engine"]["name"]
+    model = profile_of({**profile, "engine": {**profile["engine"], "random_seed": 1234}})
     server = ManagedServer(model, Variant(), CacheMode.on, log_dir / "server.log")
-    adapter_for(model.engine).preflight(model, Variant())
+    adapter_for(engine).preflight(model, Variant())
     started = time.monotonic()
     server.start()
     tree = ProcessTree(server.process.pid)
     took = time.monotonic() - started
-    print(f"\n{model.engine} CPU start-up {took:.0f}s, {tree_rss_mb(tree):.0f} MiB RSS over {len(tree.look())} processes")
+    print(f"\n{engine} CPU start-up {took:.0f}s, {tree_rss_mb(tree):.0f} MiB RSS over {len(tree.look())} processes")
     try:
         yield server
     finally:
         tree.look()
         server.stop()
-    assert_engine_gone(tree, model.engine)
+    assert_engine_gone(tree, engine)
 
 
 # Module scope, not session: SGLang's scheduler busy-polls a whole core even when idle, so a server
@@ -387,8 +396,9 @@ def no_orphans(tmp_path):
 
 
 def cpu_profile(name: str = "cpu", **fields: object) -> dict:
-    """A llama.cpp server profile serving the bundled SmolLM2-135M; fields override."""
-    return {"name": name, "engine": "llamacpp", "model_path": "bundled:smollm2-135m", **fields}
+    """A llama.cpp server profile serving the bundled SmolLM2-135M; fields override, llama.cpp's own (parallel, ...) under `engine`."""
+    own = {key: fields.pop(key) for key in list(fields) if key in LlamaCppSettings.model_fields}
+    return {"name": name, "model_path": "bundled:smollm2-135m", **fields, "engine": {"name": "llamacpp", **own}}
 
 
 def write_sweep_config(tmp_path: Path, data_dir: Path | None, servers: list[dict], **fields: object) -> Path:
@@ -458,7 +468,7 @@ SHARED_SERVER = {"context_length": 8192, "parallel": 4}
 def cpu_server(tmp_path_factory) -> Iterator[str]:
     """The URL of the one llama.cpp CPU server the session shares (see the module docstring)."""
     log_dir = tmp_path_factory.mktemp("shared-server")
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", startup_timeout_s=300, **SHARED_SERVER)
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", startup_timeout_s=300, engine=LlamaCppSettings(**SHARED_SERVER))
     server = ManagedServer(profile, Variant(), CacheMode.on, log_dir / "server.log")
     server.start()
     try:

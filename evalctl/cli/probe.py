@@ -102,7 +102,7 @@ def probe(
             raise fail("give --model NAME, --config FILE or --url URL")
         cfg = SweepConfig.model_validate(
             {"model": "external", "shots": [1, 2, 4, 8], **{k: v for k, v in overrides.items() if v is not None},
-             "servers": [{"name": "external", "engine": "external", "url": url.rstrip("/"), "model_path": served_model(url, api_key)}]}
+             "servers": [{"name": "external", "url": url.rstrip("/"), "model_path": served_model(url, api_key)}]}
         )  # fmt: skip
         cfg = with_external_url(cfg, url, engine or url_engine(url, api_key))
     else:

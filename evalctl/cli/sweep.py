@@ -63,12 +63,12 @@ def config_overrides(*, cache: str | None = None, variants: str | None = None, g
 
 
 ENGINE_HELP = (
-    "With --url: the engine behind it, a registered engine such as llamacpp, sglang, vllm or external "
+    "With --url: the engine behind it, a registered engine such as llamacpp, sglang or vllm "
     "(its cache switches then apply); default: asked of the server."
 )
 
 
-def url_engine(url: str, api_key: str | None = None) -> str:
+def url_engine(url: str, api_key: str | None = None) -> str | None:
     """The engine serving `url`, as the server says (see servers.detect); printed for the record."""
     import httpx
 
@@ -77,7 +77,7 @@ def url_engine(url: str, api_key: str | None = None) -> str:
 
     with httpx.Client(base_url=url.rstrip("/"), timeout=5.0, headers=auth_headers(api_key)) as http:
         engine, route = detect_engine(http)
-    err.print(f"engine at {url}: {engine}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
+    err.print(f"engine at {url}: {engine or 'unknown'}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
     return engine
 
 

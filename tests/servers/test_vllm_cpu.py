@@ -89,8 +89,8 @@ def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_q
     assert same[0].cached_tokens == 0 and same[1].cached_tokens > 0
     engines = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-engines.yaml").read_text())
     servers = [
-        {"name": "cpu", "engine": "external", "serves": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
-        {"name": "cpu-vllm", "engine": "external", "serves": "vllm", "url": vllm_server.base_url,
+        {"name": "cpu", "engine": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
+        {"name": "cpu-vllm", "engine": "vllm", "url": vllm_server.base_url,
          "model_path": vllm_server.profile.model_path},
     ]  # fmt: skip
     config = write_config(tmp_path, servers=servers, shots=[32], cache=["on"], limit=4, gate_policy=engines["gate_policy"])

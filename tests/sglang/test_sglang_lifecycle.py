@@ -93,7 +93,7 @@ def test_sweep_variants_real_and_faulty_judges_the_real_sglang_build_pass_and_th
     ones, and the faulty build against the real one; each cache-on server is probed first."""
     variants = [{"name": build, "env": env} for build, env in BUILDS.items()]  # real first: the baseline
     config = write_config(tmp_path, shots=[AB_SHOTS], limit=AB_QUESTIONS, concurrency=4, variants=variants, probe=True,
-                          gate_policy="cpu-smoke", servers=[sglang_profile(chunked_prefill_size=AB_CHUNK)])  # fmt: skip
+                          gate_policy="cpu-smoke", servers=[sglang_profile(engine={"chunked_prefill_size": AB_CHUNK})])  # fmt: skip
     done = evalctl("sweep", "--config", str(config), "--variants", "real,faulty", timeout=3600)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     run = only_run(tmp_path / "out")

@@ -52,6 +52,7 @@ __all__ = [
     "load_config",
     "resolved_data_dir",
     "slurm_minutes",
+    "url_config",
     "with_external_url",
 ]
 
@@ -86,7 +87,7 @@ def alias_path(name: str) -> Path:
     return found.path
 
 
-def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) -> str:
+def _format_validation(exc: ValidationError, source: str, data: dict[str, Any], overridden: set[str]) -> str:
     lines = [f"invalid config {source}:"]
     for err in exc.errors():
         loc, msg = list(err["loc"]), "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
@@ -98,7 +99,8 @@ def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) 
                 takes = ", ".join(engine_class(engine).Settings.model_fields) or "none"
                 msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
         where = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append(f"  {where}: {msg}")
+        given = any(where == key or where.startswith(key + ".") for key in overridden)
+        lines.append(f"  {where}: {msg}" + (" (given as an option)" if given else ""))
     return "\n".join(lines)
 
 
@@ -132,7 +134,8 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     try:
         config = SweepConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation(exc, source, data)) from None
+        overridden = {key for key, value in (overrides or {}).items() if value is not None}
+        raise ConfigError(_format_validation(exc, source, data, overridden)) from None
     return _task_checked(config, source)
 
 
@@ -148,3 +151,9 @@ def with_external_url(config: SweepConfig, url: str, serves: str | None = None) 
         model_path=config.servers[0].model_path,
     )
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})
+
+
+def url_config(url: str, engine: str, served: str, overrides: dict[str, Any]) -> SweepConfig:
+    """A config with no file: the one server at `url` (`served`: the model it serves), shots 1, 2, 4 and 8 unless overridden."""
+    data = {"model": EXTERNAL, "shots": [1, 2, 4, 8], "servers": [{"name": EXTERNAL, "model_path": served}]}
+    return with_external_url(config_from_dict(data, overrides, f"--url {url}"), url, engine)

@@ -335,3 +335,36 @@ def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
         answers, responses = flipped[f"{side}_answer"], flipped[f"{side}_response"]
         view[f"{side} answer"] = [f"{_answer(a)} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
     return view
+
+
+FLIPS_SHOWN = 10
+
+
+def regressed_flips_table(flipped: pd.DataFrame) -> FittedTable:
+    """The first flipped questions of the regressed cells: what cache off answered and what cache on did."""
+    title = f"Flipped questions of the regressed cells, cache off -> on ({min(FLIPS_SHOWN, len(flipped))} of {len(flipped)})"
+    return frame_table(flips_view(flipped.head(FLIPS_SHOWN), width=40), title)
+
+
+def _probe_cell(value: object, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def probe_bins_table(bins: pd.DataFrame, title: str) -> Table:
+    """A probe's bins: prefix, cached tokens, cold/warm mismatches and divergences, the verdict (coloured)."""
+    columns = [("bin", "bin"), ("prefix_tokens", "prefix"), ("cached_tokens", "cached"), ("mismatch", "warm≠"),
+               ("baseline_mismatch", "cold≠"), ("first_divergence", "div@"), ("js", "JS warm"), ("baseline_js", "JS cold"),
+               ("verdict", "verdict")]  # fmt: skip
+    rows = [[_probe_cell(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns] for row in bins.to_dict("records")]
+    table = narrow_table(title)
+    for i, (key, header) in enumerate(columns):
+        add_column(table, header, [r[i] for r in rows], numeric=key not in ("bin", "verdict"))
+    style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
+    for cells in rows:
+        cells[-1] = f"[{style.get(cells[-1], '')}]{cells[-1]}[/]"
+        table.add_row(*cells)
+    return table

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import httpx
 
+from evalctl.client import server_http
 from evalctl.schema import EXTERNAL
 from evalctl.servers.registry import engines
 
@@ -27,22 +28,16 @@ def detect_engine(http: httpx.Client) -> tuple[str, str | None]:
     return EXTERNAL, None
 
 
-def _client(url: str, api_key: str | None, timeout: float) -> httpx.Client:
-    from evalctl.client import auth_headers
-
-    return httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=auth_headers(api_key))
-
-
 def url_engine(url: str, api_key: str | None = None) -> tuple[str, str | None]:
     """The engine serving `url` and the route that told, as `detect_engine` asks."""
-    with _client(url, api_key, 5.0) as http:
+    with server_http(url, api_key, 5.0) as http:
         return detect_engine(http)
 
 
 def served_model(url: str, api_key: str | None = None) -> str:
     """The first model `url` serves (/v1/models), which requests must name: vLLM answers 404 to any other."""
     try:
-        with _client(url, api_key, 30.0) as http:
+        with server_http(url, api_key, 30.0) as http:
             return str(http.get("/v1/models").json()["data"][0]["id"])
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
         return EXTERNAL  # a server without the route (llama.cpp's takes any name)

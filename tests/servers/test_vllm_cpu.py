@@ -26,7 +26,7 @@ import yaml
 from conftest import VLLM_PYTHON, assert_probe_passes_then_fails_behind_the_canary, evalctl, needs_vllm, only_run
 from process_tree import ProcessTree, names, start_evalctl, watch
 
-from evalctl.client import CompletionClient
+from evalctl.client import CompletionClient, RequestSettings
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.records import RECORD_KEYS, RECORDS_FILE, primary_metric
 from evalctl.runs import load_run
@@ -76,8 +76,8 @@ def vllm_server(tmp_path_factory):
 
 def complete(server: ManagedServer, prompt: str, **params: object):
     async def one():
-        async with CompletionClient(server.base_url, model=server.profile.model_path, concurrency=1, timeout_s=600, max_retries=0,
-                                    stream=bool(params.pop("stream", False))) as client:  # fmt: skip
+        settings = RequestSettings(model=server.profile.model_path, max_retries=0, stream=bool(params.pop("stream", False)))
+        async with CompletionClient(server.base_url, settings) as client:
             return await client.complete(prompt, max_tokens=8, temperature=0.0, **params)
 
     done = asyncio.run(one())

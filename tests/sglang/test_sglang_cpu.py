@@ -31,7 +31,7 @@ from conftest import (
     sglang_profile,
 )
 
-from evalctl.client import CompletionClient
+from evalctl.client import CompletionClient, RequestSettings
 from evalctl.config import CacheMode
 from evalctl.records import primary_metric
 from evalctl.runs import load_run
@@ -46,9 +46,9 @@ PROMPT = " ".join(f"Record {i}: the code of item {i} is {i * 37 % 1000}." for i 
 
 def complete(server: ManagedServer, prompt: str, max_tokens: int = 8, **params: object):
     async def one():
-        async with CompletionClient(server.base_url, model=server.request_model, concurrency=1, timeout_s=600, max_retries=0,
-                                    cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
-                                    stream=bool(params.pop("stream", False))) as client:  # fmt: skip
+        settings = RequestSettings(model=server.request_model, max_retries=0, stream=bool(params.pop("stream", False)),
+                                   cached_tokens_if_missing=server.adapter.cached_tokens_if_missing)  # fmt: skip
+        async with CompletionClient(server.base_url, settings) as client:
             return await client.complete(prompt, max_tokens=max_tokens, temperature=0.0, **params)
 
     done = asyncio.run(one())

@@ -1,10 +1,15 @@
 """Per-file test time from a pytest JUnit report (.ci/run writes .ci/out/junit.xml), as the
-markdown table docs/testing.md keeps: measured figures for "what runs where", not estimates.
+markdown table docs/testing.md keeps: measured figures for "what runs where", not estimates;
+then the time per tier: the every-run tests and each slice of the rotating tier that ran.
 
     python scripts/ci_times.py .ci/out/junit.xml [--top 40]
 
 A test's time in JUnit includes its share of fixture set-up (a session server is charged to the
-first test that asks for it), so the per-file figures add up to pytest's wall time.
+first test that asks for it), so the per-file figures add up to pytest's wall time. Of a full
+run's report (`--rotation all`), the tier table says what pytest takes in a `.ci/run` of each
+slice: the every-run tests plus that slice's (a rotating test carries its slice in the report,
+tests/conftest.py). A module's shared server is charged to whichever of its tests ran first, so
+those per-slice figures hold to within one server start-up.
 """
 
 from __future__ import annotations
@@ -13,6 +18,24 @@ import argparse
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
+
+EVERY_RUN = "every run"
+
+
+def tier(case: ET.Element) -> str:
+    """The tier a test case ran in: "every run", or "slice K" of the rotating tier."""
+    for prop in case.iter("property"):
+        if prop.get("name") == "rotating_slice":
+            return f"slice {prop.get('value')}"
+    return EVERY_RUN
+
+
+def tier_times(report: Path) -> dict[str, float]:
+    """Seconds per tier."""
+    seconds: dict[str, float] = defaultdict(float)
+    for case in ET.parse(report).getroot().iter("testcase"):
+        seconds[tier(case)] += float(case.get("time", 0))
+    return dict(seconds)
 
 
 def file_times(report: Path) -> tuple[dict[str, float], dict[str, int], float]:
@@ -48,6 +71,11 @@ def main() -> None:
     if rest:
         print(f"| {len(rest)} other files | {sum(counts[n] for n in rest)} | {minutes(sum(seconds[n] for n in rest))} |")
     print(f"| **all** | {sum(counts.values())} | {minutes(total)} |")
+    tiers = tier_times(args.report)
+    every = tiers.pop(EVERY_RUN, 0.0)
+    print(f"\n| tier | time | pytest with the every-run tests |\n|---|---|---|\n| {EVERY_RUN} | {minutes(every)} | |")
+    for name in sorted(tiers):
+        print(f"| {name} | {minutes(tiers[name])} | {minutes(every + tiers[name])} |")
 
 
 if __name__ == "__main__":

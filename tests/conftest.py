@@ -168,6 +168,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             keep.append(item)
             if part is not None:
                 ran.append(f"{item.nodeid} (slice {part})")
+                # in the JUnit report, so scripts/ci_times.py can total each slice of a full run
+                item.user_properties.append(("rotating_slice", part))
         else:
             drop.append(item)
     if drop:

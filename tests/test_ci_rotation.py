@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,27 @@ def test_full_and_forced_slices(history):
     assert pick(EVALCTL_CI_SLICE="2") == "2"
     run("bash", str(PICK), "passed", "all")  # a full run leaves the rotation where it was
     assert pick() == str(1 % ROTATION_SLICES)
+
+
+def test_a_full_runs_report_gives_each_slices_time_beside_the_every_run_tests(tmp_path):
+    """A real pytest run with --rotation all writes each rotating test's slice into its JUnit
+    report, and scripts/ci_times.py totals the tiers from it."""
+    (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_t.py").write_text(
+        "import time, pytest\n"
+        "def test_every():\n    time.sleep(0.2)\n"
+        "@pytest.mark.rotating(slice=1)\ndef test_one():\n    time.sleep(0.4)\n"
+        "@pytest.mark.rotating(slice=2)\ndef test_two():\n    time.sleep(0.6)\n"
+    )
+    report = tmp_path / "junit.xml"
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rotation", "all", f"--junitxml={report}", str(tmp_path)]
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
+    assert run.returncode == 0, run.stdout + run.stderr
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from ci_times import tier_times
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    tiers = tier_times(report)
+    assert set(tiers) == {"every run", "slice 1", "slice 2"}
+    assert 0.2 <= tiers["every run"] < tiers["slice 1"] < tiers["slice 2"] < 5

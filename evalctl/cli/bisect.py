@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
@@ -11,15 +10,11 @@ import typer
 
 from evalctl.bisect.search import Find
 from evalctl.cli.common import console, err, fail
+from evalctl.cli.options import Executor
 from evalctl.errors import ExitCode
 
 EXIT_CULPRIT = ExitCode.PASS
 EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # inconclusive, or the bad build did not reproduce the regression
-
-
-class Executor(str, enum.Enum):
-    local = "local"
-    slurm = "slurm"
 
 
 def _env(pairs: list[str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ Overrides` where the table's options go (`config_options`). Each option's help i
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 from collections.abc import Callable
@@ -35,11 +36,11 @@ def _names(text: str) -> list[str]:
 
 
 def _gpu_pool(text: str) -> list[str] | int:
-    if "," in text:
-        return _names(text)
     if text.strip().isdigit():
         return int(text)
-    raise typer.BadParameter(f"GPU ids (0,1,2,3) or a count (8), got {text!r}")
+    if "," not in text:
+        raise typer.BadParameter(f"GPU ids (0,1,2,3) or a count (8), got {text!r}")
+    return _names(text)
 
 
 def _task(text: str) -> str:
@@ -47,13 +48,9 @@ def _task(text: str) -> str:
     return str(Path(text).resolve()) if text.endswith((".yaml", ".yml")) else text
 
 
-def _absolute(text: str) -> Path:
-    return Path(text).resolve()
-
-
 @dataclass(frozen=True)
 class ConfigOption:
-    """One option: the config key it sets and how its text is read (none: as `kind`)."""
+    """One option: the config key it sets, the type Typer reads, and `parse` from that to the config's value."""
 
     key: str
     kind: type = str
@@ -62,22 +59,25 @@ class ConfigOption:
     decls: tuple[str, ...] = ()  # default: --<parameter name>
     note: str = ""  # what the option adds to the field's description (the text's form)
     panel: str | None = None
+    default: bool | None = None  # a plain flag's: False
 
     def help(self) -> str:
         model: type[BaseModel] = SweepConfig
         *sections, leaf = self.key.split(".")
         for section in sections:
             model = model.model_fields[section].annotation
-        description = model.model_fields[leaf].description
-        return f"{description} {self.note}".strip() + f" (config: {self.key})"
+        return f"{model.model_fields[leaf].description} {self.note}".strip() + f" (config: {self.key})"
+
+    def parameter(self, name: str) -> inspect.Parameter:
+        info = typer.Option(*self.decls, help=self.help(), metavar=self.metavar, rich_help_panel=self.panel)
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=self.default, annotation=Annotated[self.kind | None, info])
 
 
-CSV = "Comma-separated."
-SLURM = "Slurm"
+CSV, SLURM = "Comma-separated.", "Slurm"
 # Parameter name -> option. The sweep takes them all; probe and servers show the ones they share.
 OPTIONS = {
-    "task": ConfigOption("task", parse=_task, metavar="<str>"),
-    "include_path": ConfigOption("include_path", parse=_absolute, metavar="<path>"),
+    "task": ConfigOption("task", parse=_task),
+    "include_path": ConfigOption("include_path", Path, parse=Path.resolve),
     "shots": ConfigOption("shots", parse=comma_ints, metavar="<int,...>", note=CSV),
     "cache": ConfigOption("cache", parse=_names, metavar="<on,off>", note=CSV),
     "limit": ConfigOption("limit", int),
@@ -98,33 +98,24 @@ OPTIONS = {
     "time_limit": ConfigOption("slurm.time", decls=("--time",), panel=SLURM),
     "cpus_per_task": ConfigOption("slurm.cpus_per_task", int, panel=SLURM),
     "sequential": ConfigOption(
-        "stopping.mode", bool, parse=lambda on: "sequential" if on else None, decls=("--sequential",), note="The flag sets sequential."
+        "stopping.mode", bool, lambda on: "sequential" if on else None, decls=("--sequential",), note="The flag sets it.", default=False
     ),
-    "baseline": ConfigOption("stopping.baseline", parse=_absolute, metavar="<path>"),
+    "baseline": ConfigOption("stopping.baseline", Path, parse=Path.resolve),
     "canary": ConfigOption("canary", metavar="FAULT"),
 }
 
 
-def _parameter(name: str, option: ConfigOption) -> inspect.Parameter:
-    info = typer.Option(
-        *option.decls,
-        help=option.help(),
-        parser=option.parse if option.kind is not bool else None,
-        metavar=option.metavar,
-        rich_help_panel=option.panel,
-    )
-    flag = option.kind is bool and not option.decls[0].count("/")  # a plain flag: off unless given
-    kind = Any if option.parse is not None and option.kind is not bool else option.kind | None
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False if flag else None, annotation=Annotated[kind, info])
-
-
 def overrides_of(given: dict[str, Any]) -> Overrides:
-    """The options given (parameter name -> value) as config overrides; unset ones left out."""
+    """The options given (parameter name -> value) as config overrides, each read by its `parse`; unset ones left out."""
     out = {}
     for name, value in given.items():
         option = OPTIONS[name]
-        if option.kind is bool and option.parse is not None:
-            value = option.parse(value)
+        if value is not None and option.parse is not None:
+            try:
+                value = option.parse(value)
+            except typer.BadParameter as exc:
+                exc.param_hint = f"'{(option.decls or ('--' + name.replace('_', '-'),))[0]}'"
+                raise
         if value is not None:
             out[option.key] = value
     return out
@@ -134,8 +125,8 @@ def config_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
     """Give a command the table's options `names` in place of its `overrides` parameter, which receives them."""
 
     def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        added = [OPTIONS[name].parameter(name) for name in names]
         own = inspect.signature(command, eval_str=True).parameters.values()
-        added = [_parameter(name, OPTIONS[name]) for name in names]
         params = [q.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own for q in (added if p.name == "overrides" else [p])]
 
         @functools.wraps(command)
@@ -151,6 +142,24 @@ def config_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
 
 
 # The options commands share that set no config field.
+class Executor(str, enum.Enum):
+    local = "local"
+    slurm = "slurm"
+
+
+def gate_policy_option(use: str = "") -> Any:
+    """The --policy of a command that judges a run; `use`: what the policy decides there, if not the verdict."""
+    return Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help=f"Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path{use}; default: the run config's gate_policy,"
+            " else the built-in (packaged gate/default).",
+        ),
+    ]
+
+
 Model = Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")]
 ConfigFile = Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")]
 Url = Annotated[str | None, typer.Option(help="Use an already-running OpenAI-compatible server at this base URL instead of launching one.")]

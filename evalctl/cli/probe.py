@@ -8,18 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.options import (
-    ApiKey,
-    ConfigFile,
-    Engine,
-    Model,
-    Overrides,
-    Url,
-    comma_ints,
-    config_options,
-    resolve_config,
-    url_engine,
-)
+from evalctl.cli.options import ApiKey, ConfigFile, Engine, Model, Overrides, Url, comma_ints, config_options, resolve_config, url_engine
 from evalctl.errors import ExitCode
 
 if TYPE_CHECKING:

@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.options import OPTIONS, ApiKey, ConfigFile, Engine, Model, Overrides, Url, config_options, resolve_config
+from evalctl.cli.options import OPTIONS, ApiKey, ConfigFile, Engine, Executor, Model, Overrides, Url, config_options, resolve_config
 from evalctl.config import SweepConfig
 from evalctl.errors import DiskError, ExitCode
 
 if TYPE_CHECKING:
     from evalctl.execution import SweepResult
     from evalctl.runs import Run
-
-
-class Executor(str, enum.Enum):
-    local = "local"
-    slurm = "slurm"
-
-
-def resolve_resume(run_dir: Path, model: str | None, config: Path | None, url: str | None, overrides: dict) -> tuple[SweepConfig, Run]:
-    """The config to finish `run_dir` with (its manifest's, or the one named again) and where it stopped."""
-    from evalctl.resume import resume_config
-
-    given = resolve_config(model, config, None, overrides) if model or config else None
-    return resume_config(run_dir, given, overrides, url)
 
 
 @config_options(*OPTIONS)
@@ -85,27 +71,25 @@ def sweep(
     TERMINATED by SIGINT/SIGTERM (records so far kept, servers stopped; finish with --resume). With
     --executor slurm: PASS once submitted; with --wait the gate's verdict, RUN_FAILED if no gate result.
     """
-    _check_options(executor, wait)
+    if wait and executor is not Executor.slurm:
+        raise fail("--wait applies to --executor slurm only")
+    if executor is Executor.slurm:
+        from evalctl.cluster.slurm import require_slurm
+
+        require_slurm()  # before anything is resolved, written or submitted
     if resume is None:
         resolved, resume_point = resolve_config(model, config, url, overrides, engine, api_key), None
-    else:
-        resolved, resume_point = resolve_resume(resume, model, config, url, overrides)
+    else:  # the manifest's config, or the one named again, and where the run stopped
+        from evalctl.resume import resume_config
+
+        given = resolve_config(model, config, None, overrides) if model or config else None
+        resolved, resume_point = resume_config(resume, given, overrides, url)
     if executor is Executor.slurm:
         from evalctl.cli.slurm import sweep_on_slurm
 
         sweep_on_slurm(resolved, resume_point, api_key, wait, wait_for_lock or 0)
         return
     _sweep_here(resolved, resume_point, api_key, wait_for_lock or 0)
-
-
-def _check_options(executor: Executor, wait: bool) -> None:
-    """What the options alone can refuse, before anything is resolved, written or submitted."""
-    if wait and executor is not Executor.slurm:
-        raise fail("--wait applies to --executor slurm only")
-    if executor is Executor.slurm:
-        from evalctl.cluster.slurm import require_slurm
-
-        require_slurm()
 
 
 def _sweep_here(resolved: SweepConfig, resume_point: Run | None, api_key: str | None, wait_for_lock_s: float) -> None:

@@ -28,7 +28,7 @@ def _fmt(value: object, column: str) -> str:
             return "-"
         if column.startswith(("p ", "p_")):
             return f"{value:.2g}"
-        if column.endswith(("_acc", "_lo", "_hi", "ratio", "drop")):
+        if column.endswith(("_acc", "_lo", "_hi", "ratio", "drop", " JS")):
             return f"{value:.3f}"
         return f"{value:.2f}"
     return str(value)
@@ -346,25 +346,13 @@ def regressed_flips_table(flipped: pd.DataFrame) -> FittedTable:
     return frame_table(flips_view(flipped.head(FLIPS_SHOWN), width=40), title)
 
 
-def _probe_cell(value: object, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+# A probe's bin columns as shown; divergences (" JS") to 3 places.
+PROBE_COLUMNS = {"bin": "bin", "prefix_tokens": "prefix", "cached_tokens": "cached", "mismatch": "warm≠", "baseline_mismatch": "cold≠",
+                 "first_divergence": "div@", "js": "warm JS", "baseline_js": "cold JS", "verdict": "verdict"}  # fmt: skip
+PROBE_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
 
 
-def probe_bins_table(bins: pd.DataFrame, title: str) -> Table:
+def probe_bins_table(bins: pd.DataFrame, title: str) -> FittedTable:
     """A probe's bins: prefix, cached tokens, cold/warm mismatches and divergences, the verdict (coloured)."""
-    columns = [("bin", "bin"), ("prefix_tokens", "prefix"), ("cached_tokens", "cached"), ("mismatch", "warm≠"),
-               ("baseline_mismatch", "cold≠"), ("first_divergence", "div@"), ("js", "JS warm"), ("baseline_js", "JS cold"),
-               ("verdict", "verdict")]  # fmt: skip
-    rows = [[_probe_cell(row.get(k), 3 if k in ("js", "baseline_js") else 2) for k, _ in columns] for row in bins.to_dict("records")]
-    table = narrow_table(title)
-    for i, (key, header) in enumerate(columns):
-        add_column(table, header, [r[i] for r in rows], numeric=key not in ("bin", "verdict"))
-    style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
-    for cells in rows:
-        cells[-1] = f"[{style.get(cells[-1], '')}]{cells[-1]}[/]"
-        table.add_row(*cells)
-    return table
+    view = bins.reindex(columns=list(PROBE_COLUMNS)).rename(columns=PROBE_COLUMNS)
+    return frame_table(view.assign(verdict=[f"[{PROBE_STYLE.get(v, '')}]{v}[/]" for v in view["verdict"]]), title)

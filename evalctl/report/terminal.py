@@ -19,7 +19,7 @@ from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import Check, GatePolicy, GateResult
-    from evalctl.manifest import CellDecision
+    from evalctl.manifest import CellDecision, JobEntry
 
 
 def _fmt(value: object, column: str) -> str:
@@ -356,3 +356,29 @@ def probe_bins_table(bins: pd.DataFrame, title: str) -> FittedTable:
     """A probe's bins: prefix, cached tokens, cold/warm mismatches and divergences, the verdict (coloured)."""
     view = bins.reindex(columns=list(PROBE_COLUMNS)).rename(columns=PROBE_COLUMNS)
     return frame_table(view.assign(verdict=[f"[{PROBE_STYLE.get(v, '')}]{v}[/]" for v in view["verdict"]]), title)
+
+
+JOB_COLUMNS = {"part": "part", "job_id": "job id", "slurm_state": "slurm state", "node": "node", "run_state": "run state",
+               "reason": "reason", "submitted_at": "submitted"}  # fmt: skip
+
+
+def jobs_table(rows: list[JobEntry], title: str) -> FittedTable:
+    """A run's Slurm jobs: Slurm's state and the part's own, "-" where not known."""
+    view = pd.DataFrame([row.model_dump() for row in rows], columns=list(JOB_COLUMNS)).rename(columns=JOB_COLUMNS)
+    return frame_table(view.astype(object).where(view.notna(), "-"), title)
+
+
+def _count(value: object) -> str:
+    return "-" if value is None or value != value else str(int(value))
+
+
+def runs_table(runs: pd.DataFrame, title: str) -> FittedTable:
+    """`HistoryStore.runs`: one row per run folder, "-" where a broken one has no figure."""
+    view = runs.drop(columns="path").assign(samples=runs["samples"].map(_count), cells=runs["cells"].map(_count))
+    return frame_table(view.assign(created_at=runs["created_at"].dt.strftime("%Y-%m-%d %H:%M:%S").fillna("-")), title)
+
+
+def history_table(trend: pd.DataFrame, label: str, title: str) -> FittedTable:
+    """`HistoryStore.history`: a metric per run under `label`; an interval only for an accuracy."""
+    view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M")).rename(columns={"value": label})
+    return frame_table(view if "accuracy" in label else view.drop(columns=["lo", "hi"]), title)

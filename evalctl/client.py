@@ -104,17 +104,11 @@ class RequestSettings:
     cached_tokens_if_missing: int | None = 0
 
     def body(self, prompt: str, params: Mapping[str, object]) -> dict:
-        """A request's JSON body: these settings, then the request's own `params` (its stop strings, a prewarm's max_tokens)."""
+        """A request's JSON body: these settings, then the request's own `params` (its stop strings, a prewarm's
+        max_tokens); a None leaves a field out."""
         sampling = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed, "logprobs": self.logprobs}
-        body: dict = {"model": self.model, "prompt": prompt, **{k: v for k, v in sampling.items() if v is not None}}
-        if self.stop is not None:
-            body["stop"] = list(self.stop)
-        body.update(self.fields)
-        for key, value in params.items():  # None leaves a setting out
-            if value is None:
-                body.pop(key, None)
-            else:
-                body[key] = value
+        sampling["stop"] = list(self.stop) if self.stop is not None else None
+        body = {"model": self.model, "prompt": prompt, **{k: v for k, v in {**sampling, **self.fields, **params}.items() if v is not None}}
         if self.stream:
             body["stream"] = True
             if self.stream_usage:

@@ -149,15 +149,8 @@ class Executor(str, enum.Enum):
 
 def gate_policy_option(use: str = "") -> Any:
     """The --policy of a command that judges a run; `use`: what the policy decides there, if not the verdict."""
-    return Annotated[
-        str | None,
-        typer.Option(
-            "--policy",
-            "-p",
-            help=f"Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path{use}; default: the run config's gate_policy,"
-            " else the built-in (packaged gate/default).",
-        ),
-    ]
+    text = f"Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path{use}; default: the run config's gate_policy, else"
+    return Annotated[str | None, typer.Option("--policy", "-p", help=text + " the built-in (packaged gate/default).")]
 
 
 Model = Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. smollm2-135m; evalctl models list).")]

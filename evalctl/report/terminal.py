@@ -151,7 +151,7 @@ class FittedTable:
 def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) -> FittedTable:
     columns = columns or list(df.columns)
     rows = [[_fmt(v, c) for v, c in zip(row, columns)] for row in df[columns].itertuples(index=False)]
-    cells = [(col, [r[i] for r in rows], df[col].dtype != object) for i, col in enumerate(columns)]
+    cells = [(col, [r[i] for r in rows], pd.api.types.is_numeric_dtype(df[col])) for i, col in enumerate(columns)]
     keys = next((i for i, col in enumerate(columns) if col not in KEY_COLUMNS), len(columns))
     return FittedTable(title, cells, keys)
 

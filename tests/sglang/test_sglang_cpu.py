@@ -179,7 +179,7 @@ def test_servers_show_prints_the_cpu_launch_it_runs(tmp_path):
     out = cli("servers", "show", "--config", str(write_config(tmp_path)))
     assert out.returncode == 0, out.stderr
     assert "-m sglang.launch_server --model-path" in out.stdout and "--served-model-name bundled-smollm2-135m-hf" in out.stdout
-    assert "--device cpu --attention-backend torch_native --disable-overlap-schedule --max-total-tokens 16384" in out.stdout
+    assert "--device cpu --attention-backend torch_native --disable-overlap-schedule --sleep-on-idle --max-total-tokens 16384" in out.stdout
     assert "SGLANG_USE_CPU_ENGINE=1" in out.stdout and "--disable-radix-cache" in out.stdout and "no GPUs assigned" in out.stdout
 
 

@@ -67,6 +67,8 @@ class SGLangSettings(GpuEngineSettings):
             "--attention-backend", self.attention_backend or "torch_native",
             # The overlap scheduler runs a CUDA stream beside the forward pass; the CPU engine runs without it.
             "--disable-overlap-schedule",
+            # Idle, the scheduler busy-polls a whole core; on CPU that core is the model's own.
+            "--sleep-on-idle",
             *optional_flags({"--max-total-tokens": self.max_total_tokens}),
         ]  # fmt: skip
 

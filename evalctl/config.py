@@ -87,7 +87,7 @@ def alias_path(name: str) -> Path:
     return found.path
 
 
-def _format_validation(exc: ValidationError, source: str, data: dict[str, Any], overridden: set[str]) -> str:
+def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) -> str:
     lines = [f"invalid config {source}:"]
     for err in exc.errors():
         loc, msg = list(err["loc"]), "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
@@ -99,8 +99,7 @@ def _format_validation(exc: ValidationError, source: str, data: dict[str, Any], 
                 takes = ", ".join(engine_class(engine).Settings.model_fields) or "none"
                 msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
         where = ".".join(str(p) for p in loc) or "(top level)"
-        given = any(where == key or where.startswith(key + ".") for key in overridden)
-        lines.append(f"  {where}: {msg}" + (" (given as an option)" if given else ""))
+        lines.append(f"  {where}: {msg}")
     return "\n".join(lines)
 
 
@@ -110,6 +109,18 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
         raise ConfigError("give exactly one of --model NAME or --config FILE")
     path = alias_path(model) if model else Path(config_file)  # type: ignore[arg-type]
     return config_from_dict(config_files.read_yaml(path, "config", ConfigError), overrides, str(path))
+
+
+def url_config(url: str, engine: str | None, served: str, overrides: dict[str, Any]) -> SweepConfig:
+    """A config with no file: the one server at `url` (`served`: the model it serves), shots 1, 2, 4 and 8 unless overridden."""
+    data = {"model": "external", "shots": [1, 2, 4, 8], "servers": [{"name": "external", "model_path": served}]}
+    return with_external_url(config_from_dict(data, overrides, f"--url {url}"), url, engine)
+
+
+def _given_as_options(message: str, overrides: dict[str, Any]) -> str:
+    """The error's lines about a field an option set, marked so: the fault is the option's, not the file's."""
+    given = tuple(f"  {key}{end}" for key, value in overrides.items() if value is not None for end in ":.")
+    return "\n".join(f"{line} (given as an option)" if line.startswith(given) else line for line in message.splitlines())
 
 
 def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:
@@ -134,8 +145,7 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     try:
         config = SweepConfig.model_validate(data)
     except ValidationError as exc:
-        overridden = {key for key, value in (overrides or {}).items() if value is not None}
-        raise ConfigError(_format_validation(exc, source, data, overridden)) from None
+        raise ConfigError(_given_as_options(_format_validation(exc, source, data), overrides or {})) from None
     return _task_checked(config, source)
 
 
@@ -151,9 +161,3 @@ def with_external_url(config: SweepConfig, url: str, serves: str | None = None) 
         model_path=config.servers[0].model_path,
     )
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})
-
-
-def url_config(url: str, engine: str, served: str, overrides: dict[str, Any]) -> SweepConfig:
-    """A config with no file: the one server at `url` (`served`: the model it serves), shots 1, 2, 4 and 8 unless overridden."""
-    data = {"model": EXTERNAL, "shots": [1, 2, 4, 8], "servers": [{"name": EXTERNAL, "model_path": served}]}
-    return with_external_url(config_from_dict(data, overrides, f"--url {url}"), url, engine)

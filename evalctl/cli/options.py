@@ -160,8 +160,8 @@ Engine = Annotated[
     str | None,
     typer.Option(
         metavar="<engine>",
-        help="With --url: the engine behind it, a registered engine such as llamacpp, sglang, vllm or external "
-        "(its cache switches then apply); default: asked of the server.",
+        help="With --url: the engine behind it, a registered engine such as llamacpp, sglang or vllm (its cache switches then apply);"
+        " default: asked of the server.",
     ),
 ]
 ApiKey = Annotated[
@@ -172,13 +172,13 @@ ApiKey = Annotated[
 ]
 
 
-def url_engine(url: str, api_key: str | None) -> str:
+def url_engine(url: str, api_key: str | None) -> str | None:
     """The engine serving `url`, as the server says; printed for the record."""
     from evalctl.cli.common import err
     from evalctl.servers.detect import url_engine as detect
 
     engine, route = detect(url, api_key)
-    err.print(f"engine at {url}: {engine}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
+    err.print(f"engine at {url}: {engine or 'unknown'}" + (f" (answered {route})" if route else " (none of the known engines answered)"))
     return engine
 
 

@@ -40,4 +40,4 @@ def served_model(url: str, api_key: str | None = None) -> str:
         with server_http(url, api_key, 30.0) as http:
             return str(http.get("/v1/models").json()["data"][0]["id"])
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-        return EXTERNAL  # a server without the route (llama.cpp's takes any name)
+        return "external"  # a server without the route (llama.cpp's takes any name)

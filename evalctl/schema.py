@@ -145,7 +145,7 @@ class ServerProfile(_Strict):
     @classmethod
     def _engine_model(cls, settings: Any, info: ValidationInfo) -> Any:
         # Errors keep their field's place (servers.N.settings.FIELD), so a reader of another version's
-        # manifest can drop a field it does not know (analysis.checks.completeness).
+        # manifest can drop a field it does not know (analysis.completeness).
         if "engine" not in info.data:
             return EngineSettings()  # the engine's own error is reported
         return engine_class(info.data["engine"]).Settings.model_validate(settings)

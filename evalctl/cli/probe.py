@@ -38,7 +38,8 @@ def probe(
 
     Bins: the task's few-shot prefix at each shot count, plus synthetic prefixes just below and
     above the engine's prefill chunk size when it is known. A bin fails when warm output departs
-    from cold by more than cold departs from a cold repeat, beyond the policy's tolerance.
+    from cold by more than cold departs from a cold repeat, beyond the policy's tolerance. With
+    --url alone (no --model or --config) the shot counts are 1, 2, 4 and 8 unless --shots says.
     Exit status (table: evalctl --help): PASS; REGRESSION when a bin diverges; INCONCLUSIVE when the cache
     hit could not be verified; RUN_FAILED when a server or the probe could not run; BAD_INPUT.
     """

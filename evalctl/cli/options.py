@@ -48,6 +48,10 @@ def _task(text: str) -> str:
     return str(Path(text).resolve()) if text.endswith((".yaml", ".yml")) else text
 
 
+def _sequential(on: bool) -> str | None:
+    return "sequential" if on else None  # off: the config's mode
+
+
 @dataclass(frozen=True)
 class ConfigOption:
     """One option: the config key it sets, the type Typer reads, and `parse` from that to the config's value."""
@@ -97,9 +101,7 @@ OPTIONS = {
     "qos": ConfigOption("slurm.qos", panel=SLURM),
     "time_limit": ConfigOption("slurm.time", decls=("--time",), panel=SLURM),
     "cpus_per_task": ConfigOption("slurm.cpus_per_task", int, panel=SLURM),
-    "sequential": ConfigOption(
-        "stopping.mode", bool, lambda on: "sequential" if on else None, decls=("--sequential",), note="The flag sets it.", default=False
-    ),
+    "sequential": ConfigOption("stopping.mode", bool, _sequential, decls=("--sequential",), default=False, note="With --baseline."),
     "baseline": ConfigOption("stopping.baseline", Path, parse=Path.resolve),
     "canary": ConfigOption("canary", metavar="FAULT"),
 }

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from evalctl import config_files
 from evalctl.errors import ConfigError
 from evalctl.schema import (
-    EXTERNAL,
+    DEFAULT_ENGINE,
+    ENGINES,
     CacheMode,
     EngineSettings,
     GenerationConfig,
@@ -29,11 +30,11 @@ from evalctl.schema import (
     expand_text,
     slurm_minutes,
 )
-from evalctl.servers.registry import engine_class
+from evalctl.servers.registry import engine_class, engine_settings, engines
 from evalctl.tasks.registry import registered_task, resolved_data_dir
 
 __all__ = [
-    "EXTERNAL",
+    "ENGINES",
     "CacheMode",
     "ConfigError",
     "EngineSettings",
@@ -53,6 +54,7 @@ __all__ = [
     "resolved_data_dir",
     "slurm_minutes",
     "url_config",
+    "validated",
     "with_external_url",
 ]
 
@@ -87,19 +89,39 @@ def alias_path(name: str) -> Path:
     return found.path
 
 
+# What replaced `serves` and the engine `external` of configs before a profile's `url` meant "not launched".
+SERVED_AT_URL = "`engine:` names the engine serving a profile's `url`"
+
+
 def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) -> str:
     lines = [f"invalid config {source}:"]
+    flat: dict[int, list[str]] = {}  # profile -> engine settings written beside its own fields (the shape before `engine:` held them)
     for err in exc.errors():
         loc, msg = list(err["loc"]), "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        if loc[:1] == ["servers"] and loc[2:3] == ["settings"]:
-            # A profile's engine settings are written flat beside its common fields: name them so, with the engine's own.
-            del loc[2]
-            if err["type"] == "extra_forbidden":
-                engine = data["servers"][loc[1]].get("engine", ServerProfile.model_fields["engine"].default)
-                takes = ", ".join(engine_class(engine).Settings.model_fields) or "none"
-                msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append(f"  {where}: {msg}")
+        if loc[:1] == ["servers"] and loc[2:3] == ["engine"]:
+            if len(loc) > 4:
+                engine = str(loc.pop(3))  # the union's tag: the engine's name
+                if err["type"] == "extra_forbidden":
+                    takes = ", ".join(f for f in engine_class(engine).Settings.model_fields if f != "name") or "none"
+                    msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
+            elif err["type"] == "union_tag_invalid":
+                msg = f"unknown engine {err['ctx']['tag']!r}; known: {', '.join(adapter.name for adapter in engines())}"
+                if err["ctx"]["tag"] == "external":
+                    msg += f" ({SERVED_AT_URL}; left out, it is detected)"
+        elif loc[:1] == ["servers"] and len(loc) == 3 and err["type"] == "extra_forbidden":
+            if loc[2] == "serves":
+                msg = f"unknown field: {SERVED_AT_URL}"
+            elif any(loc[2] in adapter.Settings.model_fields for adapter in engines()):
+                flat.setdefault(int(loc[1]), []).append(str(loc[2]))
+                continue
+        lines.append(f"  {'.'.join(map(str, loc)) or '(top level)'}: {msg}")
+    for index, fields in flat.items():
+        engine = data["servers"][index].get("engine") or DEFAULT_ENGINE
+        name = engine.get("name") if isinstance(engine, dict) else engine
+        lines.append(
+            f"  servers.{index}: {', '.join(fields)}: engine settings go under `engine:` now, with the engine's name: "
+            f"engine: {{name: {name}, {fields[0]}: ...}}"
+        )
     return "\n".join(lines)
 
 
@@ -143,21 +165,19 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
                 raise ConfigError(f"config field {part!r} must be a mapping to set {key}")
         target[leaf] = value
     try:
-        config = SweepConfig.model_validate(data)
+        config = validated(data)
     except ValidationError as exc:
         raise ConfigError(_given_as_options(_format_validation(exc, source, data), overrides or {})) from None
     return _task_checked(config, source)
 
 
-def with_external_url(config: SweepConfig, url: str, serves: str | None = None) -> SweepConfig:
-    """Replace the profiles by one already-running server (`--url`), served by `serves` if known."""
-    if serves is not None:
-        engine_class(serves)  # UnknownName lists the known ones
-    external = ServerProfile(
-        name="external",
-        engine=EXTERNAL,
-        url=url.rstrip("/"),
-        serves=None if serves == EXTERNAL else serves,
-        model_path=config.servers[0].model_path,
-    )
+def validated(data: dict[str, Any]) -> SweepConfig:
+    """A config mapping as a SweepConfig, each profile's `engine:` by the registered engines' models; ValidationError if invalid."""
+    return SweepConfig.model_validate(data, context={ENGINES: engine_settings()})
+
+
+def with_external_url(config: SweepConfig, url: str, engine: str | None = None) -> SweepConfig:
+    """Replace the profiles by one already-running server (`--url`), served by `engine` (None: detected when it starts)."""
+    settings = engine_class(engine).Settings() if engine else None  # UnknownName lists the known ones
+    external = ServerProfile(name="external", url=url.rstrip("/"), engine=settings, model_path=config.servers[0].model_path)
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

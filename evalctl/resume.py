@@ -23,7 +23,7 @@ from evalctl.tasks.registry import resolved_data_dir
 
 # Settings that change how a run is carried out, not what its records mean.
 OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
-OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "threads", "url"}
+OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "url", "engine.threads"}
 
 
 class RequestKey(NamedTuple):
@@ -57,9 +57,9 @@ def data_fingerprint(data_dir: Path | None) -> str | None:
 
 
 def _meaning(config: dict[str, Any]) -> dict[str, Any]:
-    kept = {k: v for k, v in redact_config(config).items() if k not in OPERATIONAL_FIELDS}
-    kept["servers"] = [{k: v for k, v in s.items() if k not in OPERATIONAL_PROFILE_FIELDS} for s in kept.get("servers", [])]
-    return kept
+    """The fields of a config dump that carry its records' meaning, flat (`_flatten`)."""
+    kept = _flatten({k: v for k, v in redact_config(config).items() if k not in OPERATIONAL_FIELDS})
+    return {k: v for k, v in kept.items() if not (k.startswith("servers.") and k.split(".", 2)[2] in OPERATIONAL_PROFILE_FIELDS)}
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -77,7 +77,7 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def differing_fields(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """Dotted names of the fields whose meaning differs between two config dumps."""
-    a, b = _flatten(_meaning(recorded)), _flatten(_meaning(wanted))
+    a, b = _meaning(recorded), _meaning(wanted)
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
@@ -105,7 +105,9 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
             )
         given = config_from_dict(recorded, overrides, f"{run_dir}/manifest.json")
     if url:  # the engine recorded behind the first URL is taken to serve the new one
-        given = with_external_url(given, url, recorded["servers"][0].get("serves"))
+        given = with_external_url(given, url, (recorded["servers"][0].get("engine") or {}).get("name"))
+    # As this version reads it (its defaults filled in), so a run recorded by an older one compares field by field.
+    recorded = config_from_dict(recorded, None, f"{run_dir}/manifest.json").model_dump(mode="json")
     changed = differing_fields(recorded, given.model_dump(mode="json"))
     if changed:
         raise ConfigError(

@@ -103,7 +103,8 @@ class Run:
     def chunked_prefill_size(self) -> int | None:
         """The engine's chunked-prefill size, when a server profile sets it (the first one that does)."""
         for profile in self.config.get("servers") or []:
-            size = profile.get("chunked_prefill_size") if isinstance(profile, dict) else None
+            engine = profile.get("engine") if isinstance(profile, dict) else None
+            size = engine.get("chunked_prefill_size") if isinstance(engine, dict) else None
             if isinstance(size, int) and size > 0:
                 return size
         return None

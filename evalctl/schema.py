@@ -4,16 +4,16 @@ A config names *what* to measure (task, shots, cache modes, passes) and *where*
 (server profiles x variants). Everything downstream reads the resolved model;
 nothing re-reads YAML. Loading (aliases, overrides, task checks) is `evalctl.config`.
 
-This module is a leaf: it imports no registry. An engine's own settings model is found through
-the lookup `evalctl.servers.registry` installs here when it is imported (`use_engines`), because
-the registry imports every engine and every engine reads this schema.
+This module is a leaf: it imports no registry and looks nothing up. A profile's engine settings are
+typed by the open base `EngineSettings`; a mapping is validated by the union of the registered
+engines' models, which `evalctl.config` passes in (the registry imports every engine, and every
+engine reads this schema).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +25,6 @@ from pydantic import (
     SerializeAsAny,
     ValidationInfo,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
@@ -33,9 +32,6 @@ from evalctl import venvs
 from evalctl.cell import CacheMode  # defined with the cell key, which records imports without the config
 from evalctl.errors import ConfigError
 from evalctl.tasks.conversation import ConversationConfig
-
-# The engine that evalctl does not launch: a server at a URL (`url`, and `serves` for the engine behind it).
-EXTERNAL = "external"
 
 
 class _Strict(BaseModel):
@@ -59,11 +55,20 @@ def expand_text(text: str, what: str) -> str:
     return value
 
 
-class EngineSettings(_Strict):
-    """An engine's own profile fields; each engine's adapter names its subclass (`EngineAdapter.Settings`).
+# The engine a profile names no engine for (and has no `url`): the CPU engine, what a laptop runs.
+DEFAULT_ENGINE = "llamacpp"
+# The validation context key of the union of the engines' settings that `evalctl.config` passes.
+ENGINES = "engines"
 
-    They sit flat in the profile's YAML beside the common fields (`tp: 2` next to `engine: sglang`).
+
+class EngineSettings(_Strict):
+    """An engine's own settings: the mapping under a profile's `engine:` (`engine: {name: sglang, tp: 4}`).
+
+    Each engine's adapter names its subclass (`EngineAdapter.Settings`), whose `name` is the literal
+    engine name: the discriminator of the union the engine registry builds over every engine it loads.
     """
+
+    name: str = Field(description="The engine: llamacpp, sglang, vllm, or a plug-in's (docs/guide-add-engine.md).")
 
     def gpus_needed(self) -> int:
         """GPUs a server of this profile takes (0: a CPU engine, never given CUDA_VISIBLE_DEVICES)."""
@@ -81,29 +86,18 @@ class EngineSettings(_Strict):
         """Fill an engine-side sampling seed left unset with the sweep's generation seed (engines without one ignore it)."""
 
 
-_engine_class: Callable[[str], Any] | None = None
-
-
-def use_engines(engine_class: Callable[[str], Any]) -> None:
-    """Install the engine lookup (name -> adapter class with `Settings`; `UnknownName` for others)."""
-    global _engine_class
-    _engine_class = engine_class
-
-
-def engine_class(name: str) -> Any:
-    if _engine_class is None:
-        raise RuntimeError("engine names are validated once evalctl.servers.registry is imported (evalctl.config imports it)")
-    return _engine_class(name)
-
-
 class ServerProfile(_Strict):
-    """One way of serving the model: the fields every engine shares, and the engine's own `settings`."""
+    """One way of serving the model: the fields every engine shares, and the engine's own settings under `engine`."""
 
     name: str
-    engine: str = Field("llamacpp", description="A registered engine: llamacpp, sglang, vllm, external (servers.registry).")
     model_path: str = Field(..., description="Weights path or hub id; `bundled:smollm2-135m` for the CPU model.")
-    url: str | None = Field(None, description="Base URL, for engine `external` only.")
-    serves: str | None = Field(None, description="Engine behind `url` (engine external): its cache switches then apply; --url detects it.")
+    url: str | None = Field(None, description="Base URL of a running server: evalctl does not launch one.")
+    engine: SerializeAsAny[EngineSettings] | None = Field(
+        None,
+        validate_default=True,
+        description="The engine and its own settings: `engine: vllm`, or `engine: {name: vllm, tp: 2, ...}`; default llamacpp. "
+        "With `url`: the engine serving it (its cache switches apply); left out, it is detected.",
+    )
     port: int | None = Field(None, ge=1, le=65535, description="Fixed port; default: a free one.")
     host: str = "127.0.0.1"
     gpu: str | None = Field(None, description="GPU label, for the record (e.g. H100, B200).")
@@ -120,53 +114,23 @@ class ServerProfile(_Strict):
     )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    settings: SerializeAsAny[EngineSettings] = Field(default_factory=EngineSettings, description="The engine's own fields, flat in YAML.")
 
-    @model_validator(mode="before")
+    @field_validator("engine", mode="before")
     @classmethod
-    def _engine_settings(cls, data: Any) -> Any:
-        """Gather the fields that are not common into `settings` (validated by the engine's model below)."""
-        if not isinstance(data, dict):
-            return data
-        given = data.get("settings") or {}
-        if isinstance(given, BaseModel):
-            given = given.model_dump(exclude_unset=True)
-        own = {k: v for k, v in data.items() if k not in cls.model_fields}
-        common = {k: v for k, v in data.items() if k in cls.model_fields and k != "settings"}
-        return {**common, "settings": {**given, **own}}
+    def _engine_model(cls, engine: Any, info: ValidationInfo) -> Any:
+        # A name or mapping is validated by its engine's model, picked by `name` in the union the caller passes.
+        if engine is None and not info.data.get("url"):
+            engine = DEFAULT_ENGINE  # a server to launch needs an engine; one at a URL is asked which it is
+        if engine is None or isinstance(engine, EngineSettings):
+            return engine
+        union = (info.context or {}).get(ENGINES)
+        if union is None:
+            raise ValueError("an engine given by name is validated through evalctl.config (config_from_dict); else pass its Settings")
+        return union.validate_python({"name": engine} if isinstance(engine, str) else engine)
 
-    @field_validator("engine")
-    @classmethod
-    def _registered(cls, engine: str) -> str:
-        engine_class(engine)  # UnknownName lists the known ones
-        return engine
-
-    @field_validator("settings", mode="before")
-    @classmethod
-    def _engine_model(cls, settings: Any, info: ValidationInfo) -> Any:
-        # Errors keep their field's place (servers.N.settings.FIELD), so a reader of another version's
-        # manifest can drop a field it does not know (analysis.completeness).
-        if "engine" not in info.data:
-            return EngineSettings()  # the engine's own error is reported
-        return engine_class(info.data["engine"]).Settings.model_validate(settings)
-
-    @classmethod
-    def known_fields_only(cls, data: dict[str, Any]) -> dict[str, Any]:
-        """`data` without the fields neither the profile nor its engine's settings know (a newer evalctl's manifest)."""
-        try:
-            model = engine_class(str(data.get("engine", cls.model_fields["engine"].default))).Settings
-        except ValueError:
-            return data  # an unknown engine is an error to report, not a field to drop
-        return {k: v for k, v in data.items() if k in cls.model_fields or k in model.model_fields}
-
-    @model_serializer(mode="wrap")
-    def _flat(self, handler: Any) -> dict[str, Any]:
-        # Records and resumed configs read as the YAML was written: settings flat beside the common fields.
-        data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        settings = data.pop("settings", {})
-        return {**data, **settings}
+    def gpus_needed(self) -> int:
+        """GPUs a server of this profile takes: none for a server at `url`, which evalctl does not launch."""
+        return 0 if self.url or self.engine is None else self.engine.gpus_needed()
 
     def interpreter(self, variant: Variant) -> str | None:
         """The Python the engine runs under: the variant's build (its venv, or the venv made for its `pip`), else this profile's;
@@ -176,21 +140,6 @@ class ServerProfile(_Strict):
         if variant.python:
             return variant.python
         return expand_text(self.python, f"server profile {self.name!r}: python") if self.python else None
-
-    @field_validator("serves")
-    @classmethod
-    def _known_engine(cls, serves: str | None) -> str | None:
-        if serves is not None:
-            engine_class(serves)
-        return serves
-
-    @model_validator(mode="after")
-    def _engine_fields(self) -> ServerProfile:
-        if self.engine == EXTERNAL and not self.url:
-            raise ValueError(f"server profile {self.name!r}: engine 'external' needs `url`")
-        if self.engine != EXTERNAL and (self.url or self.serves):
-            raise ValueError(f"server profile {self.name!r}: `url` and `serves` are only for engine 'external'")
-        return self
 
 
 class Variant(_Strict):
@@ -443,7 +392,8 @@ class SweepConfig(_Strict):
         # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.
         self.variants = [v.expanded() if v.name in self.active_variant_names() else v for v in self.variants]
         for server in self.servers:
-            server.settings.seed_default(self.generation.seed)
+            if server.engine is not None:
+                server.engine.seed_default(self.generation.seed)
         return self
 
     def active_variant_names(self) -> list[str]:

@@ -24,6 +24,7 @@ from evalctl.client import CompletionClient, RequestSettings
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.datasets import packaged_data_dir
 from evalctl.records import RecordWriter, SampleRecord
+from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask
@@ -88,7 +89,8 @@ def main() -> None:
     task = LmEvalTask("gsm8k", data_dir=args.data_dir, fewshot="shared")
     prompts = task.prompts(args.shots, args.requests)
     params = {"max_tokens": args.max_tokens, "temperature": 0.0, "seed": 1234, "cache_prompt": False}
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", parallel=args.concurrency, context_length=2048)
+    settings = LlamaCppSettings(parallel=args.concurrency, context_length=2048)
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", engine=settings)
     with tempfile.TemporaryDirectory() as tmp:
         server = ManagedServer(profile, Variant(), CacheMode.off, Path(tmp) / "server.log")
         server.start()

@@ -80,8 +80,8 @@ def main() -> int:
     given = config.servers[0]
     tuned = {k: v for k, v in (("parallel", args.parallel), ("threads", args.threads)) if v}
     extra = [*given.extra_args, *(a for p in args.param for a in ("--param", p))]
-    profile = given.model_copy(update={"settings": given.settings.model_copy(update=tuned), "extra_args": extra})
-    settings = profile.settings
+    profile = given.model_copy(update={"engine": given.engine.model_copy(update=tuned), "extra_args": extra})
+    settings = profile.engine
     task = task_of(config)
     gen = config.generation
     base = {"max_tokens": gen.max_tokens, "temperature": gen.temperature, "seed": gen.seed}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from evalctl import venvs
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, ServerError
 
 PROMPT = "The capital of France is"
@@ -37,9 +38,7 @@ def main() -> int:
     profile = ServerProfile(
         name="cpu",
         model_path="bundled:smollm2-135m",
-        parallel=1,
-        context_length=1024,
-        threads=2,
+        engine=LlamaCppSettings(parallel=1, context_length=1024, threads=2),
         startup_timeout_s=120,
         extra_args=[x for p in args.param for x in ("--param", p)],
     )

@@ -46,11 +46,12 @@ import yaml
 from process_tree import ProcessTree
 
 from evalctl.analysis.gate_document import GateDocument
-from evalctl.config import CacheMode, ServerProfile, Variant, alias_path
+from evalctl.config import ENGINES, CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
+from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, free_port
-from evalctl.servers.registry import adapter_for
+from evalctl.servers.registry import adapter_for, engine_settings
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)
@@ -89,11 +90,17 @@ def sglang_serves() -> None:
 SGLANG_WORKERS = ("sglang::scheduler", "sglang::detokenizer")
 
 
-def sglang_profile(**fields: object) -> dict:
-    """The smollm2-135m-sglang alias's profile (the settings CPU SGLang needs), fields overriding."""
+def sglang_profile(engine: dict | None = None, **fields: object) -> dict:
+    """The smollm2-135m-sglang alias's profile (the settings CPU SGLang needs), fields overriding (`engine`'s merged into its)."""
     profile = yaml.safe_load((REPO / "configs" / "smollm2-135m-sglang.yaml").read_text())["servers"][0]
     # A start-up is one to two minutes alone; a machine shared with other work can take several.
-    return {**profile, "python": SGLANG_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}, **fields}
+    common = {"python": SGLANG_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}}
+    return {**profile, **common, **fields, "engine": {**profile["engine"], **(engine or {})}}
+
+
+def profile_of(data: dict) -> ServerProfile:
+    """A server profile from its mapping, its `engine:` validated by the registered engines' models (as `evalctl.config` does)."""
+    return ServerProfile.model_validate(data, context={ENGINES: engine_settings()})
 
 
 def tree_rss_mb(tree: ProcessTree) -> float:
@@ -119,7 +126,7 @@ def sglang_server(tmp_path_factory) -> Iterator[ManagedServer]:
     """
     sglang_serves()
     # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
-    profile = ServerProfile.model_validate(sglang_profile(random_seed=1234))
+    profile = profile_of(sglang_profile(engine={"random_seed": 1234}))
     server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("sglang") / "server.log")
     adapter_for("sglang").preflight(profile, Variant())
     started = time.monotonic()
@@ -225,8 +232,9 @@ def no_orphans(tmp_path):
 
 
 def cpu_profile(name: str = "cpu", **fields: object) -> dict:
-    """A llama.cpp server profile serving the bundled SmolLM2-135M; fields override."""
-    return {"name": name, "engine": "llamacpp", "model_path": "bundled:smollm2-135m", **fields}
+    """A llama.cpp server profile serving the bundled SmolLM2-135M; fields override, llama.cpp's own (parallel, ...) under `engine`."""
+    own = {key: fields.pop(key) for key in list(fields) if key in LlamaCppSettings.model_fields}
+    return {"name": name, "model_path": "bundled:smollm2-135m", **fields, "engine": {"name": "llamacpp", **own}}
 
 
 def write_sweep_config(tmp_path: Path, data_dir: Path | None, servers: list[dict], **fields: object) -> Path:
@@ -296,7 +304,7 @@ SHARED_SERVER = {"context_length": 8192, "parallel": 4}
 def cpu_server(tmp_path_factory) -> Iterator[str]:
     """The URL of the one llama.cpp CPU server the session shares (see the module docstring)."""
     log_dir = tmp_path_factory.mktemp("shared-server")
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", startup_timeout_s=300, **SHARED_SERVER)
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", startup_timeout_s=300, engine=LlamaCppSettings(**SHARED_SERVER))
     server = ManagedServer(profile, Variant(), CacheMode.on, log_dir / "server.log")
     server.start()
     try:

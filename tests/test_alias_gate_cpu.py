@@ -23,7 +23,7 @@ pytestmark = pytest.mark.server
 
 VERDICT_CODES = {int(code) for code in VERDICT_EXIT.values()}
 # The aliases whose servers run on this machine's CPU server (llama.cpp); others need a GPU or a vLLM venv.
-CPU_ALIASES = [name for name in known() if {p.engine for p in load_config(model=name).servers} == {"llamacpp"}]
+CPU_ALIASES = [name for name in known() if {p.engine.name for p in load_config(model=name).servers} == {"llamacpp"}]
 
 
 def test_recall_cells_of_one_two_and_eight_records_under_one_limit_complete_and_are_judged(tmp_path, cpu_server):

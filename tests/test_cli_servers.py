@@ -14,8 +14,8 @@ from evalctl.errors import ExitCode
 TWO_PROFILES = """
 model: m
 servers:
-  - {name: big, engine: sglang, model_path: /models/m, tp: 4, gpu: H100}
-  - {name: small, engine: vllm, model_path: /models/m, tp: 2, gpu: H100}
+  - {name: big, model_path: /models/m, gpu: H100, engine: {name: sglang, tp: 4}}
+  - {name: small, model_path: /models/m, gpu: H100, engine: {name: vllm, tp: 2}}
   - {name: laptop, engine: llamacpp, model_path: "bundled:smollm2-135m"}
 """
 
@@ -82,9 +82,9 @@ def test_show_says_how_cache_off_reaches_a_server_at_a_url(tmp_path):
     cfg = tmp_path / "urls.yaml"
     cfg.write_text(
         "model: m\nservers:\n"
-        "  - {name: v, engine: external, serves: vllm, url: 'http://127.0.0.1:9', model_path: m}\n"
-        "  - {name: l, engine: external, serves: llamacpp, url: 'http://127.0.0.1:9', model_path: m}\n"
-        "  - {name: x, engine: external, url: 'http://127.0.0.1:9', model_path: m}\n"
+        "  - {name: v, engine: vllm, url: 'http://127.0.0.1:9', model_path: m}\n"
+        "  - {name: l, engine: llamacpp, url: 'http://127.0.0.1:9', model_path: m}\n"
+        "  - {name: x, url: 'http://127.0.0.1:9', model_path: m}\n"
     )
     out = cli("servers", "show", "--config", str(cfg), "--cache", "off")
     assert out.returncode == 0, out.stderr

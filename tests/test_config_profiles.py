@@ -16,7 +16,7 @@ def write(tmp_path, text: str):
 
 GPU = """
 servers:
-  - {name: h100, engine: sglang, model_path: m, tp: 2}
+  - {name: h100, model_path: m, engine: {name: sglang, tp: 2}}
 variants:
   - {name: baseline}
   - {name: patched, python: "${PATCHED_PY}/bin/python", command_prefix: ["srun", "--container-image=$IMAGE"]}
@@ -27,7 +27,7 @@ def test_run_variants_selects_and_expands_only_what_runs(tmp_path, monkeypatch):
     monkeypatch.delenv("PATCHED_PY", raising=False)
     cfg = load_config(config_file=write(tmp_path, GPU + "run_variants: [baseline]\n"))
     assert [launch.variant.name for launch in expand(cfg)] == ["baseline", "baseline"]
-    assert cfg.servers[0].settings.random_seed == cfg.generation.seed  # the engine seed follows generation.seed
+    assert cfg.servers[0].engine.random_seed == cfg.generation.seed  # the engine seed follows generation.seed
 
     monkeypatch.setenv("PATCHED_PY", "/opt/patched")
     monkeypatch.setenv("IMAGE", "sglang.sqsh")
@@ -42,9 +42,12 @@ def test_run_variants_selects_and_expands_only_what_runs(tmp_path, monkeypatch):
     [
         (GPU + "run_variants: [nightly]\n", "unknown variant(s) ['nightly']; known: baseline, patched"),
         (GPU + "run_variants: [patched]\n", "uses unset environment variable PATCHED_PY"),
-        ("servers:\n  - {name: cpu, model_path: m, mem_fraction_static: 0.8}\n", "mem_fraction_static: not a setting of engine 'llamacpp'"),
-        ("servers:\n  - {name: g, engine: vllm, model_path: m, tp: 2, devices: [0]}\n", "devices lists 1 GPUs but tp is 2"),
-        ("servers:\n  - {name: g, engine: sglang, model_path: m, mamba: {Radix-Cache: x}}\n", "mamba option names are snake_case"),
+        (
+            "servers:\n  - {name: c, model_path: m, engine: {name: llamacpp, mem_fraction_static: 0.8}}\n",
+            "not a setting of engine 'llamacpp'",
+        ),
+        ("servers:\n  - {name: g, model_path: m, engine: {name: vllm, tp: 2, devices: [0]}}\n", "devices lists 1 GPUs but tp is 2"),
+        ("servers:\n  - {name: g, model_path: m, engine: {name: sglang, mamba: {Radix-Cache: x}}}\n", "mamba option names are snake_case"),
     ],
 )
 def test_bad_profile_and_variant_fields(tmp_path, monkeypatch, text, message):

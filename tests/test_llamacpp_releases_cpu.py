@@ -20,6 +20,7 @@ from evalctl import venvs
 from evalctl.client import CompletionClient, RequestSettings
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import ExitCode
+from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer
 
 pytestmark = pytest.mark.server
@@ -63,7 +64,9 @@ def test_a_build_before_prompt_tokens_details_still_reports_its_cache_hits(tmp_p
     # counter: its hits are in llama.cpp's own `timings.cache_n`. Read as 0, every cache-on cell of
     # such a build would fail the cache-engaged check and its gate could never say regression.
     spec = ["xllamacpp==0.2.14"]
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", parallel=1, context_length=1024, startup_timeout_s=120)
+    profile = ServerProfile(
+        name="cpu", model_path="bundled:smollm2-135m", engine=LlamaCppSettings(parallel=1, context_length=1024), startup_timeout_s=120
+    )
     server = ManagedServer(profile, Variant(name="b8352", pip=spec), CacheMode.on, tmp_path / "server.log")
     venvs.ensure(spec)
     server.start()

@@ -129,7 +129,7 @@ data_dir: {data_dir}
 output_dir: {tmp_path / "out"}
 generation: {{max_tokens: 8}}
 servers:
-  - {{name: fault, engine: external, url: "{fault_url}", model_path: fault-model}}
+  - {{name: fault, url: "{fault_url}", model_path: fault-model}}
 """
     )
     out = evalctl("sweep", "--config", str(cfg))

@@ -32,8 +32,9 @@ def test_meaning_fields_are_named_operational_ones_ignored(tmp_path, data_dir):
     base = config.model_dump(mode="json")
     changed = {**base, "shots": [3], "concurrency": 1, "max_retries": 9, "generation": {**base["generation"], "max_tokens": 7}}
     assert differing_fields(base, changed) == ["generation.max_tokens", "shots"]
-    servers = [{**base["servers"][0], "startup_timeout_s": 5.0, "context_length": 1024}]
-    assert differing_fields(base, {**base, "servers": servers}) == ["servers.0.context_length"]
+    server = base["servers"][0]
+    servers = [{**server, "startup_timeout_s": 5.0, "engine": {**server["engine"], "context_length": 1024, "threads": 1}}]
+    assert differing_fields(base, {**base, "servers": servers}) == ["servers.0.engine.context_length"]
 
 
 def test_resume_from_manifest_applies_operational_overrides(tmp_path, data_dir):

@@ -44,8 +44,8 @@ data_dir: {data_dir}
 generation: {{max_tokens: 16}}
 slurm: {{cpus_per_task: 1, time: "00:15:00", aggregate_time: "00:10:00"}}
 servers:
-  - {{name: a, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 2048, parallel: 1, threads: 1}}
-  - {{name: b, engine: llamacpp, model_path: "bundled:smollm2-135m", context_length: 2048, parallel: 1, threads: 1}}
+  - {{name: a, model_path: "bundled:smollm2-135m", engine: {{name: llamacpp, context_length: 2048, parallel: 1, threads: 1}}}}
+  - {{name: b, model_path: "bundled:smollm2-135m", engine: {{name: llamacpp, context_length: 2048, parallel: 1, threads: 1}}}}
 """
     )
     return cfg

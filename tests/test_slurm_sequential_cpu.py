@@ -35,7 +35,7 @@ MODEL = "bundled:smollm2-135m"
 
 
 def profiles(a_url: str, b_url: str) -> list[dict]:
-    external = {"engine": "external", "serves": "llamacpp", "model_path": MODEL}
+    external = {"engine": "llamacpp", "model_path": MODEL}
     return [{"name": name, "url": url, **external} for name, url in (("a", a_url), ("b", b_url))]
 
 
@@ -65,7 +65,7 @@ def test_each_part_splits_alpha_by_its_cells(tmp_path):
             "shots": [1, 2, 3],
             "cache": ["on"],
             "stopping": {"mode": "sequential", "baseline": str(tmp_path)},
-            "servers": [{"name": p, "engine": "external", "url": f"http://{p}", "model_path": MODEL} for p in "ab"],
+            "servers": [{"name": p, "url": f"http://{p}", "model_path": MODEL} for p in "ab"],
         }
     )
     shares = [part_config(cfg, p, cfg.variants[0]).stopping.regression_share for p in cfg.servers]

@@ -31,7 +31,7 @@ def test_gpu_profile_job_asks_for_tp_gpus_and_the_flags_settings(tmp_path):
     profile = config.servers[0]
     text = script(tmp_path, config, profile)
     for line in (
-        f"--gpus-per-node={profile.settings.tp}",
+        f"--gpus-per-node={profile.engine.tp}",
         "--partition=gpu",
         "--account=llm",
         "--qos=high",
@@ -55,10 +55,10 @@ def test_cpu_profile_job_asks_for_no_gpus(tmp_path):
 def test_a_part_runs_one_profile_and_variant_on_the_gpus_slurm_gives_it(tmp_path):
     config = load_config(model="nemotron-3-ultra", overrides={"gpus": ["4", "5", "6", "7"]})
     server = config.servers[0]
-    pinned = server.model_copy(update={"settings": server.settings.model_copy(update={"devices": ["4", "5", "6", "7"]})})
+    pinned = server.model_copy(update={"engine": server.engine.model_copy(update={"devices": ["4", "5", "6", "7"]})})
     part = part_config(config.model_copy(update={"servers": [pinned, config.servers[0].model_copy(update={"name": "other"})]}),
                        pinned, config.variants[0])  # fmt: skip
-    assert [s.name for s in part.servers] == [pinned.name] and part.servers[0].settings.devices is None
+    assert [s.name for s in part.servers] == [pinned.name] and part.servers[0].engine.devices is None
     assert part.gpus is None and [v.name for v in part.active_variants()] == [config.variants[0].name]
 
 

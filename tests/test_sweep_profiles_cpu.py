@@ -54,8 +54,8 @@ model: m
 output_dir: {tmp_path / "out"}
 gpus: 4
 servers:
-  - {{name: big, engine: sglang, model_path: m, tp: 4}}
-  - {{name: small, engine: vllm, model_path: m, tp: 2}}
+  - {{name: big, model_path: m, engine: {{name: sglang, tp: 4}}}}
+  - {{name: small, model_path: m, engine: {{name: vllm, tp: 2}}}}
 """
     )
     out = evalctl("sweep", "--config", str(cfg))

@@ -114,7 +114,7 @@ def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparison
         config = write_sweep_config(
             tmp_path,
             data_dir,
-            [{"name": "behind-proxy", "engine": "external", "model_path": "m", "url": proxy.url}],
+            [{"name": "behind-proxy", "model_path": "m", "url": proxy.url}],
             shots=[4],
             cache=["on", "off"],
             **SMALL,

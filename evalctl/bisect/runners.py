@@ -52,7 +52,7 @@ def slurm_runner(scripts: Path) -> Callable[[SweepConfig, Path], tuple[Path, lis
         profile = config.servers[0]
         slurm = config.slurm
         cpus = slurm.cpus_per_task or fitting_cpus(slurm.partition, DEFAULT_CPUS)
-        gpus = profile.settings.gpus_needed()
+        gpus = profile.gpus_needed()
         scripts.mkdir(mode=0o700, parents=True, exist_ok=True)
         job = _executor(scripts, slurm, f"evalctl-bisect-{root.name}", slurm.time, cpus, gpus).submit(sweep_step, config, root)
         return job.result()

@@ -122,7 +122,8 @@ class Bisect:
         tolerance = policy.max_accuracy_drop if endpoint else state.step_tolerance or policy.max_accuracy_drop
         config = step_config(
             self.regression, build.variant, step.root,
-            baseline=None if endpoint else state.steps[0].run_dir, tolerance=tolerance, alpha=state.settings.step_alpha,
+            baseline=None if endpoint or not self.sequential else state.steps[0].run_dir, tolerance=tolerance,
+            alpha=state.settings.step_alpha,
         )  # fmt: skip
         run_dir, failures = self.runner(config, step.root)
         run = load_run(run_dir)
@@ -131,18 +132,33 @@ class Bisect:
             step.verdict, step.reason = Verdict.skipped, f"launch failed: {failures[0].error}"
         elif index == 0:
             step.verdict, step.reason = Verdict.good, "reference: the good build, every question"
-        elif endpoint:
-            judged = endpoint_verdict(run, reference, policy.metric, policy.max_accuracy_drop, policy.alpha, policy.min_n)
-            step.verdict, step.reason = judged.verdict, judged.reason
-            state.step_tolerance = step_tolerance(policy.max_accuracy_drop, *judged.flips)
         else:
-            step.verdict, step.reason = sequential_verdict(run)
-        # An ordinary run folder (gate files, report.html), gated at the tolerance and alpha it was stopped with.
+            self._judge(step, run, reference, endpoint, tolerance)
+        # An ordinary run folder (gate files, report.html), gated at the tolerance and alpha it was judged with.
         stopped = {"max_accuracy_drop": config.stopping.tolerance, "alpha": config.stopping.alpha}
         finish_run(run, policy.model_copy(update=stopped) if reference is not None and not endpoint else policy, baseline=reference)
         self.save()
         self.on_step(step)
         return step
+
+    @property
+    def sequential(self) -> bool:
+        """Whether search steps stop once decided: not for a conversation workload, which runs whole conversations
+        (a stop mid-way would cut a history short); its steps run every request and are judged as the endpoints are."""
+        return self.regression.config.conversation is None
+
+    def _judge(self, step: Step, run: Run, reference: Run, endpoint: bool, tolerance: float) -> None:
+        """A step's verdict against the reference: the bad endpoint's (and a fixed-n search step's) by the gate's
+        fixed-n rule, at the policy's tolerance and alpha (a search step: the steps' tolerance and alpha)."""
+        policy, state = self.regression.policy, self.state
+        if not endpoint and self.sequential:
+            step.verdict, step.reason = sequential_verdict(run)
+            return
+        alpha = policy.alpha if endpoint else state.settings.step_alpha
+        judged = endpoint_verdict(run, reference, policy.metric, tolerance, alpha, policy.min_n)
+        step.verdict, step.reason = judged.verdict, judged.reason
+        if endpoint:
+            state.step_tolerance = step_tolerance(policy.max_accuracy_drop, *judged.flips)
 
     def _unbuildable(self, build: Build) -> str | None:
         """Why `build` cannot be served (its build command failed, or pip cannot install its version), else None:

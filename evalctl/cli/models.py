@@ -23,7 +23,7 @@ def _serves(name: str) -> tuple[str, str]:
     except ConfigError as exc:
         lines = str(exc).splitlines()  # the first names the file, shown under "from"; the rest say what is wrong
         return "-", "invalid: " + "; ".join(line.strip() for line in lines[1:] or lines)
-    return config.task, ", ".join(sorted({profile.engine for profile in config.servers}))
+    return config.task, ", ".join(sorted({profile.engine.name if profile.engine else "detected" for profile in config.servers}))
 
 
 @app.command("list")

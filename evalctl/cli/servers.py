@@ -29,7 +29,7 @@ def show(model: Model = None, config: ConfigFile = None, overrides: Overrides | 
     `$PORT` stands for the port the sweep picks when the profile fixes none.
     """
     resolved = resolve_config(model, config, None, overrides)
-    if resolved.gpus is None and any(p.settings.gpus_needed() for p in resolved.servers) and not visible_gpus()[0]:
+    if resolved.gpus is None and any(p.gpus_needed() for p in resolved.servers) and not visible_gpus()[0]:
         # A preview is planned where there are no GPUs (laptop, login node): show where the ids go.
         resolved = resolved.model_copy(update={"gpus": placeholder_gpus(resolved.servers)})
         err.print(
@@ -39,23 +39,23 @@ def show(model: Model = None, config: ConfigFile = None, overrides: Overrides | 
     assignment = gpu_assignment(resolved)
     for launch in expand(resolved):
         profile = launch.profile
-        adapter = adapter_for(profile.engine)
+        engine = profile.engine.name if profile.engine else None
         devices = assignment.get(profile.name, [])
-        port = str(profile.port) if profile.port else PORT_PLACEHOLDER
-        spec = adapter.launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
-        console.rule(escape(f"{launch.label}  [{profile.engine}]"), style="cyan")  # the brackets are text, not markup
+        console.rule(escape(f"{launch.label}  [{engine or 'detected at start'}]"), style="cyan")  # the brackets are text, not markup
         where = f"{profile.gpu or 'GPU'} x{len(devices)}: CUDA_VISIBLE_DEVICES={','.join(devices)}" if devices else "no GPUs assigned"
         console.print(f"gpus:    {where}", highlight=False, markup=False)
-        if spec is None:
+        if profile.url:
             console.print(f"url:     {profile.url} (not launched by evalctl)", highlight=False, markup=False)
-            served = adapter_for(profile.serves or profile.engine)
-            note = (
-                f"cache off: each request is sent cold ({profile.serves}'s per-request switch); cache on: the server's cache"
-                if served.cold_per_request()
-                else "cache on/off is a label only: evalctl cannot switch or flush an external server's cache"
-            )
+            if engine is None:
+                note = "engine detected at start: one evalctl knows gets cache-off requests cold; any other, cache on/off is a label only"
+            elif adapter_for(engine).cold_per_request():
+                note = f"cache off: each request is sent cold ({engine}'s per-request switch); cache on: the server's cache"
+            else:
+                note = f"cache on/off is a label only: evalctl cannot switch or flush {engine}'s cache per request"
             console.print(f"note:    {note}", highlight=False, markup=False)
             continue
+        port = str(profile.port) if profile.port else PORT_PLACEHOLDER
+        spec = adapter_for(engine).launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
         for key, value in spec.env.items():
             console.print(f"env:     {key}={unquote_placeholders(shlex.quote(value))}", highlight=False, markup=False)
         console.print(f"command: {shell_line(spec.argv)}", highlight=False, markup=False, soft_wrap=True)

@@ -48,7 +48,7 @@ def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -
 
     Sequentially, the job stops its own cells as one Holm family at its cells' share of alpha
     (`analysis.sequential`, across families), so the run keeps its family-wise rate."""
-    alone = profile.model_copy(update={"settings": profile.settings.unpinned()})
+    alone = profile.model_copy(update={"engine": profile.engine.unpinned() if profile.engine else None})
     update: dict = {"servers": [alone], "run_variants": [variant.name], "gpus": None}
     if config.stopping.mode is StoppingMode.sequential:
         cells = {(launch.profile.name, launch.variant.name): 0 for launch in expand(config)}
@@ -79,7 +79,7 @@ def _executor(folder: Path, slurm: SlurmConfig, name: str, time: str, cpus: int,
 def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, part: str) -> submitit.SlurmExecutor:
     """The executor of one profile x variant job: the GPUs its engine needs (tp on GPU engines), requeued on preemption."""
     slurm = config.slurm
-    gpus = profile.settings.gpus_needed()
+    gpus = profile.gpus_needed()
     cpus = slurm.cpus_per_task or fitting_cpus(slurm.partition, DEFAULT_CPUS)
     return _executor(folder, slurm, f"evalctl-{part}", slurm.time, cpus, gpus, requeue=True)
 

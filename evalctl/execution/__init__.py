@@ -93,9 +93,9 @@ class Sweep:
         for variant in self.config.active_variants():
             if variant.pip:  # a build named by version: its venv, made once and cached (a spec pip cannot install: bad input)
                 venvs.ensure(variant.pip, note=self.progress.warn)
-        for profile in self.config.servers:
+        for profile in (p for p in self.config.servers if p.engine and not p.url):
             for variant in self.config.active_variants():
-                adapter_for(profile.engine).preflight(profile, variant)
+                adapter_for(profile.engine.name).preflight(profile, variant)
         role = f"part {self.part}" if self.part else None
         self.prepared = run = prepare(self.config, self.resume, self.part, role=role, wait_s=self.wait_for_lock_s)
         folder = run.folder
@@ -168,7 +168,7 @@ class Sweep:
                 folder.save()
             if not launch.server.launched and plan.cache is CacheMode.off and not launch.server.adapter.cold_per_request():
                 self.progress.warn(
-                    f"{plan.label}: external server - cache mode is a label only; cached_tokens in the records show what the server did"
+                    f"{plan.label}: server at a URL - cache mode is a label only; cached_tokens in the records show what the server did"
                 )
             for cell in todo:
                 while not launch.alive or not cells.run(cell, launch.server, launch.entry.cells):

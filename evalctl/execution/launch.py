@@ -72,8 +72,7 @@ class Launch:
             profile=launch.profile.name,
             variant=launch.variant.name,
             cache=launch.cache.value,
-            engine=launch.profile.engine,
-            serves=launch.profile.serves,
+            engine=self.server.adapter.name,
             gpu=launch.profile.gpu,
             devices=list(devices),
             variant_git_revision=launch.variant.git_revision,
@@ -92,6 +91,7 @@ class Launch:
         entry.argv = redact_argv(server.spec.argv) if server.spec else None
         entry.env = redact_env(server.spec.env) if server.spec else {}
         entry.url = server.base_url
+        entry.engine = server.adapter.name  # a server at a URL: the engine detected there (None: none known)
         entry.log = server.log_path.name if server.launched else None
         entry.info = for_the_record(server, "server info", server.adapter.server_info)
         if self.launch.variant.pip:

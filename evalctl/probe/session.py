@@ -139,7 +139,7 @@ def probe_servers(
 ) -> Iterator[ServerProbe]:
     """Start each profile x variant the config runs (cache on), probe it, stop it; one ServerProbe each, as they finish.
 
-    An external server (`--url`) keeps its engine's cache switches through its profile's `serves`.
+    A server at a URL gets its engine's cache switches (the profile's `engine`, else the one detected).
     """
     step = on_step or (lambda message: None)
     for profile in config.servers:

@@ -179,23 +179,23 @@ class EngineAdapter:
     """Engine-specific facts; the process lifecycle lives in `servers.process`.
 
     A subclass registered with `servers.registry.register_engine` is an engine of evalctl:
-    its `Settings` are the profile fields it takes, `metrics` the counters recorded before and
+    its `Settings` what a profile's `engine:` takes, `metrics` the counters recorded before and
     after each cell (`CACHED_TOKENS` marks the one the cache-engaged check reads), and
     `engine_argv` / `request_fields` / `flush` its cache switches.
+    The base class itself is a server at a URL that no engine recognises: OpenAI only, no cache switch, flush or count.
     """
 
-    name = "base"
+    name: ClassVar[str | None] = None  # None: an engine evalctl does not know
+    # Its `name` is the literal engine name: the discriminator of a profile's `engine:` mapping.
     Settings: ClassVar[type[EngineSettings]] = EngineSettings
-    # False for a server evalctl only talks to (engine external).
-    launches: ClassVar[bool] = True
     # Routes that identify this engine behind a URL, tried in ascending `detect_rank` across engines.
     detect_routes: ClassVar[tuple[DetectRoute, ...]] = ()
     detect_rank: ClassVar[int] = 100
     health_path = "/health"
     # The highest HTTP port the engine accepts (it may derive other ports from it).
     highest_port: ClassVar[int] = 65535
-    # Engines that omit `cached_tokens` when it is zero report it as this.
-    cached_tokens_if_missing: int | None = 0
+    # Engines that omit `cached_tokens` when it is zero report it as this (None: missing means not reported).
+    cached_tokens_if_missing: int | None = None
     # Streamed requests ask for usage in the final chunk (`stream_options.include_usage`).
     stream_usage = True
     # Prometheus sample name -> manifest key, scraped before and after each cell.
@@ -205,15 +205,8 @@ class EngineAdapter:
     # Counters of `metrics` the engine does not expose at all until their first increment: absent, they count 0.
     counters_from_zero: tuple[str, ...] = ()
 
-    def settings(self, profile: ServerProfile) -> Any:
-        """The profile's settings as this engine's own `Settings` (a profile of another engine is a bug, not input)."""
-        if not isinstance(profile.settings, self.Settings):
-            held = type(profile.settings).__name__
-            raise TypeError(f"profile {profile.name!r} holds {held}, not engine {self.name}'s {self.Settings.__name__}")
-        return profile.settings
-
-    def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str] | None:
-        """The engine's own command; None when evalctl does not launch it."""
+    def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
+        """The engine's own command."""
         raise NotImplementedError
 
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
@@ -225,7 +218,7 @@ class EngineAdapter:
 
     def launch_spec(
         self, profile: ServerProfile, variant: Variant, cache: CacheMode, port: int | str, workdir: str, devices: Sequence[str] = ()
-    ) -> LaunchSpec | None:
+    ) -> LaunchSpec:
         """The full command for one server: the variant's runner and interpreter around the engine's
         command, extra args last (so they can override), environment merged engine < profile < variant.
 
@@ -234,8 +227,6 @@ class EngineAdapter:
         # Behind a container runner, evalctl's own interpreter path means nothing.
         python = profile.interpreter(variant) or ("python3" if variant.command_prefix else sys.executable)
         argv = self.engine_argv(python, profile, cache, port, workdir)
-        if argv is None:
-            return None
         env = {**self.engine_env(profile), **profile.env, **variant.env}
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
@@ -270,8 +261,12 @@ class EngineAdapter:
         return False
 
     def server_info(self, http: httpx.Client) -> dict:
-        """Version and `settings`: the configuration the running server resolved (its defaults filled in), flat."""
-        return {}
+        """Version and `settings`: the configuration the running server resolved (its defaults filled in), flat;
+        of a server whose engine evalctl does not know, the models it serves."""
+        try:
+            return {"models": [m.get("id") for m in http.get("/v1/models").json().get("data", [])]}
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return {}
 
     def scrape_metrics(self, http: httpx.Client) -> dict[str, float]:
         """The `metrics` this engine exports, from its Prometheus `/metrics`; {} when it lists none.

@@ -10,12 +10,11 @@ from __future__ import annotations
 import httpx
 
 from evalctl.client import server_http
-from evalctl.schema import EXTERNAL
 from evalctl.servers.registry import engines
 
 
-def detect_engine(http: httpx.Client) -> tuple[str, str | None]:
-    """The engine behind `http`'s base URL and the route that told; (external, None) when none does."""
+def detect_engine(http: httpx.Client) -> tuple[str | None, str | None]:
+    """The engine behind `http`'s base URL and the route that told; (None, None) when none does."""
     for adapter in sorted(engines(), key=lambda cls: (cls.detect_rank, cls.name)):
         for route, test in adapter.detect_routes:
             try:
@@ -25,10 +24,10 @@ def detect_engine(http: httpx.Client) -> tuple[str, str | None]:
                 continue
             if isinstance(body, dict) and test(body):
                 return adapter.name, route
-    return EXTERNAL, None
+    return None, None
 
 
-def url_engine(url: str, api_key: str | None = None) -> tuple[str, str | None]:
+def url_engine(url: str, api_key: str | None = None) -> tuple[str | None, str | None]:
     """The engine serving `url` and the route that told, as `detect_engine` asks."""
     with server_http(url, api_key, 5.0) as http:
         return detect_engine(http)

@@ -44,26 +44,26 @@ def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], sourc
     Pinned `devices` are honoured first; the rest take the lowest free run of
     as many consecutive ids as they need (tp), in the order the profiles are listed.
     """
-    gpu_profiles = [p for p in profiles if p.settings.gpus_needed()]
-    needed = sum(p.settings.gpus_needed() for p in gpu_profiles)
+    gpu_profiles = [p for p in profiles if p.gpus_needed()]
+    needed = sum(p.gpus_needed() for p in gpu_profiles)
     if needed > len(visible):
-        wants = ", ".join(f"{p.name}: tp={p.settings.gpus_needed()}" for p in gpu_profiles)
+        wants = ", ".join(f"{p.name}: tp={p.gpus_needed()}" for p in gpu_profiles)
         raise GpuAssignmentError(
             f"the GPU profiles need {needed} GPUs ({wants}) but {len(visible)} are visible ({source}); "
             "set `gpus` in the config (or --gpus) to the GPUs this sweep may use, or lower tp"
         )
     owner: dict[str, str] = {}
     assigned: dict[str, list[str]] = {}
-    for profile in (p for p in gpu_profiles if p.settings.pinned_devices()):
-        for device in profile.settings.pinned_devices() or []:
+    for profile in (p for p in gpu_profiles if p.engine.pinned_devices()):
+        for device in profile.engine.pinned_devices() or []:
             if device not in visible:
                 raise GpuAssignmentError(f"server profile {profile.name!r} pins GPU {device}, which is not visible ({source})")
             if device in owner:
                 raise GpuAssignmentError(f"server profiles {owner[device]!r} and {profile.name!r} both pin GPU {device}")
             owner[device] = profile.name
-        assigned[profile.name] = list(profile.settings.pinned_devices() or [])
-    for profile in (p for p in gpu_profiles if not p.settings.pinned_devices()):
-        n = profile.settings.gpus_needed()
+        assigned[profile.name] = list(profile.engine.pinned_devices() or [])
+    for profile in (p for p in gpu_profiles if not p.engine.pinned_devices()):
+        n = profile.gpus_needed()
         start = next((i for i in range(len(visible) - n + 1) if not any(d in owner for d in visible[i : i + n])), None)
         if start is None:
             raise GpuAssignmentError(f"no {n} contiguous free GPUs left for server profile {profile.name!r} ({source})")
@@ -74,15 +74,15 @@ def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], sourc
 
 def placeholder_gpus(profiles: Sequence[ServerProfile]) -> list[str]:
     """Stand-in ids ($GPU0, ...) for every GPU the profiles need, plus the ids they pin, to preview commands without GPUs."""
-    gpu_profiles = [p for p in profiles if p.settings.gpus_needed()]
-    pinned = list(dict.fromkeys(d for p in gpu_profiles for d in p.settings.pinned_devices() or []))
-    free = sum(p.settings.gpus_needed() for p in gpu_profiles if not p.settings.pinned_devices())
+    gpu_profiles = [p for p in profiles if p.gpus_needed()]
+    pinned = list(dict.fromkeys(d for p in gpu_profiles for d in p.engine.pinned_devices() or []))
+    free = sum(p.gpus_needed() for p in gpu_profiles if not p.engine.pinned_devices())
     return pinned + [f"$GPU{i}" for i in range(free)]
 
 
 def gpu_assignment(config: SweepConfig, environ: Mapping[str, str] | None = None) -> dict[str, list[str]]:
     """The sweep's assignment; looks for GPUs only when a profile needs them."""
-    if not any(p.settings.gpus_needed() for p in config.servers):
+    if not any(p.gpus_needed() for p in config.servers):
         return {}
     visible, source = visible_gpus(config.gpus, environ)
     return assign_gpus(config.servers, visible, source)

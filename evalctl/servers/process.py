@@ -26,7 +26,8 @@ from evalctl.client import auth_headers
 from evalctl.errors import ServerError
 from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import EngineAdapter, LaunchSpec
-from evalctl.servers.registry import adapter_for, engine_class
+from evalctl.servers.detect import detect_engine
+from evalctl.servers.registry import adapter_for
 
 
 def free_port(host: str = "127.0.0.1", highest: int = 65535) -> int:
@@ -74,8 +75,8 @@ class ManagedServer:
     reaper: subprocess.Popen | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        # An external server's own engine (detected or named) decides how to switch and flush its cache.
-        self.adapter = adapter_for(self.profile.serves or self.profile.engine)
+        # A server at a URL without an engine named gets the one detected when it starts (`start`).
+        self.adapter = adapter_for(self.profile.engine.name) if self.profile.engine else EngineAdapter()
 
     @property
     def request_model(self) -> str:
@@ -95,10 +96,14 @@ class ManagedServer:
         return httpx.Client(base_url=self.base_url, timeout=timeout, headers=auth_headers(self.api_key))
 
     def start(self, on_tick: Callable[[float], None] | None = None) -> None:
-        """Launch (unless external) and wait until healthy, or raise ServerError."""
-        if not engine_class(self.profile.engine).launches:
-            self.base_url = self.profile.url or ""
+        """Launch (unless the profile has a `url`) and wait until healthy, or raise ServerError."""
+        if self.profile.url:
+            self.base_url = self.profile.url
             self._wait_healthy(on_tick)
+            if self.profile.engine is None:
+                with self.http() as http:
+                    name, _ = detect_engine(http)
+                self.adapter = adapter_for(name) if name else EngineAdapter()
             return
         host = self.profile.host
         port = self.profile.port or free_port(host, self.adapter.highest_port)
@@ -164,7 +169,7 @@ class ManagedServer:
                 time.sleep(0.25)
 
     def exit_code(self) -> int | None:
-        """None while running (or external); the exit code once it has died."""
+        """None while running (or at a URL); the exit code once it has died."""
         return None if self.process is None else self.process.poll()
 
     def stop(self, grace_s: float = 10.0) -> None:

@@ -2,25 +2,27 @@
 
 The built-in engines' modules are imported on the first lookup (not at import of this module).
 An engine outside evalctl is a plug-in module (`evalctl.plugins`: an entry point or
-`EVALCTL_PLUGINS`). The schema validates engine names and settings through the lookup this
-module installs in it (`schema.use_engines`): the schema imports no registry, since every engine
-imports the schema.
+`EVALCTL_PLUGINS`). The registry also builds the union of every engine's `Settings` that a
+profile's `engine:` mapping is validated by (`engine_settings`): the schema cannot, being a leaf
+that names no engine.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+import functools
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar, Union
+
+from pydantic import Field, TypeAdapter
 
 from evalctl.registry import Registry
-from evalctl.schema import use_engines
 
 if TYPE_CHECKING:
+    from evalctl.schema import EngineSettings
     from evalctl.servers.base import EngineAdapter
 
 ENGINES: Registry[type[EngineAdapter]] = Registry(
     "engine",
     (
-        "evalctl.servers.engines.external:ExternalAdapter",
         "evalctl.servers.engines.llamacpp:LlamaCppAdapter",
         "evalctl.servers.engines.sglang:SGLangAdapter",
         "evalctl.servers.engines.vllm:VLLMAdapter",
@@ -43,10 +45,6 @@ def register_engine(name: str):
     return add
 
 
-def engine_names() -> list[str]:
-    return ENGINES.names()
-
-
 def engine_class(name: str) -> type[EngineAdapter]:
     return ENGINES.get(name)
 
@@ -60,4 +58,14 @@ def engines() -> list[type[EngineAdapter]]:
     return list(ENGINES.items().values())
 
 
-use_engines(engine_class)  # the schema validates engine names and settings through this registry
+def engine_settings() -> TypeAdapter[EngineSettings]:
+    """Every registered engine's `Settings` as one union, discriminated by their literal `name` (plug-ins loaded first)."""
+    return _settings_union(tuple(engines()))
+
+
+@functools.cache
+def _settings_union(adapters: tuple[type[EngineAdapter], ...]) -> TypeAdapter[EngineSettings]:
+    for adapter in adapters:
+        if adapter.Settings.model_fields["name"].annotation != Literal[adapter.name]:
+            raise TypeError(f"engine {adapter.name!r}: its Settings must say `name: Literal[{adapter.name!r}] = {adapter.name!r}`")
+    return TypeAdapter(Annotated[Union[tuple(adapter.Settings for adapter in adapters)], Field(discriminator="name")])  # noqa: UP007

@@ -12,7 +12,7 @@ from pathlib import Path
 from frames import manifest_for, sample_frame
 
 from evalctl.analysis.gate import GatePolicy, evaluate
-from evalctl.config import SweepConfig
+from evalctl.config import SweepConfig, validated
 from evalctl.execution.folder import planned_questions
 from evalctl.runs import Run
 from evalctl.tasks.lmeval import task_of
@@ -21,7 +21,7 @@ SHOTS, LIMIT = (1, 2, 8, 50), 10
 
 
 def recall_config() -> SweepConfig:
-    return SweepConfig.model_validate(
+    return validated(
         {"model": "t", "task": "prefix-recall", "shots": list(SHOTS), "cache": ["on"], "limit": LIMIT,
          "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "bundled:smollm2-135m"}]}
     )  # fmt: skip

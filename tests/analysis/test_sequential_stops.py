@@ -126,11 +126,11 @@ def test_a_baseline_without_the_planned_cells_is_refused_before_anything_runs(tm
 
     from report.run_folders import make_run
 
-    from evalctl.config import SweepConfig
+    from evalctl.config import validated
     from evalctl.execution.stopping import BaselineError, sequential_baseline
 
     baseline = make_run(tmp_path, "m", dt.datetime(2026, 11, 1), sweep_frame(N, SHOTS, run_id="base"))
-    config = SweepConfig.model_validate(
+    config = validated(
         {
             "model": "m",
             "shots": [*SHOTS, 20],

@@ -147,8 +147,9 @@ def test_logprobs_parsed_from_both_response_shapes():
 def test_probe_file_is_probe_json_when_one_profile_x_variant_runs():
     from evalctl.config import ServerProfile, SweepConfig, Variant
     from evalctl.probe.session import probe_file
+    from evalctl.servers.engines.llamacpp import LlamaCppSettings
 
-    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m")
+    profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", engine=LlamaCppSettings())
     variants = [Variant(name="baseline"), Variant(name="patched")]
     one_runs = SweepConfig(model="m", servers=[profile], variants=variants, run_variants=["baseline"])
     assert probe_file(one_runs, profile, variants[0]) == "probe.json"  # the documented name

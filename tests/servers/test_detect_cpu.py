@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 from probe.test_probe_cpu import FAST_POLICY, probe_json
 from test_sweep_cpu import evalctl, only_run
 
+from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.servers.detect import detect_engine
+from evalctl.servers.process import ManagedServer
 
 
 @pytest.mark.server
@@ -48,10 +54,52 @@ def answering(routes: dict[str, object]) -> httpx.Client:
         ({"/server_info": {"tp_size": 1, "model_path": "m"}, "/version": {"version": "0.5"}}, ("sglang", "/server_info")),
         ({"/get_server_info": {"tp_size": 2, "model_path": "m"}}, ("sglang", "/get_server_info")),
         ({"/server_info": {"vllm_config": "..."}, "/version": {"version": "0.11.0"}}, ("vllm", "/version")),
-        ({"/v1/models": {"data": []}}, ("external", None)),
+        ({"/v1/models": {"data": []}}, (None, None)),
     ],
     ids=["sglang", "sglang-older", "vllm-dev-mode", "unknown"],
 )
 def test_engines_are_told_apart_by_their_own_routes(routes, expected):
     with answering(routes) as http:
         assert detect_engine(http) == expected
+
+
+@contextmanager
+def serving(routes: dict[str, object]) -> Iterator[str]:
+    """A real HTTP server on loopback answering `routes` with JSON and everything else with 404; its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = routes.get(self.path)
+            data = json.dumps(body).encode()
+            self.send_response(404 if body is None else 200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("routes", "engine", "cached_if_missing"),
+    [({"/props": {"default_generation_settings": {}}}, "llamacpp", 0), ({"/v1/models": {"data": []}}, None, None)],
+    ids=["llamacpp", "unknown"],
+)
+def test_a_profile_at_a_url_naming_no_engine_gets_the_one_its_server_says(tmp_path, routes, engine, cached_if_missing):
+    """`url:` without `engine:`: nothing is launched and the server is asked when it starts; one no engine recognises is
+    spoken to as plain OpenAI (no cache switch, a missing cached-token count is not reported rather than 0)."""
+    with serving({"/health": {}, **routes}) as url:
+        server = ManagedServer(ServerProfile(name="p", model_path="m", url=url), Variant(), CacheMode.on, tmp_path / "server.log")
+        assert server.adapter.name is None  # nothing known before the server is asked
+        server.start()
+        assert (server.launched, server.base_url, server.adapter.name) == (False, url, engine)
+        assert server.adapter.cached_tokens_if_missing == cached_if_missing
+        assert server.adapter.cold_per_request() == (engine is not None)

@@ -48,7 +48,4 @@ def test_an_engine_from_an_installed_distributions_entry_point(tmp_path: Path):
 
     (site / f"{Path(module).stem}-0.1.dist-info" / "entry_points.txt").unlink()  # uninstalled: the name is unknown again
     gone = show()
-    assert (
-        gone.returncode == ExitCode.BAD_INPUT
-        and "unknown engine 'llamacpp-one-slot'; known: external, llamacpp, sglang, vllm" in gone.stderr
-    )
+    assert gone.returncode == ExitCode.BAD_INPUT and "unknown engine 'llamacpp-one-slot'; known: llamacpp, sglang, vllm" in gone.stderr

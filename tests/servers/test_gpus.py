@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from conftest import profile_of
 
 from evalctl.config import ServerProfile, SweepConfig
 from evalctl.servers.gpus import GpuAssignmentError, assign_gpus, gpu_assignment, visible_gpus
 
 
-def profile(name: str, tp: int | None = None, engine: str = "sglang", **extra) -> ServerProfile:
+def profile(name: str, tp: int | None = None, engine: str = "sglang", **settings) -> ServerProfile:
     gpus = {} if tp is None else {"tp": tp}  # a CPU engine has no tp setting (the registry refuses it)
-    return ServerProfile(name=name, engine=engine, model_path="m", **gpus, **extra)
+    return profile_of({"name": name, "model_path": "m", "engine": {"name": engine, **gpus, **settings}})
 
 
 EIGHT = [str(i) for i in range(8)]

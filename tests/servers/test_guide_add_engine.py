@@ -59,13 +59,13 @@ def test_a_new_engine_is_one_module_and_runs_a_sweep(tmp_path, no_orphans):
     assert manifest["servers"][0]["cells"][0]["metrics_after"]["cached_tokens"] > 0  # its metrics, under the key the checks read
 
     # The registry knows it, and its errors list it; a setting of another engine is refused by name.
-    config["servers"][0]["parallel"] = 2
+    config["servers"][0]["engine"] = {"name": "llamacpp-one-slot", "parallel": 2}
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
     bad = run("servers", "show", "--config", str(tmp_path / "bad.yaml"))
     assert bad.returncode == 4 and "less than or equal to 1" in bad.stderr
     config["servers"][0]["engine"] = "no-such-engine"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
     bad = run("servers", "show", "--config", str(tmp_path / "bad.yaml"))
-    known = "known: external, llamacpp, llamacpp-one-slot, sglang, vllm"
+    known = "known: llamacpp, llamacpp-one-slot, sglang, vllm"
     assert bad.returncode == 4 and f"unknown engine 'no-such-engine'; {known}" in bad.stderr
     assert {p: p.stat().st_mtime_ns for p in package.rglob("*.py")} == before  # evalctl itself untouched

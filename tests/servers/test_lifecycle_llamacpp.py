@@ -6,11 +6,14 @@ import psutil
 import pytest
 
 from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, ServerError
 
 pytestmark = pytest.mark.server
 
-PROFILE = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", parallel=1, context_length=1024, startup_timeout_s=120)
+PROFILE = ServerProfile(
+    name="cpu", model_path="bundled:smollm2-135m", engine=LlamaCppSettings(parallel=1, context_length=1024), startup_timeout_s=120
+)
 PROMPT = "Question: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:"
 
 

@@ -1,19 +1,25 @@
-"""The engine registry: names, per-engine settings, flat records, the cached-token metric contract."""
+"""The engine registry: names, the union of the engines' settings, the old flat shape refused, the cached-token metric contract."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from evalctl.config import ConfigError, ServerProfile, SweepConfig, with_external_url
-from evalctl.errors import UnknownName
+import pytest
+import yaml
+from conftest import cli
+from pydantic import ValidationError
+
+from evalctl.config import ConfigError, ServerProfile, SweepConfig, config_from_dict, validated, with_external_url
+from evalctl.errors import ExitCode, UnknownName
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.engines.vllm import VLLMSettings
-from evalctl.servers.registry import adapter_for, engine_names, engines
+from evalctl.servers.registry import ENGINES, adapter_for, engines
 
 
 def test_registered_engines_and_unknown_names_list_them():
-    assert {"external", "llamacpp", "sglang", "vllm"} <= set(engine_names())
-    with pytest.raises(UnknownName, match="unknown engine 'trtllm'; known: external, llamacpp, sglang, vllm"):
+    assert {"llamacpp", "sglang", "vllm"} <= set(ENGINES.names())
+    with pytest.raises(UnknownName, match="unknown engine 'trtllm'; known: llamacpp, sglang, vllm"):
         adapter_for("trtllm")
 
 
@@ -25,38 +31,75 @@ def test_every_engine_with_a_cache_counter_records_it_under_the_key_the_check_re
             assert CACHED_TOKENS in adapter.metrics.values(), adapter.name
 
 
-def test_settings_are_typed_per_engine_and_written_back_flat():
-    profile = ServerProfile(name="v", engine="vllm", model_path="m", device="cpu", kv_cache_space_gb=2, threads=1)
-    assert isinstance(profile.settings, VLLMSettings) and profile.settings.gpus_needed() == 0
+def config_of(*profiles: dict) -> SweepConfig:
+    servers = [{"name": f"p{i}", "model_path": "m", **p} for i, p in enumerate(profiles)]
+    return config_from_dict({"model": "m", "servers": servers}, None, "test")
+
+
+def test_settings_are_the_engines_model_picked_by_name_and_written_back_as_given():
+    (profile,) = config_of({"engine": {"name": "vllm", "device": "cpu", "kv_cache_space_gb": 2, "threads": 1}}).servers
+    assert isinstance(profile.engine, VLLMSettings) and profile.gpus_needed() == 0
     dumped = profile.model_dump(mode="json")
-    assert dumped["kv_cache_space_gb"] == 2 and "settings" not in dumped  # as the YAML was written
-    assert ServerProfile.model_validate(dumped) == profile
-    assert ServerProfile(name="g", engine="vllm", model_path="m", tp=4).settings.gpus_needed() == 4
-    assert ServerProfile(name="c", engine="sglang", model_path="m", device="cpu").settings.gpus_needed() == 0
+    assert dumped["engine"]["kv_cache_space_gb"] == 2 and dumped["engine"]["name"] == "vllm"  # under `engine:`, as written
+    assert validated({"model": "m", "servers": [dumped]}).servers == [profile]
+    gpu, cpu, bare = config_of({"engine": {"name": "vllm", "tp": 4}}, {"engine": {"name": "sglang", "device": "cpu"}}, {}).servers
+    assert (gpu.gpus_needed(), cpu.gpus_needed()) == (4, 0)
+    assert isinstance(bare.engine, LlamaCppSettings) and config_of({"engine": "sglang"}).servers[0].engine.name == "sglang"
+
+
+def test_the_schema_takes_an_engines_model_and_leaves_names_to_the_config_loader():
+    """The schema is a leaf: given a Settings it keeps it; a name or mapping needs the union `evalctl.config` passes."""
+    profile = ServerProfile(name="p", model_path="m", engine=VLLMSettings(tp=2))
+    assert profile.gpus_needed() == 2
+    with pytest.raises(ValidationError, match="validated through evalctl.config"):
+        ServerProfile(name="p", model_path="m", engine="vllm")
 
 
 @pytest.mark.parametrize(
     ("profile", "message"),
     [
         (
-            {"engine": "llamacpp", "tp": 2},
-            "tp: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads, speculative)",
+            {"engine": {"name": "llamacpp", "tp": 2}},
+            "servers.0.engine.tp: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads, speculative)",
         ),
-        ({"engine": "sglang", "parallel": 2}, "parallel: not a setting of engine 'sglang'"),
-        ({"engine": "vllm", "kv_cache_space_gb": 2}, "kv_cache_space_gb apply to device cpu only"),
-        ({"engine": "sglang", "max_total_tokens": 4096, "threads": 1}, "max_total_tokens, threads apply to device cpu only"),
-        ({"engine": "nope"}, "unknown engine 'nope'; known: external, llamacpp, sglang, vllm"),
+        ({"engine": {"name": "sglang", "parallel": 2}}, "engine.parallel: not a setting of engine 'sglang'"),
+        ({"engine": {"name": "vllm", "kv_cache_space_gb": 2}}, "kv_cache_space_gb apply to device cpu only"),
+        ({"engine": {"name": "sglang", "max_total_tokens": 4096, "threads": 1}}, "max_total_tokens, threads apply to device cpu only"),
+        ({"engine": "nope"}, "servers.0.engine: unknown engine 'nope'; known: llamacpp, sglang, vllm"),
+        ({"engine": {"tp": 2}}, "servers.0.engine: Unable to extract tag using discriminator 'name'"),
     ],
 )
 def test_a_setting_of_another_engine_is_refused_by_name(profile, message):
-    from evalctl.config import config_from_dict
-
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        config_from_dict({"model": "m", "servers": [{"name": "p", "model_path": "m", **profile}]}, None, "test")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config_of(profile)
 
 
-def test_url_engine_is_checked_against_the_registry():
-    config = SweepConfig.model_validate({"model": "m", "servers": [{"name": "p", "model_path": "m"}]})
-    assert with_external_url(config, "http://h:1", "vllm").servers[0].serves == "vllm"
-    with pytest.raises(UnknownName, match="known: external, llamacpp"):
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        (
+            {"engine": "sglang", "tp": 4, "quantization": "fp8", "gpu": "B200"},
+            "servers.0: tp, quantization: engine settings go under `engine:` now, with the engine's name: engine: {name: sglang, tp: ...}",
+        ),
+        ({"parallel": 2}, "servers.0: parallel: engine settings go under `engine:` now, with the engine's name: engine: {name: llamacpp"),
+        ({"engine": "external", "url": "http://h:1"}, "unknown engine 'external'; known: llamacpp, sglang, vllm (`engine:` names"),
+        ({"url": "http://h:1", "serves": "vllm"}, "servers.0.serves: unknown field: `engine:` names the engine serving a profile's `url`"),
+    ],
+)
+def test_a_config_of_the_flat_shape_is_told_the_new_one(profile, message, tmp_path):
+    config = tmp_path / "old.yaml"
+    config.write_text(yaml.safe_dump({"model": "m", "servers": [{"name": "p", "model_path": "m", **profile}]}, sort_keys=False))
+    out = cli("servers", "show", "--config", str(config))
+    assert out.returncode == ExitCode.BAD_INPUT and message in " ".join(out.stderr.split()), out.stderr
+
+
+def test_a_url_profile_is_not_launched_and_its_engine_is_named_or_detected():
+    config = config_of({})
+    named = with_external_url(config, "http://h:1/", "vllm").servers[0]
+    assert (named.name, named.url, named.engine, named.gpus_needed()) == ("external", "http://h:1", VLLMSettings(), 0)
+    assert with_external_url(config, "http://h:1").servers[0].engine is None  # detected when the server is first asked
+    # Settings at a URL describe the server there (e.g. llama.cpp's slots to prewarm); it takes no GPU of the sweep's.
+    assert config_of({"url": "http://h:1", "engine": {"name": "vllm", "tp": 4}}).servers[0].gpus_needed() == 0
+    with pytest.raises(UnknownName, match="known: llamacpp, sglang, vllm"):
         with_external_url(config, "http://h:1", "vlm")
+    assert config_of({"engine": None}).servers[0].engine == LlamaCppSettings()  # a server to launch: the default engine

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from evalctl.config import CacheMode, ServerProfile, Variant, load_config
-from evalctl.servers.engines.sglang import SGLangAdapter
+from evalctl.servers.engines.sglang import SGLangAdapter, SGLangSettings
 
 NANO_ON = [
     "-m", "sglang.launch_server",
@@ -52,9 +52,9 @@ def test_nemotron_ultra_nvfp4_tp4():
 
 def test_tuning_fields_prefix_env_and_extra_args_order():
     profile = ServerProfile(
-        name="tuned", engine="sglang", model_path="/models/m", tp=2, chunked_prefill_size=8192, mem_fraction_static=0.85,
-        max_running_requests=128, random_seed=7, mamba={"track_interval": 128, "ssm_dtype": "float32"},
-        extra_args=["--attention-backend", "flashinfer"], env={"A": "profile", "B": "profile"},
+        name="tuned", model_path="/models/m", extra_args=["--attention-backend", "flashinfer"], env={"A": "profile", "B": "profile"},
+        engine=SGLangSettings(tp=2, chunked_prefill_size=8192, mem_fraction_static=0.85, max_running_requests=128, random_seed=7,
+                              mamba={"track_interval": 128, "ssm_dtype": "float32"}),
     )  # fmt: skip
     variant = Variant(
         name="container",
@@ -83,12 +83,12 @@ def test_prefill_chunk_comes_from_the_profile_else_the_server():
     http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=info)), base_url="http://sglang")
     adapter = SGLangAdapter()
     assert adapter.prefill_chunk_tokens(http, None) == 8192
-    pinned = ServerProfile(name="g", engine="sglang", model_path="m", chunked_prefill_size=4096)
+    pinned = ServerProfile(name="g", model_path="m", engine=SGLangSettings(chunked_prefill_size=4096))
     assert adapter.prefill_chunk_tokens(http, pinned) == 4096
 
 
 def test_deterministic_profile_adds_sglangs_switch():
-    profile = ServerProfile(name="p", engine="sglang", model_path="/m")
+    profile = ServerProfile(name="p", model_path="/m", engine=SGLangSettings())
     argv = SGLangAdapter().launch_spec(profile.model_copy(update={"deterministic": True}), Variant(), CacheMode.on, 30000, "unused").argv
     assert argv[-1] == "--enable-deterministic-inference"
     assert "--enable-deterministic-inference" not in SGLangAdapter().launch_spec(profile, Variant(), CacheMode.on, 30000, "unused").argv
@@ -110,7 +110,7 @@ def test_cached_tokens_absent_before_the_first_hit_scrape_as_zero():
 
 def test_bundled_model_is_served_and_requested_without_a_colon():
     # SGLang reads `name:adapter` in a request's model as a LoRA adapter, and refuses a colon in --served-model-name.
-    profile = ServerProfile(name="c", engine="sglang", model_path="bundled:smollm2-135m-hf", device="cpu")
+    profile = ServerProfile(name="c", model_path="bundled:smollm2-135m-hf", engine=SGLangSettings(device="cpu"))
     argv = SGLangAdapter().engine_argv("python", profile, CacheMode.on, 1, "unused")
     assert argv[argv.index("--served-model-name") + 1] == "bundled-smollm2-135m-hf"
     assert SGLangAdapter().request_model("bundled:smollm2-135m-hf") == "bundled-smollm2-135m-hf"

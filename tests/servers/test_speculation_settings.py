@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from conftest import profile_of
 from pydantic import ValidationError
 
 from evalctl.cell import CacheMode
-from evalctl.config import ServerProfile
 from evalctl.servers.registry import adapter_for
 
 MODEL = "bundled:smollm2-135m"
 
 
 def argv(**speculative) -> list[str]:
-    profile = ServerProfile.model_validate({"name": "p", "engine": "llamacpp", "model_path": MODEL, **speculative})
-    return adapter_for(profile.engine).engine_argv("python", profile, CacheMode.on, 8080, "/w")
+    profile = profile_of({"name": "p", "engine": {"name": "llamacpp", **speculative}, "model_path": MODEL})
+    return adapter_for(profile.engine.name).engine_argv("python", profile, CacheMode.on, 8080, "/w")
 
 
 def test_each_kind_reaches_the_launcher_by_its_xllamacpp_name(monkeypatch):
@@ -29,4 +29,4 @@ def test_each_kind_reaches_the_launcher_by_its_xllamacpp_name(monkeypatch):
 @pytest.mark.parametrize("speculative", [{"kind": "draft"}, {"kind": "ngram-mod", "draft_model": MODEL}, {"kind": "medusa"}])
 def test_a_bad_speculation_is_refused_when_the_config_is_read(speculative):
     with pytest.raises(ValidationError, match="speculative"):
-        ServerProfile.model_validate({"name": "p", "engine": "llamacpp", "model_path": MODEL, "speculative": speculative})
+        profile_of({"name": "p", "engine": {"name": "llamacpp", "speculative": speculative}, "model_path": MODEL})

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from evalctl.config import CacheMode, ServerProfile, Variant
-from evalctl.servers.engines.vllm import VLLMAdapter
+from evalctl.servers.engines.vllm import VLLMAdapter, VLLMSettings
 
-PROFILE = ServerProfile(
-    name="h100", engine="vllm", model_path="nvidia/NVIDIA-Nemotron-Nano-9B-v2", tp=2, dtype="bfloat16", quantization="fp8",
-    random_seed=1234, chunked_prefill_size=8192, mem_fraction_static=0.9, max_running_requests=256, mamba={"ssm_cache_dtype": "float32"},
-)  # fmt: skip
+PROFILE = ServerProfile(name="h100", model_path="nvidia/NVIDIA-Nemotron-Nano-9B-v2", engine=VLLMSettings(
+    tp=2, dtype="bfloat16", quantization="fp8", random_seed=1234, chunked_prefill_size=8192, mem_fraction_static=0.9,
+    max_running_requests=256, mamba={"ssm_cache_dtype": "float32"},
+))  # fmt: skip
 VENV = Variant(name="patched", python="/opt/vllm/bin/python")
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import VLLM_PYTHON, assert_probe_passes_then_fails_behind_the_canary, evalctl, needs_vllm, only_run
+from conftest import VLLM_PYTHON, assert_probe_passes_then_fails_behind_the_canary, evalctl, needs_vllm, only_run, profile_of
 from process_tree import ProcessTree, names, start_evalctl, watch
 
 from evalctl.client import CompletionClient, RequestSettings
-from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.config import CacheMode, Variant
 from evalctl.records import RECORD_KEYS, RECORDS_FILE, primary_metric
 from evalctl.runs import load_run
 from evalctl.servers.process import ManagedServer
@@ -39,11 +39,12 @@ pytestmark = needs_vllm
 SHOTS = (32, 64)
 
 
-def vllm_profile(**fields: object) -> dict:
-    """The smollm2-135m-vllm alias's profile (the settings CPU vLLM needs), fields overriding."""
+def vllm_profile(engine: dict | None = None, **fields: object) -> dict:
+    """The smollm2-135m-vllm alias's profile (the settings CPU vLLM needs), fields overriding (`engine`'s merged into its)."""
     profile = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-vllm.yaml").read_text())["servers"][0]
     # Start-up is about a minute alone; a machine shared with other work can take several.
-    return {**profile, "python": VLLM_PYTHON, "max_model_len": 2048, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}, **fields}
+    common = {"python": VLLM_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}}
+    return {**profile, **common, **fields, "engine": {**profile["engine"], "max_model_len": 2048, **(engine or {})}}
 
 
 def write_config(tmp_path: Path, **fields: object) -> Path:
@@ -61,7 +62,7 @@ def write_config(tmp_path: Path, **fields: object) -> Path:
 def vllm_server(tmp_path_factory):
     """One cache-on vLLM server for the checks that do not test the lifecycle."""
     # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
-    profile = ServerProfile.model_validate(vllm_profile(random_seed=1234))
+    profile = profile_of(vllm_profile(engine={"random_seed": 1234}))
     server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("vllm") / "server.log")
     adapter_for("vllm").preflight(profile, Variant())
     started = time.monotonic()
@@ -133,8 +134,8 @@ def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_q
     assert same[0].cached_tokens == 0 and same[1].cached_tokens > 0
     engines = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-engines.yaml").read_text())
     servers = [
-        {"name": "cpu", "engine": "external", "serves": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
-        {"name": "cpu-vllm", "engine": "external", "serves": "vllm", "url": vllm_server.base_url,
+        {"name": "cpu", "engine": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
+        {"name": "cpu-vllm", "engine": "vllm", "url": vllm_server.base_url,
          "model_path": vllm_server.profile.model_path},
     ]  # fmt: skip
     config = write_config(tmp_path, servers=servers, shots=[32], cache=["on"], limit=4, gate_policy=engines["gate_policy"])

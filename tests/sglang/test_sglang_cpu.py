@@ -190,11 +190,11 @@ def test_llamacpp_vllm_and_sglang_as_three_profiles_of_one_sweep_are_paired_ques
     """configs/smollm2-135m-engines.yaml, smaller: llama.cpp and SGLang at their shared servers'
     URLs, vLLM launched by the sweep; the gate's profile checks pair each engine with llama.cpp."""
     engines = yaml.safe_load((REPO / "configs" / "smollm2-135m-engines.yaml").read_text())
-    vllm = next(p for p in engines["servers"] if p["engine"] == "vllm")
+    vllm = next(p for p in engines["servers"] if p["engine"]["name"] == "vllm")
     servers = [
-        {"name": "cpu", "engine": "external", "serves": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
+        {"name": "cpu", "engine": "llamacpp", "url": cpu_server, "model_path": "bundled:smollm2-135m"},
         {**vllm, "python": VLLM_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}},
-        {"name": "cpu-sglang", "engine": "external", "serves": "sglang", "url": sglang_server.base_url,
+        {"name": "cpu-sglang", "engine": "sglang", "url": sglang_server.base_url,
          "model_path": sglang_server.profile.model_path},
     ]  # fmt: skip
     questions = 30  # the policy's min_n: each profile check is judged

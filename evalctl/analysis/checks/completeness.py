@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.cell import CellKey
-from evalctl.config import ServerProfile, SweepConfig
+from evalctl.config import validated
 from evalctl.plan import expand
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
@@ -28,10 +28,10 @@ COLUMNS = [*CELL_KEYS, "expected", "found"]
 def _drop_fields(data: Any, locs: list[tuple]) -> Any:
     data = copy.deepcopy(data)
     for loc in locs:
+        if loc[:1] == ("servers",) and loc[2:3] == ("engine",) and len(loc) > 4:
+            loc = loc[:3] + loc[4:]  # the engine's name, the tag of the settings union
         target = data
-        for i, part in enumerate(loc[:-1]):
-            if part == "settings" and loc[:1] == ("servers",) and i == 2:
-                continue  # engine settings are written flat in the profile
+        for part in loc[:-1]:
             target = target[part]
         target.pop(loc[-1], None)
     return data
@@ -43,15 +43,12 @@ def planned_cells(config: dict) -> pd.DataFrame:
     Fields this version does not know (a manifest written by another evalctl version, e.g.
     an engine option) are dropped: this version's plan is built from the fields it knows.
     """
-    if isinstance(config.get("servers"), list):
-        servers = [ServerProfile.known_fields_only(s) if isinstance(s, dict) else s for s in config["servers"]]
-        config = {**config, "servers": servers}
     try:
-        resolved = SweepConfig.model_validate(config)
+        resolved = validated(config)
     except ValidationError as first:
         unknown = [e["loc"] for e in first.errors() if e["type"] == "extra_forbidden"]
         try:
-            resolved = SweepConfig.model_validate(_drop_fields(config, unknown))
+            resolved = validated(_drop_fields(config, unknown))
         except ValidationError as exc:
             raise ValueError(
                 f"the manifest's config is not a valid sweep config: {exc.error_count()} error(s), first: "

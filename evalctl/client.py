@@ -14,8 +14,8 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 import httpx
@@ -38,6 +38,11 @@ def http_error_kind(status: int) -> ErrorKind:
 def auth_headers(api_key: str | None) -> dict[str, str]:
     """The bearer header every request to a server carries when a key is given."""
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def server_http(base_url: str, api_key: str | None, timeout: float) -> httpx.Client:
+    """A client for a server's other routes (flush, tokenize, detection), with the key its completions carry."""
+    return httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, headers=auth_headers(api_key))
 
 
 @dataclass(frozen=True)
@@ -75,39 +80,53 @@ class _BadResponse(ValueError):
     """A 200 answer whose body is not a completion; the message names what is wrong."""
 
 
-class CompletionClient:
-    """Bounded-concurrency client: at most `concurrency` requests in flight."""
+@dataclass(frozen=True)
+class RequestSettings:
+    """What every request to one server carries, made once per server and cache mode by each sender (a sweep's
+    cells, the probe): the model it names, the key, timeout and retries, the sampling, the engine's own fields
+    (its cache switch), streaming. `body` is the one place a request's fields are put together."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        model: str,
-        concurrency: int,
-        timeout_s: float,
-        max_retries: int,
-        cached_tokens_if_missing: int | None = 0,
-        api_key: str | None = None,
-        backoff_s: float = 0.5,
-        stream: bool = False,
-        stream_usage: bool = True,
-        fresh_fields: Callable[[], dict] | None = None,
-    ):
-        self.model = model
-        # Fields made anew for every attempt of a request (vLLM's cache salt for a cold one: a retry
-        # must not find what its failed attempt cached).
-        self.fresh_fields = fresh_fields
-        self.stream = stream
-        # Engines that reject `stream_options` still stream; their usage may then be missing.
-        self.stream_usage = stream_usage
+    model: str
+    api_key: str | None = None
+    timeout_s: float = 600.0
+    max_retries: int = 3
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None  # None: each request's own (the task's), if it has any
+    logprobs: int | None = None  # top alternatives per generated token
+    fields: Mapping[str, object] = field(default_factory=dict)  # the engine's (`EngineAdapter.request_fields`)
+    # Made anew for every attempt of a request (vLLM's cache salt for a cold one: a retry must not
+    # find what its failed attempt cached).
+    fresh_fields: Callable[[], dict] | None = None
+    stream: bool = False
+    stream_usage: bool = True  # engines that reject `stream_options` still stream; their usage may then be missing
+    cached_tokens_if_missing: int | None = 0
+
+    def body(self, prompt: str, params: Mapping[str, object]) -> dict:
+        """A request's JSON body: these settings, then the request's own `params` (its stop strings, a prewarm's
+        max_tokens); a None leaves a field out."""
+        sampling = {"max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed, "logprobs": self.logprobs}
+        sampling["stop"] = list(self.stop) if self.stop is not None else None
+        body = {"model": self.model, "prompt": prompt, **{k: v for k, v in {**sampling, **self.fields, **params}.items() if v is not None}}
+        if self.stream:
+            body["stream"] = True
+            if self.stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+
+class CompletionClient:
+    """Bounded-concurrency client: at most `concurrency` requests in flight, each as `settings` say."""
+
+    def __init__(self, base_url: str, settings: RequestSettings, *, concurrency: int = 1, backoff_s: float = 0.5):
+        self.settings = settings
         self.concurrency = concurrency
-        self.max_retries = max_retries
-        self.cached_tokens_if_missing = cached_tokens_if_missing
         self.backoff_s = backoff_s
         self._http = httpx.AsyncClient(
             base_url=base_url,
-            headers=auth_headers(api_key),
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            headers=auth_headers(settings.api_key),
+            timeout=httpx.Timeout(settings.timeout_s, connect=10.0),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
 
@@ -118,19 +137,15 @@ class CompletionClient:
         await self._http.aclose()
 
     async def complete(self, prompt: str, **params: object) -> Completion:
-        body: dict = {"model": self.model, "prompt": prompt, **params}
-        if self.stream:
-            body["stream"] = True
-            if self.stream_usage:
-                body["stream_options"] = {"include_usage": True}
+        body = self.settings.body(prompt, params)
         started = time.time()
         t0 = time.perf_counter()
         attempt = 0
         while True:
             attempt += 1
             kind: ErrorKind
-            if self.fresh_fields is not None:
-                body.update(self.fresh_fields())
+            if self.settings.fresh_fields is not None:
+                body.update(self.settings.fresh_fields())
             try:
                 async with self._http.stream("POST", "/v1/completions", json=body) as response:
                     if response.status_code == 200:
@@ -143,7 +158,7 @@ class CompletionClient:
             else:
                 kind = http_error_kind(response.status_code)
                 error = f"HTTP {response.status_code}: {_server_message(response)}"
-            if kind not in RETRYABLE_ERROR_KINDS or attempt > self.max_retries:
+            if kind not in RETRYABLE_ERROR_KINDS or attempt > self.settings.max_retries:
                 return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt)
             # Exponential backoff with full jitter, so retries from many slots spread out.
             await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
@@ -172,7 +187,7 @@ class CompletionClient:
             # llama.cpp's own count: builds before b8672 (xllamacpp 0.2.x) report cached tokens only there.
             cached = timings.get("cache_n")
         if cached is None and usage:
-            cached = self.cached_tokens_if_missing
+            cached = self.settings.cached_tokens_if_missing
         return Completion(
             text=text,
             finish_reason=choice.get("finish_reason"),

@@ -53,6 +53,7 @@ __all__ = [
     "load_config",
     "resolved_data_dir",
     "slurm_minutes",
+    "url_config",
     "validated",
     "with_external_url",
 ]
@@ -132,6 +133,18 @@ def load_config(*, model: str | None = None, config_file: Path | None = None, ov
     return config_from_dict(config_files.read_yaml(path, "config", ConfigError), overrides, str(path))
 
 
+def url_config(url: str, engine: str | None, served: str, overrides: dict[str, Any]) -> SweepConfig:
+    """A config with no file: the one server at `url` (`served`: the model it serves), shots 1, 2, 4 and 8 unless overridden."""
+    data = {"model": "external", "shots": [1, 2, 4, 8], "servers": [{"name": "external", "model_path": served}]}
+    return with_external_url(config_from_dict(data, overrides, f"--url {url}"), url, engine)
+
+
+def _given_as_options(message: str, overrides: dict[str, Any]) -> str:
+    """The error's lines about a field an option set, marked so: the fault is the option's, not the file's."""
+    given = tuple(f"  {key}{end}" for key, value in overrides.items() if value is not None for end in ":.")
+    return "\n".join(f"{line} (given as an option)" if line.startswith(given) else line for line in message.splitlines())
+
+
 def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:
     """Validate a config mapping after applying CLI overrides; `source` names it in errors."""
     data = copy.deepcopy(data)
@@ -154,7 +167,7 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     try:
         config = validated(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation(exc, source, data)) from None
+        raise ConfigError(_given_as_options(_format_validation(exc, source, data), overrides or {})) from None
     return _task_checked(config, source)
 
 

@@ -205,9 +205,9 @@ def slurm_minutes(text: str) -> int:
 class SlurmConfig(_Strict):
     """How `--executor slurm` submits; --partition, --account, --qos and --time override it."""
 
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
+    partition: str | None = Field(None, description="Slurm partition.")
+    account: str | None = Field(None, description="Slurm account.")
+    qos: str | None = Field(None, description="Slurm QoS.")
     time: str = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
     cpus_per_task: int | None = Field(
         None, ge=1, description="CPUs per profile x variant job (server and client); default: 8, or a node's CPUs if nodes have fewer."
@@ -234,9 +234,11 @@ class StoppingConfig(_Strict):
     """When a cell may stop before its last question (`analysis.sequential` holds the rule)."""
 
     mode: StoppingMode = Field(
-        StoppingMode.fixed, description="fixed: every question; sequential: a cell stops once its comparison with the baseline is decided."
+        StoppingMode.fixed,
+        description="fixed: every question; sequential: a cell stops once its comparison with the baseline is decided, at the gate "
+        "policy's tolerance, alpha, metric and min_n unless stopping: sets them.",
     )
-    baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with (CLI --baseline).")
+    baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with.")
     # The decision settings default to the run's gate policy (`execution.stopping.with_policy_settings`),
     # so the rule that stops a cell and the gate that reads its decision hold one value each.
     tolerance: float | None = Field(
@@ -264,28 +266,36 @@ class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
     task: str = Field(
         "gsm8k",
-        description="An lm-eval generate_until task: gsm8k, prefix-recall, a task in include_path, a task YAML path, or one of lm-eval's.",
+        description="An lm-eval generate_until task: gsm8k, prefix-recall (answers read back from records in the prefix; shots count "
+        "the records), a task in include_path, a task YAML file, or a task lm-eval registers.",
     )
     include_path: Path | None = Field(
         None, description="A folder of lm-eval task YAML the task is looked up in (lm-eval's --include_path)."
     )
-    shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)))
-    fewshot: Literal["shared", "sampled"] = "shared"
-    cache: list[CacheMode] = Field(default_factory=lambda: [CacheMode.on, CacheMode.off])
+    shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)), description="Few-shot counts, e.g. 8,12,16,20.")
+    fewshot: Literal["shared", "sampled"] = Field(
+        "shared",
+        description="Few-shot mode: shared (the first k train examples, one shared prefix) or sampled (lm-eval's per-question sampling).",
+    )
+    cache: list[CacheMode] = Field(
+        default_factory=lambda: [CacheMode.on, CacheMode.off], description="Prefix-cache modes to run: on, off, or both."
+    )
     limit: int | None = Field(None, description="Questions per cell; default: the whole test split.")
     limit_order: Literal["shuffled", "head"] = Field(
         "shuffled", description="Which questions `limit` keeps: the first N of a seeded shuffle, or the first N (lm-eval's --limit)."
     )
     limit_seed: int = Field(1234, description="Seed of the shuffle `limit_order: shuffled` takes the first N from.")
     passes: int = Field(1, ge=1, le=10, description="Warm passes per cell without a flush between.")
-    concurrency: int = Field(4, ge=1, le=1024)
+    concurrency: int = Field(4, ge=1, le=1024, description="Requests in flight per server (conversations with a conversation workload).")
     request_timeout_s: float = Field(600.0, gt=0)
     max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")
     max_restarts: int = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
     data_dir: Path | None = Field(
-        None, description="Local copy with train.jsonl/test.jsonl, or `hub` for the Hugging Face hub; default: the copy in the package."
+        None,
+        description="Dataset folder with train.jsonl and test.jsonl, or `hub` for the Hugging Face hub; default: $EVALCTL_DATA_DIR, "
+        "else the pinned copy inside evalctl.",
     )
-    output_dir: Path = Path("results")
+    output_dir: Path = Field(Path("results"), description="Results root; each run's folder is created inside it.")
     gate_policy: str | None = Field(
         None, description="Policy of the verdict a sweep prints: a policy name (cpu-smoke; evalctl models list) or a YAML path."
     )
@@ -298,7 +308,7 @@ class SweepConfig(_Strict):
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])
-    run_variants: list[str] | None = Field(None, description="Names of the variants to run (CLI --variants); default: all of them.")
+    run_variants: list[str] | None = Field(None, description="Names of the variants to run; default: all of them.")
     gpus: list[str] | None = Field(
         None, description="GPU ids the sweep may use, or a count N for 0..N-1; default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from evalctl.client import CompletionClient
+from evalctl.client import CompletionClient, RequestSettings
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.datasets import packaged_data_dir
 from evalctl.records import RecordWriter, SampleRecord
@@ -67,9 +67,10 @@ def evalctl_pipeline(server: ManagedServer, task: LmEvalTask, prompts, params: d
             )  # fmt: skip
 
         def make_client() -> CompletionClient:
-            return CompletionClient(server.base_url, model="bench", concurrency=concurrency, timeout_s=600, max_retries=3)
+            settings = RequestSettings(model="bench", timeout_s=600, max_retries=3, fields=params)
+            return CompletionClient(server.base_url, settings, concurrency=concurrency)
 
-        lm = ServedLM(make_client, params, on_complete)
+        lm = ServedLM(make_client, on_complete)
         start = time.perf_counter()
         asyncio.run(lm.agenerate([(p.text, {}) for p in prompts]))
         return len(prompts) / (time.perf_counter() - start)

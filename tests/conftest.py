@@ -22,16 +22,18 @@ Running the CLI
     cores). `evalctl(...)` runs it in a child process, as a user would: use it for sweeps,
     and wherever the test is about processes (exit on signals, orphans, environment).
 
-Markers: `server` (starts or uses a real CPU server), `vllm` (a real vLLM CPU server), `rotating`
+Markers: `server` (starts or uses a real CPU server), `vllm` / `sglang` (a real vLLM / SGLang CPU server), `rotating`
 (a long lifecycle or acceptance test: not in a plain run; `--rotation K` adds slice K of 3, `--rotation
 all` all of them; .ci/run picks the slice, see `rotation_slice`). docs/testing.md says what runs where.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -44,12 +46,14 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from process_tree import ProcessTree
+from process_tree import ProcessTree, start_evalctl, watch
 
 from evalctl.analysis.gate_document import GateDocument
+from evalctl.client import Completion, CompletionClient, RequestSettings
 from evalctl.config import ENGINES, CacheMode, ServerProfile, Variant, alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
+from evalctl.records import RECORDS_FILE
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, free_port
 from evalctl.servers.registry import adapter_for, engine_settings
@@ -92,16 +96,39 @@ def sglang_serves() -> None:
         pytest.skip("EVALCTL_SGLANG_PYTHON holds SGLang's parser only, not a serving venv: use scripts/install-sglang-cpu.sh")
 
 
-# SGLang titles its two workers; the HTTP server is the launched `python -m sglang.launch_server`.
-SGLANG_WORKERS = ("sglang::scheduler", "sglang::detokenizer")
+# The titles each engine gives its worker processes (SGLang's HTTP server is the launched
+# `python -m sglang.launch_server`, vLLM's its API server): a teardown check first asserts they were seen.
+ENGINE_WORKERS = {"vllm": ("VLLM::EngineCore", "VLLM::Worker"), "sglang": ("sglang::scheduler", "sglang::detokenizer")}
+
+
+def engine_profile(alias: str, python: str | None, engine: dict | None = None, **fields: object) -> dict:
+    """The profile of a packaged CPU alias (the settings the engine needs on CPU), served from `python`,
+    fields overriding (`engine`'s merged into its)."""
+    profile = yaml.safe_load((REPO / "configs" / f"{alias}.yaml").read_text())["servers"][0]
+    # A start-up is one to two minutes alone; a machine shared with other work can take several.
+    common = {"python": python, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}}
+    return {**profile, **common, **fields, "engine": {**profile["engine"], **(engine or {})}}
+
+
+def vllm_profile(engine: dict | None = None, **fields: object) -> dict:
+    """The smollm2-135m-vllm alias's profile at a 2048-token context, fields overriding (`engine`'s merged into its)."""
+    return engine_profile("smollm2-135m-vllm", VLLM_PYTHON, {"max_model_len": 2048, **(engine or {})}, **fields)
 
 
 def sglang_profile(engine: dict | None = None, **fields: object) -> dict:
-    """The smollm2-135m-sglang alias's profile (the settings CPU SGLang needs), fields overriding (`engine`'s merged into its)."""
-    profile = yaml.safe_load((REPO / "configs" / "smollm2-135m-sglang.yaml").read_text())["servers"][0]
-    # A start-up is one to two minutes alone; a machine shared with other work can take several.
-    common = {"python": SGLANG_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}}
-    return {**profile, **common, **fields, "engine": {**profile["engine"], **(engine or {})}}
+    """The smollm2-135m-sglang alias's profile, fields overriding (`engine`'s merged into its)."""
+    return engine_profile("smollm2-135m-sglang", SGLANG_PYTHON, engine, **fields)
+
+
+def engine_sweep_config(tmp_path: Path, profile: dict, **fields: object) -> Path:
+    """A prefix-recall sweep of `profile` (a vLLM or SGLang CPU profile above; `servers` overrides it):
+    32 and 64 records, cache on and off, 3 questions, 2 at a time, 8 tokens, results under tmp_path/out;
+    fields override."""
+    alias = {"vllm": "smollm2-135m-vllm", "sglang": "smollm2-135m-sglang"}[profile["engine"]["name"]]
+    defaults = {"task": "prefix-recall", "shots": [32, 64], "cache": ["on", "off"], "limit": 3, "concurrency": 2,
+                "generation": {"max_tokens": 8}}  # fmt: skip
+    servers = fields.pop("servers", [profile])
+    return write_sweep_config(tmp_path, None, servers, **{"model": alias, **defaults, **fields})
 
 
 def profile_of(data: dict) -> ServerProfile:
@@ -120,32 +147,169 @@ def tree_rss_mb(tree: ProcessTree) -> float:
     return total / 2**20
 
 
+def assert_engine_gone(tree: ProcessTree, engine: str) -> None:
+    """The engine's workers were in the tree (so the check means something), and none is left."""
+    assert all(tree.saw(title) for title in ENGINE_WORKERS[engine]), tree.seen
+    assert not tree.wait_gone(30), f"{engine} processes left: {tree.alive()}"
+
+
+@contextmanager
+def shared_engine_server(profile: dict, log_dir: Path) -> Iterator[ManagedServer]:
+    """A cache-on server of a vLLM or SGLang CPU profile, for a test module's checks that are not about the lifecycle.
+
+    A start-up is one to two minutes and 2 to 5 GB over three or four processes; its stop is
+    checked by process tree (`assert_engine_gone`).
+    """
+    # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
+    engine = profile["engine"]["name"]
+    model = profile_of({**profile, "engine": {**profile["engine"], "random_seed": 1234}})
+    server = ManagedServer(model, Variant(), CacheMode.on, log_dir / "server.log")
+    adapter_for(engine).preflight(model, Variant())
+    started = time.monotonic()
+    server.start()
+    tree = ProcessTree(server.process.pid)
+    took = time.monotonic() - started
+    print(f"\n{engine} CPU start-up {took:.0f}s, {tree_rss_mb(tree):.0f} MiB RSS over {len(tree.look())} processes")
+    try:
+        yield server
+    finally:
+        tree.look()
+        server.stop()
+    assert_engine_gone(tree, engine)
+
+
 # Module scope, not session: SGLang's scheduler busy-polls a whole core even when idle, so a server
 # kept for the session took one of CI's two cores from every test after tests/sglang.
 @pytest.fixture(scope="module")
 def sglang_server(tmp_path_factory) -> Iterator[ManagedServer]:
     """The one cache-on SGLang CPU server of tests/sglang/test_sglang_cpu.py, for every SGLang check but the lifecycle's.
 
-    A start-up is one to two minutes and about 2 GB over three processes (HTTP server, scheduler,
-    detokenizer). A sweep at its URL asks which engine it is and sends cache-off requests cold,
-    each with a `cache_salt` of its own. Its teardown is checked by process tree at the end.
+    A sweep at its URL asks which engine it is and sends cache-off requests cold, each with a
+    `cache_salt` of its own.
     """
     sglang_serves()
-    # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
-    profile = profile_of(sglang_profile(engine={"random_seed": 1234}))
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("sglang") / "server.log")
-    adapter_for("sglang").preflight(profile, Variant())
-    started = time.monotonic()
-    server.start()
-    tree = ProcessTree(server.process.pid)
-    print(f"\nSGLang CPU start-up {time.monotonic() - started:.0f}s, {tree_rss_mb(tree):.0f} MiB RSS over {len(tree.look())} processes")
-    try:
+    with shared_engine_server(sglang_profile(), tmp_path_factory.mktemp("sglang")) as server:
         yield server
-    finally:
+
+
+# What the shared engine servers' checks send: an answer that sits in the prompt's prefix (about 500 tokens).
+RECORDS_PROMPT = " ".join(f"Record {i}: the code of item {i} is {i * 37 % 1000}." for i in range(40)) + " The code of item 7 is"
+
+
+def complete(server: ManagedServer, prompt: str = RECORDS_PROMPT, max_tokens: int = 8, **params: object) -> Completion:
+    """One greedy completion from `server`, asserted answered; `stream=True` streams it, other params go in the request."""
+
+    async def one():
+        settings = RequestSettings(model=server.request_model, timeout_s=600, max_retries=0, stream=bool(params.pop("stream", False)),
+                                   cached_tokens_if_missing=server.adapter.cached_tokens_if_missing)  # fmt: skip
+        async with CompletionClient(server.base_url, settings) as client:
+            return await client.complete(prompt, max_tokens=max_tokens, temperature=0.0, **params)
+
+    done = asyncio.run(one())
+    assert done.error is None, done.error
+    return done
+
+
+@dataclass(frozen=True)
+class FlushRound:
+    """`flush_round`'s four answers to RECORDS_PROMPT, and the metrics scraped around the first two."""
+
+    before: dict
+    after: dict
+    cold: Completion
+    warm: Completion
+    flushed: Completion
+    rewarmed: Completion
+
+
+def flush_round(server: ManagedServer) -> FlushRound:
+    """Flush, send the prompt twice (metrics scraped around), flush, send it twice more; what every engine must show.
+
+    Each request after a flush reports 0 cached tokens, each repeat some, the same both times; greedy
+    text is the same from cache and from scratch; the cached-tokens counter (the one the cache-engaged
+    check reads) moves by exactly the hits reported per request.
+    """
+    with server.http(timeout=120) as http:
+        assert server.adapter.flush(http)
+        before = server.adapter.scrape_metrics(http)
+        cold, warm = complete(server), complete(server)
+        after = server.adapter.scrape_metrics(http)
+        assert server.adapter.flush(http)
+        flushed, rewarmed = complete(server), complete(server)
+    assert cold.cached_tokens == 0 and flushed.cached_tokens == 0
+    assert warm.cached_tokens > 0 and warm.cached_tokens == rewarmed.cached_tokens
+    assert cold.text == warm.text == flushed.text
+    assert after["cached_tokens"] - before["cached_tokens"] == warm.cached_tokens
+    return FlushRound(before, after, cold, warm, flushed, rewarmed)
+
+
+def assert_streamed_answer_equals_the_whole_one(server: ManagedServer) -> None:
+    """A streamed answer has a TTFT, and the text and cached tokens of the same request answered whole."""
+    whole, streamed = complete(server), complete(server, stream=True)
+    assert streamed.text == whole.text and streamed.cached_tokens == whole.cached_tokens > 0
+    assert 0 < streamed.ttft_s < streamed.latency_s and whole.ttft_s is None
+
+
+def answered(root: Path, cache: str) -> int:
+    """Answered records of `cache` cells written so far under root (a sweep's results root)."""
+    lines = [line for path in root.glob(f"*/{RECORDS_FILE}") for line in path.read_text().splitlines()]
+    return sum(f'"cache": "{cache}"' in line and '"error": null' in line for line in lines)
+
+
+def assert_sigterm_mid_start_up_leaves_no_process(tmp_path: Path, config: Path, engine: str) -> None:
+    """SIGTERM to `evalctl sweep --config` once the engine's workers exist (mid-start-up: every process
+    in flight): evalctl exits 143 and none of the engine's processes is left."""
+    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(config))
+    try:
+        watch(proc, tree, lambda procs: all(tree.saw(title) for title in ENGINE_WORKERS[engine]), timeout=900)
+        assert proc.poll() is None, (tmp_path / "evalctl.out").read_text()
         tree.look()
-        server.stop()
-    assert all(tree.saw(title) for title in SGLANG_WORKERS), tree.seen
-    assert not tree.wait_gone(30), f"SGLang processes outlived stop(): {tree.alive()}"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143, (tmp_path / "evalctl.out").read_text()
+        assert_engine_gone(tree, engine)
+    finally:
+        tree.kill_all()
+
+
+def kill_mid_run_then_resume(tmp_path: Path, config: Path, engine: str, killed_after: str, resumed_exits: tuple[int, ...]) -> Path:
+    """`evalctl sweep --config` killed with SIGKILL once a `killed_after` cell ("on" or "off") has an
+    answer, none of the engine's processes left (the reaper stops its group), then `--resume`d to an
+    exit in `resumed_exits`, again leaving none; the run folder."""
+    out = tmp_path / "out"
+    killed, tree = start_evalctl(tmp_path, "sweep", "--config", str(config), log="killed.out")
+    try:
+        watch(killed, tree, lambda procs: answered(out, killed_after) >= 1, timeout=1500)
+        assert killed.poll() is None, (tmp_path / "killed.out").read_text()
+        tree.look()
+        killed.kill()
+        assert killed.wait(timeout=60) == -9
+        assert_engine_gone(tree, engine)
+    finally:
+        tree.kill_all()
+    run = only_run(out)
+    resumed, tree = start_evalctl(tmp_path, "sweep", "--resume", str(run), log="resumed.out")
+    try:
+        watch(resumed, tree, lambda procs: False, timeout=1500)
+        assert resumed.wait(timeout=60) in resumed_exits, (tmp_path / "resumed.out").read_text()
+        assert_engine_gone(tree, engine)  # the resume started the engine, and stopped it
+    finally:
+        tree.kill_all()
+    return run
+
+
+def assert_start_up_failure_leaves_no_process(tmp_path: Path, config: Path, launcher: str, error: str) -> None:
+    """`evalctl sweep --config` whose one server fails to start or times out: exit 3, the engine was
+    launched (`launcher` in a command line), none of its processes is left, the manifest says `error`."""
+    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(config))
+    watch(proc, tree, lambda procs: False, timeout=900)
+    try:
+        assert proc.wait(timeout=60) == 3, (tmp_path / "evalctl.out").read_text()
+        assert any(launcher in cmd for cmd in tree.seen.values()), tree.seen
+        assert not tree.wait_gone(30), tree.alive()
+    finally:
+        tree.kill_all()
+    (server,) = json.loads((only_run(tmp_path / "out") / "manifest.json").read_text())["servers"]
+    assert server["status"] == "failed" and error in server["error"], server["error"]
 
 
 # The rotating tier: each `rotating` test belongs to one of ROTATION_SLICES slices, and .ci/run

@@ -65,16 +65,6 @@ class ProcessTree:
                 pass
 
 
-def names(procs: list[psutil.Process]) -> set[str]:
-    out = set()
-    for proc in procs:
-        try:
-            out.add(proc.name())
-        except psutil.NoSuchProcess:
-            pass
-    return out
-
-
 def start_evalctl(tmp_path: Path, *args: str, log: str = "evalctl.out") -> tuple[subprocess.Popen, ProcessTree]:
     out = open(tmp_path / log, "w")
     proc = subprocess.Popen([sys.executable, "-m", "evalctl.cli", *args], stdout=out, stderr=subprocess.STDOUT)

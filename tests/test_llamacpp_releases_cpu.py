@@ -17,7 +17,7 @@ import pytest
 from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl import venvs
-from evalctl.client import CompletionClient
+from evalctl.client import CompletionClient, RequestSettings
 from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import ExitCode
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
@@ -73,7 +73,7 @@ def test_a_build_before_prompt_tokens_details_still_reports_its_cache_hits(tmp_p
     try:
 
         async def twice() -> list:
-            async with CompletionClient(server.base_url, model="m", concurrency=1, timeout_s=120, max_retries=0, stream=stream) as client:
+            async with CompletionClient(server.base_url, RequestSettings(model="m", timeout_s=120, max_retries=0, stream=stream)) as client:
                 prompt = "Question: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:"
                 return [await client.complete(prompt, max_tokens=4, temperature=0, cache_prompt=True) for _ in range(2)]
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from fault_server import BAD_REQUEST_MESSAGE, MODES
 
-from evalctl.client import Completion, CompletionClient
+from evalctl.client import Completion, CompletionClient, RequestSettings
 from evalctl.config import CacheMode
 from evalctl.records import is_final
 from evalctl.servers.registry import adapter_for
@@ -49,7 +49,8 @@ def expected_counts() -> Counter:
 
 def test_client_turns_every_fault_into_a_counted_row(fault_url):
     async def run() -> list:
-        async with CompletionClient(fault_url, model="m", concurrency=4, timeout_s=1.0, max_retries=1, backoff_s=0.05) as client:
+        settings = RequestSettings(model="m", timeout_s=1.0, max_retries=1)
+        async with CompletionClient(fault_url, settings, concurrency=4, backoff_s=0.05) as client:
             return [c async for _, c in client.map((i, f"prompt {i}", {"max_tokens": 4}) for i in range(len(MODES)))]
 
     completions = asyncio.run(run())
@@ -64,7 +65,7 @@ def test_client_turns_every_fault_into_a_counted_row(fault_url):
 @pytest.mark.parametrize("status", [400, 404, 408, 429, 500, 501, 503, 505])
 def test_client_retries_exactly_what_a_resumed_run_sends_again(fault_url, status):
     async def run() -> Completion:
-        async with CompletionClient(fault_url, model="m", concurrency=1, timeout_s=5.0, max_retries=1, backoff_s=0.01) as client:
+        async with CompletionClient(fault_url, RequestSettings(model="m", timeout_s=5.0, max_retries=1), backoff_s=0.01) as client:
             return await client.complete(f"status {status}", max_tokens=4)
 
     completion = asyncio.run(run())
@@ -79,8 +80,8 @@ def test_a_cold_vllm_request_salts_the_cache_anew_on_each_attempt_and_a_warm_one
     adapter = adapter_for("vllm")
 
     async def run() -> Completion:
-        async with CompletionClient(fault_url, model="m", concurrency=1, timeout_s=5.0, max_retries=1, backoff_s=0.01,
-                                    fresh_fields=lambda: adapter.fresh_fields(cache)) as client:  # fmt: skip
+        settings = RequestSettings(model="m", timeout_s=5.0, max_retries=1, fresh_fields=lambda: adapter.fresh_fields(cache))
+        async with CompletionClient(fault_url, settings, backoff_s=0.01) as client:
             return await client.complete(f"salts {cache.value}")
 
     done = asyncio.run(run())
@@ -94,7 +95,7 @@ def test_a_cold_vllm_request_salts_the_cache_anew_on_each_attempt_and_a_warm_one
 
 def test_malformed_responses_name_what_is_wrong(fault_url):
     async def run() -> list:
-        async with CompletionClient(fault_url, model="m", concurrency=1, timeout_s=1.0, max_retries=0) as client:
+        async with CompletionClient(fault_url, RequestSettings(model="m", timeout_s=1.0, max_retries=0)) as client:
             return [c async for _, c in client.map((i, f"p{i}", {}) for i in range(MODES.index("missing_choices") + 1))]
 
     errors = sorted(c.error for c in asyncio.run(run()) if c.error_kind == "bad_response")
@@ -106,7 +107,7 @@ def test_stop_event_sends_no_new_requests(fault_url):
     async def run() -> list:
         stop = asyncio.Event()
         stop.set()
-        async with CompletionClient(fault_url, model="m", concurrency=2, timeout_s=1.0, max_retries=0) as client:
+        async with CompletionClient(fault_url, RequestSettings(model="m", timeout_s=1.0, max_retries=0), concurrency=2) as client:
             return [c async for _, c in client.map(((i, f"q{i}", {}) for i in range(5)), stop)]
 
     assert asyncio.run(run()) == []

@@ -11,7 +11,6 @@ import sys
 import pytest
 from test_slurm_cpu import two_profiles
 
-from evalctl.cli.sweep import config_overrides
 from evalctl.cluster.submit import part_config, part_executor
 from evalctl.config import ConfigError, load_config
 from evalctl.errors import ExitCode
@@ -28,7 +27,7 @@ def script(tmp_path, config, profile) -> str:
 
 @needs_srun
 def test_gpu_profile_job_asks_for_tp_gpus_and_the_flags_settings(tmp_path):
-    config = load_config(model="nemotron-3-ultra", overrides=config_overrides(**SLURM_FLAGS))
+    config = load_config(model="nemotron-3-ultra", overrides=SLURM_FLAGS)
     profile = config.servers[0]
     text = script(tmp_path, config, profile)
     for line in (

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from evalctl.client import CompletionClient
+from evalctl.client import CompletionClient, RequestSettings
 from evalctl.tasks.lmeval import LmEvalTask
 
 pytestmark = pytest.mark.server
@@ -20,7 +20,7 @@ def test_streamed_answers_equal_non_streamed_ones(cpu_server, data_dir):
     params = {"max_tokens": 32, "temperature": 0.0, "seed": 1, "cache_prompt": False, "stop": list(prompts[0].stop)}
 
     async def answers(stream: bool) -> list:
-        async with CompletionClient(cpu_server, model="m", concurrency=1, timeout_s=600, max_retries=0, stream=stream) as client:
+        async with CompletionClient(cpu_server, RequestSettings(model="m", max_retries=0, stream=stream)) as client:
             return await asyncio.gather(*(client.complete(p.text, **params) for p in prompts))
 
     whole, streamed = asyncio.run(answers(False)), asyncio.run(answers(True))

@@ -89,10 +89,10 @@ def test_port_in_use_is_a_clear_error(tmp_path, data_dir, no_orphans):
     [
         (["--model", "nope"], "unknown model alias 'nope'; known:"),
         (["--model", "smollm2-135m", "--task", "gsm8k", "--shots", "-1"], "shot counts must be >= 0"),
-        (["--model", "smollm2-135m", "--task", "gsm8k", "--shots", "a,b"], "--shots must be comma-separated integers"),
-        (["--model", "smollm2-135m", "--task", "gsm8k", "--cache", "sometimes"], "--cache takes on and/or off"),
+        (["--model", "smollm2-135m", "--task", "gsm8k", "--shots", "a,b"], "Invalid value for '--shots': not comma-separated integers"),
+        (["--model", "smollm2-135m", "--task", "gsm8k", "--cache", "sometimes"], "Input should be 'on' or 'off' (given as an option)"),
         (["--model", "smollm2-135m", "--task", "gsm8k", "--limit", "0"], "limit must be >= 1"),
-        (["--model", "smollm2-135m", "--canary", "nope"], "unknown --canary fault 'nope'; known: lost-prefix,"),
+        (["--model", "smollm2-135m", "--canary", "nope"], "canary: unknown fault 'nope'; known: lost-prefix,"),
     ],
 )
 def test_bad_cli_input_is_bad_input_with_message(tmp_path, args, message, no_orphans):

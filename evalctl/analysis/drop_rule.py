@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 from scipy.special import ndtr, ndtri
 
@@ -174,3 +175,20 @@ def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float, alp
     p_within = np.where(tested, p_within_tolerance(b, c, safe_n, tolerance), np.nan)
     status, p_adjusted = decide(p_beyond, p_within, tested, alpha)
     return DropDecisions(status, p_beyond, p_adjusted, p_within, tested.sum(axis=-1))
+
+
+def with_drop_decisions(table: pd.DataFrame, tolerance: float, alpha: float, min_n: int) -> pd.DataFrame:
+    """A paired table (b, c, n per cell, one family) with the rule's columns added: status, p_beyond,
+    p_adjusted (Holm), p_within, and the (1 - 2 alpha) interval on the drop, rule_lower and rule_upper,
+    which inverts the deciding tests and so never contradicts them. Named apart from a paired table's
+    own McNemar p_value and drop bounds."""
+    decided = decide_drops(table["b"], table["c"], table["n"], tolerance, alpha, min_n)
+    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), alpha) if len(table) else ([], [])
+    return table.assign(
+        status=decided.status,
+        p_beyond=decided.p_beyond,
+        p_adjusted=decided.p_adjusted,
+        p_within=decided.p_within,
+        rule_lower=lower,
+        rule_upper=upper,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from evalctl.cell import CellKey
 from evalctl.records import primary_metric
 
 RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right->wrong", "wrong->right"
@@ -48,3 +49,11 @@ def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list
     )
     out = flips[[*on, *FLIP_COLUMNS]]
     return out.sort_values(["direction", *on, "doc_id"], kind="stable").reset_index(drop=True)
+
+
+def regressed_cell_flips(samples: pd.DataFrame, checks: list, metric: str) -> pd.DataFrame:
+    """The cache off -> on flips of the cells a per-cell gate check found regressed (`checks`: the gate's)."""
+    # Any per-cell check that regressed (accuracy, or an invalid-answer cap a forgotten prefix also trips) names a cell.
+    cells = {(c.profile, c.variant, c.shots, c.pass_index) for c in checks if c.shots is not None and c.status == "regression"}
+    chosen = samples[[k in cells for k in zip(samples.profile, samples.variant, samples.shots, samples.pass_index)]]
+    return flipped_questions(chosen[chosen.cache == "off"], chosen[chosen.cache == "on"], CellKey.columns("cache"), metric)

@@ -67,7 +67,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT, with_agreement
-from evalctl.analysis.drop_rule import decide_drops, drop_bounds
+from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison, paired_table
 from evalctl.cell import CacheMode
@@ -93,19 +93,6 @@ def floor_comparison(samples: pd.DataFrame, replica: pd.DataFrame) -> Comparison
 
 def floor_table(comparison: Comparison, margin: float, alpha: float, min_n: int) -> pd.DataFrame:
     """One row per paired cache-on cell: the paired table (b, c, n; `acc_drop` is the excess), warm and
-    floor disagreement shares, the rule's status and p-values, and its (1 - 2 alpha) interval on the excess."""
-    table = paired_table([comparison], AGREEMENT)
-    if table.empty:
-        return table.assign(status=[], p_beyond=[], p_adjusted=[], p_within=[], lower=[], upper=[], warm=[], floor=[])
-    decided = decide_drops(table["b"], table["c"], table["n"], margin, alpha, min_n)
-    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), alpha)
-    return table.assign(
-        status=decided.status,
-        p_beyond=decided.p_beyond,
-        p_adjusted=decided.p_adjusted,
-        p_within=decided.p_within,
-        lower=lower,
-        upper=upper,
-        warm=1 - table["cand_acc"],
-        floor=1 - table["ref_acc"],
-    )
+    floor disagreement shares, the rule's status, p-values and (1 - 2 alpha) interval on the excess (`with_drop_decisions`)."""
+    table = with_drop_decisions(paired_table([comparison], AGREEMENT), margin, alpha, min_n)
+    return table.assign(warm=1 - table["cand_acc"], floor=1 - table["ref_acc"])

@@ -8,16 +8,17 @@ step is never run again, and the step in progress takes up its own run folder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
 from evalctl import venvs
-from evalctl.bisect.builds import Build, checkout, run_build
+from evalctl.bisect.builds import Build, checkout, git_builds, listed_builds, run_build, version_builds
 from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
-from evalctl.bisect.state import BisectState, Step
+from evalctl.bisect.state import STATE_FILE, BisectState, Settings, Step
 from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
 from evalctl.config import SweepConfig
-from evalctl.errors import EvalctlError, ReferenceFailed
+from evalctl.errors import BadInput, EvalctlError, ReferenceFailed
 from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
@@ -121,7 +122,8 @@ class Bisect:
         tolerance = policy.max_accuracy_drop if endpoint else state.step_tolerance or policy.max_accuracy_drop
         config = step_config(
             self.regression, build.variant, step.root,
-            baseline=None if endpoint else state.steps[0].run_dir, tolerance=tolerance, alpha=state.settings.step_alpha,
+            baseline=None if endpoint or not self.sequential else state.steps[0].run_dir, tolerance=tolerance,
+            alpha=state.settings.step_alpha,
         )  # fmt: skip
         run_dir, failures = self.runner(config, step.root)
         run = load_run(run_dir)
@@ -130,18 +132,33 @@ class Bisect:
             step.verdict, step.reason = Verdict.skipped, f"launch failed: {failures[0].error}"
         elif index == 0:
             step.verdict, step.reason = Verdict.good, "reference: the good build, every question"
-        elif endpoint:
-            judged = endpoint_verdict(run, reference, policy.metric, policy.max_accuracy_drop, policy.alpha, policy.min_n)
-            step.verdict, step.reason = judged.verdict, judged.reason
-            state.step_tolerance = step_tolerance(policy.max_accuracy_drop, *judged.flips)
         else:
-            step.verdict, step.reason = sequential_verdict(run)
-        # An ordinary run folder (gate files, report.html), gated at the tolerance and alpha it was stopped with.
+            self._judge(step, run, reference, endpoint, tolerance)
+        # An ordinary run folder (gate files, report.html), gated at the tolerance and alpha it was judged with.
         stopped = {"max_accuracy_drop": config.stopping.tolerance, "alpha": config.stopping.alpha}
         finish_run(run, policy.model_copy(update=stopped) if reference is not None and not endpoint else policy, baseline=reference)
         self.save()
         self.on_step(step)
         return step
+
+    @property
+    def sequential(self) -> bool:
+        """Whether search steps stop once decided: not for a conversation workload, which runs whole conversations
+        (a stop mid-way would cut a history short); its steps run every request and are judged as the endpoints are."""
+        return self.regression.config.conversation is None
+
+    def _judge(self, step: Step, run: Run, reference: Run, endpoint: bool, tolerance: float) -> None:
+        """A step's verdict against the reference: the bad endpoint's (and a fixed-n search step's) by the gate's
+        fixed-n rule, at the policy's tolerance and alpha (a search step: the steps' tolerance and alpha)."""
+        policy, state = self.regression.policy, self.state
+        if not endpoint and self.sequential:
+            step.verdict, step.reason = sequential_verdict(run)
+            return
+        alpha = policy.alpha if endpoint else state.settings.step_alpha
+        judged = endpoint_verdict(run, reference, policy.metric, tolerance, alpha, policy.min_n)
+        step.verdict, step.reason = judged.verdict, judged.reason
+        if endpoint:
+            state.step_tolerance = step_tolerance(policy.max_accuracy_drop, *judged.flips)
 
     def _unbuildable(self, build: Build) -> str | None:
         """Why `build` cannot be served (its build command failed, or pip cannot install its version), else None:
@@ -167,3 +184,44 @@ class Bisect:
     def _run_of(step: Step) -> Run:
         assert step.run_dir is not None
         return load_run(step.run_dir)
+
+
+def new_bisect(regression: Regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: str | None,
+               python: str | None, build: str | None, env: dict[str, str], all_commits: bool, output: Path | None,
+               step_alpha: float, max_launches: int | None, executor: str, find: Find) -> tuple[Path, BisectState]:  # fmt: skip
+    """A new bisect's folder and saved state: its builds listed (a git range, a YAML list, or released versions)."""
+    from evalctl.bisect.search import TARGET, default_budget, search_order
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    folder = output or from_run.resolve().parent / f"bisect-{stamp}"
+    if (folder / STATE_FILE).exists():
+        raise BadInput(f"{folder} already holds a bisect: go on with --resume {folder}, or choose another --output")
+    variants = {v.name: v for v in regression.config.variants}
+    template = variants[regression.cells.variant].model_copy(update={"git_revision": None})
+    if python is not None:
+        template = template.model_copy(update={"python": python})
+    if env:
+        template = template.model_copy(update={"env": {**template.env, **env}})
+    folder.mkdir(parents=True, exist_ok=True)
+    if repo is not None:  # oldest first: a fix's buggy revision (--bad) is the older one
+        older, newer = (good, bad) if find is Find.regression else (bad, good)
+        oldest_first = git_builds(repo, older, newer, template, folder.resolve() / "worktrees", all_commits)
+    elif Path(builds).is_file():
+        oldest_first = listed_builds(Path(builds))
+    else:
+        oldest_first = version_builds(builds, template)
+    found = search_order(oldest_first, find)
+    settings = Settings(
+        from_run=from_run.resolve(),
+        repo=repo.resolve() if repo else None,
+        build_command=build,
+        cells=regression.cells,
+        step_alpha=step_alpha,
+        target=TARGET,
+        max_launches=max_launches or default_budget(len(found)),
+        executor=executor,
+        find=find,
+    )
+    state = BisectState(settings=settings, builds=found)
+    state.save(folder)
+    return folder, state

@@ -20,11 +20,20 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from evalctl.canary.faults import FAULTS, PromptMemory
+from evalctl.errors import RunFailed
 from evalctl.tokens import TokenCounter
 
 HOST = "127.0.0.1"  # never exposed beyond this machine
 FLUSH_PATHS = ("/flush_cache", "/reset_prefix_cache")
 FORWARDED_HEADERS = ("authorization", "content-type", "accept")
+
+
+def check_upstream(upstream: str) -> None:
+    """RunFailed when the server the canary would stand in front of does not answer."""
+    try:
+        httpx.get(upstream.rstrip("/") + "/health", timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise RunFailed(f"upstream {upstream} unreachable: {exc}") from None
 
 
 @dataclass

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, say_if_running
+from evalctl.cli.options import gate_policy_option
+
+GatePolicyOption = gate_policy_option(": its metric, tolerance and alpha for the cliff")
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import GateResult
@@ -47,15 +50,7 @@ def print_run_tables(run: Run, result: GateResult) -> None:
 
 def analyze(
     run: Annotated[Path, typer.Argument(help="A run folder (results/<run>).", exists=False)],
-    policy: Annotated[
-        str | None,
-        typer.Option(
-            "--policy",
-            "-p",
-            help="Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path: metric, tolerance and alpha for the cliff"
-            " (default: the run's own policy).",
-        ),
-    ] = None,
+    policy: GatePolicyOption = None,
 ) -> None:
     """Rebuild tables, summary.csv and plots for a run from its records alone (no server), with the paired
     cache on/off table and the prefill-length cliff.

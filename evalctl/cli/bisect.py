@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import enum
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
@@ -11,15 +9,11 @@ import typer
 
 from evalctl.bisect.search import Find
 from evalctl.cli.common import console, err, fail
+from evalctl.cli.options import Executor
 from evalctl.errors import ExitCode
 
 EXIT_CULPRIT = ExitCode.PASS
 EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # inconclusive, or the bad build did not reproduce the regression
-
-
-class Executor(str, enum.Enum):
-    local = "local"
-    slurm = "slurm"
 
 
 def _env(pairs: list[str]) -> dict[str, str]:
@@ -93,7 +87,7 @@ def bisect(
     INTERRUPTED/TERMINATED (go on with --resume DIR).
     """
     from evalctl.bisect.report import PLOT_FILE, accuracy_plot, steps_table
-    from evalctl.bisect.session import Bisect
+    from evalctl.bisect.session import Bisect, new_bisect
     from evalctl.bisect.state import STATE_FILE, load_state
     from evalctl.bisect.steps import regression_of
     from evalctl.signals import Interrupted, Shutdown
@@ -108,8 +102,8 @@ def bisect(
             raise fail("--from-run RUN is required: a run whose gate says regression")
         _check_build_options(repo, good, bad, builds, build, all_commits)
         regression = regression_of(from_run)
-        folder, state = _new_bisect(regression, from_run, repo, good, bad, builds, python, build, env, all_commits, output,
-                                    step_alpha, max_launches, executor, find)  # fmt: skip
+        folder, state = new_bisect(regression, from_run, repo, good, bad, builds, python, build, _env(env or []), all_commits, output,
+                                   step_alpha, max_launches, executor.value, find)  # fmt: skip
     folder = folder.resolve()
     err.print(f"bisect: {len(state.builds)} builds, cells {regression.cells.profile}/{regression.cells.variant} "
               f"shots {regression.cells.shots} cache {regression.cells.cache}; folder {folder}")  # fmt: skip
@@ -147,49 +141,6 @@ def _check_build_options(
         raise fail("--repo needs --good REV and --bad REV")
     if builds is not None and (good or bad or build or all_commits):
         raise fail("--good, --bad, --build and --all-commits go with --repo, not --builds")
-
-
-def _new_bisect(regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: str | None,
-                python: str | None, build: str | None, env: list[str] | None, all_commits: bool, output: Path | None,
-                step_alpha: float, max_launches: int | None, executor: Executor, find: Find):  # fmt: skip
-    """A new bisect's folder and saved state: its builds listed, the options checked against each other."""
-    from evalctl.bisect.builds import git_builds, listed_builds, version_builds
-    from evalctl.bisect.search import TARGET, default_budget, search_order
-    from evalctl.bisect.state import STATE_FILE, BisectState, Settings
-
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    folder = output or from_run.resolve().parent / f"bisect-{stamp}"
-    if (folder / STATE_FILE).exists():
-        raise fail(f"{folder} already holds a bisect: go on with --resume {folder}, or choose another --output")
-    variants = {v.name: v for v in regression.config.variants}
-    template = variants[regression.cells.variant].model_copy(update={"git_revision": None})
-    if python is not None:
-        template = template.model_copy(update={"python": python})
-    if env:
-        template = template.model_copy(update={"env": {**template.env, **_env(env)}})
-    folder.mkdir(parents=True, exist_ok=True)
-    if repo is not None:  # oldest first: a fix's buggy revision (--bad) is the older one
-        older, newer = (good, bad) if find is Find.regression else (bad, good)
-        oldest_first = git_builds(repo, older, newer, template, folder.resolve() / "worktrees", all_commits)
-    elif Path(builds).is_file():
-        oldest_first = listed_builds(Path(builds))
-    else:
-        oldest_first = version_builds(builds, template)
-    found = search_order(oldest_first, find)
-    settings = Settings(
-        from_run=from_run.resolve(),
-        repo=repo.resolve() if repo else None,
-        build_command=build,
-        cells=regression.cells,
-        step_alpha=step_alpha,
-        target=TARGET,
-        max_launches=max_launches or default_budget(len(found)),
-        executor=executor.value,
-        find=find,
-    )
-    state = BisectState(settings=settings, builds=found)
-    state.save(folder)
-    return folder, state
 
 
 def _step_runner(state, folder: Path, shutdown):

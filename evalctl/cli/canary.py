@@ -9,7 +9,6 @@ import typer
 
 from evalctl.canary.faults import FAULTS
 from evalctl.cli.common import console, err, fail
-from evalctl.errors import ExitCode
 
 
 def canary(
@@ -30,18 +29,13 @@ def canary(
     that prefix arrives garbled; truncate-prompt: long prompts are cut from the left. Usage in
     responses stays realistic. Runs until Ctrl-C or SIGTERM.
     """
-    import httpx
-
-    from evalctl.canary.proxy import Canary, CanaryServer
+    from evalctl.canary.proxy import Canary, CanaryServer, check_upstream
 
     if fault not in FAULTS:
         raise fail(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
     if chars is not None and chars < 1:
         raise fail(f"--chars must be >= 1, got {chars}")
-    try:
-        httpx.get(upstream.rstrip("/") + "/health", timeout=10.0)
-    except httpx.HTTPError as exc:
-        raise fail(f"upstream {upstream} unreachable: {exc}", ExitCode.RUN_FAILED) from None
+    check_upstream(upstream)
     try:
         server = CanaryServer(Canary(upstream, fault, chars), port, verbose=verbose)
     except OSError as exc:

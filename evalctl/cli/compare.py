@@ -33,8 +33,7 @@ def compare(
     from evalctl.analysis.flips import flipped_questions
     from evalctl.analysis.pairing import align_runs, between_runs, paired_table, with_holm
     from evalctl.analysis.settings import settings_diff_runs
-    from evalctl.analysis.throughput import throughput_table
-    from evalctl.analysis.throughput_checks import throughput_ratios
+    from evalctl.analysis.throughput import throughput_ratios, throughput_table
     from evalctl.records import CELL_KEYS
     from evalctl.report.outputs import write_csv
     from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view, settings_view

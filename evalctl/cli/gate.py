@@ -8,26 +8,20 @@ from typing import Annotated
 import typer
 
 from evalctl.cli.common import console, fail, say_if_running
+from evalctl.cli.options import gate_policy_option
 from evalctl.errors import EvalctlError
 
 # `git bisect run` reads 0 as good, 125 as "cannot test this commit: skip", any other code up to
 # 127 as bad, and 128 or more as "stop bisecting": a tool failure must not pass for a bad commit.
 BISECT_EXIT_CODES = {"pass": 0, "regression": 1, "inconclusive": 125}
 BISECT_ABORT = 128
+GatePolicyOption = gate_policy_option()
 
 
 def gate(
     run: Annotated[Path, typer.Argument(help="The run folder to judge (results/<run>).")],
     baseline: Annotated[Path | None, typer.Option("--baseline", "-b", help="A baseline run folder to compare cell by cell.")] = None,
-    policy: Annotated[
-        str | None,
-        typer.Option(
-            "--policy",
-            "-p",
-            help="Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path; default: the run config's gate_policy,"
-            " else the built-in (packaged gate/default).",
-        ),
-    ] = None,
+    policy: GatePolicyOption = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Folder for gate.json, gate-junit.xml, gate-summary.md (default: the run folder).")
     ] = None,

@@ -27,7 +27,7 @@ def history(
 ) -> None:
     """Print a model's metric per run (oldest first) at one cell, first pass, from the run folders."""
     from evalctl.history.store import HistoryStore, shown_metric
-    from evalctl.report.terminal import frame_table
+    from evalctl.report.terminal import history_table
 
     if cache is not None and cache not in ("on", "off"):
         raise fail(f"--cache must be on or off, got {cache!r}")
@@ -36,10 +36,7 @@ def history(
         console.print(f"no compacted runs of {model} in {root} at that cell")
         return
     label = "output tok/s" if metric == "throughput" else f"{shown_metric(trend) if metric == 'accuracy' else metric} accuracy"
-    view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M")).rename(columns={"value": label})
-    if metric == "throughput":
-        view = view.drop(columns=["lo", "hi"])
-    console.print(frame_table(view, f"{model}: {label}"))
+    console.print(history_table(trend, label, f"{model}: {label}"))
     if plot is not None:
         from evalctl.report.plots import history_trend
 

@@ -33,21 +33,12 @@ def list_models() -> None:
     Searched in order: the folders of EVALCTL_CONFIG_PATH (separated by the system's path separator),
     then the ones shipped with evalctl ("packaged"); the first file of a name wins.
     """
-    from evalctl.report.terminal import add_column, narrow_table
+    import pandas as pd
 
-    aliases = known()
-    rows = [[name, *_serves(name), _source(found)] for name, found in aliases.items()]
-    table = narrow_table("Model aliases (--model NAME)")
-    table.add_column("alias", no_wrap=True)  # a name to copy whole
-    for i, header in enumerate(("task", "engines", "from"), start=1):
-        add_column(table, header, [r[i] for r in rows])
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    policies = narrow_table(f"Gate policies (gate_policy: NAME, in {POLICY_FOLDER}/)")
-    policies.add_column("policy", no_wrap=True)
-    add_column(policies, "from", [])
-    for name, found in known(POLICY_FOLDER).items():
-        policies.add_row(name, _source(found))
-    console.print(policies)
+    from evalctl.report.terminal import frame_table
+
+    aliases = [[name, *_serves(name), _source(found)] for name, found in known().items()]
+    console.print(frame_table(pd.DataFrame(aliases, columns=["alias", "task", "engines", "from"]), "Model aliases (--model NAME)"))
+    policies = pd.DataFrame([[name, _source(found)] for name, found in known(POLICY_FOLDER).items()], columns=["policy", "from"])
+    console.print(frame_table(policies, f"Gate policies (gate_policy: NAME, in {POLICY_FOLDER}/)"))
     console.print(f"search order: ${CONFIG_PATH_ENV} folders, then {PACKAGED}", highlight=False)

@@ -8,21 +8,16 @@ from typing import Annotated
 import typer
 
 from evalctl.cli.common import console, fail, say_if_running
+from evalctl.cli.options import gate_policy_option
+
+GatePolicyOption = gate_policy_option(", for a run with no gate.json yet")
 
 
 def report(
     run: Annotated[Path, typer.Argument(help="A run folder (results/<run>).")],
     baseline: Annotated[Path | None, typer.Option(help="A baseline run folder to compare against.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write; default: <run>/report.html.")] = None,
-    policy: Annotated[
-        str | None,
-        typer.Option(
-            "--policy",
-            "-p",
-            help="Gate policy, a name (cpu-smoke; evalctl models list) or a YAML path, if the run has no gate.json yet;"
-            " default: the run config's gate_policy, else built-in.",
-        ),
-    ] = None,
+    policy: GatePolicyOption = None,
 ) -> None:
     """Write one HTML file (plots embedded, no network needed): header, gate verdict and sign-off matrix,
     plots, throughput ratios, probes, flipped questions, server command lines and log links.

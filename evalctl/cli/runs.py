@@ -30,15 +30,10 @@ def list_runs(
 ) -> None:
     """List runs newest first with status and sample counts; partial or corrupt run folders are listed as such."""
     from evalctl.history.store import HistoryStore
-    from evalctl.report.terminal import frame_table
+    from evalctl.report.terminal import runs_table
 
     runs = HistoryStore(root).runs(model=model, since=parse_date(since))
     if runs.empty:
         console.print(f"no runs in {root}" + (f" for model {model}" if model else ""))
         return
-    view = runs.drop(columns="path").assign(
-        created_at=runs["created_at"].dt.strftime("%Y-%m-%d %H:%M:%S").fillna("-"),
-        samples=runs["samples"].map(lambda v: "-" if v != v or v is None else str(int(v))),
-        cells=runs["cells"].map(lambda v: "-" if v != v or v is None else str(int(v))),
-    )
-    console.print(frame_table(view, f"Runs in {root}"))
+    console.print(runs_table(runs, f"Runs in {root}"))

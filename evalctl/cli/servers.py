@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.markup import escape
 
 from evalctl.cli.common import console, err
-from evalctl.cli.sweep import GPUS_HELP, config_overrides, resolve_config
+from evalctl.cli.options import ConfigFile, Model, Overrides, config_options, resolve_config
 from evalctl.plan import expand
 from evalctl.servers.gpus import gpu_assignment, placeholder_gpus, visible_gpus
 from evalctl.servers.registry import adapter_for
@@ -24,18 +22,13 @@ WORKDIR_PLACEHOLDER = "$RUN_DIR/server-slots"
 
 
 @app.command()
-def show(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model alias (e.g. nemotron-nano-9b; evalctl models list).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Sweep config YAML file (instead of --model).")] = None,
-    variants: Annotated[str | None, typer.Option(help="Variants to show, comma-separated (default: the config's run_variants).")] = None,
-    cache: Annotated[str | None, typer.Option(help="Prefix-cache modes: on,off (or one of them).")] = None,
-    gpus: Annotated[str | None, typer.Option(help=GPUS_HELP)] = None,
-) -> None:
+@config_options("variants", "cache", "gpus")
+def show(model: Model = None, config: ConfigFile = None, overrides: Overrides | None = None) -> None:
     """Print, per server profile x variant x cache mode, the exact command, environment and GPUs.
 
     `$PORT` stands for the port the sweep picks when the profile fixes none.
     """
-    resolved = resolve_config(model, config, None, config_overrides(cache=cache, variants=variants, gpus=gpus))
+    resolved = resolve_config(model, config, None, overrides)
     if resolved.gpus is None and any(p.gpus_needed() for p in resolved.servers) and not visible_gpus()[0]:
         # A preview is planned where there are no GPUs (laptop, login node): show where the ids go.
         resolved = resolved.model_copy(update={"gpus": placeholder_gpus(resolved.servers)})

@@ -54,19 +54,6 @@ def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None,
     raise typer.Exit(gate.exit_code)
 
 
-def _latest_run(root: Path) -> Path:
-    from evalctl.manifest import ManifestError, read_manifest
-
-    runs = sorted((p.parent for p in root.glob("*/manifest.json")), key=lambda p: p.stat().st_mtime)
-    for run in reversed(runs):
-        try:
-            if read_manifest(run).jobs:
-                return run
-        except ManifestError:
-            continue
-    raise fail(f"no run submitted to Slurm under {root}; give a run folder")
-
-
 def jobs(
     run: Annotated[Path | None, typer.Argument(help="A run folder; default: the newest one submitted to Slurm under --output.")] = None,
     output: Annotated[Path, typer.Option("--output", "-o", help="Results root to look in when no run folder is given.")] = Path("results"),
@@ -78,22 +65,18 @@ def jobs(
     from evalctl.extras import require
 
     require("submitit", "evalctl jobs")
-    from evalctl.cluster.jobs import job_rows
+    from evalctl.cluster.jobs import job_rows, latest_submitted
     from evalctl.manifest import read_manifest
-    from evalctl.report.terminal import add_column, narrow_table
+    from evalctl.report.terminal import jobs_table
 
-    run_dir = run or _latest_run(output)
+    run_dir = run or latest_submitted(output)
+    if run_dir is None:
+        raise fail(f"no run submitted to Slurm under {output}; give a run folder")
     manifest = read_manifest(run_dir)
     if not manifest.jobs:
         raise fail(f"{run_dir} was not submitted to Slurm (its manifest lists no jobs)")
     live = shutil.which("squeue") is not None
-    table = narrow_table(f"Jobs of {manifest.run_id}" + ("" if live else " (no squeue here: states as last recorded)"))
-    fields = ("part", "job_id", "slurm_state", "node", "run_state", "reason", "submitted_at")
-    rows = [[str(v) if (v := getattr(row, k)) is not None else "-" for k in fields] for row in job_rows(run_dir, manifest, live=live)]
-    for i, column in enumerate(("part", "job id", "slurm state", "node", "run state", "reason", "submitted")):
-        add_column(table, column, [r[i] for r in rows], numeric=column == "job id")
-    for cells in rows:
-        table.add_row(*cells)
-    console.print(table)
+    title = f"Jobs of {manifest.run_id}" + ("" if live else " (no squeue here: states as last recorded)")
+    console.print(jobs_table(job_rows(run_dir, manifest, live=live), title))
     gate = manifest.gate
     console.print(f"run status: {manifest.status}" + (f"; gate: {gate.verdict}" if gate else ""))

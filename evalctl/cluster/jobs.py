@@ -23,6 +23,7 @@ from evalctl.manifest import (
     GateSummary,
     JobEntry,
     Manifest,
+    ManifestError,
     now,
     part_states,
     read_manifest,
@@ -55,6 +56,17 @@ class PartJob(submitit.helpers.Checkpointable):
         with shutdown.install(), sweep:
             result = sweep.run()
         return "failed" if result.failures else "complete"
+
+
+def latest_submitted(root: Path) -> Path | None:
+    """The newest run folder under `root` that was submitted to Slurm (its manifest lists jobs)."""
+    for run in sorted((p.parent for p in root.glob("*/manifest.json")), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            if read_manifest(run).jobs:
+                return run
+        except ManifestError:
+            continue
+    return None
 
 
 def job_rows(run_dir: Path, manifest: Manifest, live: bool = True) -> list[JobEntry]:

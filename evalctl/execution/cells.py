@@ -11,7 +11,7 @@ import os
 import time
 
 from evalctl.cell import CellKey
-from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient
+from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient, RequestSettings
 from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
 from evalctl.execution.launch import server_metrics
@@ -74,7 +74,6 @@ class CellRunner:
         prompts = self.task.prompts(cell.shots, self.config.limit) if replica else self.unfinished(cell)
         if not prompts:
             return True
-        params = self._request_params(server, cell.cache)
         self._count_answer_tokens(server, prompts)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
@@ -82,7 +81,7 @@ class CellRunner:
             cell.pass_index == 1
             and cell.cache is CacheMode.on
             and self.config.fewshot == "shared"
-            and self._prewarm(server, self.task.prompts(cell.shots, self.config.limit), params)
+            and self._prewarm(server, self.task.prompts(cell.shots, self.config.limit))
         )
         self.progress.cell_started(cell.label, len(prompts))
         entry = CellEntry(
@@ -98,7 +97,7 @@ class CellRunner:
         done = True
         # The A/A replica sends every request once, unstopped: it measures noise, not a verdict.
         for look, wave in enumerate([prompts] if replica else self._waves(cell, prompts)):
-            lm = self._lm(cell, wave, server, params, prewarmed, replica)
+            lm = self._lm(cell, wave, server, prewarmed, replica)
             if wave and asyncio.run(send_watched(lm, self._requests(wave), server, self.shutdown)) is not Outcome.done:
                 done = False
                 break
@@ -123,9 +122,7 @@ class CellRunner:
     def _requests(prompts: list[Prompt]) -> list[tuple[str, dict]]:
         return [(p.text, {"until": list(p.stop)}) for p in prompts]
 
-    def _lm(
-        self, cell: CellKey, prompts: list[Prompt], server: ManagedServer, params: dict, prewarmed: bool, replica: RecordWriter | None
-    ) -> ServedLM:
+    def _lm(self, cell: CellKey, prompts: list[Prompt], server: ManagedServer, prewarmed: bool, replica: RecordWriter | None) -> ServedLM:
         """The served model for `prompts`, each row written as it completes (to `replica`, if given)."""
 
         def on_complete(index: int, completion: Completion) -> None:
@@ -138,7 +135,7 @@ class CellRunner:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
-        return ServedLM(lambda: self._client(server, cell.cache), params, on_complete, chains=chains(prompts))
+        return ServedLM(lambda: self._client(server, cell.cache), on_complete, chains=chains(prompts))
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
@@ -157,25 +154,23 @@ class CellRunner:
                 self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
     def _client(self, server: ManagedServer, cache: CacheMode) -> CompletionClient:
-        return CompletionClient(
-            server.base_url,
+        gen, adapter = self.config.generation, server.adapter
+        settings = RequestSettings(
             model=server.request_model,
-            concurrency=self.config.concurrency,
+            api_key=self.api_key,
             timeout_s=self.config.request_timeout_s,
             max_retries=self.config.max_retries,
-            cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
-            api_key=self.api_key,
-            stream=self.config.generation.stream,
-            stream_usage=server.adapter.stream_usage,
-            fresh_fields=lambda: server.adapter.fresh_fields(cache),
+            max_tokens=gen.max_tokens,
+            temperature=gen.temperature,
+            seed=gen.seed,
+            stop=tuple(gen.stop) if gen.stop is not None else None,
+            fields=adapter.request_fields(cache),
+            fresh_fields=lambda: adapter.fresh_fields(cache),
+            stream=gen.stream,
+            stream_usage=adapter.stream_usage,
+            cached_tokens_if_missing=adapter.cached_tokens_if_missing,
         )
-
-    def _request_params(self, server: ManagedServer, cache: CacheMode) -> dict:
-        gen = self.config.generation
-        params = {"max_tokens": gen.max_tokens, "temperature": gen.temperature, "seed": gen.seed, **server.adapter.request_fields(cache)}
-        if gen.stop is not None:
-            params["stop"] = gen.stop
-        return params
+        return CompletionClient(server.base_url, settings, concurrency=self.config.concurrency)
 
     def _flush(self, server: ManagedServer) -> bool:
         try:
@@ -186,7 +181,7 @@ class CellRunner:
             self.progress.warn(f"cache flush failed on {server.base_url}: {exc}")
             return False
 
-    def _prewarm(self, server: ManagedServer, prompts: list[Prompt], params: dict) -> bool:
+    def _prewarm(self, server: ManagedServer, prompts: list[Prompt]) -> bool:
         """Cache the shared few-shot prefix once, so concurrent requests do not all prefill it cold."""
         prefix = shared_prefix(prompts)
         if not prefix:
@@ -195,7 +190,7 @@ class CellRunner:
         async def send() -> list[Completion]:
             async with self._client(server, CacheMode.on) as client:
                 fields = server.adapter.prewarm_fields(server.profile)
-                return await asyncio.gather(*(client.complete(prefix, **{**params, "max_tokens": 1, **extra}) for extra in fields))
+                return await asyncio.gather(*(client.complete(prefix, **{"max_tokens": 1, **extra}) for extra in fields))
 
         results = asyncio.run(send())
         failed = [r.error for r in results if r.error]

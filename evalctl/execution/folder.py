@@ -11,12 +11,15 @@ a writer that waited for another one sees everything that one wrote.
 
 from __future__ import annotations
 
+import errno
 import os
+import shlex
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalctl.config import SweepConfig
+from evalctl.errors import DiskError
 from evalctl.fsio import disk_error
 from evalctl.manifest import (
     Failure,
@@ -33,6 +36,7 @@ from evalctl.manifest import (
     write_part_state,
 )
 from evalctl.plan import ServerLaunch, expand
+from evalctl.records import record_files
 from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, finished_keys, planned_keys
 from evalctl.runlock import RunLock
 from evalctl.runs import Run
@@ -157,3 +161,26 @@ def _resume_plan(config: SweepConfig, folder: RunFolder, task: LmEvalTask, launc
         folder.state.questions = planned_questions(config, task)
     folder.note_resume(len(finished), len(remaining))
     return PreparedRun(folder, task, launches, finished, remaining)
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that finishes an interrupted run."""
+    return f"evalctl sweep --resume {shlex.quote(str(run_dir))}"
+
+
+def interrupted_message(signal_name: str, run_dir: Path | None) -> str:
+    """What a stop signal left: the records so far and how to finish."""
+    if run_dir is None:
+        return f"interrupted by {signal_name}; before the run folder was created"
+    return f"interrupted by {signal_name}; records so far are kept in {run_dir}\nfinish with: {resume_command(run_dir)}"
+
+
+def disk_message(exc: DiskError, run_dir: Path | None) -> str:
+    """What a refused write means for the run: which file, what is kept, how to finish."""
+    if run_dir is None:
+        return f"{exc}; nothing was written"
+    rows = sum(len(p.read_bytes().splitlines()) for p in record_files(run_dir))
+    return (
+        f"{exc} (errno {errno.errorcode.get(exc.errno, exc.errno)}). Every row written so far is safe: {rows} in {run_dir}; "
+        f"servers are stopped. Free space (or fix the permission), then finish the run with:\n  {resume_command(run_dir)}"
+    )

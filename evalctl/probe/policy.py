@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalctl.config_files import read_yaml
+from evalctl.errors import BadInput
 
 
 class ProbePolicy(BaseModel):
@@ -31,3 +37,18 @@ class ProbePolicy(BaseModel):
         description="Largest tolerated excess of the share of prompts whose warm tokens differ from cold, over the "
         "cold-vs-cold share; the verdict's only rule when the server returns no logprobs.",
     )
+
+
+def load_probe_policy(path: Path | None, overrides: dict[str, Any]) -> ProbePolicy:
+    """The policy in the YAML file `path` (top level, or a gate policy's `probe:` section), fields in `overrides` set over it."""
+    data: Any = {}
+    if path is not None:
+        loaded = read_yaml(path, "probe policy")
+        data = loaded.get("probe", loaded)
+        if not isinstance(data, dict):
+            raise BadInput(f"probe policy {path}: `probe:` must be a mapping")
+    try:
+        return ProbePolicy.model_validate({**data, **{k: v for k, v in overrides.items() if v is not None}})
+    except ValidationError as exc:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise BadInput(f"invalid probe policy: {fields}") from None

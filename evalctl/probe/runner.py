@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
-from evalctl.client import Completion, CompletionClient, auth_headers
+from evalctl.client import Completion, CompletionClient, RequestSettings, server_http
 from evalctl.config import CacheMode
 from evalctl.errors import ProbeError
 from evalctl.probe.policy import ProbePolicy
@@ -51,37 +51,43 @@ def _seed_prefixes(prompts: list[ProbePrompt]) -> list[str]:
     return sorted({p.prefix for p in prompts}, key=lambda prefix: (-len(prefix), prefix))
 
 
+def _stop(prompt: ProbePrompt) -> dict:
+    return {"stop": list(prompt.stop)} if prompt.stop else {}
+
+
 class ProbeRunner:
     def __init__(
         self,
         base_url: str,
         adapter: EngineAdapter,
         policy: ProbePolicy,
+        request: RequestSettings,
         *,
-        model: str,
-        timeout_s: float = 600.0,
-        api_key: str | None = None,
         on_step: Callable[[str], None] | None = None,
     ):
+        """`request`: the model, key and timeout of every request; the probe sets how they are sampled."""
         self.base_url = base_url
         self.adapter = adapter
         self.policy = policy
-        self.model = model
-        self.timeout_s = timeout_s
-        self.api_key = api_key
+        self.request = request
         self.on_step = on_step or (lambda _msg: None)
 
-    def _params(self, prompt: ProbePrompt, cache: CacheMode) -> dict:
-        params: dict = {"max_tokens": self.policy.max_tokens, "temperature": 0.0, **self.adapter.request_fields(cache)}
-        if self.policy.top_logprobs:
-            params["logprobs"] = self.policy.top_logprobs
-        if prompt.stop:
-            params["stop"] = list(prompt.stop)
-        return params
+    def _client(self, cache: CacheMode) -> CompletionClient:
+        """Greedy requests one at a time with the engine's `cache` switch, asking for the policy's top alternatives."""
+        settings = replace(
+            self.request,
+            max_retries=2,
+            max_tokens=self.policy.max_tokens,
+            temperature=0.0,
+            logprobs=self.policy.top_logprobs or None,
+            fields=self.adapter.request_fields(cache),
+            cached_tokens_if_missing=self.adapter.cached_tokens_if_missing,
+        )
+        return CompletionClient(self.base_url, settings)
 
     def _flush(self) -> bool:
         try:
-            with httpx.Client(base_url=self.base_url, timeout=30.0, headers=auth_headers(self.api_key)) as http:
+            with server_http(self.base_url, self.request.api_key, 30.0) as http:
                 return self.adapter.flush(http)
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return False
@@ -92,16 +98,7 @@ class ProbeRunner:
         return asyncio.run(self._run(prompts))
 
     async def _run(self, prompts: list[ProbePrompt]) -> ProbeRun:
-        client = CompletionClient(
-            self.base_url,
-            model=self.model,
-            concurrency=1,
-            timeout_s=self.timeout_s,
-            max_retries=2,
-            cached_tokens_if_missing=self.adapter.cached_tokens_if_missing,
-            api_key=self.api_key,
-        )
-        async with client:
+        async with self._client(CacheMode.off) as cold_client, self._client(CacheMode.on) as warm_client:
             colds = []
             flushed = True
             for i, prompt in enumerate(prompts, 1):
@@ -109,13 +106,13 @@ class ProbeRunner:
                 pair = []
                 for _ in range(2):
                     flushed = self._flush() and flushed
-                    pair.append(await self._cold(client, prompt))
+                    pair.append(await self._cold(cold_client, prompt))
                 colds.append(pair)
             self.on_step("seeding the cache with the shared prefixes")
             self._flush()
             seeds = []
             for prefix in _seed_prefixes(prompts):
-                seed = await client.complete(prefix, max_tokens=1, temperature=0.0, **self.adapter.request_fields(CacheMode.on))
+                seed = await warm_client.complete(prefix, max_tokens=1, logprobs=None)
                 if seed.error:
                     raise ProbeError(f"seeding the prefix cache failed: {seed.error}")
                 seeds.append(seed)
@@ -123,12 +120,12 @@ class ProbeRunner:
             order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].prefix), reverse=True)
             for n, i in enumerate(order, 1):
                 self.on_step(f"warm {n}/{len(prompts)}: {prompts[i].bin}")
-                warms[i] = await client.complete(prompts[i].text, **self._params(prompts[i], CacheMode.on))
+                warms[i] = await warm_client.complete(prompts[i].text, **_stop(prompts[i]))
         samples = [ProbeSample(p, cold, again, warms[i]) for i, (p, (cold, again)) in enumerate(zip(prompts, colds))]
         return ProbeRun(samples, seeds, flushed)
 
     async def _cold(self, client: CompletionClient, prompt: ProbePrompt) -> Completion:
-        completion = await client.complete(prompt.text, **self._params(prompt, CacheMode.off))
+        completion = await client.complete(prompt.text, **_stop(prompt))
         if completion.error:
             raise ProbeError(f"cold request ({prompt.bin}) failed: {completion.error}")
         if completion.cached_tokens:

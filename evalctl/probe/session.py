@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pandas as pd
 
-from evalctl.client import auth_headers
+from evalctl.client import RequestSettings, server_http
 from evalctl.config import CacheMode, ServerProfile, SweepConfig, Variant
 from evalctl.fsio import write_atomic
 from evalctl.probe.policy import ProbePolicy
@@ -69,14 +69,15 @@ def probe_server(
     on_step: Callable[[str], None] | None = None,
 ) -> ProbeResult:
     started = time.monotonic()
-    with httpx.Client(base_url=base_url, timeout=30.0, headers=auth_headers(api_key)) as http:
+    with server_http(base_url, api_key, 30.0) as http:
         counter = TokenCounter(http, model)
         try:
             chunk = adapter.prefill_chunk_tokens(http, profile)
         except (httpx.HTTPError, ValueError, KeyError):
             chunk = None
         prompts = build_prompts(task, shots, policy, counter, chunk)
-    run = ProbeRunner(base_url, adapter, policy, model=model, timeout_s=timeout_s, api_key=api_key, on_step=on_step).run(prompts)
+    request = RequestSettings(model=model, api_key=api_key, timeout_s=timeout_s)
+    run = ProbeRunner(base_url, adapter, policy, request, on_step=on_step).run(prompts)
     rows = sample_rows(run.samples)
     bins = bin_verdicts(rows, policy)
     info = {

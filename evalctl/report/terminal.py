@@ -19,7 +19,7 @@ from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
     from evalctl.analysis.gate import Check, GatePolicy, GateResult
-    from evalctl.manifest import CellDecision
+    from evalctl.manifest import CellDecision, JobEntry
 
 
 def _fmt(value: object, column: str) -> str:
@@ -28,7 +28,7 @@ def _fmt(value: object, column: str) -> str:
             return "-"
         if column.startswith(("p ", "p_")):
             return f"{value:.2g}"
-        if column.endswith(("_acc", "_lo", "_hi", "ratio", "drop")):
+        if column.endswith(("_acc", "_lo", "_hi", "ratio", "drop", " JS")):
             return f"{value:.3f}"
         return f"{value:.2f}"
     return str(value)
@@ -151,7 +151,7 @@ class FittedTable:
 def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) -> FittedTable:
     columns = columns or list(df.columns)
     rows = [[_fmt(v, c) for v, c in zip(row, columns)] for row in df[columns].itertuples(index=False)]
-    cells = [(col, [r[i] for r in rows], df[col].dtype != object) for i, col in enumerate(columns)]
+    cells = [(col, [r[i] for r in rows], pd.api.types.is_numeric_dtype(df[col])) for i, col in enumerate(columns)]
     keys = next((i for i, col in enumerate(columns) if col not in KEY_COLUMNS), len(columns))
     return FittedTable(title, cells, keys)
 
@@ -335,3 +335,50 @@ def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
         answers, responses = flipped[f"{side}_answer"], flipped[f"{side}_response"]
         view[f"{side} answer"] = [f"{_answer(a)} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
     return view
+
+
+FLIPS_SHOWN = 10
+
+
+def regressed_flips_table(flipped: pd.DataFrame) -> FittedTable:
+    """The first flipped questions of the regressed cells: what cache off answered and what cache on did."""
+    title = f"Flipped questions of the regressed cells, cache off -> on ({min(FLIPS_SHOWN, len(flipped))} of {len(flipped)})"
+    return frame_table(flips_view(flipped.head(FLIPS_SHOWN), width=40), title)
+
+
+# A probe's bin columns as shown; divergences (" JS") to 3 places.
+PROBE_COLUMNS = {"bin": "bin", "prefix_tokens": "prefix", "cached_tokens": "cached", "mismatch": "warm≠", "baseline_mismatch": "cold≠",
+                 "first_divergence": "div@", "js": "warm JS", "baseline_js": "cold JS", "verdict": "verdict"}  # fmt: skip
+PROBE_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow"}
+
+
+def probe_bins_table(bins: pd.DataFrame, title: str) -> FittedTable:
+    """A probe's bins: prefix, cached tokens, cold/warm mismatches and divergences, the verdict (coloured)."""
+    view = bins.reindex(columns=list(PROBE_COLUMNS)).rename(columns=PROBE_COLUMNS)
+    return frame_table(view.assign(verdict=[f"[{PROBE_STYLE.get(v, '')}]{v}[/]" for v in view["verdict"]]), title)
+
+
+JOB_COLUMNS = {"part": "part", "job_id": "job id", "slurm_state": "slurm state", "node": "node", "run_state": "run state",
+               "reason": "reason", "submitted_at": "submitted"}  # fmt: skip
+
+
+def jobs_table(rows: list[JobEntry], title: str) -> FittedTable:
+    """A run's Slurm jobs: Slurm's state and the part's own, "-" where not known."""
+    view = pd.DataFrame([row.model_dump() for row in rows], columns=list(JOB_COLUMNS)).rename(columns=JOB_COLUMNS)
+    return frame_table(view.astype(object).where(view.notna(), "-"), title)
+
+
+def _count(value: object) -> str:
+    return "-" if value is None or value != value else str(int(value))
+
+
+def runs_table(runs: pd.DataFrame, title: str) -> FittedTable:
+    """`HistoryStore.runs`: one row per run folder, "-" where a broken one has no figure."""
+    view = runs.drop(columns="path").assign(samples=runs["samples"].map(_count), cells=runs["cells"].map(_count))
+    return frame_table(view.assign(created_at=runs["created_at"].dt.strftime("%Y-%m-%d %H:%M:%S").fillna("-")), title)
+
+
+def history_table(trend: pd.DataFrame, label: str, title: str) -> FittedTable:
+    """`HistoryStore.history`: a metric per run under `label`; an interval only for an accuracy."""
+    view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M")).rename(columns={"value": label})
+    return frame_table(view if "accuracy" in label else view.drop(columns=["lo", "hi"]), title)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import httpx
 
+from evalctl.client import server_http
 from evalctl.servers.registry import engines
 
 
@@ -24,3 +25,18 @@ def detect_engine(http: httpx.Client) -> tuple[str | None, str | None]:
             if isinstance(body, dict) and test(body):
                 return adapter.name, route
     return None, None
+
+
+def url_engine(url: str, api_key: str | None = None) -> tuple[str | None, str | None]:
+    """The engine serving `url` and the route that told, as `detect_engine` asks."""
+    with server_http(url, api_key, 5.0) as http:
+        return detect_engine(http)
+
+
+def served_model(url: str, api_key: str | None = None) -> str:
+    """The first model `url` serves (/v1/models), which requests must name: vLLM answers 404 to any other."""
+    try:
+        with server_http(url, api_key, 30.0) as http:
+            return str(http.get("/v1/models").json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        return "external"  # a server without the route (llama.cpp's takes any name)

@@ -67,6 +67,11 @@ class ConversationConfig(BaseModel):
     grow_past: float = Field(2.0, ge=1.0, description="A conversation first grows to this many times the largest boundary.")
     events: int = Field(3, ge=0, description="Rewinds or branches per conversation, each followed by growth past a boundary.")
     kinds: list[EventKind] = Field(default_factory=lambda: ["rewind", "branch"], description="Which events to draw.")
+    first_event: EventKind | None = Field(
+        None,
+        description="The first event's kind (default: drawn from kinds like the others). `branch` with kinds [rewind] and"
+        " revisit 1: one turn edited, then regenerated at every later event.",
+    )
     revisit: float = Field(
         0.5, ge=0.0, le=1.0, description="Chance an event goes back to the turn of the previous one (regenerating an edited turn)."
     )
@@ -165,7 +170,7 @@ def _one(
     grow(config.grow_past * max(config.boundaries))
     step = min(config.boundaries)
     last_point: int | None = None
-    for _ in range(config.events):
+    for event in range(config.events):
         end = tokens(path)
         # Turn t (1-based) ends where path[:t] does: far enough back that a window lies between, and
         # the history kept (the turns before t) past the first window: before it an engine recomputes
@@ -175,7 +180,7 @@ def _one(
         if not candidates:
             break
         point = last_point if last_point in candidates and rng.random() < config.revisit else rng.choice(candidates)
-        kind: EventKind = rng.choice(config.kinds)
+        kind: EventKind = config.first_event if event == 0 and config.first_event else rng.choice(config.kinds)
         del path[point:]
         if kind == "branch":
             # an edit: another turn than the one it replaces (the same one would be a rewind)

@@ -19,7 +19,6 @@ class ServedLM:
     def __init__(
         self,
         make_client: Callable[[], CompletionClient],
-        params: dict,
         on_complete: OnComplete | None = None,
         chains: list[list[int]] | None = None,
     ):
@@ -27,7 +26,6 @@ class ServedLM:
         after another's answer (a conversation's turns); default: every request on its own."""
         self.make_client = make_client
         self.chains = chains
-        self.params = params
         self.on_complete = on_complete
 
     async def agenerate(self, requests: list[tuple[str, dict]], stop: asyncio.Event | None = None) -> list[str]:
@@ -35,14 +33,11 @@ class ServedLM:
 
         Once `stop` is set no new request is sent; unsent ones yield "" and no callback.
         """
-        items = []
-        for index, (context, gen_kwargs) in enumerate(requests):
-            params = dict(self.params)
-            if gen_kwargs.get("until") and "stop" not in params:
-                params["stop"] = list(gen_kwargs["until"])
-            items.append((index, context, params))
-        texts = [""] * len(items)
+        texts = [""] * len(requests)
         async with self.make_client() as client:
+            # A request's stop strings (the task's `until`) unless the settings fix them (the config's generation.stop).
+            own = client.settings.stop is None
+            items = [(i, text, {"stop": list(kw["until"])} if own and kw.get("until") else {}) for i, (text, kw) in enumerate(requests)]
             grouped = [[items[i] for i in chain] for chain in self.chains] if self.chains is not None else [[item] for item in items]
             async for index, completion in client.map_chains(grouped, stop):
                 texts[index] = completion.text or ""

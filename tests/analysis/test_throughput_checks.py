@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from frames import manifest_for, sweep_frame
 
+from evalctl.analysis.checks.throughput import slowdown_tests
 from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.analysis.pairing import within_run
-from evalctl.analysis.throughput import throughput_table
-from evalctl.analysis.throughput_checks import slowdown_tests, throughput_ratios
+from evalctl.analysis.throughput import throughput_ratios, throughput_table
 from evalctl.runs import Run
 
 

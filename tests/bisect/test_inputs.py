@@ -146,9 +146,9 @@ def test_state_round_trip_and_a_corrupt_one(gated, tmp_path):
         load_state(tmp_path / "nothing")
 
 
-def listed_builds_from(tmp_path: Path):
+def listed_builds_from(tmp_path: Path, names: str = "abc"):
     path = tmp_path / "b.yaml"
-    path.write_text(yaml.safe_dump([{"name": n} for n in "abc"]))
+    path.write_text(yaml.safe_dump([{"name": n} for n in names]))
     return listed_builds(path)
 
 
@@ -196,12 +196,47 @@ def test_bad_version_lists_are_clear_errors(spec, message):
 
 def test_a_bisect_for_a_fix_over_released_versions_searches_them_newest_first(gated, tmp_path):
     from evalctl.bisect.search import Find
-    from evalctl.cli.bisect import Executor, _new_bisect
+    from evalctl.bisect.session import new_bisect
 
     regression = regression_of(gated["bad"])
     versions = "xllamacpp==0.2.13,0.2.14,2026.4.8672.1,2026.4.8929,2026.5.9093,2026.5.9294"
-    folder, state = _new_bisect(regression, gated["bad"], None, None, None, versions, None, None, None, False, tmp_path / "b",
-                                0.02, None, Executor.local, Find.fix)  # fmt: skip
+    folder, state = new_bisect(regression, gated["bad"], None, None, None, versions, None, None, {}, False, tmp_path / "b",
+                               0.02, None, "local", Find.fix)  # fmt: skip
     assert [b.label for b in state.builds] == versions.partition("==")[2].split(",")[::-1]
     assert state.builds[0].variant.pip == ["xllamacpp==2026.5.9294"] and state.settings.find is Find.fix
     assert load_state(folder) == state
+
+
+def test_a_conversation_workload_is_bisected_by_fixed_n_steps(gated, tmp_path):
+    """Its steps cannot stop mid-conversation: every search step runs all requests (a sequential step config would be
+    refused) and is judged by the gate's fixed-n rule against the reference at the steps' tolerance and alpha."""
+    from evalctl.bisect.search import Verdict
+    from evalctl.bisect.session import Bisect
+    from evalctl.bisect.steps import Regression
+    from evalctl.config import StoppingMode
+    from evalctl.tasks.conversation import ConversationConfig
+
+    regression = regression_of(gated["bad"])
+    regression = Regression(
+        regression.config.model_copy(update={"conversation": ConversationConfig()}), regression.cells, regression.policy
+    )
+    builds = listed_builds_from(tmp_path, "abcde")
+    culprit = 3
+    modes = []
+
+    def runner(config, root):  # each build's answers: from the culprit on, 30 of 60 flipped in each regressed cell
+        modes.append(config.stopping.mode)
+        index = next(i for i, b in enumerate(builds) if root.name.endswith(f"-{b.name}"))
+        flipped = set(range(30)) if index >= culprit else set()
+        root.mkdir(parents=True)
+        write_run(root, "run", sweep_frame(n=60, shots=(16, 20), to_wrong={16: flipped, 20: flipped}))
+        return root / "run", []
+
+    settings = Settings(from_run=gated["bad"], cells=regression.cells, step_alpha=0.02, target=0.95, max_launches=10)
+    (tmp_path / "b").mkdir()
+    state = Bisect(tmp_path / "b", BisectState(settings=settings, builds=builds), regression, runner).run()
+    assert set(modes) == {StoppingMode.fixed}
+    assert state.outcome == "culprit" and state.culprit == [culprit], state.message
+    search = [s for s in state.steps if s.build not in (0, len(builds) - 1)]
+    assert search and all("drop" in s.reason for s in search)  # the fixed-n rule's reason, not the sequential one's
+    assert {s.build: s.verdict for s in search} == {s.build: Verdict.bad if s.build >= culprit else Verdict.good for s in search}

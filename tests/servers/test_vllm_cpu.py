@@ -12,26 +12,32 @@ in a row) runs on a thread from the module's start, beside the other tests, and 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import VLLM_PYTHON, assert_probe_passes_then_fails_behind_the_canary, evalctl, needs_vllm, only_run, profile_of
-from process_tree import ProcessTree, names, start_evalctl, watch
+from conftest import (
+    VLLM_PYTHON,
+    assert_probe_passes_then_fails_behind_the_canary,
+    assert_sigterm_mid_start_up_leaves_no_process,
+    assert_start_up_failure_leaves_no_process,
+    assert_streamed_answer_equals_the_whole_one,
+    complete,
+    engine_sweep_config,
+    evalctl,
+    flush_round,
+    kill_mid_run_then_resume,
+    needs_vllm,
+    only_run,
+    shared_engine_server,
+    vllm_profile,
+)
 
-from evalctl.client import CompletionClient
-from evalctl.config import CacheMode, Variant
-from evalctl.records import RECORD_KEYS, RECORDS_FILE, primary_metric
+from evalctl.records import RECORD_KEYS, primary_metric
 from evalctl.runs import load_run
-from evalctl.servers.process import ManagedServer
-from evalctl.servers.registry import adapter_for
 
 pytestmark = needs_vllm
 # Records in the prefix-recall prefix: about 290 and 580 tokens, more than vLLM's 128-token
@@ -39,71 +45,22 @@ pytestmark = needs_vllm
 SHOTS = (32, 64)
 
 
-def vllm_profile(engine: dict | None = None, **fields: object) -> dict:
-    """The smollm2-135m-vllm alias's profile (the settings CPU vLLM needs), fields overriding (`engine`'s merged into its)."""
-    profile = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-vllm.yaml").read_text())["servers"][0]
-    # Start-up is about a minute alone; a machine shared with other work can take several.
-    common = {"python": VLLM_PYTHON, "startup_timeout_s": 1200, "env": {"HF_HUB_OFFLINE": "1"}}
-    return {**profile, **common, **fields, "engine": {**profile["engine"], "max_model_len": 2048, **(engine or {})}}
-
-
 def write_config(tmp_path: Path, **fields: object) -> Path:
-    config = {
-        "model": "smollm2-135m-vllm", "task": "prefix-recall", "shots": list(SHOTS), "cache": ["on", "off"], "limit": 3,
-        "concurrency": 2, "generation": {"max_tokens": 8}, "output_dir": str(tmp_path / "out"), "servers": [vllm_profile()],
-        **fields,
-    }  # fmt: skip
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return engine_sweep_config(tmp_path, vllm_profile(), **fields)
 
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
     """One cache-on vLLM server for the checks that do not test the lifecycle."""
-    # The seed a sweep would give it (generation.seed fills an unset random_seed), so /server_info shows it resolved.
-    profile = profile_of(vllm_profile(engine={"random_seed": 1234}))
-    server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path_factory.mktemp("vllm") / "server.log")
-    adapter_for("vllm").preflight(profile, Variant())
-    started = time.monotonic()
-    server.start()
-    print(f"\nvLLM CPU start-up {time.monotonic() - started:.0f}s")
-    tree = ProcessTree(server.process.pid)
-    tree.look()
-    yield server
-    server.stop()
-    assert tree.saw("VLLM::Worker") and not tree.wait_gone(30), f"vLLM processes outlived stop(): {tree.alive()}"
-
-
-def complete(server: ManagedServer, prompt: str, **params: object):
-    async def one():
-        async with CompletionClient(server.base_url, model=server.profile.model_path, concurrency=1, timeout_s=600, max_retries=0,
-                                    stream=bool(params.pop("stream", False))) as client:  # fmt: skip
-            return await client.complete(prompt, max_tokens=8, temperature=0.0, **params)
-
-    done = asyncio.run(one())
-    assert done.error is None, done.error
-    return done
-
-
-PROMPT = " ".join(f"Record {i}: the code of item {i} is {i * 37 % 1000}." for i in range(40)) + " The code of item 7 is"
+    with shared_engine_server(vllm_profile(), tmp_path_factory.mktemp("vllm")) as server:
+        yield server
 
 
 def test_flush_then_first_request_reports_zero_cached_tokens_and_metrics_count_the_hits(vllm_server):
-    with vllm_server.http(timeout=120) as http:
-        assert vllm_server.adapter.flush(http)
-        before = vllm_server.adapter.scrape_metrics(http)
-        cold, warm = complete(vllm_server, PROMPT), complete(vllm_server, PROMPT)
-        after = vllm_server.adapter.scrape_metrics(http)
-        assert vllm_server.adapter.flush(http)  # POST /reset_prefix_cache
-        flushed, rewarmed = complete(vllm_server, PROMPT), complete(vllm_server, PROMPT)
-    assert cold.cached_tokens == 0 and flushed.cached_tokens == 0
-    assert warm.cached_tokens > 0 and warm.cached_tokens % 128 == 0 and warm.cached_tokens == rewarmed.cached_tokens
-    assert warm.cached_tokens > cold.prompt_tokens - 128  # every whole block of the prompt
-    assert cold.text == warm.text == flushed.text  # greedy output is the same from cache and from scratch
-    # The counter the cache-engaged check reads (CACHED_TOKENS) moved by exactly the hits reported per request.
-    assert after["cached_tokens"] - before["cached_tokens"] == warm.cached_tokens
-    assert after["prefix_cache_queries"] - before["prefix_cache_queries"] == cold.prompt_tokens + warm.prompt_tokens
+    done = flush_round(vllm_server)  # POST /reset_prefix_cache
+    assert done.warm.cached_tokens % 128 == 0 and done.warm.cached_tokens > done.cold.prompt_tokens - 128  # every whole block
+    queries = done.after["prefix_cache_queries"] - done.before["prefix_cache_queries"]
+    assert queries == done.cold.prompt_tokens + done.warm.prompt_tokens
 
 
 def test_resolved_settings_from_server_info(vllm_server):
@@ -120,9 +77,7 @@ def test_resolved_settings_from_server_info(vllm_server):
 
 
 def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
-    whole, streamed = complete(vllm_server, PROMPT), complete(vllm_server, PROMPT, stream=True)
-    assert streamed.text == whole.text and streamed.cached_tokens == whole.cached_tokens > 0
-    assert 0 < streamed.ttft_s < streamed.latency_s and whole.ttft_s is None
+    assert_streamed_answer_equals_the_whole_one(vllm_server)
 
 
 def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_question(vllm_server, cpu_server, tmp_path):
@@ -130,7 +85,7 @@ def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_q
     the same prompts to each, and the gate's `profile cpu-vllm vs cpu` check pairs their answers.
     Cache on only: cache-off cells at a vLLM URL (each request salted cold, `cache_salt`) are the
     hybrid sweeps' (tests/hybrid); here the salt's own effect is checked on two requests."""
-    same = [complete(vllm_server, PROMPT, cache_salt="one-salt") for _ in range(2)]
+    same = [complete(vllm_server, cache_salt="one-salt") for _ in range(2)]
     assert same[0].cached_tokens == 0 and same[1].cached_tokens > 0
     engines = yaml.safe_load((Path(__file__).parents[2] / "configs" / "smollm2-135m-engines.yaml").read_text())
     servers = [
@@ -166,42 +121,9 @@ def test_servers_show_prints_the_launch_it_runs(tmp_path):
     assert "VLLM_CPU_KVCACHE_SPACE=2" in out.stdout and "no GPUs assigned" in out.stdout
 
 
-def answered(root: Path, cache: str) -> int:
-    """Answered records of `cache` cells written so far under root."""
-    lines = [line for path in root.glob(f"*/{RECORDS_FILE}") for line in path.read_text().splitlines()]
-    return sum(f'"cache": "{cache}"' in line and '"error": null' in line for line in lines)
-
-
-def run_to_exit(tmp_path: Path, log: str, *args: str, until=lambda procs: False) -> tuple[subprocess.Popen, ProcessTree]:
-    """evalctl with `args`, its process tree watched until `until` (then left running) or its exit."""
-    proc, tree = start_evalctl(tmp_path, *args, log=log)
-    watch(proc, tree, until, timeout=1500)
-    return proc, tree
-
-
 def kill_then_resume(tmp_path: Path) -> Path:
     """The A/A sweep killed by SIGKILL once its cache-off server (the second launch) has answered, then resumed."""
-    out = tmp_path / "out"
-    killed, tree = run_to_exit(tmp_path, "killed.out", "sweep", "--config", str(write_config(tmp_path, noise=True)),
-                               until=lambda procs: answered(out, "off") >= 1)  # fmt: skip
-    try:
-        assert killed.poll() is None, (tmp_path / "killed.out").read_text()
-        tree.look()
-        killed.kill()
-        assert killed.wait(timeout=60) == -9
-        assert tree.saw("VLLM::EngineCore") and tree.saw("VLLM::Worker")
-        assert not tree.wait_gone(30), tree.alive()  # the reaper kills the server's group once evalctl is gone
-    finally:
-        tree.kill_all()
-    run = only_run(out)
-    resumed, tree = run_to_exit(tmp_path, "resumed.out", "sweep", "--resume", str(run))
-    try:
-        assert resumed.wait(timeout=60) in (0, 1, 2), (tmp_path / "resumed.out").read_text()
-        assert tree.saw("VLLM::Worker"), "the resume never started vLLM"
-        assert not tree.wait_gone(30), tree.alive()
-    finally:
-        tree.kill_all()
-    return run
+    return kill_mid_run_then_resume(tmp_path, write_config(tmp_path, noise=True), "vllm", "off", (0, 1, 2))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -224,47 +146,17 @@ def killed_sweep(request, tmp_path_factory):
 def test_sigterm_to_evalctl_mid_start_up_leaves_no_vllm_process(tmp_path):
     # SIGINT takes the same path (evalctl stops vLLM's group either way; test_signals.py and the
     # llama.cpp tests check its exit code); kill -9 is the killed sweep's, mid-run.
-    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(write_config(tmp_path, cache=["on"], shots=[SHOTS[0]])))
-    try:
-        watch(proc, tree, lambda procs: "VLLM::Worker" in names(procs), timeout=900)
-        assert proc.poll() is None, (tmp_path / "evalctl.out").read_text()
-        tree.look()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 143, (tmp_path / "evalctl.out").read_text()
-        assert tree.saw("VLLM::EngineCore") and tree.saw("VLLM::Worker")
-        assert not tree.wait_gone(30), tree.alive()
-    finally:
-        tree.kill_all()
+    assert_sigterm_mid_start_up_leaves_no_process(tmp_path, write_config(tmp_path, cache=["on"], shots=[SHOTS[0]]), "vllm")
 
 
 @pytest.mark.rotating(slice=1)
-def test_a_failed_start_up_leaves_no_vllm_process(tmp_path):
-    config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0,
-                          servers=[vllm_profile(model_path=str(tmp_path / "no-such-model"))])  # fmt: skip
-    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(config))
-    watch(proc, tree, lambda procs: False, timeout=600)
-    try:
-        assert proc.wait(timeout=60) == 3, (tmp_path / "evalctl.out").read_text()
-        assert any("vllm.entrypoints.openai.api_server" in cmd for cmd in tree.seen.values())
-        assert not tree.wait_gone(30), tree.alive()
-    finally:
-        tree.kill_all()
-    (server,) = json.loads((only_run(tmp_path / "out") / "manifest.json").read_text())["servers"]
-    assert server["status"] == "failed" and "during start-up" in server["error"]
-
-
-@pytest.mark.rotating(slice=1)
-def test_a_start_up_that_times_out_leaves_no_vllm_process(tmp_path):
-    config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0, servers=[vllm_profile(startup_timeout_s=8)])
-    proc, tree = start_evalctl(tmp_path, "sweep", "--config", str(config))
-    watch(proc, tree, lambda procs: False, timeout=600)
-    try:
-        assert proc.wait(timeout=60) == 3, (tmp_path / "evalctl.out").read_text()
-        assert not tree.wait_gone(30), tree.alive()
-    finally:
-        tree.kill_all()
-    (server,) = json.loads((only_run(tmp_path / "out") / "manifest.json").read_text())["servers"]
-    assert server["status"] == "failed" and "not healthy after 8s" in server["error"]
+@pytest.mark.parametrize(
+    ("case", "fields", "error"),
+    [("failed", {"model_path": "/no/such/model"}, "during start-up"), ("timed-out", {"startup_timeout_s": 8}, "not healthy after 8s")],
+)
+def test_a_start_up_that_fails_or_times_out_leaves_no_vllm_process(tmp_path, case, fields, error):
+    config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0, servers=[vllm_profile(**fields)])
+    assert_start_up_failure_leaves_no_process(tmp_path, config, "vllm.entrypoints.openai.api_server", error)
 
 
 def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monkeypatch):

@@ -4,14 +4,13 @@ settings, teardown).
 
 Needs the venv of scripts/install-sglang-cpu.sh named by EVALCTL_SGLANG_PYTHON (.ci/run makes it);
 skips with that reason without it, or when that venv holds only SGLang's parser. Every test here
-uses the session's one cache-on server (`sglang_server`, tests/conftest.py) at its URL; its
+uses the module's one cache-on server (`sglang_server`, tests/conftest.py) at its URL; its
 teardown (HTTP server, scheduler and detokenizer gone) is checked by process tree when the
-session ends. The lifecycle cases and the build A/B launch their own: test_sglang_lifecycle.py.
+module ends. The lifecycle cases and the build A/B launch their own: test_sglang_lifecycle.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -24,60 +23,39 @@ from conftest import (
     REPO,
     VLLM_PYTHON,
     assert_probe_passes_then_fails_behind_the_canary,
+    assert_streamed_answer_equals_the_whole_one,
     cli,
+    complete,
+    engine_sweep_config,
     evalctl,
+    flush_round,
     needs_sglang,
     only_run,
     sglang_profile,
 )
 
-from evalctl.client import CompletionClient
 from evalctl.config import CacheMode
 from evalctl.records import primary_metric
 from evalctl.runs import load_run
-from evalctl.servers.process import ManagedServer
 
 pytestmark = needs_sglang
 # Records in the prefix-recall prefix: about 290 and 580 tokens.
 SHOTS = (32, 64)
 QUESTIONS = 3
-PROMPT = " ".join(f"Record {i}: the code of item {i} is {i * 37 % 1000}." for i in range(40)) + " The code of item 7 is"
-
-
-def complete(server: ManagedServer, prompt: str, max_tokens: int = 8, **params: object):
-    async def one():
-        async with CompletionClient(server.base_url, model=server.request_model, concurrency=1, timeout_s=600, max_retries=0,
-                                    cached_tokens_if_missing=server.adapter.cached_tokens_if_missing,
-                                    stream=bool(params.pop("stream", False))) as client:  # fmt: skip
-            return await client.complete(prompt, max_tokens=max_tokens, temperature=0.0, **params)
-
-    done = asyncio.run(one())
-    assert done.error is None, done.error
-    return done
 
 
 def test_flush_then_first_request_reports_zero_cached_tokens_and_metrics_count_the_hits(sglang_server):
-    with sglang_server.http(timeout=120) as http:
-        assert sglang_server.adapter.flush(http)
-        before = sglang_server.adapter.scrape_metrics(http)
-        cold, warm = complete(sglang_server, PROMPT), complete(sglang_server, PROMPT)
-        after = sglang_server.adapter.scrape_metrics(http)
-        assert sglang_server.adapter.flush(http)  # POST /flush_cache
-        flushed, rewarmed = complete(sglang_server, PROMPT), complete(sglang_server, PROMPT)
-    assert cold.cached_tokens == 0 and flushed.cached_tokens == 0
+    done = flush_round(sglang_server)  # POST /flush_cache
     # Token-granular radix cache (page size 1 on CPU): all of the prompt but its last token.
-    assert warm.cached_tokens == rewarmed.cached_tokens == cold.prompt_tokens - 1
-    assert cold.text == warm.text == flushed.text  # greedy output is the same from cache and from scratch
-    # The counter the cache-engaged check reads (CACHED_TOKENS) moved by exactly the hits reported per request.
-    assert after["cached_tokens"] - before["cached_tokens"] == warm.cached_tokens
-    assert after["prompt_tokens"] - before["prompt_tokens"] == cold.prompt_tokens + warm.prompt_tokens
+    assert done.warm.cached_tokens == done.cold.prompt_tokens - 1
+    assert done.after["prompt_tokens"] - done.before["prompt_tokens"] == done.cold.prompt_tokens + done.warm.prompt_tokens
 
 
 def test_a_salted_request_is_cold_and_its_salt_shared_is_warm(sglang_server):
     """Cache-off cells at an SGLang URL are sent cold with a `cache_salt` of their own (fresh_fields)."""
-    warm = complete(sglang_server, PROMPT)
-    salted = [complete(sglang_server, PROMPT, **sglang_server.adapter.fresh_fields(CacheMode.off)) for _ in range(2)]
-    same = [complete(sglang_server, PROMPT, cache_salt="one-salt") for _ in range(2)]
+    warm = complete(sglang_server)
+    salted = [complete(sglang_server, **sglang_server.adapter.fresh_fields(CacheMode.off)) for _ in range(2)]
+    same = [complete(sglang_server, cache_salt="one-salt") for _ in range(2)]
     assert warm.cached_tokens > 0 and [c.cached_tokens for c in salted] == [0, 0]
     assert same[0].cached_tokens in (0, warm.cached_tokens) and same[1].cached_tokens == warm.cached_tokens
     assert {c.text for c in (warm, *salted, *same)} == {warm.text}
@@ -86,7 +64,7 @@ def test_a_salted_request_is_cold_and_its_salt_shared_is_warm(sglang_server):
 def test_flush_is_refused_while_a_request_runs_and_the_adapter_waits_for_idle(sglang_server):
     # Cold (a salt of its own) and 64 tokens long: running for a few seconds, well within the adapter's wait.
     fields = {"max_tokens": 64, "ignore_eos": True, "cache_salt": "long-one"}
-    long = threading.Thread(target=complete, args=(sglang_server, PROMPT), kwargs=fields)
+    long = threading.Thread(target=complete, args=(sglang_server,), kwargs=fields)
     long.start()
     try:
         with sglang_server.http(timeout=120) as http:
@@ -100,7 +78,7 @@ def test_flush_is_refused_while_a_request_runs_and_the_adapter_waits_for_idle(sg
         assert not long.is_alive()
     finally:
         long.join(timeout=300)
-    assert complete(sglang_server, PROMPT).cached_tokens == 0  # flushed
+    assert complete(sglang_server).cached_tokens == 0  # flushed
 
 
 def test_resolved_settings_from_server_info(sglang_server):
@@ -117,20 +95,12 @@ def test_resolved_settings_from_server_info(sglang_server):
 
 
 def test_streamed_answer_has_ttft_and_equals_the_whole_one(sglang_server):
-    whole, streamed = complete(sglang_server, PROMPT), complete(sglang_server, PROMPT, stream=True)
-    assert streamed.text == whole.text and streamed.cached_tokens == whole.cached_tokens > 0
-    assert 0 < streamed.ttft_s < streamed.latency_s and whole.ttft_s is None
+    assert_streamed_answer_equals_the_whole_one(sglang_server)
 
 
 def write_config(tmp_path: Path, **fields: object) -> Path:
-    config = {
-        "model": "smollm2-135m-sglang", "task": "prefix-recall", "shots": list(SHOTS), "cache": ["on", "off"], "limit": QUESTIONS,
-        "concurrency": 2, "generation": {"max_tokens": 8, "stream": True}, "output_dir": str(tmp_path / "out"),
-        "servers": [sglang_profile()], **fields,
-    }  # fmt: skip
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    streamed = {"shots": list(SHOTS), "limit": QUESTIONS, "generation": {"max_tokens": 8, "stream": True}}
+    return engine_sweep_config(tmp_path, sglang_profile(), **{**streamed, **fields})
 
 
 def test_sweep_at_the_url_caches_on_and_goes_cold_off_with_metrics_settings_ttft_and_the_aa_arm(sglang_server, tmp_path):

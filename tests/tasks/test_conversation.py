@@ -139,3 +139,14 @@ def test_events_keep_a_history_past_the_first_window_and_revisit_the_last_point(
 def test_regrow_must_be_an_ordered_positive_range():
     with pytest.raises(ValueError, match="regrow"):
         ConversationConfig(regrow=(2.0, 1.0))
+
+
+def test_an_edited_turn_regenerated_at_every_event():
+    """first_event branch, then rewinds to it: every event after the edit resends the edited turn's bytes."""
+    cfg = ConversationConfig(conversations=3, boundaries=[60], grow_past=4.0, events=5, first_event="branch", kinds=["rewind"], revisit=1.0)
+    requests = build(**cfg.model_dump())
+    for group in chains(requests):
+        events = [requests[i] for i in group if requests[i].turn_kind in ("rewind", "branch")]
+        assert [p.turn_kind for p in events] == ["branch"] + ["rewind"] * 4
+        assert {p.text for p in events} == {events[0].text}
+    assert build(events=5) == build(events=5, first_event=None)  # unset: every kind drawn, the workload as before

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.drop_rule import decide_drops, drop_bounds
+from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.noise import Noise, drop_margin
@@ -68,20 +68,8 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
 
     With `noise` (by profile, from the run's A/A arm) a regression must also exceed the
     engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
-    table = paired_table(comparisons, policy.metric)
-    decided = decide_drops(table["b"], table["c"], table["n"], policy.max_accuracy_drop, policy.alpha, policy.min_n)
-    # The interval inverts the deciding tests (`drop_rule.drop_bounds`): it never contradicts them.
-    lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), policy.alpha) if len(table) else ([], [])
-    table = table.assign(
-        status=decided.status,
-        # Named apart from the table's own McNemar p_value and drop_upper, which they would overwrite.
-        p_beyond=decided.p_beyond,
-        p_adjusted=decided.p_adjusted,
-        p_within=decided.p_within,
-        rule_lower=lower,
-        rule_upper=upper,
-    )
-    tests = int(decided.tests) if len(table) else 0
+    table = with_drop_decisions(paired_table(comparisons, policy.metric), policy.max_accuracy_drop, policy.alpha, policy.min_n)
+    tests = int((table["n"] >= policy.min_n).sum())
     checks = []
     for _, row in table.iterrows():
         profile_noise = (noise or {}).get(str(row["profile"]))

@@ -32,7 +32,7 @@ def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
     )
     if n < policy.min_n:
         return f"only {n} pairs (min_n {policy.min_n}); {shares}"
-    excess = f"excess {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['lower']:.3f},{row['upper']:.3f}]"
+    excess = f"excess {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
     if row["status"] == "regression":
         holm = f"p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests})"
         return f"warm disagreement beyond the floor + {margin:.3f}: {excess}, {holm}; {shares}"

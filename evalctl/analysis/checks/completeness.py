@@ -1,11 +1,82 @@
-"""Completeness: a run (and its baseline) that stopped early or is short of questions is not a pass."""
+"""Completeness: a run (and its baseline) that stopped early or is short of questions is not a pass.
+
+Did a run record every question of every cell its config planned?
+
+A gate must not pass a run that stopped early: the missing cells may be the ones that
+regress. The plan is re-expanded from the config saved in the manifest, so a cell that
+never started counts as missing, not as absent from the comparison.
+"""
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.completeness import cell_counts
 from evalctl.cell import CellKey
+from evalctl.config import validated
+from evalctl.plan import expand
+from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
+
+COLUMNS = [*CELL_KEYS, "expected", "found"]
+
+
+def _drop_fields(data: Any, locs: list[tuple]) -> Any:
+    data = copy.deepcopy(data)
+    for loc in locs:
+        if loc[:1] == ("servers",) and loc[2:3] == ("engine",) and len(loc) > 4:
+            loc = loc[:3] + loc[4:]  # the engine's name, the tag of the settings union
+        target = data
+        for part in loc[:-1]:
+            target = target[part]
+        target.pop(loc[-1], None)
+    return data
+
+
+def planned_cells(config: dict) -> pd.DataFrame:
+    """Cells the manifest's config implies; raises ValueError if the config cannot be read.
+
+    Fields this version does not know (a manifest written by another evalctl version, e.g.
+    an engine option) are dropped: this version's plan is built from the fields it knows.
+    """
+    try:
+        resolved = validated(config)
+    except ValidationError as first:
+        unknown = [e["loc"] for e in first.errors() if e["type"] == "extra_forbidden"]
+        try:
+            resolved = validated(_drop_fields(config, unknown))
+        except ValidationError as exc:
+            raise ValueError(
+                f"the manifest's config is not a valid sweep config: {exc.error_count()} error(s), first: "
+                f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+            ) from None
+    rows = [(c.profile, c.variant, c.cache.value, c.shots, c.pass_index) for launch in expand(resolved) for c in launch.cells]
+    return pd.DataFrame(rows, columns=CELL_KEYS).assign(limit=resolved.limit)
+
+
+def cell_counts(samples: pd.DataFrame, config: dict, questions: dict[int, int] | None = None) -> pd.DataFrame:
+    """Per planned cell: questions expected and found (distinct doc ids, errors included).
+
+    Expected is what the plan gave the cell's shot count (`questions`, the manifest's: a
+    prefix-recall cell at k records holds at most k). A manifest from before it held them:
+    the config's `limit`, capped by the most questions any cell holds (a limit above the
+    dataset size is not a shortfall); without a limit, the most any cell holds.
+    """
+    plan = planned_cells(config)
+    found = samples.groupby(CELL_KEYS)["doc_id"].nunique().rename("found").reset_index()
+    table = plan.merge(found, on=CELL_KEYS, how="left").fillna({"found": 0})
+    if questions:
+        table["expected"] = table["shots"].map(questions).fillna(0).astype(int)
+    else:
+        most = int(found["found"].max()) if len(found) else 0
+        limit = plan["limit"].iloc[0] if len(plan) else None
+        table["expected"] = most if limit is None or pd.isna(limit) else min(int(limit), most) if most else int(limit)
+    table["found"] = table["found"].astype(int)
+    return table[COLUMNS]
 
 
 def completeness_checks(run: Run, role: str) -> list[Check]:

@@ -1,13 +1,112 @@
-"""Per-request throughput: a slowdown beyond `max_throughput_drop`, by rank tests, Holm over its own family."""
+"""Per-request throughput: a slowdown beyond `max_throughput_drop`, by rank tests, Holm over its own family.
+
+Is a candidate cell slower than its reference beyond the tolerance?
+
+The comparisons are the same `pairing.Comparison`s as for accuracy, so a throughput verdict
+always belongs to the cell whose accuracy is judged. One ratio of two cell-wide figures is
+one draw of a noisy measurement (a shared machine, a neighbour's burst); the requests of a
+cell are many draws, so the check tests them.
+
+Each measure is put on a log "time" scale, t = log(latency) or -log(rate), where a slowdown
+by the tolerated fraction s (rate times 1 - s, latency divided by 1 - s) is a shift of
+-log(1 - s). Two one-sided Wilcoxon-Mann-Whitney tests of the candidate's t, shifted back by
+that amount, against the reference's t (`scipy.stats.mannwhitneyu`):
+
+- slower (regression): H0: shift <= -log(1 - s); small p says the slowdown exceeds s;
+- within (pass): H0: shift >= -log(1 - s); small p says it is below s.
+
+Inverting them gives the rank-based (Hodges-Lehmann) confidence bounds on the ratio, so
+"the p-value is <= alpha" is "the interval excludes the threshold". Assumptions: requests
+are independent, and the candidate's distribution is the reference's scaled by a factor
+(a shift on the log scale); concurrency and a shared machine weaken the first, so the
+reported median ratio is a description and the p-values are approximate.
+"""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import mannwhitneyu
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import decide
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison
-from evalctl.analysis.throughput_checks import MEASURES, slowdown_tests
 from evalctl.cell import CellKey
+from evalctl.records import CELL_KEYS
+
+# Per-request measures; True where higher is better.
+MEASURES = {"output_tokens_per_s": True, "latency_s": False, "ttft_s": False}
+TEST_COLUMNS = [
+    "kind",
+    "comparison",
+    "reference",
+    *CELL_KEYS,
+    "measure",
+    "ref_requests",
+    "cand_requests",
+    "ref_median",
+    "cand_median",
+    "ratio",
+    "slowdown",
+    "p_slower",
+    "p_within",
+]
+
+
+def request_measures(samples: pd.DataFrame) -> pd.DataFrame:
+    """Answered requests with their per-request measures (`MEASURES`) added."""
+    ok = samples[samples["error"].isna()]
+    latency = ok["latency_s"].astype(float)
+    return ok.assign(output_tokens_per_s=ok["completion_tokens"].astype(float) / latency.where(latency > 0))
+
+
+def _time_scale(values: pd.Series, higher_better: bool) -> np.ndarray:
+    x = values.astype(float).to_numpy()
+    x = np.log(x[np.isfinite(x) & (x > 0)])
+    return -x if higher_better else x
+
+
+def slowdown_tests(comparisons: list[Comparison], tolerance: float) -> pd.DataFrame:
+    """One row per (comparison, candidate cell, measure): request counts, medians, the median
+    ratio (candidate / reference), the slowdown it implies (1 - ratio for rates, 1 - 1/ratio
+    for latencies) and the two one-sided p-values of the module docstring. Measures missing
+    on either side (TTFT without streaming) are left out."""
+    shift = -math.log(1 - tolerance)
+    rows = []
+    for comp in comparisons:
+        reference = request_measures(comp.reference)
+        references = dict(iter(reference.groupby(list(comp.on), sort=False)))
+        for key, cand in CellKey.groups(request_measures(comp.candidate)):
+            cell = key.as_dict()
+            ref = references.get(tuple(cell[k] for k in comp.on))
+            if ref is None:
+                continue
+            for measure, higher_better in MEASURES.items():
+                t_ref, t_cand = _time_scale(ref[measure], higher_better), _time_scale(cand[measure], higher_better)
+                if not (t_ref.size and t_cand.size):
+                    continue
+                ratio = math.exp(np.median(t_cand) - np.median(t_ref)) ** (-1 if higher_better else 1)
+                rows.append(
+                    {
+                        "kind": comp.kind,
+                        "comparison": comp.name,
+                        "reference": comp.reference_label,
+                        **cell,
+                        "measure": measure,
+                        "ref_requests": t_ref.size,
+                        "cand_requests": t_cand.size,
+                        "ref_median": float(np.exp(np.median(t_ref) * (-1 if higher_better else 1))),
+                        "cand_median": float(np.exp(np.median(t_cand) * (-1 if higher_better else 1))),
+                        "ratio": ratio,
+                        "slowdown": 1 - ratio if higher_better else 1 - 1 / ratio,
+                        "p_slower": float(mannwhitneyu(t_cand - shift, t_ref, alternative="greater").pvalue),
+                        "p_within": float(mannwhitneyu(t_cand - shift, t_ref, alternative="less").pvalue),
+                    }
+                )
+    return pd.DataFrame(rows, columns=TEST_COLUMNS)
 
 
 def throughput_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:

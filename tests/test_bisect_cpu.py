@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import cpu_profile, evalctl, only_run, processes_of, write_sweep_config
+from conftest import cpu_profile, evalctl, only_run, processes_of, skip_without_slurm, write_sweep_config
 
 pytestmark = pytest.mark.server
 
@@ -213,7 +212,8 @@ def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(
 
 # Nightly: the local bisect above proves the search; this one only adds that each step is a Slurm job.
 @pytest.mark.rotating(slice=2)
-@pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it")
+@pytest.mark.slurm
+@skip_without_slurm
 def test_bisect_on_slurm_runs_each_step_as_a_job(nightly_regression):
     world = nightly_regression
     listed = []

@@ -1,5 +1,6 @@
-"""The rotating tier's two halves: which slice a test is in (conftest.rotation_slice) and which
-slice a CI run takes (.ci/rotation.sh), on a real git history."""
+"""The suite's own machinery: the rotating tier's two halves (which slice a test is in,
+conftest.rotation_slice, and which slice a CI run takes, .ci/rotation.sh, on a real git
+history), each slice's time from a JUnit report, and the units two xdist workers share."""
 
 from __future__ import annotations
 
@@ -114,3 +115,27 @@ def test_a_full_runs_report_gives_each_slices_time_beside_the_every_run_tests(tm
     tiers = tier_times(report)
     assert set(tiers) == {"every run", "slice 1", "slice 2"}
     assert 0.2 <= tiers["every run"] < tiers["slice 1"] < tiers["slice 2"] < 5
+
+
+def test_two_workers_keep_a_unit_together_and_share_its_session_fixture_once(tmp_path):
+    """`-n 2`: every reader of the launched run is one unit on one worker, so the session's one
+    launched sweep runs once; tests outside a unit spread over both workers. Fails if a pytest or
+    xdist release drops the groups again (pytest-dev/pytest-xdist#1386)."""
+    (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_t.py").write_text(
+        "import os, time, pytest\n"
+        "@pytest.fixture(scope='session')\n"
+        "def launched_run():\n"
+        "    with open('setups.txt', 'a') as f:\n"
+        "        f.write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n"
+        "def test_a(launched_run):\n    time.sleep(0.5)\n"
+        "def test_b(launched_run):\n    time.sleep(0.5)\n"
+        "def test_c():\n    time.sleep(2)\n"
+        "def test_d():\n    time.sleep(2)\n"
+    )
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-v", str(tmp_path)]
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "setups.txt").read_text().count("\n") == 1, run.stdout
+    workers = {line.split()[0] for line in run.stdout.splitlines() if "PASSED" in line}
+    assert workers == {"[gw0]", "[gw1]"}, run.stdout

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import cli, evalctl, only_run
+from conftest import cli, evalctl, needs_slurm, only_run
 from test_reliability_cpu import start, wait_for
 
 from evalctl.cluster.slurm import job_states, wait_until_ended
@@ -17,10 +16,7 @@ from evalctl.errors import ExitCode
 from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.runlock import writers
 
-pytestmark = [
-    pytest.mark.server,
-    pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"),
-]
+pytestmark = [pytest.mark.server, *needs_slurm]
 
 
 @pytest.fixture(scope="module")

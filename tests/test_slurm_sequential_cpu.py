@@ -11,21 +11,17 @@ profile, as tests/test_sequential_cpu.py but with 40 records.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import canary_in_front, evalctl, only_run, write_sweep_config
+from conftest import canary_in_front, evalctl, needs_slurm, only_run, write_sweep_config
 
 from evalctl.cluster.submit import part_config
 from evalctl.config import SweepConfig
 
-pytestmark = [
-    pytest.mark.server,
-    pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"),
-]
+pytestmark = [pytest.mark.server, *needs_slurm]
 
 # 40 records (about 380 prompt tokens, recalled about half the time) and 40 questions, first
 # look at 20 (stopping and gate policy both at min_n 20): at 20 records the model recalled only
@@ -89,6 +85,7 @@ def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family
         args = ("--executor", "slurm", "--wait", "--sequential", "--baseline", str(baseline), "--output", str(tmp_path / "cand"))
         ran = evalctl("sweep", "--config", str(cand_cfg), *args, timeout=2400)
     run = only_run(tmp_path / "cand")
+    assert (run / "gate.json").is_file(), f"exit {ran.returncode}, no gate.json: {ran.stdout}{ran.stderr}"
     gate = json.loads((run / "gate.json").read_text())
     assert ran.returncode == gate["exit_code"] == 1, ran.stdout + ran.stderr
     assert gate["verdict"] == "regression"

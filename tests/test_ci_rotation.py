@@ -93,20 +93,27 @@ def test_full_and_forced_slices(history):
     assert pick() == str(1 % ROTATION_SLICES)
 
 
+def nested_pytest(tmp_path: Path, tests: str, *args: str) -> subprocess.CompletedProcess:
+    """A real pytest run, under the suite's own conftest.py, of the test module `tests`: green, or the test fails."""
+    (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_t.py").write_text(tests)
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, str(tmp_path)]
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
 def test_a_full_runs_report_gives_each_slices_time_beside_the_every_run_tests(tmp_path):
     """A real pytest run with --rotation all writes each rotating test's slice into its JUnit
     report, and scripts/ci_times.py totals the tiers from it."""
-    (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
-    (tmp_path / "test_t.py").write_text(
+    report = tmp_path / "junit.xml"
+    tests = (
         "import time, pytest\n"
         "def test_every():\n    time.sleep(0.2)\n"
         "@pytest.mark.rotating(slice=1)\ndef test_one():\n    time.sleep(0.4)\n"
         "@pytest.mark.rotating(slice=2)\ndef test_two():\n    time.sleep(0.6)\n"
     )
-    report = tmp_path / "junit.xml"
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rotation", "all", f"--junitxml={report}", str(tmp_path)]
-    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
-    assert run.returncode == 0, run.stdout + run.stderr
+    nested_pytest(tmp_path, tests, "-q", "--rotation", "all", f"--junitxml={report}")
     sys.path.insert(0, str(REPO / "scripts"))
     try:
         from ci_times import tier_times
@@ -121,8 +128,7 @@ def test_two_workers_keep_a_unit_together_and_share_its_session_fixture_once(tmp
     """`-n 2`: every reader of the launched run is one unit on one worker, so the session's one
     launched sweep runs once; tests outside a unit spread over both workers. Fails if a pytest or
     xdist release drops the groups again (pytest-dev/pytest-xdist#1386)."""
-    (tmp_path / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
-    (tmp_path / "test_t.py").write_text(
+    tests = (
         "import os, time, pytest\n"
         "@pytest.fixture(scope='session')\n"
         "def launched_run():\n"
@@ -133,9 +139,7 @@ def test_two_workers_keep_a_unit_together_and_share_its_session_fixture_once(tmp
         "def test_c():\n    time.sleep(2)\n"
         "def test_d():\n    time.sleep(2)\n"
     )
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-v", str(tmp_path)]
-    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = nested_pytest(tmp_path, tests, "-n", "2", "-v")
     assert (tmp_path / "setups.txt").read_text().count("\n") == 1, run.stdout
     workers = {line.split()[0] for line in run.stdout.splitlines() if "PASSED" in line}
     assert workers == {"[gw0]", "[gw1]"}, run.stdout

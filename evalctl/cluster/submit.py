@@ -90,8 +90,12 @@ def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | Non
     The submitter holds the run folder's lock until the manifest lists every job: the parts,
     which take it shared, start writing only after that."""
     from evalctl.execution.folder import prepare
+    from evalctl.execution.stopping import with_policy_settings
 
     require_slurm()
+    # As a local sweep: the manifest records the stopping values the parts' jobs stop by (the
+    # gate policy's unless `stopping:` sets them), so the gate can check its policy against them.
+    config = with_policy_settings(config)
     run = prepare(config, resume, role="submit", wait_s=wait_for_lock_s)
     try:
         return _submit_jobs(config, run, api_key)

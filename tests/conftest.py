@@ -554,6 +554,7 @@ def launched_run(tmp_path_factory) -> LaunchedRun:
     tmp = tmp_path_factory.mktemp("launched-run")
     config = yaml.safe_load(alias_path("smollm2-135m").read_text())
     config["servers"][0]["env"] = {"HF_TOKEN": LAUNCHED_HF_TOKEN}
+    config["servers"][0]["engine"].update(ONE_THREAD_IN_PARALLEL)  # the alias's default takes every core
     path = tmp / "smollm2-135m.yaml"
     path.write_text(yaml.safe_dump(config))
     out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--shots", LAUNCHED_SHOTS, "--api-key", LAUNCHED_API_KEY,

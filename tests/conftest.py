@@ -22,7 +22,8 @@ Running the CLI
     cores). `evalctl(...)` runs it in a child process, as a user would: use it for sweeps,
     and wherever the test is about processes (exit on signals, orphans, environment).
 
-Markers: `server` (starts or uses a real CPU server), `vllm` / `sglang` (a real vLLM / SGLang CPU server), `rotating`
+Markers: `server` (starts or uses a real CPU server), `vllm` / `sglang` (a real vLLM / SGLang CPU server),
+`slurm` (jobs on the local Slurm: one unit under two xdist workers), `rotating`
 (a long lifecycle or acceptance test: not in a plain run; `--rotation K` adds slice K of 3, `--rotation
 all` all of them; .ci/run picks the slice, see `rotation_slice`). docs/testing.md says what runs where.
 """

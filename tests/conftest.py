@@ -543,6 +543,18 @@ class LaunchedRun:
     stderr: str
 
 
+def alias_config(where: Path, alias: str = "smollm2-135m", **server: object) -> Path:
+    """The shipped alias as a config file, its server one thread under two workers (the alias's
+    default takes every core, and two busy-waiting threads beside the other worker stall); fields
+    of its server override (an `env`, ...). For tests that launch the alias as a user would."""
+    config = yaml.safe_load(alias_path(alias).read_text())
+    config["servers"][0].update(server)
+    config["servers"][0]["engine"].update(ONE_THREAD_IN_PARALLEL)
+    path = where / f"{alias}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 @pytest.fixture(scope="session")
 def launched_run(tmp_path_factory) -> LaunchedRun:
     """The session's one sweep that launches its own servers (cache on, then cache off).
@@ -553,11 +565,7 @@ def launched_run(tmp_path_factory) -> LaunchedRun:
     into a run folder copies this one first.
     """
     tmp = tmp_path_factory.mktemp("launched-run")
-    config = yaml.safe_load(alias_path("smollm2-135m").read_text())
-    config["servers"][0]["env"] = {"HF_TOKEN": LAUNCHED_HF_TOKEN}
-    config["servers"][0]["engine"].update(ONE_THREAD_IN_PARALLEL)  # the alias's default takes every core
-    path = tmp / "smollm2-135m.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = alias_config(tmp, env={"HF_TOKEN": LAUNCHED_HF_TOKEN})
     out = evalctl("sweep", "--config", str(path), *LAUNCHED_FLAGS, "--shots", LAUNCHED_SHOTS, "--api-key", LAUNCHED_API_KEY,
                   "--output", str(tmp / "out"), timeout=1500)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr

@@ -38,6 +38,7 @@ def floor_findings(cpu_server: str, tmp_path, *extra: str) -> tuple[int, list[di
     return gate.returncode, [c for c in doc["checks"] if c["kind"] == "agreement-floor"]
 
 
+@pytest.mark.rotating(slice=0)
 def test_the_healthy_server_stays_within_its_floor(cpu_server, tmp_path, no_orphans):
     code, (check,) = floor_findings(cpu_server, tmp_path)
     print(f"healthy: {check['status']}; {check['reason']}")
@@ -45,6 +46,7 @@ def test_the_healthy_server_stays_within_its_floor(cpu_server, tmp_path, no_orph
     assert check["status"] != "regression" and code != ExitCode.REGRESSION, check["reason"]
 
 
+@pytest.mark.rotating(slice=0)
 def test_the_lost_prefix_canary_disagrees_beyond_the_floor(cpu_server, tmp_path, no_orphans):
     code, (check,) = floor_findings(cpu_server, tmp_path, "--canary", "lost-prefix")
     print(f"lost-prefix: {check['status']}; {check['reason']}")

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.server
 CONVERSATION = {"conversations": 2, "boundaries": [64], "grow_past": 2.0, "events": 2, "chars_per_token": 2.0, "seed": 7}
 
 
+@pytest.mark.rotating(slice=1)
 def test_a_conversation_sweep_sends_turns_in_order_and_pairs_each_with_its_cold_twin(tmp_path, no_orphans, cpu_server):
     cfg = write_sweep_config(
         tmp_path, None, [cpu_profile()],

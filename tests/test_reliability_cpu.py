@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import LAUNCHED_API_KEY, LAUNCHED_HF_TOKEN, SERVER_LAUNCHER, only_run, processes_of
+from conftest import LAUNCHED_API_KEY, LAUNCHED_HF_TOKEN, SERVER_LAUNCHER, alias_config, only_run, processes_of
 
 from evalctl.errors import ExitCode
 from evalctl.records import CELL_KEYS, RECORD_KEYS, RECORDS_FILE
@@ -19,8 +19,10 @@ from evalctl.records import CELL_KEYS, RECORD_KEYS, RECORDS_FILE
 pytestmark = pytest.mark.server
 
 
-def small(data_dir: Path, *extra: str) -> list[str]:
-    return ["sweep", "--model", "smollm2-135m", "--task", "gsm8k", "--max-tokens", "16", "--data-dir", str(data_dir), *extra]
+def small(tmp_path: Path, data_dir: Path, *extra: str) -> list[str]:
+    """The README's alias launched on GSM8K, small (its server one thread under two workers)."""
+    config = alias_config(tmp_path)
+    return ["sweep", "--config", str(config), "--task", "gsm8k", "--max-tokens", "16", "--data-dir", str(data_dir), *extra]
 
 
 def start(tmp_path: Path, *args: str) -> subprocess.Popen:
@@ -56,9 +58,10 @@ def keys(df: pd.DataFrame) -> set:
     return set(df[[*CELL_KEYS, "doc_id"]].itertuples(index=False, name=None))
 
 
+@pytest.mark.rotating(slice=1)
 def test_server_killed_mid_cell_is_restarted_and_the_cell_completes(tmp_path, data_dir, no_orphans):
     out = tmp_path / "out"
-    proc = start(tmp_path, *small(data_dir, "--shots", "1,2", "--limit", "3", "--cache", "off", "--concurrency", "1"), "--output", str(out))
+    proc = start(tmp_path, *small(tmp_path, data_dir, "--shots", "1,2", "--limit", "3", "--cache", "off", "--concurrency", "1"), "--output", str(out))
     wait_for(lambda: answered(out) >= 1, what="a first answer", proc=proc)
     (server,) = servers_of(out)
     server.kill()
@@ -70,9 +73,10 @@ def test_server_killed_mid_cell_is_restarted_and_the_cell_completes(tmp_path, da
     assert len(df) == 6 and df.error.isna().all() and not df.duplicated(RECORD_KEYS).any()
 
 
+@pytest.mark.rotating(slice=0)
 def test_with_restarts_disabled_the_cell_fails_and_the_next_launch_completes(tmp_path, data_dir, no_orphans):
     out = tmp_path / "out"
-    args = small(data_dir, "--shots", "1", "--limit", "3", "--cache", "on,off", "--concurrency", "1", "--max-restarts", "0")
+    args = small(tmp_path, data_dir, "--shots", "1", "--limit", "3", "--cache", "on,off", "--concurrency", "1", "--max-restarts", "0")
     proc = start(tmp_path, *args, "--output", str(out))
     wait_for(lambda: answered(out) >= 1, what="a first answer", proc=proc)
     (server,) = servers_of(out)
@@ -94,7 +98,7 @@ def test_with_restarts_disabled_the_cell_fails_and_the_next_launch_completes(tmp
 # SIGTERM mid-requests: test_run_folder_cpu.py, at the end of the live-readers test.
 def test_sigint_mid_start_up_stops_everything_quickly(tmp_path, data_dir, no_orphans):
     out = tmp_path / "out"
-    proc = start(tmp_path, *small(data_dir, "--shots", "1,2", "--limit", "3", "--cache", "on", "--concurrency", "1"), "--output", str(out))
+    proc = start(tmp_path, *small(tmp_path, data_dir, "--shots", "1,2", "--limit", "3", "--cache", "on", "--concurrency", "1"), "--output", str(out))
     wait_for(lambda: servers_of(out), what="a server process", proc=proc)
     run_processes = [proc.pid] + [p.pid for p in processes_of(out)]
     proc.send_signal(signal.SIGINT)

@@ -104,12 +104,13 @@ def mount_tmpfs(where: Path, size: str) -> None:
         pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {out.stderr.strip()}")
 
 
+@pytest.mark.rotating(slice=0)
 def test_a_disk_that_fills_mid_run_names_the_file_keeps_every_row_and_resume_finishes(tmp_path, data_dir, no_orphans):
     disk = tmp_path / "disk"
     mount_tmpfs(disk, "16m")
     try:
         root = disk / "out"
-        args = small(data_dir, "--shots", "1", "--limit", "4", "--cache", "on,off", "--concurrency", "1")
+        args = small(tmp_path, data_dir, "--shots", "1", "--limit", "4", "--cache", "on,off", "--concurrency", "1")
         argv = [sys.executable, "-m", "evalctl.cli", *args, "--output", str(root)]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
@@ -139,7 +140,7 @@ def test_a_disk_that_fills_mid_run_names_the_file_keeps_every_row_and_resume_fin
 def test_gate_and_dashboard_read_a_live_run_and_say_it_is_running_then_sigterm_stops_it_quickly(tmp_path, data_dir, no_orphans):
     root, site = tmp_path / "out", tmp_path / "site"
     # Long answers: the run stays live for the readers; it is stopped once they have read it twice.
-    args = small(data_dir, "--shots", "1", "--limit", "30", "--cache", "on", "--concurrency", "1", "--max-tokens", "128")
+    args = small(tmp_path, data_dir, "--shots", "1", "--limit", "30", "--cache", "on", "--concurrency", "1", "--max-tokens", "128")
     proc = start(tmp_path, *args, "--output", str(root))
     wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
     run = only_run(root)

@@ -49,6 +49,7 @@ def sweep(cfg, url: str, out, *extra: str):
     return only_run(out), result.stdout
 
 
+@pytest.mark.rotating(slice=1)
 def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_does(tmp_path, no_orphans, cpu_server):
     server_url = cpu_server
     with canary_in_front(server_url) as canary_url:

@@ -24,6 +24,7 @@ SMALL_POLICY = GatePolicy(metric="flexible", max_accuracy_drop=0.6, min_n=3, max
 SMALL = {"limit": 3, "generation": {"max_tokens": 8}, "concurrency": 2}
 
 
+@pytest.mark.rotating(slice=0)
 def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_path, data_dir, no_orphans):
     config = write_sweep_config(
         tmp_path,
@@ -88,6 +89,7 @@ def test_a_sweep_killed_in_its_a_a_arm_runs_the_whole_arm_again_on_resume(tmp_pa
     assert not list(run_dir.glob("*.partial"))
 
 
+@pytest.mark.rotating(slice=0)
 def test_compare_shows_a_changed_llamacpp_setting(tmp_path, data_dir, no_orphans):
     runs = []
     for slots in (2, 1):
@@ -107,6 +109,7 @@ def test_compare_shows_a_changed_llamacpp_setting(tmp_path, data_dir, no_orphans
     assert "differ from the baseline" not in same.stdout
 
 
+@pytest.mark.rotating(slice=1)
 def test_proxy_that_strips_caching_makes_cache_on_not_engaged_and_its_comparisons_inconclusive(tmp_path, data_dir, no_orphans, cpu_server):
     proxy = CanaryServer(Canary(cpu_server, "no-cache"))
     threading.Thread(target=proxy.serve_forever, daemon=True).start()

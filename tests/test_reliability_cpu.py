@@ -61,7 +61,8 @@ def keys(df: pd.DataFrame) -> set:
 @pytest.mark.rotating(slice=1)
 def test_server_killed_mid_cell_is_restarted_and_the_cell_completes(tmp_path, data_dir, no_orphans):
     out = tmp_path / "out"
-    proc = start(tmp_path, *small(tmp_path, data_dir, "--shots", "1,2", "--limit", "3", "--cache", "off", "--concurrency", "1"), "--output", str(out))
+    args = small(tmp_path, data_dir, "--shots", "1,2", "--limit", "3", "--cache", "off", "--concurrency", "1")
+    proc = start(tmp_path, *args, "--output", str(out))
     wait_for(lambda: answered(out) >= 1, what="a first answer", proc=proc)
     (server,) = servers_of(out)
     server.kill()
@@ -98,7 +99,8 @@ def test_with_restarts_disabled_the_cell_fails_and_the_next_launch_completes(tmp
 # SIGTERM mid-requests: test_run_folder_cpu.py, at the end of the live-readers test.
 def test_sigint_mid_start_up_stops_everything_quickly(tmp_path, data_dir, no_orphans):
     out = tmp_path / "out"
-    proc = start(tmp_path, *small(tmp_path, data_dir, "--shots", "1,2", "--limit", "3", "--cache", "on", "--concurrency", "1"), "--output", str(out))
+    args = small(tmp_path, data_dir, "--shots", "1,2", "--limit", "3", "--cache", "on", "--concurrency", "1")
+    proc = start(tmp_path, *args, "--output", str(out))
     wait_for(lambda: servers_of(out), what="a server process", proc=proc)
     run_processes = [proc.pid] + [p.pid for p in processes_of(out)]
     proc.send_signal(signal.SIGINT)

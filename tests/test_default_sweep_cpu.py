@@ -1,6 +1,7 @@
 """The README's first two commands, against the session's shared CPU server (--url): the default
 sweep (prefix-recall, the cpu-smoke gate) is no regression on a healthy server, and the same sweep
-with `--canary lost-prefix` is a regression with its flipped questions shown.
+with `--canary lost-prefix` is a regression with its flipped questions shown, its lost prefix
+seen as lost recall at the start, middle and end of the records while the canary claims cache hits.
 
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
 judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5 seeds
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import evalctl, only_run
 
@@ -55,6 +57,14 @@ def test_the_default_sweep_behind_the_lost_prefix_canary_is_a_regression_showing
     assert regressed == {("on", CI_RECORDS)}
     manifest = json.loads((only_run(tmp_path / "canary") / "manifest.json").read_text())
     assert {s["cache"]: s["canary"] for s in manifest["servers"]} == {"on": "lost-prefix", "off": None}
+    # prefix-recall's own promise: every answer is a record of the prompt, asked at its start, middle
+    # and end; a lost prefix is lost accuracy, not errors, and the canary still claims cache hits.
+    samples = pd.read_parquet(only_run(tmp_path / "canary") / "samples.parquet")
+    assert samples.error.isna().all() and set(samples.answer_position) == {"start", "middle", "end"}
+    assert samples.answer_token_offset.between(1, samples.prompt_tokens.min()).all()
+    cold, faulty = (samples[samples.cache == cache] for cache in ("off", "on"))
+    assert cold.flexible_correct.mean() >= 0.25 and faulty.flexible_correct.mean() <= 0.05
+    assert (faulty.cached_tokens > 0).all()
 
 
 # Seed -> slice: one seed in slice 1 beside its long SGLang A/B, two in each of the others.

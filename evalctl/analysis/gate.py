@@ -58,7 +58,8 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from evalctl.analysis.checks import Check, GateInputs, Status, plain, registered_checks, verdict_of
+from evalctl.analysis.checks import registered_checks
+from evalctl.analysis.checks.base import Check, GateInputs, Status, plain, verdict_of
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.gate_policy import GatePolicy, PolicyError, load_policy
 from evalctl.analysis.noise import noise_by_profile

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,14 +28,15 @@ class LaunchPreview:
     command: str | None  # the shell line; None for a server at a URL
 
 
-def preview_launches(config: SweepConfig, launches: Iterable[ServerLaunch]) -> tuple[list[LaunchPreview], str | None]:
-    """Each launch's preview, and a note when GPU ids are placeholders ($GPU0, ...: no GPU is visible here)."""
+def preview_launches(config: SweepConfig, launches: Iterable[ServerLaunch]) -> tuple[Iterator[LaunchPreview], str | None]:
+    """Each launch's preview, made as it is read (one that fails comes after those before it), and a
+    note when GPU ids are placeholders ($GPU0, ...: no GPU is visible here)."""
     note = None
     if config.gpus is None and any(p.gpus_needed() for p in config.servers) and not visible_gpus()[0]:
         # A preview is planned where there are no GPUs (laptop, login node): show where the ids go.
         config, note = config.model_copy(update={"gpus": placeholder_gpus(config.servers)}), NO_GPU_NOTE
     assignment = gpu_assignment(config)
-    return [_preview(launch, assignment.get(launch.profile.name, [])) for launch in launches], note
+    return (_preview(launch, assignment.get(launch.profile.name, [])) for launch in launches), note
 
 
 def _preview(launch: ServerLaunch, devices: list[str]) -> LaunchPreview:

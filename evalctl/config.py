@@ -1,8 +1,7 @@
 """Loading the sweep config: model aliases (found by `config_files`), CLI overrides, the checks that
 need a registry (engine names and settings, a task's shot counts), and the data a task reads.
 
-The models themselves are `evalctl.schema` (a leaf: it looks nothing up); they are re-exported
-here, so `from evalctl.config import SweepConfig` reads as before.
+The models themselves are `evalctl.schema`'s (a leaf: it looks nothing up).
 """
 
 from __future__ import annotations
@@ -15,48 +14,9 @@ from pydantic import ValidationError
 
 from evalctl import config_files
 from evalctl.errors import ConfigError
-from evalctl.schema import (
-    DEFAULT_ENGINE,
-    ENGINES,
-    CacheMode,
-    EngineSettings,
-    GenerationConfig,
-    ServerProfile,
-    SlurmConfig,
-    StoppingConfig,
-    StoppingMode,
-    SweepConfig,
-    Variant,
-    expand_text,
-    slurm_minutes,
-)
+from evalctl.schema import DEFAULT_ENGINE, ENGINES, ServerProfile, SweepConfig, Variant
 from evalctl.servers.registry import engine_class, engine_settings, engines
-from evalctl.tasks.registry import registered_task, resolved_data_dir
-
-__all__ = [
-    "ENGINES",
-    "CacheMode",
-    "ConfigError",
-    "EngineSettings",
-    "GenerationConfig",
-    "ServerProfile",
-    "SlurmConfig",
-    "StoppingConfig",
-    "StoppingMode",
-    "SweepConfig",
-    "Variant",
-    "alias_path",
-    "config_from_dict",
-    "expand_text",
-    "gate_policy_file",
-    "known_aliases",
-    "load_config",
-    "resolved_data_dir",
-    "slurm_minutes",
-    "url_config",
-    "validated",
-    "with_external_url",
-]
+from evalctl.tasks.registry import registered_task
 
 
 def _task_checked(config: SweepConfig, source: str) -> SweepConfig:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalctl.cell import CellKey
-from evalctl.config import CacheMode, ServerProfile, SweepConfig, Variant
+from evalctl.schema import CacheMode, ServerProfile, SweepConfig, Variant
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from evalctl.cell import CellKey
-from evalctl.config import ConfigError, SweepConfig, config_from_dict, with_external_url
-from evalctl.errors import BadInput
+from evalctl.config import config_from_dict, with_external_url
+from evalctl.errors import BadInput, ConfigError
 from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.runs import Run, open_run
+from evalctl.schema import SweepConfig
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
 from evalctl.tasks.lmeval import LmEvalTask, Prompt

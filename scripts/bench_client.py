@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 
 from evalctl.client import CompletionClient, RequestSettings
-from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.datasets import packaged_data_dir
 from evalctl.records import RecordWriter, SampleRecord
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer
 from evalctl.tasks.lm import ServedLM

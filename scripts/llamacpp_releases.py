@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from evalctl import venvs
-from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, ServerError
 

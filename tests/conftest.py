@@ -51,10 +51,11 @@ from process_tree import ProcessTree, start_evalctl, watch
 
 from evalctl.analysis.gate_document import GateDocument
 from evalctl.client import Completion, CompletionClient, RequestSettings
-from evalctl.config import ENGINES, CacheMode, ServerProfile, Variant, alias_path
+from evalctl.config import alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
 from evalctl.records import RECORDS_FILE
+from evalctl.schema import ENGINES, CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, free_port
 from evalctl.servers.registry import adapter_for, engine_settings

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import cli
 
-from evalctl.config import ConfigError, load_config
-from evalctl.errors import ExitCode
+from evalctl.config import load_config
+from evalctl.errors import ConfigError, ExitCode
 
 
 def test_wrong_type_is_named(tmp_path):

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from evalctl.cell import CacheMode, CellKey, cell_label
-from evalctl.config import CacheMode as ConfigCacheMode
 from evalctl.records import CELL_KEYS, RECORD_KEYS
+from evalctl.schema import CacheMode as ConfigCacheMode
 
 CELL = CellKey("cpu", "default", CacheMode.on, 16, 1)
 ROW = {"profile": "cpu", "variant": "default", "cache": "on", "shots": np.int64(16), "pass_index": np.int64(1)}

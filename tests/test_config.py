@@ -4,7 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from evalctl.config import CacheMode, ConfigError, known_aliases, load_config, resolved_data_dir
+from evalctl.config import known_aliases, load_config
+from evalctl.errors import ConfigError
+from evalctl.schema import CacheMode
+from evalctl.tasks.registry import resolved_data_dir
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 from evalctl.analysis.gate import PolicyError, load_policy
 from evalctl.cli import app
 from evalctl.cli.common import console
-from evalctl.config import ConfigError, load_config
+from evalctl.config import load_config
 from evalctl.config_files import CONFIG_PATH_ENV, PACKAGED, POLICY_FOLDER, find, known, packaged_dir, policy_file, read_yaml
-from evalctl.errors import ExitCode
+from evalctl.errors import ConfigError, ExitCode
 
 ALIAS = """
 model: my-model

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalctl.config import ConfigError, load_config
+from evalctl.config import load_config
+from evalctl.errors import ConfigError
 from evalctl.plan import expand
 
 

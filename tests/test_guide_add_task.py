@@ -11,10 +11,11 @@ import guides
 import pytest
 import yaml
 
-from evalctl.config import config_from_dict, resolved_data_dir
+from evalctl.config import config_from_dict
 from evalctl.errors import BadInput
 from evalctl.tasks import registry
 from evalctl.tasks.lmeval import LmEvalTask
+from evalctl.tasks.registry import resolved_data_dir
 
 CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Peru", "Lima"), ("Chile", "Santiago"), ("Kenya", "Nairobi")]
 

@@ -18,8 +18,8 @@ from conftest import cpu_profile, evalctl, only_run, write_sweep_config
 
 from evalctl import venvs
 from evalctl.client import CompletionClient, RequestSettings
-from evalctl.config import CacheMode, ServerProfile, Variant
 from evalctl.errors import ExitCode
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import re
 
-from evalctl.config import load_config, resolved_data_dir
+from evalctl.config import load_config
 from evalctl.datasets import packaged_data_dir
 from evalctl.resume import data_fingerprint
+from evalctl.tasks.registry import resolved_data_dir
 
 
 def test_packaged_files_match_the_sha256_their_source_note_pins():

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from evalctl.config import CacheMode, load_config
+from evalctl.config import load_config
 from evalctl.plan import expand
+from evalctl.schema import CacheMode
 
 
 def test_one_launch_per_profile_variant_cache_and_all_shots_inside():

@@ -7,9 +7,11 @@ from collections import Counter
 
 import pytest
 
-from evalctl.config import ConfigError, config_from_dict, resolved_data_dir
+from evalctl.config import config_from_dict
+from evalctl.errors import ConfigError
 from evalctl.tasks.lmeval import LmEvalTask
 from evalctl.tasks.prefix_recall.generate import RECORD, documents, position_bin, spread_order
+from evalctl.tasks.registry import resolved_data_dir
 
 
 def test_spread_order_is_a_permutation_whose_every_start_is_spread():

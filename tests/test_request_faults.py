@@ -13,8 +13,8 @@ import pytest
 from fault_server import BAD_REQUEST_MESSAGE, MODES
 
 from evalctl.client import Completion, CompletionClient, RequestSettings
-from evalctl.config import CacheMode
 from evalctl.records import is_final
+from evalctl.schema import CacheMode
 from evalctl.servers.registry import adapter_for
 
 HERE = Path(__file__).resolve().parent

@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from evalctl.cell import CacheMode, CellKey
-from evalctl.config import ConfigError, load_config, with_external_url
-from evalctl.errors import ExitCode
+from evalctl.config import load_config, with_external_url
+from evalctl.errors import ConfigError, ExitCode
 from evalctl.manifest import Manifest, write_manifest
 from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, differing_fields, resume_config
 from evalctl.secrets import redact_config

@@ -19,7 +19,7 @@ import pytest
 from conftest import canary_in_front, evalctl, needs_slurm, only_run, write_sweep_config
 
 from evalctl.cluster.submit import part_config
-from evalctl.config import SweepConfig
+from evalctl.schema import SweepConfig
 
 pytestmark = [pytest.mark.server, *needs_slurm]
 

@@ -12,8 +12,8 @@ import pytest
 from test_slurm_cpu import two_profiles
 
 from evalctl.cluster.submit import part_config, part_executor
-from evalctl.config import ConfigError, load_config
-from evalctl.errors import ExitCode
+from evalctl.config import load_config
+from evalctl.errors import ConfigError, ExitCode
 
 needs_srun = pytest.mark.skipif(
     shutil.which("srun") is None, reason="no srun on PATH: submitit builds no job script without Slurm (scripts/slurm-local.sh install)"

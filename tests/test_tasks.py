@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from evalctl.config import ConfigError
 from evalctl.datasets import packaged_data_dir
-from evalctl.errors import BadInput
+from evalctl.errors import BadInput, ConfigError
 from evalctl.tasks.lmeval import LmEvalTask
 
 

@@ -50,13 +50,9 @@ Assumptions:
   blamed, ever more surely as n grows. Where warm and cold re-runs are exchangeable given R
   (the noise is batching, not the cache), d = 0 and any m >= 0 holds.
 
-What it costs. A pass needs the upper bound on d below m: 40 questions can pass at m = 0.10
-only when the warm and the cold disagreements fall on the same (fragile) questions; each
-question on which only one side disagrees widens the interval. The regression side pays for
-the replica's own flips (c) as McNemar does, and for m: at m = 0.10 a bug must add well over
-10 points of disagreement to be found (exact, one cell, floor 0, W and A independent: a bug
-of 20 points 41% / 87% / 99% at n = 40 / 100 / 200; of 30 points 89% / 100% / 100%; at a 10%
-floor 20 points: 18% / 38% / 64%). Tables: docs/statistics.md.
+What it costs (exact power by n, floor and margin: docs/statistics.md): 40 questions pass at m = 0.10
+only when the warm and the cold disagreements fall on the same questions; the regression side pays
+for the replica's own flips (c) as McNemar does, and for m: a bug must add well over m to be found.
 
 References: Nam 1997, Biometrics 53:1422; Tango 1998, Stat Med 17:891; Holm 1979, Scand J
 Stat 6:65; Berger 1982, Technometrics 24:295 (intersection-union, for the pass side).

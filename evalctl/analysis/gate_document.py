@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalctl.analysis.checks import Check, Status, plain
+from evalctl.analysis.checks.base import Check, Status, plain
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.errors import VERDICT_EXIT, GateFileError
 

@@ -1,4 +1,5 @@
-"""A run's summary tables: accuracy per cell, by prefill length and (prefix-recall) by answer position; throughput per cell."""
+"""A run's summary tables: accuracy per cell, by prefill length and (prefix-recall) by answer position; throughput per cell.
+And two runs side by side (`evalctl compare`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from evalctl.analysis.accuracy import accuracy_table
+from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.lengths import accuracy_by_length
+from evalctl.analysis.pairing import align_runs, between_runs, paired_table, with_holm
 from evalctl.analysis.positions import accuracy_by_position
-from evalctl.analysis.throughput import throughput_table
-from evalctl.records import Metric, primary_metric
+from evalctl.analysis.settings import settings_diff_runs
+from evalctl.analysis.throughput import throughput_ratios, throughput_table
+from evalctl.records import CELL_KEYS, Metric, primary_metric
 from evalctl.runs import Run
 
 
@@ -47,3 +51,30 @@ def run_summary(run: Run, metric: Metric | None = None) -> RunSummary:
     if metric not in computed:
         computed[metric] = summarize(run.samples, metric)
     return computed[metric]
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """A candidate run beside its baseline, cell by cell on their common questions."""
+
+    metric: str
+    paired: pd.DataFrame  # accuracy, the paired drop, exact McNemar p (Holm across cells)
+    throughput: pd.DataFrame  # candidate / baseline ratios
+    settings: pd.DataFrame  # the resolved server settings that differ
+    flipped: pd.DataFrame  # every question whose score changed, with full responses
+    pairs: int  # paired records
+
+
+def compare_runs(baseline: Run, candidate: Run, metric: Metric | None = None) -> RunComparison:
+    """`evalctl compare`'s tables; runs that share no question raise `NoOverlapError`."""
+    pairs = align_runs(baseline.samples, candidate.samples)
+    metric = baseline.metric(candidate.metric(metric))
+    ratios = throughput_ratios([between_runs(throughput_table(baseline.samples), throughput_table(candidate.samples))])
+    return RunComparison(
+        metric,
+        with_holm(paired_table([between_runs(baseline.samples, candidate.samples)], metric)),
+        ratios,
+        settings_diff_runs(baseline.manifest, candidate.manifest),
+        flipped_questions(baseline.samples, candidate.samples, CELL_KEYS, metric),
+        len(pairs),
+    )

@@ -1,6 +1,6 @@
 """The builds a bisect searches, in commit order: git commits as worktrees, a listed set of variants, or released versions.
 
-A build is a variant (config.Variant: interpreter, environment, runner prefix) plus where it
+A build is a variant (schema.Variant: interpreter, environment, runner prefix) plus where it
 came from. From git, every commit on the path good..bad (`git rev-list --ancestry-path`,
 first-parent unless `all_commits`) gets a detached worktree; the template variant's
 `{worktree}` is replaced by its path (SGLang: `env: {PYTHONPATH: "{worktree}/python"}`, no
@@ -22,8 +22,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
 
-from evalctl.config import Variant
 from evalctl.errors import BuildInputError
+from evalctl.schema import Variant
 
 WORKTREE = "{worktree}"
 

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evalctl.bisect.steps import run_folder
-from evalctl.config import SweepConfig
 from evalctl.execution import Sweep, SweepProgress
 from evalctl.manifest import Failure
+from evalctl.schema import SweepConfig
 from evalctl.signals import Shutdown
 
 

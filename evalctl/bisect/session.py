@@ -17,11 +17,11 @@ from evalctl.bisect.builds import Build, checkout, git_builds, listed_builds, ru
 from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
 from evalctl.bisect.state import STATE_FILE, BisectState, Settings, Step
 from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
-from evalctl.config import SweepConfig
 from evalctl.errors import BadInput, EvalctlError, ReferenceFailed
 from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
+from evalctl.schema import SweepConfig
 
 STEP_ALPHA = 0.02  # see search's docstring: below ~0.026 for one test each side of the culprit to reach 0.95
 

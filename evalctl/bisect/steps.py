@@ -22,10 +22,11 @@ from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
 from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.bisect.search import Verdict
 from evalctl.bisect.state import CellSpec, Step
-from evalctl.config import SweepConfig, Variant, config_from_dict
+from evalctl.config import config_from_dict
 from evalctl.errors import FromRunError
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run, open_run
+from evalctl.schema import SweepConfig, Variant
 
 ACCURACY_KINDS = ("accuracy", "sequential")
 

@@ -30,29 +30,21 @@ def compare(
     Exit status (table: evalctl --help): PASS when compared; BAD_INPUT for unusable input (missing or corrupt run
     folder, runs without common questions).
     """
-    from evalctl.analysis.flips import flipped_questions
-    from evalctl.analysis.pairing import align_runs, between_runs, paired_table, with_holm
-    from evalctl.analysis.settings import settings_diff_runs
-    from evalctl.analysis.throughput import throughput_ratios, throughput_table
-    from evalctl.records import CELL_KEYS
+    from evalctl.analysis.summary import compare_runs
     from evalctl.report.outputs import write_csv
     from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view, settings_view
     from evalctl.runs import load_run
 
     ref, cand = load_run(base), load_run(candidate)
-    pairs = align_runs(ref.samples, cand.samples)
-    metric = ref.metric(cand.metric(metric))
-    comparison = between_runs(ref.samples, cand.samples)
-    table = with_holm(paired_table([comparison], metric))
-    console.print(frame_table(paired_view(table), f"{metric} accuracy: {cand.run_id} vs baseline {ref.run_id} (paired questions only)"))
-    ratios = throughput_ratios([between_runs(throughput_table(ref.samples), throughput_table(cand.samples))])
-    console.print(frame_table(ratio_view(ratios), "Throughput, candidate / baseline"))
-    settings = settings_diff_runs(ref.manifest, cand.manifest)
+    compared = compare_runs(ref, cand, metric)
+    title = f"{compared.metric} accuracy: {cand.run_id} vs baseline {ref.run_id} (paired questions only)"
+    console.print(frame_table(paired_view(compared.paired), title))
+    console.print(frame_table(ratio_view(compared.throughput), "Throughput, candidate / baseline"))
+    settings, flipped = compared.settings, compared.flipped
     console.print(frame_table(settings_view(settings), "Resolved server settings that differ, baseline -> candidate"))
     if len(settings):
         names = ", ".join(sorted(set(settings["setting"])))
         console.print(f"[magenta]flag:[/] resolved setting(s) differ from the baseline's: {names}", highlight=False, soft_wrap=True)
-    flipped = flipped_questions(ref.samples, cand.samples, CELL_KEYS, metric)
     console.print(frame_table(flips_view(flipped.head(show)), f"Flipped questions ({min(show, len(flipped))} of {len(flipped)})"))
     if flips_csv is not None:
         try:
@@ -60,4 +52,4 @@ def compare(
         except OSError as exc:
             raise fail(f"cannot write {flips_csv}: {exc.strerror}") from None
         console.print(f"flipped questions: {flips_csv}")
-    console.print(f"{len(pairs)} paired records of {len(ref.samples)} (baseline) and {len(cand.samples)} (candidate)")
+    console.print(f"{compared.pairs} paired records of {len(ref.samples)} (baseline) and {len(cand.samples)} (candidate)")

@@ -16,7 +16,8 @@ def _source(found: Found) -> str:
 
 def _serves(name: str) -> tuple[str, str]:
     """The alias's task and engines, as the sweep would resolve them; the error instead for a broken one."""
-    from evalctl.config import ConfigError, load_config
+    from evalctl.config import load_config
+    from evalctl.errors import ConfigError
 
     try:
         config = load_config(model=name)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.config import SweepConfig
 from evalctl.errors import ExitCode
+from evalctl.schema import SweepConfig
 
 if TYPE_CHECKING:
     from evalctl.runs import Run

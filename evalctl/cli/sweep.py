@@ -9,8 +9,8 @@ import typer
 
 from evalctl.cli.common import console, err, fail
 from evalctl.cli.options import OPTIONS, ApiKey, ConfigFile, Engine, Executor, Model, Overrides, Url, config_options, resolve_config
-from evalctl.config import SweepConfig
 from evalctl.errors import DiskError, ExitCode
+from evalctl.schema import SweepConfig
 
 if TYPE_CHECKING:
     from evalctl.execution import SweepResult

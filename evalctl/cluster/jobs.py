@@ -18,7 +18,6 @@ from pathlib import Path
 import submitit
 
 from evalctl.cluster.slurm import JobState, job_states
-from evalctl.config import SweepConfig
 from evalctl.manifest import (
     GateSummary,
     JobEntry,
@@ -32,6 +31,7 @@ from evalctl.manifest import (
 )
 from evalctl.records import compact
 from evalctl.runlock import RunLock
+from evalctl.schema import SweepConfig
 from evalctl.signals import Shutdown
 
 AGGREGATE = "aggregate"

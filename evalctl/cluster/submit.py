@@ -19,10 +19,10 @@ import submitit
 
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import SlurmUnavailable, fitting_cpus, release, require_slurm
-from evalctl.config import ServerProfile, SlurmConfig, StoppingMode, SweepConfig, Variant, slurm_minutes
 from evalctl.manifest import JobEntry, now
 from evalctl.plan import expand
 from evalctl.runs import Run
+from evalctl.schema import ServerProfile, SlurmConfig, StoppingMode, SweepConfig, Variant, slurm_minutes
 
 if TYPE_CHECKING:
     from evalctl.execution.folder import PreparedRun

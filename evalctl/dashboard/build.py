@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from evalctl.analysis.checks import SEVERITY
+from evalctl.analysis.checks.base import SEVERITY
 from evalctl.analysis.gate_document import GATE_FILE
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
 from evalctl.fsio import atomic_path, write_atomic

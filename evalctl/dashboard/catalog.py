@@ -16,7 +16,7 @@ from typing import Literal, get_args
 
 import pandas as pd
 
-from evalctl.analysis.checks import worst
+from evalctl.analysis.checks.base import worst
 from evalctl.analysis.gate_document import GATE_FILE, GateDocument, read_gate
 from evalctl.history.store import HistoryStore, RunListing, metric_trend
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from evalctl import venvs
 from evalctl.cell import CellKey
-from evalctl.config import CacheMode, SweepConfig
 from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
 from evalctl.execution.folder import PreparedRun, prepare
@@ -24,6 +23,7 @@ from evalctl.plan import ServerLaunch, noise_cell
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
+from evalctl.schema import CacheMode, SweepConfig
 from evalctl.servers.gpus import gpu_assignment
 from evalctl.servers.process import ServerError
 from evalctl.servers.registry import adapter_for

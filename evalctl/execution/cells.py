@@ -12,7 +12,6 @@ import time
 
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient, RequestSettings
-from evalctl.config import CacheMode, SweepConfig
 from evalctl.dispatch import Outcome, send_watched
 from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
@@ -20,6 +19,7 @@ from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellEntry
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.resume import RequestKey, request_key
+from evalctl.schema import CacheMode, SweepConfig
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
 from evalctl.tasks.conversation import chains, conversation_columns, to_send

@@ -18,7 +18,6 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalctl.config import SweepConfig
 from evalctl.errors import DiskError
 from evalctl.fsio import disk_error
 from evalctl.manifest import (
@@ -40,6 +39,7 @@ from evalctl.records import record_files
 from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, finished_keys, planned_keys
 from evalctl.runlock import RunLock
 from evalctl.runs import Run
+from evalctl.schema import SweepConfig
 from evalctl.secrets import redact_config
 from evalctl.tasks.lmeval import LmEvalTask, task_of
 from evalctl.tasks.registry import resolved_data_dir

@@ -16,10 +16,10 @@ import httpx
 from evalctl import venvs
 from evalctl.canary.proxy import Canary, CanaryServer
 from evalctl.cell import CellKey
-from evalctl.config import CacheMode
 from evalctl.execution.progress import SweepProgress
 from evalctl.manifest import RestartEntry, ServerEntry, now
 from evalctl.plan import ServerLaunch
+from evalctl.schema import CacheMode
 from evalctl.secrets import redact_argv, redact_env
 from evalctl.servers.process import ManagedServer, ServerError, tail
 

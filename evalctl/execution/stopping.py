@@ -20,12 +20,12 @@ from evalctl.analysis.gate_policy import load_policy
 from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.analysis.sequential import CellStatus, Design, decide
 from evalctl.cell import CellKey
-from evalctl.config import StoppingConfig, StoppingMode, SweepConfig
 from evalctl.errors import BaselineError
 from evalctl.manifest import CellDecision
 from evalctl.plan import expand
 from evalctl.records import CELL_KEYS, SampleRecord, primary_metric
 from evalctl.runs import Run, load_run
+from evalctl.schema import StoppingConfig, StoppingMode, SweepConfig
 from evalctl.tasks.lmeval import Prompt
 
 QuestionKey = tuple[int, str]

@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 import httpx
 
 from evalctl.client import Completion, CompletionClient, RequestSettings, server_http
-from evalctl.config import CacheMode
 from evalctl.errors import ProbeError
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import ProbePrompt
+from evalctl.schema import CacheMode
 from evalctl.servers.base import EngineAdapter
 
 

@@ -12,12 +12,12 @@ import httpx
 import pandas as pd
 
 from evalctl.client import RequestSettings, server_http
-from evalctl.config import CacheMode, ServerProfile, SweepConfig, Variant
 from evalctl.fsio import write_atomic
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import build_prompts
 from evalctl.probe.runner import ProbeError, ProbeRunner
 from evalctl.probe.verdict import bin_verdicts, overall, sample_rows
+from evalctl.schema import CacheMode, ServerProfile, SweepConfig, Variant
 from evalctl.servers.base import EngineAdapter
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.tasks.lmeval import LmEvalTask

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from evalctl.analysis.accuracy import table_metrics
-from evalctl.analysis.checks import SEVERITY
+from evalctl.analysis.checks.base import SEVERITY
 from evalctl.cell import CellKey
 from evalctl.records import NO_METRIC
 
-# Worst first: a cell is as bad as its worst check (the one order, `analysis.checks.STATUS_ORDER`).
-_SEVERITY = SEVERITY
+# Worst first: a cell is as bad as its worst check (SEVERITY: the one order, `checks.base.STATUS_ORDER`).
 MATCH_KEYS = CellKey.columns("pass_index")
 
 
@@ -68,8 +67,8 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: st
                 cells.append(SignoffCell("unchecked", value))
                 continue
             # Among equally bad checks the accuracy verdict names the cell, before a failed cap.
-            worst = min(here, key=lambda c: (_SEVERITY.get(c.get("status"), 1), c.get("kind") in OWN_KINDS))
-            status = worst.get("status") if worst.get("status") in _SEVERITY else "inconclusive"
+            worst = min(here, key=lambda c: (SEVERITY.get(c.get("status"), 1), c.get("kind") in OWN_KINDS))
+            status = worst.get("status") if worst.get("status") in SEVERITY else "inconclusive"
             reasons = [f"{c.get('name', c.get('kind', 'check'))}: {c.get('status')} - {c.get('reason', '')}" for c in here]
             if status == "pass" and all(c.get("kind") in OWN_KINDS for c in here):
                 cells.append(SignoffCell("reference", value, reasons, "reference"))

@@ -1,39 +1,13 @@
 """Conversation workloads: any task's questions sent as conversations that grow, rewind and branch.
 
-A fixed-prefix sweep sends one shared few-shot prefix and many short questions after it. Real
-prefix-cache bugs need a request history instead: a conversation that grew past a window or a
-block (SWA window, Mamba block, prefill chunk, KV page), then a request that returns to an
-earlier point (a regenerate, an edited turn, an agent loop). llama.cpp #20671 is one: a
-checkpoint past the branch point survived the branch, and a later rewind restored it.
-
-A conversation here is built from the task's own prompts (`conversation_prompts`):
-- turn 1 is a task prompt whole (few-shot prefix and question); each later turn appends another
-  question without the shared prefix. Every earlier turn is answered in the transcript by its
-  *reference* answer (the task's `doc_to_target`), never by the model's: the transcript is fixed,
-  so the cache-on and cache-off sides send the same bytes and stay paired prompt for prompt;
-- the conversation first grows until it is `grow_past` times the largest boundary long; then each
-  of `events` requests goes back: a `rewind` resends the conversation as it stood at an earlier
-  turn (a regenerate: the same bytes as before), a `branch` replaces that turn with a new question
-  (an edit). After each, the conversation grows again on the new branch past a boundary;
-- points are drawn so the request goes back at least the smallest boundary from the current end
-  (the engine must restore state from before a window, not just trim the tail) to a turn whose
-  history lies past the first window (before it an engine recomputes from scratch), with chance
-  `revisit` to the turn of the previous rewind or branch (regenerating an edited turn: the
-  history that #20671 needs). After each, growth by `regrow` x a boundary. Lengths are estimated as characters / `chars_per_token`.
-
-Every request is scored as the question of its last turn (the task's metric), and its answer is
-paired with the cache-off server's answer to the same bytes (`agreement`).
-
-Why the gate's guarantees carry over unchanged: they are statements about paired binary
-outcomes, one pair per prompt, with the pairs' discordance independent of what is being tested
-under "no regression" (`analysis.drop_rule`). Pairing here is still per prompt (same bytes on
-both sides, keyed by the request's index, `doc_id`). The order of requests within a
-conversation, and which conversations run at once (`concurrency` against the server's slots),
-are part of the *treatment* applied to the cache-on side, like the cache itself: fixed by the
-seed, the same in every run, not a random draw the test averages over. The sample is the set
-of requests; what the history does to them is what is measured. Requests of one conversation
-are not independent of each other, so the gate judges "this workload on this build", not a
-population of conversations; that is the claim a regression gate needs.
+docs/conversations.md says how a conversation is built and why the gate's guarantees hold unchanged.
+In short (`conversation_prompts`): turn 1 is a task prompt whole, each later turn appends a question,
+and every earlier turn is answered in the transcript by its reference answer, never the model's, so
+the cache-on and cache-off sides send the same bytes and stay paired prompt for prompt. The
+conversation grows past `grow_past` x the largest boundary; then each of `events` requests goes back
+at least the smallest boundary (`rewind`: the same bytes again; `branch`: that turn edited, with
+chance `revisit` to the previous event's turn) and grows again by `regrow` boundaries. Lengths are
+estimated as characters / `chars_per_token`. Each request is scored as its last turn's question.
 """
 
 from __future__ import annotations

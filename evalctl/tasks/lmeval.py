@@ -43,7 +43,7 @@ from evalctl.tasks.data import local_dataset_overrides
 from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
 
 if TYPE_CHECKING:
-    from evalctl.config import SweepConfig  # tasks are below config: the sweep's config only passes through
+    from evalctl.schema import SweepConfig  # tasks are below the schema: the sweep's config only passes through
 
 GENERATE = "generate_until"
 INVALID = "[invalid]"  # lm-eval's regex filter's answer when nothing matched

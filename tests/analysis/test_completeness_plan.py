@@ -12,9 +12,10 @@ from pathlib import Path
 from frames import manifest_for, sample_frame
 
 from evalctl.analysis.gate import GatePolicy, evaluate
-from evalctl.config import SweepConfig, validated
+from evalctl.config import validated
 from evalctl.execution.folder import planned_questions
 from evalctl.runs import Run
+from evalctl.schema import SweepConfig
 from evalctl.tasks.lmeval import task_of
 
 SHOTS, LIMIT = (1, 2, 8, 50), 10

@@ -11,10 +11,10 @@ from frames import manifest_for, sweep_frame
 from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.analysis.sequential import Design
 from evalctl.cell import CellKey
-from evalctl.config import CacheMode, StoppingConfig
 from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellDecision
 from evalctl.runs import Run
+from evalctl.schema import CacheMode, StoppingConfig
 from evalctl.tasks.lmeval import Prompt
 
 N = 200

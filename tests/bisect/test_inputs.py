@@ -14,8 +14,8 @@ from test_gate_cli import cli, write_run
 from evalctl.bisect.builds import BuildInputError, commits, filled, git_builds, listed_builds, version_builds
 from evalctl.bisect.state import BisectState, Settings, StateError, load_state
 from evalctl.bisect.steps import FromRunError, regression_of, step_config
-from evalctl.config import StoppingMode, Variant
 from evalctl.errors import BadInput
+from evalctl.schema import StoppingMode, Variant
 
 
 def git(repo: Path, *args: str) -> str:
@@ -213,7 +213,7 @@ def test_a_conversation_workload_is_bisected_by_fixed_n_steps(gated, tmp_path):
     from evalctl.bisect.search import Verdict
     from evalctl.bisect.session import Bisect
     from evalctl.bisect.steps import Regression
-    from evalctl.config import StoppingMode
+    from evalctl.schema import StoppingMode
     from evalctl.tasks.conversation import ConversationConfig
 
     regression = regression_of(gated["bad"])

@@ -6,7 +6,8 @@ import typer
 
 from evalctl.cli import app
 from evalctl.cli.options import OPTIONS, overrides_of
-from evalctl.config import CacheMode, SweepConfig, load_config
+from evalctl.config import load_config
+from evalctl.schema import CacheMode, SweepConfig
 
 # Captured from main before the options were generated: (names, --no- form, help panel).
 SWEEP_OPTIONS = {

@@ -22,8 +22,9 @@ import pytest
 import yaml
 from conftest import VLLM_PYTHON, evalctl, needs_vllm, only_run
 
-from evalctl.config import CacheMode, load_config
+from evalctl.config import load_config
 from evalctl.runs import load_run
+from evalctl.schema import CacheMode
 from evalctl.servers.process import ManagedServer
 from evalctl.servers.registry import adapter_for
 

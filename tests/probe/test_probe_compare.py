@@ -145,8 +145,8 @@ def test_logprobs_parsed_from_both_response_shapes():
 
 
 def test_probe_file_is_probe_json_when_one_profile_x_variant_runs():
-    from evalctl.config import ServerProfile, SweepConfig, Variant
     from evalctl.probe.session import probe_file
+    from evalctl.schema import ServerProfile, SweepConfig, Variant
     from evalctl.servers.engines.llamacpp import LlamaCppSettings
 
     profile = ServerProfile(name="cpu", model_path="bundled:smollm2-135m", engine=LlamaCppSettings())

@@ -130,7 +130,7 @@ def test_cli_refuses_a_missing_root_and_a_file_as_site(tmp_path):
 def test_where_a_configuration_turns_to_regression_the_page_shows_both_revisions_and_the_bisect(tmp_path):
     from evalctl.bisect.builds import Build
     from evalctl.bisect.state import BisectState, CellSpec, Settings
-    from evalctl.config import Variant
+    from evalctl.schema import Variant
 
     root, site = tmp_path / "results", tmp_path / "site"
     nights = []

@@ -13,7 +13,7 @@ import pytest
 from probe.test_probe_cpu import FAST_POLICY, probe_json
 from test_sweep_cpu import evalctl, only_run
 
-from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.detect import detect_engine
 from evalctl.servers.process import ManagedServer
 

@@ -15,8 +15,9 @@ import sys
 
 import pytest
 
-from evalctl.config import CacheMode, ServerProfile, Variant, known_aliases, load_config
+from evalctl.config import known_aliases, load_config
 from evalctl.plan import expand
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.sglang import SGLangAdapter, SGLangSettings
 
 SGLANG_PYTHON_ENV = "EVALCTL_SGLANG_PYTHON"

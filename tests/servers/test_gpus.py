@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import profile_of
 
-from evalctl.config import ServerProfile, SweepConfig
+from evalctl.schema import ServerProfile, SweepConfig
 from evalctl.servers.gpus import GpuAssignmentError, assign_gpus, gpu_assignment, visible_gpus
 
 

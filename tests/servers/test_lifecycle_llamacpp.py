@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, ServerError
 

@@ -9,9 +9,10 @@ import yaml
 from conftest import cli
 from pydantic import ValidationError
 
-from evalctl.config import ConfigError, ServerProfile, SweepConfig, config_from_dict, validated, with_external_url
-from evalctl.errors import ExitCode, UnknownName
+from evalctl.config import config_from_dict, validated, with_external_url
+from evalctl.errors import ConfigError, ExitCode, UnknownName
 from evalctl.manifest import CACHED_TOKENS
+from evalctl.schema import ServerProfile, SweepConfig
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.engines.vllm import VLLMSettings
 from evalctl.servers.registry import ENGINES, adapter_for, engines

@@ -7,7 +7,8 @@ import sys
 import httpx
 import pytest
 
-from evalctl.config import CacheMode, ServerProfile, Variant, load_config
+from evalctl.config import load_config
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.sglang import SGLangAdapter, SGLangSettings
 
 NANO_ON = [

@@ -16,8 +16,8 @@ import pytest
 from conftest import evalctl, write_sweep_config
 
 from evalctl import venvs
-from evalctl.config import Variant
 from evalctl.errors import ExitCode
+from evalctl.schema import Variant
 
 
 def demo_wheel(folder: Path, version: str = "1.0") -> str:

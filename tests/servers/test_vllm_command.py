@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evalctl.config import CacheMode, ServerProfile, Variant
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.vllm import VLLMAdapter, VLLMSettings
 
 PROFILE = ServerProfile(name="h100", model_path="nvidia/NVIDIA-Nemotron-Nano-9B-v2", engine=VLLMSettings(

@@ -34,9 +34,9 @@ from conftest import (
     sglang_profile,
 )
 
-from evalctl.config import CacheMode
 from evalctl.records import primary_metric
 from evalctl.runs import load_run
+from evalctl.schema import CacheMode
 
 pytestmark = needs_sglang
 # Records in the prefix-recall prefix: about 290 and 580 tokens.

@@ -10,9 +10,9 @@ from evalctl.analysis.gate_policy import GatePolicy, PolicyError
 from evalctl.analysis.noise import Noise, drop_margin
 from evalctl.analysis.pairing import RUN_VS_BASELINE
 from evalctl.cell import CellKey
-from evalctl.config import StoppingConfig
 from evalctl.manifest import CellDecision
 from evalctl.runs import Run
+from evalctl.schema import StoppingConfig
 
 
 def stopping_policy_mismatch(run: Run, policy: GatePolicy) -> list[str]:

@@ -1,13 +1,15 @@
 """Real regressions in released llama.cpp builds, caught by a conversation workload (docs/conversations.md).
 
 llama.cpp #20532, fixed by PR #20671 ("server : fix ctx checkpoint invalidation", 2026-03-17):
-when a request branched off a conversation, the server erased only the context checkpoints whose
-*first* position lay past the branch point, so a checkpoint holding positions past it survived.
-A later request that went back further than the SWA cache holds restored that checkpoint: the
-sliding-window state of the *other* branch. A checkpoint is also not made while the last one
-is less than 64 tokens behind, and the stale one is the last: the new branch gets none of its
-own until it outgrows the old one, so every regenerate of the edited turn restores the old
-branch's window, and the turns grown after it read that window too.
+when a request branched off the slot's history (an edit, or simply the next conversation: it shares
+only the task's instruction, 22 tokens), the server erased only the context checkpoints whose
+*first* position lay past the branch point. A checkpoint made before the prompt outgrew the SWA
+cache (about 1,024 tokens: window 512 + batch 512) starts at position 0, so it survives every
+later conversation; a restore takes the newest checkpoint starting below `n_past - 512` whatever
+its end, and no checkpoint is made while the last one is less than 64 tokens behind. So when a
+later conversation, grown a window past its first turn, regenerates that turn, the server
+restores the *first conversation's* sliding-window state (seen in b8352's log:
+`restored context checkpoint (pos_min = 0, pos_max = 1001, ...)` on every such regenerate).
 
 Buggy: xllamacpp 0.2.14 (vendors llama.cpp b8352, before the fix; 0.2.13 vendors the same build).
 Fixed: xllamacpp 2026.5.9294 (b9294). (2026.4.8672 dies with SIGILL on a CPU without AVX-512.)
@@ -17,7 +19,9 @@ comes from the index (`models.gemma_270m`). The case runs evalctl as a user woul
 the conversation workload, cache on and off and the A/A arm, then `evalctl gate --policy
 agreement-floor` judging warm-vs-cold disagreement against the A/A floor: regression (exit 1) on
 the buggy build, pass (exit 0) on the fixed one. Then `evalctl bisect --find fix` over six releases
-from the buggy run names the first fixed one. Not yet measured with WORKLOAD: opt-in until it is.
+from the buggy run names the first fixed one. Opt-in (`EVALCTL_REALBUGS=1`) until a gate run here shows
+both verdicts: WORKLOAD replayed cache-on on both builds flipped 14 of its 16 first-turn regenerates on
+b8352 and none on b9294 (docs/conversations.md, Status), but its sweep is about 20 min a build.
 """
 
 from __future__ import annotations
@@ -54,22 +58,23 @@ class Build:
 BUGGY = Build("b8352", "xllamacpp==0.2.14", ExitCode.REGRESSION)
 FIXED = Build("b9294", "xllamacpp==2026.5.9294", ExitCode.PASS)
 
-# Four conversations grown past Gemma-3's SWA window (512 tokens) to 2.5 windows in turns of 5-7
-# questions of 12 records (about 500-700 tokens: Gemma's tokenizer makes about 1.6 characters a
-# token of these made-up keys), so their checkpoints reach past any later branch; then a turn
-# edited (first_event: branch) and 5 regenerates (kinds: rewind) of turns a window or more back,
-# each followed by a window of growth: 65 requests, nearly every third a return past the edit.
+# Sixteen conversations on one slot, each of questions of 12 records in turns of 5-7 (about 500-770
+# tokens: Gemma's tokenizer makes about 1.6 characters a token of these made-up keys), grown to 2 SWA
+# windows (two turns), then its first turn regenerated (a rewind a window back: the SWA cache no
+# longer holds it) and one more turn: 64 requests, 16 of them regenerates, 15 of which (all but the
+# first conversation's) restore the first conversation's stale checkpoint on b8352. A regenerate
+# resends the same bytes, so a second one of the same turn would repeat its draw, not add one.
 WORKLOAD = {
     "task": "prefix-recall",
     "fewshot": "sampled",
     "shots": [12],
     "limit": 40,
     "conversation": {
-        "conversations": 4, "boundaries": [512], "grow_past": 2.5, "events": 6, "first_event": "branch",
-        "kinds": ["rewind"], "revisit": 0.0, "regrow": [1.0, 1.0], "turn_questions": [5, 7], "chars_per_token": 1.6,
+        "conversations": 16, "boundaries": [512], "grow_past": 2.0, "events": 1, "kinds": ["rewind"],
+        "revisit": 0.0, "regrow": [0.1, 0.1], "turn_questions": [5, 7], "chars_per_token": 1.6,
     },
 }  # fmt: skip
-# One slot, so every turn of a conversation meets the checkpoints the earlier turns left.
+# One slot, so every conversation meets the checkpoints the earlier ones left.
 SETTINGS = {"parallel": 1, "context_length": 4096, "threads": 1}
 # The shipped policy (configs/gate/agreement-floor.yaml): warm-vs-cold disagreement against the A/A
 # arm's cold-vs-cold floor with 10 points of margin (min_n 30).

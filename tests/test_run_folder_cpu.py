@@ -139,8 +139,9 @@ def test_a_disk_that_fills_mid_run_names_the_file_keeps_every_row_and_resume_fin
 
 def test_gate_and_dashboard_read_a_live_run_and_say_it_is_running_then_sigterm_stops_it_quickly(tmp_path, data_dir, no_orphans):
     root, site = tmp_path / "out", tmp_path / "site"
-    # Long answers: the run stays live for the readers; it is stopped once they have read it twice.
-    args = small(tmp_path, data_dir, "--shots", "1", "--limit", "30", "--cache", "on", "--concurrency", "1", "--max-tokens", "128")
+    # Many long answers: the run stays live for the readers (a one-thread server answers 30 in 90 s,
+    # about two reads' time under load); it is stopped once they have read it twice, so its size costs nothing.
+    args = small(tmp_path, data_dir, "--shots", "1", "--limit", "200", "--cache", "on", "--concurrency", "1", "--max-tokens", "128")
     proc = start(tmp_path, *args, "--output", str(root))
     wait_for(lambda: record_count(root) >= 1, what="a first record", proc=proc)
     run = only_run(root)

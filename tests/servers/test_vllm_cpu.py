@@ -80,6 +80,7 @@ def test_streamed_answer_has_ttft_and_equals_the_whole_one(vllm_server):
     assert_streamed_answer_equals_the_whole_one(vllm_server)
 
 
+@pytest.mark.rotating(slice=1)
 def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_question(vllm_server, cpu_server, tmp_path):
     """The cross-engine comparison (configs/smollm2-135m-engines.yaml) on the two running servers:
     the same prompts to each, and the gate's `profile cpu-vllm vs cpu` check pairs their answers.
@@ -110,6 +111,7 @@ def test_llamacpp_and_vllm_as_two_profiles_of_one_sweep_are_paired_question_by_q
     assert check["status"] == "inconclusive" and "min_n 30" in check["reason"], check  # 4 pairs: counted, not judged
 
 
+@pytest.mark.rotating(slice=2)
 def test_probe_passes_on_vllm_and_fails_behind_the_lost_prefix_canary(vllm_server, tmp_path):
     assert_probe_passes_then_fails_behind_the_canary(vllm_server.base_url, "vllm", tmp_path)
 
@@ -159,6 +161,7 @@ def test_a_start_up_that_fails_or_times_out_leaves_no_vllm_process(tmp_path, cas
     assert_start_up_failure_leaves_no_process(tmp_path, config, "vllm.entrypoints.openai.api_server", error)
 
 
+@pytest.mark.rotating(slice=0)
 def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monkeypatch):
     from evalctl.servers.bundled import DIGEST_FILE, ModelUnavailable, check_converted, convert, converted_path
 

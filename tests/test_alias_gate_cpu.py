@@ -26,6 +26,7 @@ VERDICT_CODES = {int(code) for code in VERDICT_EXIT.values()}
 CPU_ALIASES = [name for name in known() if {p.engine.name for p in load_config(model=name).servers} == {"llamacpp"}]
 
 
+@pytest.mark.rotating(slice=0)
 def test_recall_cells_of_one_two_and_eight_records_under_one_limit_complete_and_are_judged(tmp_path, cpu_server):
     out = evalctl("sweep", "--model", "smollm2-135m", "--url", cpu_server, "--shots", "1,2,8", "--limit", "6",
                   "--output", str(tmp_path), timeout=1200)  # fmt: skip
@@ -38,6 +39,7 @@ def test_recall_cells_of_one_two_and_eight_records_under_one_limit_complete_and_
     assert [c["status"] for c in checks if c["kind"] == "completeness"] == ["pass"], checks
 
 
+@pytest.mark.rotating(slice=0)
 @pytest.mark.parametrize("alias", CPU_ALIASES)
 def test_a_sequential_sweep_of_a_shipped_alias_is_gated_by_its_policy_with_no_extra_flag(alias, tmp_path, cpu_server):
     small = ["--url", cpu_server, "--shots", "2", "--limit", "4", "--cache", "on"]

@@ -124,6 +124,7 @@ def test_a_full_runs_report_gives_each_slices_time_beside_the_every_run_tests(tm
     assert 0.2 <= tiers["every run"] < tiers["slice 1"] < tiers["slice 2"] < 5
 
 
+@pytest.mark.rotating(slice=2)
 def test_two_workers_keep_a_unit_together_and_share_its_session_fixture_once(tmp_path):
     """`-n 2`: every reader of the launched run is one unit on one worker, so the session's one
     launched sweep runs once; tests outside a unit spread over both workers. Fails if a pytest or

@@ -19,9 +19,9 @@ comes from the index (`models.gemma_270m`). The case runs evalctl as a user woul
 the conversation workload, cache on and off and the A/A arm, then `evalctl gate --policy
 agreement-floor` judging warm-vs-cold disagreement against the A/A floor: regression (exit 1) on
 the buggy build, pass (exit 0) on the fixed one. Then `evalctl bisect --find fix` over six releases
-from the buggy run names the first fixed one. Opt-in (`EVALCTL_REALBUGS=1`) until a gate run here shows
-both verdicts: WORKLOAD replayed cache-on on both builds flipped 14 of its 16 first-turn regenerates on
-b8352 and none on b9294 (docs/conversations.md, Status), but its sweep is about 20 min a build.
+from the buggy run names the first fixed one. Gated here (docs/conversations.md, Status): b8352 14 of 64
+warm answers flipped, regression (exit 1); b9294 none, pass (exit 0); about 23 min a build's sweep on one
+thread. Opt-in (`EVALCTL_REALBUGS=1`): the module with its bisect is about an hour, more than a slice holds.
 """
 
 from __future__ import annotations

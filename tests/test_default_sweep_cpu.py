@@ -6,8 +6,9 @@ seen as lost recall at the start, middle and end of the records while the canary
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
 judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5 seeds
 is the rotating test below (scripts/default_sweep_seeds.py), one seed a test so that the rotation
-spreads the ten sweeps over its slices: each seed passes healthy and is a regression behind the
-canary (the script's rule scaled to one seed; docs/first-run.md measured 5 of 5 and 5 of 5).
+spreads the ten sweeps over its slices: each seed is no regression healthy and a regression behind the
+canary (the script's per-seed part: healthy never a regression; the 4 of 5 passes is the whole
+script's count; docs/first-run.md measured 5 of 5 and 5 of 5 with the Q4_1 file).
 """
 
 from __future__ import annotations
@@ -77,4 +78,9 @@ def test_the_full_default_on_each_of_five_seeds_passes_healthy_and_catches_the_c
     argv = [sys.executable, str(script), "--seeds", str(seed), "--url", cpu_server, "--output", str(tmp_path)]
     out = subprocess.run(argv, capture_output=True, text=True)
     print(out.stdout)
-    assert out.returncode == 0, out.stdout + out.stderr
+    verdicts = dict(re.findall(rf"^seed {seed} (healthy|canary) *: (\w+)", out.stdout, re.MULTILINE))
+    assert set(verdicts) == {"healthy", "canary"}, out.stdout + out.stderr
+    # The script's rule is over five seeds: healthy passes in at least 4 and is never a regression, the
+    # canary is a regression in all. One seed carries the per-seed part of it; the count of passes is the
+    # whole script's (seed 5 ended inconclusive once with the bundled model served as Q8_0, session 11).
+    assert verdicts["healthy"] in ("pass", "inconclusive") and verdicts["canary"] == "regression", out.stdout

@@ -7,7 +7,7 @@ import importlib.util
 from evalctl.errors import MissingExtra
 
 # Module -> the extra that installs it.
-EXTRA_OF = {"xllamacpp": "cpu", "submitit": "slurm"}
+EXTRA_OF = {"xllamacpp": "cpu", "gguf": "cpu", "submitit": "slurm"}
 
 
 def require(module: str, purpose: str) -> None:

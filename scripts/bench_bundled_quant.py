@@ -2,7 +2,7 @@
 
 evalctl serves `bundled:smollm2-135m` to llama.cpp re-quantised to Q8_0 (evalctl/servers/requantize.py)
 because llama.cpp's fast CPU kernels skip Q4_1. This measures the claim: the same cache-off prompts
-(the default's prefix-recall prompt at --records) sent one at a time to a server on each file, taking
+(a list of --records made-up records and a question, like prefix-recall's) sent one at a time to a server on each file, taking
 turns request by request so load on a shared machine hits both alike; each request's own rate from
 the server's `timings`; then the median of each and their ratio. Exits 1 below --min-ratio.
 

@@ -2,14 +2,14 @@
 
 llama.cpp's fast CPU matrix kernels (the repacked and llamafile ones) take Q4_0, Q8_0 and floats,
 not Q4_1, so the bundled SmolLM2-135M's Q4_1 file prefills at about 75 tokens/s a core on an
-AVX2 machine and its Q8_0 re-quantisation at about 155 (`scripts/bench_bundled_quant.py` measures
-both, side by side). Prefill is what a cache-off cell costs, so every sweep of the default, and
+AVX2 machine and its Q8_0 re-quantisation at 130-155 (`scripts/bench_bundled_quant.py` measures
+both, side by side: 1.8x). Prefill is what a cache-off cell costs, so every sweep of the default, and
 the test suite, runs in about half the engine time.
 
 The weights hardly move: a Q4_1 block of 32 holds 16 levels, a Q8_0 block 255 levels over the
 same span, so each value shifts by at most 1/254 of its block's largest, the size of the
 bfloat16 rounding the vLLM and SGLang copies (`bundled:smollm2-135m-hf`) already carry. Every
-other tensor and every metadata key is copied byte for byte; the file type says Q8_0.
+other tensor is copied byte for byte and every metadata key kept, but the file type, which says Q8_0.
 Needs the `gguf` package (the `cpu` extra), imported only here.
 """
 
@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalctl.extras import require
+
 
 def requantize(source: Path, target: Path) -> None:
-    """Write `source` with its Q4_1 tensors as Q8_0 to `target` (a new file)."""
+    """Write `source` with its Q4_1 tensors as Q8_0 to `target` (a new file); MissingExtra without gguf."""
+    require("gguf", "re-quantising the bundled model for llama.cpp")
     import gguf
     from gguf import GGMLQuantizationType as Quant
 

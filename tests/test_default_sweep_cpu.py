@@ -73,7 +73,7 @@ SEED_SLICE = {1: 0, 2: 1, 3: 2, 4: 0, 5: 2}
 
 
 @pytest.mark.parametrize("seed", [pytest.param(seed, marks=pytest.mark.rotating(slice=s)) for seed, s in SEED_SLICE.items()])
-def test_the_full_default_on_each_of_five_seeds_passes_healthy_and_catches_the_canary(cpu_server, tmp_path, seed):
+def test_the_full_default_on_each_of_five_seeds_is_no_regression_healthy_and_a_regression_behind_the_canary(cpu_server, tmp_path, seed):
     script = REPO / "scripts" / "default_sweep_seeds.py"
     argv = [sys.executable, str(script), "--seeds", str(seed), "--url", cpu_server, "--output", str(tmp_path)]
     out = subprocess.run(argv, capture_output=True, text=True)

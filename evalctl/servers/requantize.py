@@ -9,7 +9,7 @@ the test suite, runs in about half the engine time.
 The weights hardly move: a Q4_1 block of 32 holds 16 levels, a Q8_0 block 255 levels over the
 same span, so each value shifts by at most 1/254 of its block's largest, the size of the
 bfloat16 rounding the vLLM and SGLang copies (`bundled:smollm2-135m-hf`) already carry. Every
-other tensor is copied byte for byte and every metadata key kept, but the file type, which says Q8_0.
+other tensor is copied byte for byte, and every metadata key is kept but the file type, which says Q8_0.
 Needs the `gguf` package (the `cpu` extra), imported only here.
 """
 

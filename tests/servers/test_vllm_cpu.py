@@ -135,8 +135,8 @@ def killed_sweep(request, tmp_path_factory):
     Its three launches in a row are the longest chain here; on 2 cores they overlap the other
     tests' launches at little cost to either (vLLM's start-up is mostly one busy process).
     """
-    # This module's test only: tests/sglang has a test of the same prefix, and matching it ran these
-    # three vLLM launches unasked in the slices without this one (143 s of a worker, session 12).
+    # This module's test only: tests/sglang has a test of the same name prefix, and matching that
+    # one started these three vLLM launches in the slices that do not run this module's.
     if not any(item.module is request.module and item.name.startswith("test_sweep_killed_mid_run") for item in request.session.items):
         yield None
         return

@@ -78,17 +78,32 @@ def _from_name(name: str) -> tuple[str | None, dt.datetime | None]:
     return match["model"], dt.datetime.strptime(match["stamp"], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
 
 
+def _read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
+    """The manifest, or None and why it is unreadable (None, None: there is none)."""
+    if not path.is_file():
+        return None, None
+    try:
+        return parse_manifest(path.read_text(), MANIFEST_FILE), None
+    except (OSError, ManifestError) as exc:
+        return None, f"unreadable {MANIFEST_FILE}: {exc}"
+
+
 def inspect_run(path: Path) -> RunListing:
+    """What the folder holds now, even while a sweep writes it.
+
+    A writer makes the manifest, then records, then `samples.parquet`, and saves its final status
+    before it lets go of the lock. Reading in the reverse order means a folder caught mid-write is
+    seen in a state it really passed through, never as corrupt (records seen, manifest not yet) or
+    interrupted (a `running` manifest read just before the writer finished and let go).
+    """
     manifest_path, parquet = path / MANIFEST_FILE, path / SAMPLES_FILE
-    manifest: Manifest | None = None
-    notes: list[str] = []
-    if manifest_path.is_file():
-        try:
-            manifest = parse_manifest(manifest_path.read_text(), MANIFEST_FILE)
-        except (OSError, ManifestError) as exc:
-            notes.append(f"unreadable {MANIFEST_FILE}: {exc}")
     has_parquet, has_jsonl = parquet.is_file(), bool(record_files(path))  # the run's records, or its cluster parts
     good_parquet = has_parquet and _looks_like_parquet(parquet)
+    manifest, unreadable = _read_manifest(manifest_path)
+    holders = writers(path)
+    if manifest is not None and manifest.status == "running" and not holders:
+        manifest, unreadable = _read_manifest(manifest_path)  # did it finish before letting go?
+    notes = [unreadable] if unreadable else []
     if has_parquet and not good_parquet:
         notes.append(f"{SAMPLES_FILE} is truncated or not parquet")
 
@@ -101,7 +116,6 @@ def inspect_run(path: Path) -> RunListing:
             notes.append(f"no {MANIFEST_FILE}")
     else:
         status = manifest.status
-        holders = writers(path)
         if holders:  # the lock says so, whatever the manifest last said (a resume, a part of a cluster run)
             status = "running"
             notes.append("written by " + "; ".join(h.describe() for h in holders))

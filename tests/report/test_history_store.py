@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import multiprocessing
-import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from run_folders import cell_rows, make_run
 
+from evalctl.history import store as store_module
 from evalctl.history.store import HistoryStore
 from evalctl.manifest import Manifest, new_run_id, write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
@@ -107,29 +108,71 @@ def test_store_writes_nothing_into_run_folders(tmp_path):
     assert snapshot() == before
 
 
+def _record(run_id: str, i: int) -> SampleRecord:
+    return SampleRecord(run_id, "cpu", "default", "on", 8, 1, i, f"h{i}", "q", "1", False, 10, 100, 0, 5, 0.0, 1.0, None, None,
+                        "stop", "#### 1", {"strict": "1", "flexible": "1"}, {"strict": True, "flexible": True}, 1, None, None)  # fmt: skip
+
+
 def _write_run(root: str, model: str, rows: int, barrier) -> str:
     """What a sweep does to the results root: a unique folder, manifest by rename, records, compaction."""
     barrier.wait()  # every writer starts at once
     run_id = new_run_id(model)
-    run = os.path.join(root, run_id)
-    os.mkdir(run)  # exist_ok=False: a clash fails loudly rather than sharing a folder
-    from pathlib import Path
-
-    lock = RunLock(Path(run)).acquire("sweep")
-
+    run = Path(root) / run_id
+    run.mkdir()  # exist_ok=False: a clash fails loudly rather than sharing a folder
+    lock = RunLock(run).acquire("sweep")
     manifest = Manifest(run_id=run_id, created_at=dt.datetime.now(dt.timezone.utc).isoformat(), config={"model": model})
-    write_manifest(Path(run), manifest)
-    with RecordWriter(Path(run)) as writer:
+    write_manifest(run, manifest)
+    with RecordWriter(run) as writer:
         for i in range(rows):
-            writer.write(SampleRecord(run_id, "cpu", "default", "on", 8, 1, i, f"h{i}", "q", "1", False, 10, 100, 0, 5, 0.0, 1.0,
-                                      None, None, "stop", "#### 1", {"strict": "1", "flexible": "1"}, {"strict": True, "flexible": True},
-                                      1, None, None))  # fmt: skip
-            write_manifest(Path(run), manifest)  # rewritten while others read, as a sweep does
+            writer.write(_record(run_id, i))
+            write_manifest(run, manifest)  # rewritten while others read, as a sweep does
     manifest.status = "complete"
-    write_manifest(Path(run), manifest)
-    compact(Path(run))
+    write_manifest(run, manifest)
+    compact(run)
     lock.release()
     return run_id
+
+
+def _new_locked_run(root: Path) -> tuple[Path, Manifest, RunLock]:
+    run_id = new_run_id("m")
+    (root / run_id).mkdir()
+    lock = RunLock(root / run_id).acquire("sweep")
+    return root / run_id, Manifest(run_id=run_id, created_at=DAY.isoformat(), config={"model": "m"}), lock
+
+
+def test_a_run_whose_manifest_and_records_appear_while_it_is_read_is_running_not_corrupt(tmp_path, monkeypatch):
+    run, manifest, lock = _new_locked_run(tmp_path)
+    real = store_module.record_files
+
+    def writer_starts_meanwhile(path):  # the sweep writes its manifest, then its first record, as the reader looks
+        write_manifest(run, manifest)
+        with RecordWriter(run) as writer:
+            writer.write(_record(manifest.run_id, 0))
+        return real(path)
+
+    monkeypatch.setattr(store_module, "record_files", writer_starts_meanwhile)
+    listing = store_module.inspect_run(run)
+    assert (listing.status, listing.manifest) == ("running", manifest), listing.note
+    lock.release()
+
+
+def test_a_run_that_finishes_while_it_is_read_is_not_taken_for_interrupted(tmp_path, monkeypatch):
+    run, manifest, lock = _new_locked_run(tmp_path)
+    write_manifest(run, manifest)
+    with RecordWriter(run) as writer:
+        writer.write(_record(manifest.run_id, 0))
+    real = store_module.writers
+
+    def writer_finishes_meanwhile(path):  # the manifest said running; the sweep saves complete and lets go
+        manifest.status = "complete"
+        write_manifest(run, manifest)
+        lock.release()
+        return real(path)
+
+    monkeypatch.setattr(store_module, "writers", writer_finishes_meanwhile)
+    listing = store_module.inspect_run(run)
+    # complete but not yet seen compacted: partial, a state it passed through (interrupted it never was)
+    assert listing.status == "partial" and listing.manifest.status == "complete", listing.note
 
 
 def test_concurrent_writers_all_end_listed_and_readable(tmp_path):

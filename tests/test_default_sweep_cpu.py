@@ -6,9 +6,12 @@ seen as lost recall at the start, middle and end of the records while the canary
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
 judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5 seeds
 is the rotating test below (scripts/default_sweep_seeds.py), one seed a test so that the rotation
-spreads the ten sweeps over its slices: each seed is no regression healthy and a regression behind the
+spreads the sweeps over its slices: each seed is no regression healthy and a regression behind the
 canary (the script's per-seed part: healthy never a regression; the 4 of 5 passes is the whole
-script's count; docs/first-run.md measured 5 of 5 and 5 of 5 with the Q4_1 file).
+script's count; docs/first-run.md measured 5 of 5 and 5 of 5 with the Q4_1 file). The script's
+canary sends only its cache-on cell and gates it against the seed's healthy run (`gate --baseline`):
+the cold cell would be the healthy run's again, and it is most of a seed's time (a seed 472 s
+healthy, 38 s canary, loaded); the literal `--canary lost-prefix` sweep is the test above.
 """
 
 from __future__ import annotations

@@ -103,6 +103,14 @@ def sglang_serves() -> None:
 ENGINE_WORKERS = {"vllm": ("VLLM::EngineCore", "VLLM::Worker"), "sglang": ("sglang::scheduler", "sglang::detokenizer")}
 
 
+def engine_workers(profile: dict) -> tuple[str, ...]:
+    """The titled processes a launch of `profile` makes (vLLM with `worker_process: false` has no Worker)."""
+    engine = profile["engine"]
+    if engine["name"] == "vllm" and engine.get("worker_process") is False:
+        return ("VLLM::EngineCore",)
+    return ENGINE_WORKERS[engine["name"]]
+
+
 def engine_profile(alias: str, python: str | None, engine: dict | None = None, **fields: object) -> dict:
     """The profile of a packaged CPU alias (the settings the engine needs on CPU), served from `python`,
     fields overriding (`engine`'s merged into its)."""
@@ -149,9 +157,9 @@ def tree_rss_mb(tree: ProcessTree) -> float:
     return total / 2**20
 
 
-def assert_engine_gone(tree: ProcessTree, engine: str) -> None:
-    """The engine's workers were in the tree (so the check means something), and none is left."""
-    assert all(tree.saw(title) for title in ENGINE_WORKERS[engine]), tree.seen
+def assert_engine_gone(tree: ProcessTree, engine: str, workers: tuple[str, ...] | None = None) -> None:
+    """The engine's workers (default: its full tree, `ENGINE_WORKERS`) were in the tree (so the check means something), and none is left."""
+    assert all(tree.saw(title) for title in workers or ENGINE_WORKERS[engine]), tree.seen
     assert not tree.wait_gone(30), f"{engine} processes left: {tree.alive()}"
 
 
@@ -177,7 +185,7 @@ def shared_engine_server(profile: dict, log_dir: Path) -> Iterator[ManagedServer
     finally:
         tree.look()
         server.stop()
-    assert_engine_gone(tree, engine)
+    assert_engine_gone(tree, engine, engine_workers(profile))
 
 
 # Module scope, not session: SGLang's scheduler busy-polls a whole core even when idle, so a server

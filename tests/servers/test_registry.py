@@ -48,6 +48,13 @@ def test_settings_are_the_engines_model_picked_by_name_and_written_back_as_given
     assert isinstance(bare.engine, LlamaCppSettings) and config_of({"engine": "sglang"}).servers[0].engine.name == "sglang"
 
 
+def test_vllm_without_a_worker_process_runs_the_model_in_its_engine_core():
+    adapter = adapter_for("vllm")
+    inline, default = config_of({"engine": {"name": "vllm", "worker_process": False}}, {"engine": "vllm"}).servers
+    assert adapter.engine_env(inline)["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in adapter.engine_env(default)  # vLLM's own default: a worker process
+
+
 def test_the_schema_takes_an_engines_model_and_leaves_names_to_the_config_loader():
     """The schema is a leaf: given a Settings it keeps it; a name or mapping needs the union `evalctl.config` passes."""
     profile = ServerProfile(name="p", model_path="m", engine=VLLMSettings(tp=2))
@@ -66,6 +73,7 @@ def test_the_schema_takes_an_engines_model_and_leaves_names_to_the_config_loader
         ({"engine": {"name": "sglang", "parallel": 2}}, "engine.parallel: not a setting of engine 'sglang'"),
         ({"engine": {"name": "vllm", "kv_cache_space_gb": 2}}, "kv_cache_space_gb apply to device cpu only"),
         ({"engine": {"name": "sglang", "max_total_tokens": 4096, "threads": 1}}, "max_total_tokens, threads apply to device cpu only"),
+        ({"engine": {"name": "vllm", "tp": 2, "worker_process": False}}, "worker_process: false needs tp 1"),
         ({"engine": "nope"}, "servers.0.engine: unknown engine 'nope'; known: llamacpp, sglang, vllm"),
         ({"engine": {"tp": 2}}, "servers.0.engine: Unable to extract tag using discriminator 'name'"),
     ],

@@ -45,8 +45,13 @@ pytestmark = needs_vllm
 SHOTS = (32, 64)
 
 
+# The lifecycle tests launch vLLM as it runs on GPUs, a worker process beside the engine core (the
+# tree they check); the shared server runs as the CPU alias says, the model in the engine core.
+AS_ON_GPUS = {"worker_process": True}
+
+
 def write_config(tmp_path: Path, **fields: object) -> Path:
-    return engine_sweep_config(tmp_path, vllm_profile(), **fields)
+    return engine_sweep_config(tmp_path, vllm_profile(AS_ON_GPUS), **fields)
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +164,7 @@ def test_sigterm_to_evalctl_mid_start_up_leaves_no_vllm_process(tmp_path):
     [("failed", {"model_path": "/no/such/model"}, "during start-up"), ("timed-out", {"startup_timeout_s": 8}, "not healthy after 8s")],
 )
 def test_a_start_up_that_fails_or_times_out_leaves_no_vllm_process(tmp_path, case, fields, error):
-    config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0, servers=[vllm_profile(**fields)])
+    config = write_config(tmp_path, cache=["on"], shots=[SHOTS[0]], max_restarts=0, servers=[vllm_profile(AS_ON_GPUS, **fields)])
     assert_start_up_failure_leaves_no_process(tmp_path, config, "vllm.entrypoints.openai.api_server", error)
 
 

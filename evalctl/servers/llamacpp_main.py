@@ -30,6 +30,7 @@ RENAMED = {
 }
 # The settings a build must have to serve at all: without them no build is usable.
 REQUIRED = ("model.path", "port", "hostnames")
+STOP_GRACE_S = 2.0  # for the server's own shutdown after SIGTERM, before the process ends regardless
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -190,9 +191,16 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    server = xllamacpp.Server(params)  # noqa: F841 - keeps the HTTP server alive
+    server = xllamacpp.Server(params)  # kept alive until the stop
     print(f"llamacpp_main: serving {args.model} on {args.host}:{args.port} cache={args.cache} (xllamacpp {version})", flush=True)
     stop.wait()
+    # The server's destructor waits for its main loop, which a stop just after start-up can leave
+    # hanging ("~Server: waiting for main loop exit") until evalctl's SIGKILL, 10 s later. It has
+    # nothing to save, so it gets a moment to end cleanly, then the process ends anyway.
+    timer = threading.Timer(STOP_GRACE_S, os._exit, (0,))
+    timer.daemon = True
+    timer.start()
+    del server
 
 
 if __name__ == "__main__":

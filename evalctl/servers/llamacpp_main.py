@@ -188,11 +188,18 @@ def main(argv: list[str] | None = None) -> None:
     for name, why in unset.items():
         print(f"llamacpp_main: not set: {name} ({why}; xllamacpp {version})", flush=True)
 
+    serve_until_stopped(params, f"serving {args.model} on {args.host}:{args.port} cache={args.cache} (xllamacpp {version})")
+
+
+def serve_until_stopped(params, what: str) -> None:
+    """Serve until SIGTERM or SIGINT, then end within STOP_GRACE_S."""
+    import xllamacpp
+
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server = xllamacpp.Server(params)  # kept alive until the stop
-    print(f"llamacpp_main: serving {args.model} on {args.host}:{args.port} cache={args.cache} (xllamacpp {version})", flush=True)
+    print(f"llamacpp_main: {what}", flush=True)
     stop.wait()
     # The server's destructor waits for its main loop, which a stop just after start-up can leave
     # hanging ("~Server: waiting for main loop exit") until evalctl's SIGKILL, 10 s later. It has

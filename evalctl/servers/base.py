@@ -194,6 +194,8 @@ class EngineAdapter:
     health_path = "/health"
     # The highest HTTP port the engine accepts (it may derive other ports from it).
     highest_port: ClassVar[int] = 65535
+    # Consecutive ports a launch binds from its HTTP port on (the engine's argv names the others).
+    ports_needed: ClassVar[int] = 1
     # Engines that omit `cached_tokens` when it is zero report it as this (None: missing means not reported).
     cached_tokens_if_missing: int | None = None
     # Streamed requests ask for usage in the final chunk (`stream_options.include_usage`).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -29,14 +30,24 @@ from evalctl.servers.base import EngineAdapter, LaunchSpec
 from evalctl.servers.detect import detect_engine
 from evalctl.servers.registry import adapter_for
 
+# Below the OS's ephemeral range (Linux: 32768-60999), which it hands to outgoing connections: a
+# port picked there can be taken by any client socket before the server binds it (CI saw SGLang's
+# own pick of its distributed-init port fail with EADDRINUSE).
+_PORT_RANGE = (20000, 32000)
 
-def free_port(host: str = "127.0.0.1", highest: int = 65535) -> int:
-    """A port free now on `host`, at most `highest` (the OS picks: asked again while it picks higher)."""
+
+def free_port(host: str = "127.0.0.1", highest: int = 65535, span: int = 1) -> int:
+    """The first of `span` consecutive ports free now on `host`, at most `highest`, drawn at random
+    below the ephemeral range (else the OS's pick, asked again while it picks higher)."""
+    low, high = _PORT_RANGE[0], min(_PORT_RANGE[1], highest) - span + 1
+    for port in random.sample(range(low, high + 1), min(200, max(0, high - low + 1))):
+        if not any(port_in_use(host, p) for p in range(port, port + span)):
+            return port
     for _ in range(100):
         with socket.socket() as sock:
             sock.bind((host, 0))
             port = sock.getsockname()[1]
-        if port <= highest:
+        if port + span - 1 <= highest and not any(port_in_use(host, p) for p in range(port + 1, port + span)):
             return port
     raise ServerError(f"no free port at most {highest} on {host}: set the profile's `port`")
 
@@ -106,7 +117,7 @@ class ManagedServer:
                 self.adapter = adapter_for(name) if name else EngineAdapter()
             return
         host = self.profile.host
-        port = self.profile.port or free_port(host, self.adapter.highest_port)
+        port = self.profile.port or free_port(host, self.adapter.highest_port, self.adapter.ports_needed)
         if port_in_use(host, port):
             raise ServerError(f"port {port} on {host} is already in use; pick another `port` or omit it for a free one")
         workdir = self.workdir

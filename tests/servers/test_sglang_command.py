@@ -16,6 +16,7 @@ NANO_ON = [
     "--model-path", "nvidia/NVIDIA-Nemotron-Nano-9B-v2",
     "--host", "127.0.0.1",
     "--port", "30000",
+    "--nccl-port", "30001",  # evalctl's pick beside --port, not SGLang's own (an OS pick another socket can take)
     "--tp-size", "1",
     "--dtype", "bfloat16",
     "--random-seed", "1234",
@@ -66,7 +67,7 @@ def test_tuning_fields_prefix_env_and_extra_args_order():
     spec = SGLangAdapter().launch_spec(profile, variant, CacheMode.on, 31000, "unused", ["2", "3"])
     assert spec.argv == [
         "srun", "--container-image=sglang.sqsh", "python3", "-m", "sglang.launch_server",
-        "--model-path", "/models/m", "--host", "127.0.0.1", "--port", "31000", "--tp-size", "2",
+        "--model-path", "/models/m", "--host", "127.0.0.1", "--port", "31000", "--nccl-port", "31001", "--tp-size", "2",
         "--random-seed", "7", "--chunked-prefill-size", "8192", "--mem-fraction-static", "0.85", "--max-running-requests", "128",
         "--enable-cache-report", "--enable-metrics", "--mamba-track-interval", "128", "--mamba-ssm-dtype", "float32",
         "--attention-backend", "flashinfer", "--log-level", "debug",
@@ -120,7 +121,10 @@ def test_bundled_model_is_served_and_requested_without_a_colon():
 
 def test_a_launched_sglang_gets_a_port_it_accepts():
     # SGLang 0.5.14 derives its gRPC port as --port + 10000 and refuses to start above 65535.
-    from evalctl.servers.process import free_port
+    from evalctl.servers.process import free_port, port_in_use
 
-    assert SGLangAdapter.highest_port == 55535
+    assert SGLangAdapter.highest_port == 55535 and SGLangAdapter.ports_needed == 2
     assert all(free_port(highest=40000) <= 40000 for _ in range(5))
+    # Below the OS's ephemeral range (32768 on), where client sockets could take it first; both ports free.
+    ports = [free_port(span=2) for _ in range(20)]
+    assert all(20000 <= p < 32000 and not port_in_use("127.0.0.1", p + 1) for p in ports)

@@ -84,6 +84,9 @@ class SGLangAdapter(EngineAdapter):
     # SGLang derives its gRPC port as --port + 10000 and refuses to start when that passes 65535,
     # gRPC on or off: a free port from the OS's ephemeral range (up to 60999) can be too high.
     highest_port = 55535
+    # --port + 1 is its distributed-init (`--nccl-port`) port: left to SGLang, it is an OS pick that
+    # another socket can take before the scheduler binds it (EADDRINUSE in CI).
+    ports_needed = 2
     # --enable-cache-report adds prompt_tokens_details.cached_tokens only when it is > 0.
     cached_tokens_if_missing = 0
     metrics = {
@@ -106,6 +109,7 @@ class SGLangAdapter(EngineAdapter):
             *converted_model_args(profile, "--model-path", self.request_model(profile.model_path)),
             "--host", profile.host,
             "--port", str(port),
+            "--nccl-port", str(port + 1) if isinstance(port, int) else f"{port}+1",
             "--tp-size", str(settings.tp),
             *optional_flags({
                 "--dtype": settings.dtype,

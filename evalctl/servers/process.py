@@ -118,8 +118,10 @@ class ManagedServer:
             return
         host = self.profile.host
         port = self.profile.port or free_port(host, self.adapter.highest_port, self.adapter.ports_needed)
-        if port_in_use(host, port):
-            raise ServerError(f"port {port} on {host} is already in use; pick another `port` or omit it for a free one")
+        # A fixed `port` too: the engine binds the ports after it (`ports_needed`) as well.
+        taken = [p for p in range(port, port + self.adapter.ports_needed) if port_in_use(host, p)]
+        if taken:
+            raise ServerError(f"port {taken[0]} on {host} is already in use; pick another `port` or omit it for a free one")
         workdir = self.workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.spec = self.adapter.launch_spec(self.profile, self.variant, self.cache, port, str(workdir), self.devices)

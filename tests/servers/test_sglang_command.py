@@ -128,3 +128,21 @@ def test_a_launched_sglang_gets_a_port_it_accepts():
     # Below the OS's ephemeral range (32768 on), where client sockets could take it first; both ports free.
     ports = [free_port(span=2) for _ in range(20)]
     assert all(20000 <= p < 32000 and not port_in_use("127.0.0.1", p + 1) for p in ports)
+
+
+def test_a_fixed_port_whose_next_port_is_taken_is_refused_before_launch(tmp_path):
+    """SGLang binds `--port` + 1 too (`--nccl-port`): a profile's fixed port is checked for both."""
+    import socket
+
+    from evalctl.errors import ServerError
+    from evalctl.servers.process import ManagedServer, free_port
+
+    port = free_port(span=2)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port + 1))
+        sock.listen()
+        profile = ServerProfile(name="p", model_path="/m", port=port, engine=SGLangSettings())
+        server = ManagedServer(profile, Variant(), CacheMode.on, tmp_path / "server.log")
+        with pytest.raises(ServerError, match=f"port {port + 1} on 127.0.0.1 is already in use"):
+            server.start()
+    assert server.process is None  # nothing was launched

@@ -42,6 +42,7 @@ Every public error is defined here (the modules that raise them import them from
     │   └── VenvBuildError        a build's pip requirements pip cannot install
     ├── RunFailed                 3 RUN_FAILED
     │   ├── ServerError           a server that would not start or died
+    │   │   └── PortTaken         its port answered for another launch's server
     │   ├── ProbeError            the probe could not run as designed
     │   ├── SlurmUnavailable      Slurm refused or did not answer
     │   └── ReferenceFailed       a bisect's good build could not be run
@@ -205,6 +206,11 @@ class ServerError(RunFailed):
         if self.log_tail:
             text += "\n--- server log (last lines) ---\n" + self.log_tail
         return text
+
+
+class PortTaken(ServerError):
+    """The launched server's port answers for another process: a launch that drew the same free port
+    bound it first. evalctl draws another port and launches again (a profile's fixed `port`: it stops)."""
 
 
 class ProbeError(RunFailed):

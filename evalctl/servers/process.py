@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 from evalctl.client import auth_headers
-from evalctl.errors import ServerError
+from evalctl.errors import PortTaken, ServerError
 from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.base import EngineAdapter, LaunchSpec
 from evalctl.servers.detect import detect_engine
@@ -34,13 +35,17 @@ from evalctl.servers.registry import adapter_for
 # port picked there can be taken by any client socket before the server binds it (CI saw SGLang's
 # own pick of its distributed-init port fail with EADDRINUSE).
 _PORT_RANGE = (20000, 32000)
+# A port is free when drawn, but an engine binds it only once loaded (SGLang: ~50 s on CPU): two
+# launches can draw the same one in that window. The loser's port answers for the other's server.
+_LAUNCH_ATTEMPTS = 3
+_DRAW = random.SystemRandom()  # no library's seeding of `random` makes two processes draw alike
 
 
 def free_port(host: str = "127.0.0.1", highest: int = 65535, span: int = 1) -> int:
     """The first of `span` consecutive ports free now on `host`, at most `highest`, drawn at random
     below the ephemeral range (else the OS's pick, asked again while it picks higher)."""
     low, high = _PORT_RANGE[0], min(_PORT_RANGE[1], highest) - span + 1
-    for port in random.sample(range(low, high + 1), min(200, max(0, high - low + 1))):
+    for port in _DRAW.sample(range(low, high + 1), min(200, max(0, high - low + 1))):
         if not any(port_in_use(host, p) for p in range(port, port + span)):
             return port
     for _ in range(100):
@@ -50,6 +55,23 @@ def free_port(host: str = "127.0.0.1", highest: int = 65535, span: int = 1) -> i
         if port + span - 1 <= highest and not any(port_in_use(host, p) for p in range(port + 1, port + span)):
             return port
     raise ServerError(f"no free port at most {highest} on {host}: set the profile's `port`")
+
+
+def _listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` or one it started holds the listening TCP socket on `port`."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for proc in tree:
+        try:
+            sockets = proc.net_connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if any(s.status == psutil.CONN_LISTEN and s.laddr and s.laddr.port == port for s in sockets):
+            return True
+    return False
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -116,6 +138,15 @@ class ManagedServer:
                     name, _ = detect_engine(http)
                 self.adapter = adapter_for(name) if name else EngineAdapter()
             return
+        for attempt in range(1, _LAUNCH_ATTEMPTS + 1):
+            try:
+                self._launch(on_tick)
+                return
+            except PortTaken:
+                if self.profile.port or attempt == _LAUNCH_ATTEMPTS:
+                    raise
+
+    def _launch(self, on_tick: Callable[[float], None] | None) -> None:
         host = self.profile.host
         port = self.profile.port or free_port(host, self.adapter.highest_port, self.adapter.ports_needed)
         # A fixed `port` too: the engine binds the ports after it (`ports_needed`) as well.
@@ -142,7 +173,8 @@ class ManagedServer:
                     preexec_fn=_in_child,
                 )
                 self.reaper = _start_reaper(self.process.pid)
-            self._wait_healthy(on_tick)
+            self._wait_healthy(on_tick, port)
+            self._check_port_is_ours(port)
         except OSError as exc:
             if self.process is not None:
                 self.stop()
@@ -154,18 +186,34 @@ class ManagedServer:
         finally:
             log.close()
 
-    def _wait_healthy(self, on_tick: Callable[[float], None] | None) -> None:
+    def _check_port_is_ours(self, port: int) -> None:
+        """Raise PortTaken unless the server that answered is the one launched (its tree holds the
+        listening socket). Behind a `command_prefix` (a container runtime, srun) the listener is the
+        runtime's, outside this tree: there nothing is checked."""
+        if self.variant.command_prefix or _listens_on(self.process.pid, port):
+            return
+        raise self._port_taken(port, f"server {self.profile.name} is not the one listening")
+
+    def _port_taken(self, port: int, what: str) -> PortTaken:
+        return PortTaken(
+            f"port {port} on {self.profile.host} answers for a server evalctl did not start ({what});"
+            " another launch took the same free port first",
+            exit_code=self.process.poll(),
+            log_tail=tail(self.log_path),
+        )
+
+    def _wait_healthy(self, on_tick: Callable[[float], None] | None, port: int | None = None) -> None:
         started = time.monotonic()
         deadline = started + self.profile.startup_timeout_s
         with self.http(timeout=5.0) as http:
             while True:
                 if self.process is not None and self.process.poll() is not None:
                     code = self.process.returncode
-                    raise ServerError(
-                        f"server {self.profile.name} exited with code {code} during start-up",
-                        exit_code=code,
-                        log_tail=tail(self.log_path),
-                    )
+                    message = f"server {self.profile.name} exited with code {code} during start-up"
+                    if port is not None and port_in_use(self.profile.host, port):
+                        # It lost a race for its port (EADDRINUSE): the launch that won listens there.
+                        raise self._port_taken(port, message)
+                    raise ServerError(message, exit_code=code, log_tail=tail(self.log_path))
                 try:
                     if http.get(self.adapter.health_path).status_code == 200:
                         return

@@ -79,3 +79,82 @@ def test_launch_record_names_the_build_and_the_settings_it_lacks(tmp_path, no_or
     assert record.info["version"] == xllamacpp.__version__
     assert record.info["llama_cpp_build"] == int(xllamacpp.__version__.split(".")[2])
     assert record.unset_settings == {"no_such_field": "no such field in this build"}
+
+
+class Squatter:
+    """Another launch's server on `port`, answering /health itself."""
+
+    def __init__(self, port: int):
+        import http.server
+        import threading
+
+        class Healthy(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        self.port = port
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Healthy)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def race_first_launch(server: ManagedServer, squatters: list[Squatter]) -> None:
+    """Another launch that drew the same free port binds it between evalctl's check and its own
+    engine's bind (as one does whose model loads first): the squatter takes the first launch's port."""
+    launch_spec = server.adapter.launch_spec
+
+    def taken_first(profile, variant, cache, port, *args):
+        if not squatters:
+            squatters.append(Squatter(port))
+        return launch_spec(profile, variant, cache, port, *args)
+
+    server.adapter.launch_spec = taken_first
+
+
+def listening_ports(pid: int) -> set[int]:
+    return {c.laddr.port for c in psutil.Process(pid).net_connections("inet") if c.status == psutil.CONN_LISTEN}
+
+
+def test_a_drawn_port_another_launch_takes_first_is_drawn_again(tmp_path, no_orphans):
+    server = ManagedServer(PROFILE, Variant(), CacheMode.on, tmp_path / "server.log")
+    squatters: list[Squatter] = []
+    race_first_launch(server, squatters)
+    try:
+        server.start()
+        assert server.base_url != f"http://127.0.0.1:{squatters[0].port}"
+        assert server.base_url in {f"http://127.0.0.1:{p}" for p in listening_ports(server.process.pid)}
+        assert complete(server)["choices"][0]["text"]  # the launched llama.cpp answers, not the squatter
+    finally:
+        server.stop()
+        for squatter in squatters:
+            squatter.close()
+
+
+def test_a_fixed_port_another_server_takes_during_start_up_stops_the_launch(tmp_path, no_orphans):
+    # The launched "build" is still loading (as SGLang is for ~50 s) when the squatter answers /health.
+    from evalctl.errors import PortTaken
+    from evalctl.servers.process import free_port
+
+    loading = tmp_path / "loading-python"
+    loading.write_text("#!/bin/sh\necho 'loading weights'\nexec sleep 600\n")
+    loading.chmod(0o755)
+    port = free_port()
+    profile = PROFILE.model_copy(update={"port": port})
+    server = ManagedServer(profile, Variant(name="loads", python=str(loading)), CacheMode.on, tmp_path / "server.log")
+    squatters: list[Squatter] = []
+    race_first_launch(server, squatters)
+    try:
+        with pytest.raises(PortTaken, match=f"port {port} on 127.0.0.1 answers for a server evalctl did not start"):
+            server.start()
+    finally:
+        for squatter in squatters:
+            squatter.close()
+    assert server.process.poll() is not None  # the launched one was stopped

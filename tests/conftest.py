@@ -81,6 +81,19 @@ skip_without_slurm = pytest.mark.skipif(
     shutil.which("sbatch") is None, reason="Slurm is not installed (no sbatch on PATH); CI installs and starts it"
 )
 needs_slurm = [pytest.mark.slurm, skip_without_slurm]
+# .ci/run sets it once it has started Slurm: there a cluster with no node up is CI's own fault.
+SLURM_MUST_BE_UP = os.environ.get("EVALCTL_SLURM_UP") == "1"
+
+
+def require_slurm_up() -> None:
+    """Skip (with how to start it) when Slurm is installed but has no node up; fail under .ci/run."""
+    out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
+    if out.returncode == 0 and {"idle", "mix", "alloc"} & set(out.stdout.split()):
+        return
+    why = f"Slurm is installed but no node is up ({out.stdout.strip()} {out.stderr.strip()}): run scripts/slurm-local.sh start"
+    (pytest.fail if SLURM_MUST_BE_UP else pytest.skip)(why)
+
+
 # The SGLang CPU venv (scripts/install-sglang-cpu.sh), also the parser venv of
 # tests/servers/test_engine_parsers.py. Tests that launch SGLang use `needs_sglang`; they also
 # skip when the venv holds only SGLang's parser (`sglang_serves`).

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import cli, evalctl, needs_slurm, only_run
+from conftest import cli, evalctl, needs_slurm, only_run, require_slurm_up
 from test_reliability_cpu import start, wait_for
 
 from evalctl.cluster.slurm import job_states, wait_until_ended
@@ -21,9 +21,7 @@ pytestmark = [pytest.mark.server, *needs_slurm]
 
 @pytest.fixture(scope="module")
 def slurm() -> None:
-    out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
-    if out.returncode != 0 or not {"idle", "mix", "alloc"} & set(out.stdout.split()):
-        pytest.fail(f"Slurm is installed but no node is up ({out.stdout.strip()} {out.stderr.strip()}): run scripts/slurm-local.sh start")
+    require_slurm_up()
 
 
 def two_profiles(tmp_path: Path, data_dir: Path, limit: int) -> Path:

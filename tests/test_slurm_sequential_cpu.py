@@ -11,12 +11,11 @@ profile, as tests/test_sequential_cpu.py but with 40 records.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import canary_in_front, evalctl, needs_slurm, only_run, write_sweep_config
+from conftest import canary_in_front, evalctl, needs_slurm, only_run, require_slurm_up, write_sweep_config
 
 from evalctl.cluster.submit import part_config
 from evalctl.schema import SweepConfig
@@ -72,9 +71,7 @@ def test_each_part_splits_alpha_by_its_cells(tmp_path):
 
 @pytest.mark.rotating(slice=2)
 def test_a_lost_prefix_part_stops_early_on_slurm_and_the_run_gates_as_one_family(tmp_path, no_orphans, cpu_server):
-    out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
-    if out.returncode != 0 or not {"idle", "mix", "alloc"} & set(out.stdout.split()):
-        pytest.fail(f"Slurm is installed but no node is up ({out.stdout.strip()} {out.stderr.strip()}): run scripts/slurm-local.sh start")
+    require_slurm_up()
     server_url = cpu_server
     with canary_in_front(cpu_server) as canary_url:
         base_cfg = config(tmp_path, "baseline", profiles(server_url, server_url))

@@ -34,9 +34,9 @@ EVALCTL = [sys.executable, "-m", "evalctl.cli"]
 PROFILES = {"llamacpp": "cpu", "vllm": "cpu-vllm", "sglang": "cpu-sglang"}  # in smollm2-135m-engines
 VENV = {"vllm": "EVALCTL_VLLM_PYTHON", "sglang": "EVALCTL_SGLANG_PYTHON"}
 # Growth past 128 tokens crosses vLLM's 16-token KV blocks and llama.cpp's batch many times over;
-# events go back at least 128 tokens. About 60 requests a side: above the policy's min_n of 30.
+# events go back at least 128 tokens. About 65 requests a side: above the policy's min_n of 30.
 CONVERSATION = {
-    "conversations": 6, "boundaries": [128], "grow_past": 2.0, "events": 3, "kinds": ["rewind", "branch"],
+    "conversations": 4, "boundaries": [128], "grow_past": 2.0, "events": 3, "kinds": ["rewind", "branch"],
     "revisit": 0.5, "regrow": [1.0, 1.5], "turn_questions": [1, 3], "chars_per_token": 2.0,
 }  # fmt: skip
 

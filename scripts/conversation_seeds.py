@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,11 +25,11 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from default_sweep_seeds import EVALCTL, run_folder  # this folder: the same sweep-and-find-its-run
 
 from evalctl.config import alias_path
 from evalctl.records import load_noise
 
-EVALCTL = [sys.executable, "-m", "evalctl.cli"]
 PROFILES = {"llamacpp": "cpu", "vllm": "cpu-vllm", "sglang": "cpu-sglang"}  # in smollm2-135m-engines
 VENV = {"vllm": "EVALCTL_VLLM_PYTHON", "sglang": "EVALCTL_SGLANG_PYTHON"}
 # Growth past 128 tokens crosses vLLM's 16-token KV blocks and llama.cpp's batch many times over;
@@ -68,12 +67,8 @@ def one(engine: str, seed: int, root: Path) -> dict:
     config = folder / "sweep.yaml"
     config.write_text(yaml.safe_dump(sweep_config(engine, seed, folder / "out")))
     started = time.monotonic()
-    done = subprocess.run([*EVALCTL, "sweep", "--config", str(config)], capture_output=True, text=True)
+    run = run_folder(folder / "out", [*EVALCTL, "sweep", "--config", str(config)])
     seconds = time.monotonic() - started
-    runs = [p for p in (folder / "out").iterdir() if p.is_dir()] if (folder / "out").is_dir() else []
-    if done.returncode != 0 or len(runs) != 1:
-        raise SystemExit(f"{engine} seed {seed}: sweep failed ({done.returncode}): {done.stderr[-2000:]}")
-    run = runs[0]
     df = pd.read_parquet(run / "samples.parquet")
     on, off = (df[df.cache == mode].set_index("doc_id").sort_index() for mode in ("on", "off"))
     aa = load_noise(run).set_index("doc_id")

@@ -36,9 +36,18 @@ def test_show_nemotron_nano_prints_both_cache_modes(tmp_path):
     commands = [line for line in out.stdout.splitlines() if line.startswith("command: ")]
     assert len(commands) == 2  # run_variants: [baseline] x cache on/off
     assert "--model-path nvidia/NVIDIA-Nemotron-Nano-9B-v2" in commands[0] and "--port $PORT" in commands[0]
+    assert "--nccl-port $((PORT+1))" in commands[0]  # unquoted: the shell computes it
     assert "--mamba-radix-cache-strategy extra_buffer" in commands[0]
     assert commands[1].endswith("--disable-radix-cache") and not commands[0].endswith("--disable-radix-cache")
     assert flat(out.stdout).count("env: CUDA_VISIBLE_DEVICES=0") == 2
+
+
+def test_a_fixed_port_is_shown_with_the_port_after_it_computed(tmp_path):
+    cfg = tmp_path / "fixed.yaml"
+    cfg.write_text("model: m\nservers:\n  - {name: s, model_path: /m, gpu: H100, port: 31000, engine: {name: sglang}}\n")
+    out = cli("servers", "show", "--config", str(cfg), "--gpus", "1", "--cache", "on")
+    assert out.returncode == 0, out.stderr
+    assert "--port 31000 --nccl-port 31001" in flat(out.stdout)
 
 
 def test_show_variants_needs_the_patched_interpreter(tmp_path):

@@ -53,12 +53,12 @@ def _preview(launch: ServerLaunch, devices: list[str]) -> LaunchPreview:
         else:
             note = f"cache on/off is a label only: evalctl cannot switch or flush {engine}'s cache per request"
         return LaunchPreview(title, [*lines, f"url:     {profile.url} (not launched by evalctl)", f"note:    {note}"], None)
-    port = str(profile.port) if profile.port else PORT_PLACEHOLDER
+    port = profile.port or PORT_PLACEHOLDER  # a fixed port stays a number: SGLang's argv adds 1 to it
     spec = adapter_for(engine).launch_spec(profile, launch.variant, launch.cache, port, WORKDIR_PLACEHOLDER, devices)
     lines += [f"env:     {key}={unquote_placeholders(shlex.quote(value))}" for key, value in spec.env.items()]
     return LaunchPreview(title, lines, f"command: {unquote_placeholders(shlex.join(spec.argv))}")
 
 
 def unquote_placeholders(text: str) -> str:
-    """Placeholders ($PORT, $RUN_DIR/..., $GPU0,$GPU1) stay unquoted so the shell expands them."""
-    return re.sub(r"'(\$[A-Z_][^'\s]*)'", r"\1", text)
+    """Placeholders ($PORT, $((PORT+1)), $RUN_DIR/..., $GPU0,$GPU1) stay unquoted so the shell expands them."""
+    return re.sub(r"'(\$(?:\(\()?[A-Z_][^'\s]*)'", r"\1", text)

@@ -109,7 +109,7 @@ class SGLangAdapter(EngineAdapter):
             *converted_model_args(profile, "--model-path", self.request_model(profile.model_path)),
             "--host", profile.host,
             "--port", str(port),
-            "--nccl-port", str(port + 1) if isinstance(port, int) else f"{port}+1",
+            "--nccl-port", str(port + 1) if isinstance(port, int) else f"$(({port.removeprefix('$')}+1))",
             "--tp-size", str(settings.tp),
             *optional_flags({
                 "--dtype": settings.dtype,

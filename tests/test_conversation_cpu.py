@@ -42,3 +42,23 @@ def test_a_conversation_sweep_sends_turns_in_order_and_pairs_each_with_its_cold_
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["conversation"]["boundaries"] == [64]
     assert manifest["config"]["concurrency"] == 2
+
+
+def test_judged_at_returns_only_returns_are_scored_and_the_warm_side_meets_their_history(tmp_path, cpu_server):
+    """judge returns: a record per return on each side; the warm server got each return's history first (most
+    of the return's prompt is cached), the cold server the return alone."""
+    conversation = {**CONVERSATION, "conversations": 3, "events": 1, "kinds": ["rewind"], "judge": "returns"}
+    cfg = write_sweep_config(
+        tmp_path, None, [cpu_profile()],
+        task="prefix-recall", fewshot="sampled", shots=[4], limit=20, cache=["on", "off"], concurrency=1,
+        generation={"max_tokens": 4, "stream": False}, conversation=conversation,
+    )  # fmt: skip
+    out = evalctl("sweep", "--config", str(cfg), "--url", cpu_server, "--output", str(tmp_path / "run"), timeout=600)
+    assert out.returncode == 0, out.stderr + out.stdout
+    df = pd.read_parquet(only_run(tmp_path / "run") / "samples.parquet")
+    on, off = (df[df.cache == mode].set_index("doc_id").sort_index() for mode in ("on", "off"))
+    assert list(on.index) == list(off.index) == [0, 1, 2] and on.error.isna().all() and off.error.isna().all()
+    assert set(on.turn_kind) == {"rewind"} and list(on.conversation) == [0, 1, 2]
+    assert (on.prompt_hash == off.prompt_hash).all()
+    assert (on.cached_tokens >= 0.5 * on.prompt_tokens).all(), on[["prompt_tokens", "cached_tokens"]]
+    assert (off.cached_tokens.fillna(0) == 0).all()

@@ -22,7 +22,7 @@ from evalctl.resume import RequestKey, request_key
 from evalctl.schema import CacheMode, SweepConfig
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
-from evalctl.tasks.conversation import chains, conversation_columns, to_send
+from evalctl.tasks.conversation import Request, chains, conversation_columns, to_send, with_history
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask, Prompt
 from evalctl.tokens import TokenCounter
@@ -97,8 +97,9 @@ class CellRunner:
         done = True
         # The A/A replica sends every request once, unstopped: it measures noise, not a verdict.
         for look, wave in enumerate([prompts] if replica else self._waves(cell, prompts)):
-            lm = self._lm(cell, wave, server, prewarmed, replica)
-            if wave and asyncio.run(send_watched(lm, self._requests(wave), server, self.shutdown)) is not Outcome.done:
+            requests = with_history(wave, warm=cell.cache is CacheMode.on)
+            lm = self._lm(cell, requests, server, prewarmed, replica)
+            if wave and asyncio.run(send_watched(lm, self._requests(requests), server, self.shutdown)) is not Outcome.done:
                 done = False
                 break
             if replica is None and self.stopper is not None and self.stopper.check(cell, look):
@@ -119,23 +120,27 @@ class CellRunner:
         return [[p for p in ordered[lo:hi] if p.prompt_hash in pending] for lo, hi in zip(bounds, bounds[1:])]
 
     @staticmethod
-    def _requests(prompts: list[Prompt]) -> list[tuple[str, dict]]:
-        return [(p.text, {"until": list(p.stop)}) for p in prompts]
+    def _requests(requests: list[Request]) -> list[tuple[str, dict]]:
+        # A history step only puts its prompt in the cache: the next turn carries the reference answer, not this one's.
+        return [(r.text, {"until": list(r.prompt.stop), **({} if r.scored else {"max_gen_toks": 1})}) for r in requests]
 
-    def _lm(self, cell: CellKey, prompts: list[Prompt], server: ManagedServer, prewarmed: bool, replica: RecordWriter | None) -> ServedLM:
-        """The served model for `prompts`, each row written as it completes (to `replica`, if given)."""
+    def _lm(self, cell: CellKey, requests: list[Request], server: ManagedServer, prewarmed: bool, replica: RecordWriter | None) -> ServedLM:
+        """The served model for `requests`, each scored one's row written as it completes (to `replica`, if given)."""
 
         def on_complete(index: int, completion: Completion) -> None:
-            record = self._record(cell, prompts[index], completion, prewarmed)
+            request, prompt = requests[index], requests[index].prompt
+            if not request.scored:  # a history step: its failure shows in the warm state its scored request meets
+                return
+            record = self._record(cell, prompt, completion, prewarmed)
             (replica or self.writer).write(record)
             settled = replica is None and record.error_kind not in RETRYABLE_ERROR_KINDS
             if settled:
-                self.finished.add(request_key(cell, prompts[index]))
+                self.finished.add(request_key(cell, prompt))
             if replica is None and self.stopper is not None:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
-        return ServedLM(lambda: self._client(server, cell.cache), on_complete, chains=chains(prompts))
+        return ServedLM(lambda: self._client(server, cell.cache), on_complete, chains=chains([r.prompt for r in requests]))
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""

@@ -8,6 +8,12 @@ conversation grows past `grow_past` x the largest boundary; then each of `events
 at least the smallest boundary (`rewind`: the same bytes again; `branch`: that turn edited, with
 chance `revisit` to the previous event's turn) and grows again by `regrow` boundaries. Lengths are
 estimated as characters / `chars_per_token`. Each request is scored as its last turn's question.
+
+With `judge: returns` only the returns (rewinds and branches) are scored: the requests before each
+are its `history`, sent to a cache-on server first and never scored, and a cold server gets the
+return alone (with nothing cached, history changes nothing). One return per conversation
+(`events: 1`) gives the independent pairs the floor check assumes, and the cold sides cost one
+request per conversation instead of all of them.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ if TYPE_CHECKING:
     from evalctl.tasks.lmeval import Prompt
 
 EventKind = Literal["rewind", "branch"]
+# Which requests are scored and paired with a cold twin: all, or the returns only.
+Judged = Literal["every", "returns"]
 
 
 class ConversationConfig(BaseModel):
@@ -56,6 +64,11 @@ class ConversationConfig(BaseModel):
         (1, 1), description="Questions per turn (lowest, highest): earlier ones answered in the turn, the last asked."
     )
     chars_per_token: float = Field(4.0, gt=0, description="For length estimates (the records keep the server's token counts).")
+    judge: Judged = Field(
+        "every",
+        description="Which requests are scored and paired with a cold twin: every one, or the returns only (the requests"
+        " before a return are its history: sent warm, unscored, never cold). With events 1: one independent pair per conversation.",
+    )
     seed: int = 1234
 
     @model_validator(mode="after")
@@ -69,6 +82,8 @@ class ConversationConfig(BaseModel):
             raise ValueError(f"conversation.turn_questions must be (low, high) with 1 <= low <= high, got {self.turn_questions}")
         if not 0 < self.regrow[0] <= self.regrow[1]:
             raise ValueError(f"conversation.regrow must be (low, high) with 0 < low <= high, got {self.regrow}")
+        if self.judge == "returns" and not self.events:
+            raise ValueError("conversation.judge: returns scores rewinds and branches only: it needs events >= 1")
         return self
 
 
@@ -119,22 +134,17 @@ def _one(
 
     path: list[tuple[Prompt, ...]] = []
     requests: list[Prompt] = []
+    history: list[str] = []  # judge returns: the unscored requests since the last scored one
 
     def send(kind: TurnKind) -> None:
-        last = path[-1][-1]
+        text, last = render(path), path[-1][-1]
+        if config.judge == "returns" and kind in ("first", "extend"):
+            return history.append(text)
+        turn = {"conversation": c, "turn": len(path), "turn_kind": kind, "source_doc_id": last.doc_id, "history": tuple(history)}
         requests.append(
-            dataclasses.replace(
-                last,
-                doc_id=start + len(requests),
-                text=(text := render(path)),
-                prompt_hash=hash_text(text),
-                conversation=c,
-                turn=len(path),
-                turn_kind=kind,
-                source_doc_id=last.doc_id,
-                answer_char_offset=None,
-            )
+            dataclasses.replace(last, doc_id=start + len(requests), text=text, prompt_hash=hash_text(text), answer_char_offset=None, **turn)
         )
+        history.clear()
 
     def grow(until: float) -> None:
         while tokens(path) < until:
@@ -180,6 +190,24 @@ def to_send(prompts: list[Prompt], done: Callable[[Prompt], bool]) -> list[Promp
     its whole conversation again (compaction keeps one row per request)."""
     todo = {p.conversation for p in prompts if not done(p)}
     return [p for p in prompts if p.conversation in todo and (p.conversation is not None or not done(p))]
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One request to send: a scored prompt, or a step of its history (`scored` False)."""
+
+    text: str
+    prompt: Prompt
+    scored: bool
+
+
+def with_history(prompts: list[Prompt], warm: bool) -> list[Request]:
+    """What to send: on a warm (cache-on) server each prompt after its history; on a cold one alone."""
+    out: list[Request] = []
+    for p in prompts:
+        out.extend(Request(text, p, False) for text in (p.history if warm else ()))
+        out.append(Request(p.text, p, True))
+    return out
 
 
 def conversation_columns(prompt: Prompt) -> dict:

@@ -37,10 +37,18 @@ class ServedLM:
         async with self.make_client() as client:
             # A request's stop strings (the task's `until`) unless the settings fix them (the config's generation.stop).
             own = client.settings.stop is None
-            items = [(i, text, {"stop": list(kw["until"])} if own and kw.get("until") else {}) for i, (text, kw) in enumerate(requests)]
+            items = [(i, text, _params(kw, own)) for i, (text, kw) in enumerate(requests)]
             grouped = [[items[i] for i in chain] for chain in self.chains] if self.chains is not None else [[item] for item in items]
             async for index, completion in client.map_chains(grouped, stop):
                 texts[index] = completion.text or ""
                 if self.on_complete:
                     self.on_complete(index, completion)
         return texts
+
+
+def _params(kwargs: dict, own_stop: bool) -> dict:
+    """A request's own parameters from lm-eval's generation kwargs: `until` (unless the settings fix stop), `max_gen_toks`."""
+    params: dict = {"stop": list(kwargs["until"])} if own_stop and kwargs.get("until") else {}
+    if "max_gen_toks" in kwargs:
+        params["max_tokens"] = kwargs["max_gen_toks"]
+    return params

@@ -66,6 +66,8 @@ class Prompt:
     turn: int | None = None
     turn_kind: TurnKind | None = None
     source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
+    # judged at returns only (`conversation.judge`): the unscored requests a cache-on server gets before this one
+    history: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

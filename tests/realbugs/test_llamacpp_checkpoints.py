@@ -40,12 +40,7 @@ from models import gemma_270m
 
 from evalctl.errors import ExitCode
 
-pytestmark = [
-    pytest.mark.server,
-    pytest.mark.rotating,
-    # Opt-in until a run on this machine shows both verdicts with this workload (docs/conversations.md).
-    pytest.mark.skipif(os.environ.get("EVALCTL_REALBUGS") != "1", reason="set EVALCTL_REALBUGS=1: not yet verified end to end"),
-]
+pytestmark = [pytest.mark.server, pytest.mark.rotating]
 
 
 @dataclass(frozen=True)
@@ -58,20 +53,20 @@ class Build:
 BUGGY = Build("b8352", "xllamacpp==0.2.14", ExitCode.REGRESSION)
 FIXED = Build("b9294", "xllamacpp==2026.5.9294", ExitCode.PASS)
 
-# Sixteen conversations on one slot, each of questions of 12 records in turns of 5-7 (about 500-770
-# tokens: Gemma's tokenizer makes about 1.6 characters a token of these made-up keys), grown to 2 SWA
-# windows (two turns), then its first turn regenerated (a rewind a window back: the SWA cache no
-# longer holds it) and one more turn: 64 requests, 16 of them regenerates, 15 of which (all but the
-# first conversation's) restore the first conversation's stale checkpoint on b8352. A regenerate
-# resends the same bytes, so a second one of the same turn would repeat its draw, not add one.
+# Thirty conversations on one slot, each of questions of 12 records in turns of 5-6 (a turn about 550-700
+# tokens: Gemma's tokenizer makes about 1.6 characters a token of these made-up keys), grown past two SWA
+# windows in two turns, then its first turn regenerated (a rewind a window back: the SWA cache no longer
+# holds it). Only the regenerates are judged (`judge: returns`): one pair a conversation, independent as
+# the floor check assumes, and the cold sides send 30 requests, not every turn. On b8352 every
+# regenerate but the first conversation's restores the first conversation's stale checkpoint.
 WORKLOAD = {
     "task": "prefix-recall",
     "fewshot": "sampled",
     "shots": [12],
     "limit": 40,
     "conversation": {
-        "conversations": 16, "boundaries": [512], "grow_past": 2.0, "events": 1, "kinds": ["rewind"],
-        "revisit": 0.0, "regrow": [0.1, 0.1], "turn_questions": [5, 7], "chars_per_token": 1.6,
+        "conversations": 30, "boundaries": [512], "grow_past": 2.0, "events": 1, "kinds": ["rewind"],
+        "revisit": 0.0, "regrow": [0.1, 0.1], "turn_questions": [5, 6], "chars_per_token": 1.6, "judge": "returns",
     },
 }  # fmt: skip
 # One slot, so every conversation meets the checkpoints the earlier ones left.
@@ -120,7 +115,10 @@ def swept(tmp_path_factory):
     return sweep
 
 
-@pytest.mark.parametrize("build", [BUGGY, FIXED], ids=lambda b: b.name)
+# One build a slice: each sweep is about 6 minutes of one core.
+@pytest.mark.parametrize(
+    "build", [pytest.param(BUGGY, marks=pytest.mark.rotating(slice=2)), pytest.param(FIXED, marks=pytest.mark.rotating(slice=0))], ids=lambda b: b.name
+)
 def test_llamacpp_20671_stale_swa_checkpoint_is_a_regression_on_the_buggy_build_only(swept, build):
     swept_run = swept(build)
     df = pd.read_parquet(swept_run.run / "samples.parquet")
@@ -145,6 +143,8 @@ RELEASES = "xllamacpp==0.2.13,0.2.14,2026.4.8672.1,2026.4.8929,2026.5.9093,2026.
 FIRST_FIXED = "2026.4.8672.1"
 
 
+@pytest.mark.rotating(slice=2)
+@pytest.mark.skipif(os.environ.get("EVALCTL_REALBUGS") != "1", reason="set EVALCTL_REALBUGS=1: four more sweeps, more than a slice holds")
 def test_llamacpp_20671_bisect_names_the_first_fixed_release(swept, tmp_path):
     """From the buggy build's run, gated by its own policy (the task's metric, cache on vs off), `evalctl bisect
     --find fix` over six releases names the first release whose warm answers are the fixed one's."""

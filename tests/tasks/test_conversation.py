@@ -6,7 +6,7 @@ import pytest
 
 from evalctl.config import config_from_dict
 from evalctl.errors import ConfigError
-from evalctl.tasks.conversation import ConversationConfig, Transcript, chains, conversation_prompts, to_send
+from evalctl.tasks.conversation import ConversationConfig, Transcript, chains, conversation_prompts, to_send, with_history
 from evalctl.tasks.lmeval import LmEvalTask, Prompt, prompt_hash
 
 PREFIX = "Answer each question.\n\n"
@@ -150,3 +150,26 @@ def test_an_edited_turn_regenerated_at_every_event():
         assert [p.turn_kind for p in events] == ["branch"] + ["rewind"] * 4
         assert {p.text for p in events} == {events[0].text}
     assert build(events=5) == build(events=5, first_event=None)  # unset: every kind drawn, the workload as before
+
+
+def test_judged_at_returns_the_history_leads_up_to_each_return_and_only_returns_are_scored():
+    """judge returns: the same conversations; each return carries the requests sent before it as its history,
+    sent to a warm server first and not at all to a cold one."""
+    every = build(conversations=3, boundaries=[60], events=2, kinds=["rewind"], revisit=0.0)
+    judged = build(conversations=3, boundaries=[60], events=2, kinds=["rewind"], revisit=0.0, judge="returns")
+    returns = [p for p in every if p.turn_kind == "rewind"]
+    assert [p.text for p in judged] == [p.text for p in returns]
+    assert [p.doc_id for p in judged] == list(range(len(judged)))  # numbered as scored: the pairing key
+    for group in chains(every):
+        conv = [every[i] for i in group]
+        scored = [p for p in judged if p.conversation == conv[0].conversation]
+        sent = [t for p in scored for t in (*p.history, p.text)]
+        # what a warm server gets is the conversation as judge every sends it, but its trailing growth
+        assert sent == [p.text for p in conv][: len(sent)] and conv[len(sent) - 1].turn_kind == "rewind"
+    warm = with_history(judged, warm=True)
+    cold = with_history(judged, warm=False)
+    assert [r.text for r in cold] == [p.text for p in judged] and all(r.scored for r in cold)
+    assert [r.prompt.doc_id for r in warm if r.scored] == [p.doc_id for p in judged]
+    assert sum(not r.scored for r in warm) == sum(len(p.history) for p in judged) > 0
+    with pytest.raises(ValueError, match="events >= 1"):
+        ConversationConfig(judge="returns", events=0)

@@ -40,7 +40,7 @@ enumerated over it, keeps the rate.
 
 Assumptions:
 - questions are independent draws, each giving one (A, W) pair (turns of one conversation
-  are not: judge conversations by their last turn or one turn each), and n is fixed before
+  are not: judge one turn a conversation, `conversation: {judge: returns, events: 1}`), and n is fixed before
   the answers are seen (a sequential run stops its cells on the task metric's decisions: the
   floor check judges the pairs there are, at a rate the script does not cover);
 - under no bug, the warm path disagrees with R at most m more often than a cold re-run does.

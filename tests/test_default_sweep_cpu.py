@@ -4,11 +4,12 @@ with `--canary lost-prefix` is a regression with its flipped questions shown, it
 seen as lost recall at the start, middle and end of the records while the canary claims cache hits.
 
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
-judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5 seeds
-is the rotating test below (scripts/default_sweep_seeds.py), one seed a test so that the rotation
-spreads the sweeps over its slices: each seed is no regression healthy and a regression behind the
-canary (the script's per-seed part: healthy never a regression; the 4 of 5 passes is the whole
-script's count; docs/first-run.md measured 5 of 5 and 5 of 5 with the Q4_1 file). The script's
+judge, about 40% of the default's prefill. The full default (50 records x 50 questions) on seeds 2
+and 3 is the rotating test below (scripts/default_sweep_seeds.py), one seed in each of slices 1 and
+2: each seed is no regression healthy and a regression behind the canary (the script's per-seed
+part: healthy never a regression; the 4 of 5 passes is the whole script's count over its 5 seeds,
+run by hand: docs/first-run.md). Seeds 1, 4 and 5 ran in slices 0 and 2 until the real-bug case
+(tests/realbugs/, about 6.4 min a build) took their 2.5 min each. The script's
 canary sends only its cache-on cell and gates it against the seed's healthy run (`gate --baseline`):
 the cold cell would be the healthy run's again, and it is most of a seed's time (a seed 472 s
 healthy, 38 s canary, loaded); the literal `--canary lost-prefix` sweep is the test above.
@@ -71,12 +72,12 @@ def test_the_default_sweep_behind_the_lost_prefix_canary_is_a_regression_showing
     assert (faulty.cached_tokens > 0).all()
 
 
-# Seed -> slice: one seed in slice 1 beside its long SGLang A/B, two in each of the others.
-SEED_SLICE = {1: 0, 2: 1, 3: 2, 4: 0, 5: 2}
+# Seed -> slice: slice 0 holds the fixed #20671 build's sweep, slice 2 the buggy one's beside seed 3.
+SEED_SLICE = {2: 1, 3: 2}
 
 
 @pytest.mark.parametrize("seed", [pytest.param(seed, marks=pytest.mark.rotating(slice=s)) for seed, s in SEED_SLICE.items()])
-def test_the_full_default_on_each_of_five_seeds_is_no_regression_healthy_and_a_regression_behind_the_canary(cpu_server, tmp_path, seed):
+def test_the_full_default_on_a_seed_is_no_regression_healthy_and_a_regression_behind_the_canary(cpu_server, tmp_path, seed):
     script = REPO / "scripts" / "default_sweep_seeds.py"
     argv = [sys.executable, str(script), "--seeds", str(seed), "--url", cpu_server, "--output", str(tmp_path)]
     out = subprocess.run(argv, capture_output=True, text=True)

@@ -18,10 +18,10 @@ Each build is served from a venv evalctl makes from the variant's `pip:` and cac
 comes from the index (`models.gemma_270m`). The case runs evalctl as a user would: a sweep with
 the conversation workload, cache on and off and the A/A arm, then `evalctl gate --policy
 agreement-floor` judging warm-vs-cold disagreement against the A/A floor: regression (exit 1) on
-the buggy build, pass (exit 0) on the fixed one. Then `evalctl bisect --find fix` over six releases
-from the buggy run names the first fixed one. Gated here (docs/conversations.md, Status): b8352 14 of 64
-warm answers flipped, regression (exit 1); b9294 none, pass (exit 0); about 23 min a build's sweep on one
-thread. Opt-in (`EVALCTL_REALBUGS=1`): the module with its bisect is about an hour, more than a slice holds.
+the buggy build, pass (exit 0) on the fixed one, one build a slice. Measured (docs/conversations.md):
+b8352 28 of 30 regenerates flipped, regression; b9294 none, pass; about 6.4 min of one core a build.
+Then `evalctl bisect --find fix` over six releases from the buggy run names the first fixed one
+(opt-in, `EVALCTL_REALBUGS=1`: four more sweeps).
 """
 
 from __future__ import annotations
@@ -116,9 +116,10 @@ def swept(tmp_path_factory):
 
 
 # One build a slice: each sweep is about 6 minutes of one core.
-@pytest.mark.parametrize(
-    "build", [pytest.param(BUGGY, marks=pytest.mark.rotating(slice=2)), pytest.param(FIXED, marks=pytest.mark.rotating(slice=0))], ids=lambda b: b.name
-)
+BUILD_SLICES = [pytest.param(BUGGY, marks=pytest.mark.rotating(slice=2)), pytest.param(FIXED, marks=pytest.mark.rotating(slice=0))]
+
+
+@pytest.mark.parametrize("build", BUILD_SLICES, ids=lambda b: b.name)
 def test_llamacpp_20671_stale_swa_checkpoint_is_a_regression_on_the_buggy_build_only(swept, build):
     swept_run = swept(build)
     df = pd.read_parquet(swept_run.run / "samples.parquet")

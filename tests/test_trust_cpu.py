@@ -42,10 +42,12 @@ def test_healthy_sweep_streams_measures_noise_and_records_resolved_settings(tmp_
     df = run.samples
     assert df.error.isna().all() and df.ttft_s.notna().mean() >= 0.9  # streamed: TTFT on (nearly) every row
     assert ((df.ttft_s > 0) & (df.ttft_s < df.latency_s)).all()
-    # A/A arm: the reference cell (cache off, first shot count) once more, cold; llama.cpp on CPU is deterministic
+    # A/A arm: the reference cell (cache off, first shot count) once more, cold, on the same prompts. Its answers
+    # may differ (two slots batch requests as they arrive: CI's slice 0 of 7aad529 saw 1 of 3): that is what it measures.
     assert len(run.noise) == 3 and set(run.noise.cache) == {"off"} and set(run.noise.shots) == {1}
-    first = df[(df.cache == "off") & (df.shots == 1)].set_index("doc_id")["response"]
-    assert run.noise.set_index("doc_id")["response"].sort_index().equals(first.sort_index())
+    first = df[(df.cache == "off") & (df.shots == 1)].set_index("doc_id")["prompt_hash"]
+    assert run.noise.set_index("doc_id")["prompt_hash"].sort_index().equals(first.sort_index())
+    assert run.noise.error.isna().all() and (run.noise.cached_tokens.fillna(0) == 0).all()
     # resolved settings from /props, per server
     servers = run.manifest.servers
     assert all(s.info["settings"]["total_slots"] == 2 for s in servers)

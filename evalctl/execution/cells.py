@@ -33,6 +33,12 @@ def shared_prefix(prompts: list[Prompt]) -> str:
     return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
 
+def _history_step_done(progress: SweepProgress, request: Request, completion: Completion) -> None:
+    """A history step gets no row of its own, but a failed one changes the state its return meets: say so."""
+    if completion.error is not None:
+        progress.warn(f"a history request of conversation {request.prompt.conversation} failed: {completion.error}")
+
+
 class CellRunner:
     """Sends cells' requests and writes their rows; remembers which requests are settled."""
 
@@ -129,8 +135,8 @@ class CellRunner:
 
         def on_complete(index: int, completion: Completion) -> None:
             request, prompt = requests[index], requests[index].prompt
-            if not request.scored:  # a history step: its failure shows in the warm state its scored request meets
-                return
+            if not request.scored:
+                return _history_step_done(self.progress, request, completion)
             record = self._record(cell, prompt, completion, prewarmed)
             (replica or self.writer).write(record)
             settled = replica is None and record.error_kind not in RETRYABLE_ERROR_KINDS

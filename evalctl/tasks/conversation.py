@@ -139,7 +139,8 @@ def _one(
     def send(kind: TurnKind) -> None:
         text, last = render(path), path[-1][-1]
         if config.judge == "returns" and kind in ("first", "extend"):
-            return history.append(text)
+            history.append(text)
+            return
         turn = {"conversation": c, "turn": len(path), "turn_kind": kind, "source_doc_id": last.doc_id, "history": tuple(history)}
         requests.append(
             dataclasses.replace(last, doc_id=start + len(requests), text=text, prompt_hash=hash_text(text), answer_char_offset=None, **turn)

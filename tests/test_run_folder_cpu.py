@@ -65,7 +65,8 @@ def test_kill_9_at_a_random_point_then_two_resumes_at_once_one_writes_one_refuse
     wait_for(lambda: not processes_of(root), timeout=10, what=f"servers to die with evalctl ({note})")
 
     first = resume(run)
-    wait_for(lambda: writers(run), timeout=120, what="the first resume to hold the lock")
+    # Until the lock names its holder: taken a moment ago, it reads as PID 0 (CI stopped one in that gap).
+    wait_for(lambda: [w.pid for w in writers(run)] == [first.pid], timeout=120, what="the first resume to hold the lock")
     # Paused while it holds the lock, so the other two meet it however little it has left to send
     # (one request and the report can end before a new evalctl has imported: CI saw that race).
     first.send_signal(signal.SIGSTOP)

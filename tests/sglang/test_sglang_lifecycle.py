@@ -87,13 +87,13 @@ AB_QUESTIONS = 30
 AB_CHUNK = 8192
 
 
-@pytest.mark.rotating(slice=1)  # beside one full-default seed only (docs/testing.md's slice table)
-def test_sweep_variants_real_and_faulty_judges_the_real_sglang_build_pass_and_the_faulty_one_regression_as_the_probe_does(tmp_path):
-    """`evalctl sweep --variants real,faulty`: four SGLang launches (each build, cache on and off:
-    `--disable-radix-cache`); the gate judges each build's cache-on answers against its own cache-off
-    ones, and the faulty build against the real one; each cache-on server is probed first."""
+@pytest.mark.rotating(slice=1)
+def test_sweep_variants_real_and_faulty_judges_the_faulty_sglang_build_a_regression_and_the_probe_passes_only_the_real_one(tmp_path):
+    """`evalctl sweep --variants real,faulty` with the cache on: two SGLang launches, each probed first; the gate
+    judges the faulty build's answers against the real one's on the same questions. (Each build's cache on
+    against its own cache off, two launches more, was measured by hand: docs/engines-sglang-cpu.md.)"""
     variants = [{"name": build, "env": env} for build, env in BUILDS.items()]  # real first: the baseline
-    config = write_config(tmp_path, shots=[AB_SHOTS], limit=AB_QUESTIONS, concurrency=4, variants=variants, probe=True,
+    config = write_config(tmp_path, shots=[AB_SHOTS], limit=AB_QUESTIONS, concurrency=4, variants=variants, probe=True, cache=["on"],
                           gate_policy="cpu-smoke", servers=[sglang_profile(engine={"chunked_prefill_size": AB_CHUNK})])  # fmt: skip
     done = evalctl("sweep", "--config", str(config), "--variants", "real,faulty", timeout=3600)
     assert done.returncode in (0, 1), done.stdout + done.stderr
@@ -102,21 +102,16 @@ def test_sweep_variants_real_and_faulty_judges_the_real_sglang_build_pass_and_th
     assert judged.returncode == 1, judged.stdout + judged.stderr
     gate = json.loads((run / "gate.json").read_text())
     checks = {(c["comparison"], c["variant"], c["cache"]): c for c in gate["checks"] if c["kind"] == "accuracy"}
-    status = {key: (c["status"], c["b"], c["c"]) for key, c in checks.items()}
     print("\nSGLang build A/B: " + "; ".join(f"{k}: {c['status']} ({c['reason']})" for k, c in checks.items()))
-    # The real build, and the faulty one cold: not one answer flips, and the gate shows the drop within 0.15.
-    for key in (("cache on vs off", "real", "on"), ("variant faulty vs real", "faulty", "off")):
-        assert status[key] == ("pass", 0, 0), checks[key]
+    # Only the faulty build loses answers, and never gains one: the gate's one accuracy check is its regression.
+    assert list(checks) == [("variant faulty vs real", "faulty", "on")], list(checks)
+    faulty = checks["variant faulty vs real", "faulty", "on"]
+    assert faulty["status"] == "regression" and faulty["b"] > 0 and faulty["c"] == 0, faulty
     assert not [c for c in gate["checks"] if c.get("variant") == "real" and c["status"] == "regression"], gate["checks"]
-    for key in (("cache on vs off", "faulty", "on"), ("variant faulty vs real", "faulty", "on")):
-        assert status[key][0] == "regression" and status[key][2] == 0, checks[key]
     servers = json.loads((run / "manifest.json").read_text())["servers"]
-    assert sorted((s["variant"], s["cache"], s["status"]) for s in servers) == [
-        ("faulty", "off", "ok"), ("faulty", "on", "ok"), ("real", "off", "ok"), ("real", "on", "ok")
-    ]  # fmt: skip
-    probes = {s["variant"]: s["probe"]["verdict"] for s in servers if s["cache"] == "on"}
+    assert sorted((s["variant"], s["cache"], s["status"]) for s in servers) == [("faulty", "on", "ok"), ("real", "on", "ok")]
+    probes = {s["variant"]: s["probe"]["verdict"] for s in servers}
     assert probes == {"real": "pass", "faulty": "fail"}, probes
     df = pd.read_parquet(run / "samples.parquet")
-    assert len(df) == 4 * AB_QUESTIONS and df.error.isna().all()
-    on = df[df.cache == "on"]
-    assert (on.cached_tokens > 0).all() and (df[df.cache == "off"].cached_tokens == 0).all()  # the faulty build hits too
+    assert len(df) == 2 * AB_QUESTIONS and df.error.isna().all()
+    assert (df.cached_tokens > 0).all()  # the faulty build hits too: its answers are wrong, not uncached

@@ -6,7 +6,8 @@ detokenizer) outlives a SIGTERM to evalctl, a kill -9 of evalctl, or a start-up 
 times out; the killed sweep resumes to the end. The faulty build is the same venv with
 tests/sglang/faulty_sglang/sitecustomize.py on its PYTHONPATH (a test aid: cache hits reuse
 the wrong KV slots); `--variants real,faulty` with the cache on must judge it a regression
-against the real one under the CPU smoke policy, and `probe` must pass the real one and fail it. Needs EVALCTL_SGLANG_PYTHON (scripts/install-sglang-cpu.sh).
+against the real one under the CPU smoke policy, and `probe` must pass the real one and fail it.
+Needs EVALCTL_SGLANG_PYTHON (scripts/install-sglang-cpu.sh).
 """
 
 from __future__ import annotations

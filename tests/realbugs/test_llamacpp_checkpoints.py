@@ -14,12 +14,24 @@ restores the *first conversation's* sliding-window state (seen in b8352's log:
 Buggy: xllamacpp 0.2.14 (vendors llama.cpp b8352, before the fix; 0.2.13 vendors the same build).
 Fixed: xllamacpp 2026.5.9294 (b9294). (2026.4.8672 dies with SIGILL on a CPU without AVX-512.)
 
+llama.cpp PR #24411 ("server : skip checkpoints beyond pos_next", 2026-06-10), after PR #23981
+("kv-cache : SWA checkpoints store only non-masked cells", 2026-06-01): from #23981 on, a
+checkpoint holds only the last window of cells before its end, but the server still takes it to
+hold everything from its `pos_min`, and still restores one that ends past the point a request
+returns to. A checkpoint made before the prompt outgrew the SWA cache records `pos_min = 0`, so a
+regenerate a few hundred tokens before its end restores it, and the SWA layers keep none of the
+window before the regenerated turn (b9538's log: `restored context checkpoint (pos_min = 0,
+pos_max = 980, ..., n_past = 446, ...)`). Buggy: xllamacpp 2026.6.9538 (b9538: #23981 in, #24411
+not). Fixed: xllamacpp 2026.6.9713 (b9713). Its workload is #20671's in shorter turns.
+
 Each build is served from a venv evalctl makes from the variant's `pip:` and caches; the model
 comes from the index (`models.gemma_270m`). The case runs evalctl as a user would: a sweep with
 the conversation workload, cache on and off and the A/A arm, then `evalctl gate --policy
 agreement-floor` judging warm-vs-cold disagreement against the A/A floor: regression (exit 1) on
-the buggy build, pass (exit 0) on the fixed one, both every rotation. Measured (docs/conversations.md):
-b8352 28 of 30 regenerates flipped, regression; b9294 none, pass; about 6.4 min of one core a build.
+each buggy build, pass (exit 0) on each fixed one; #20671's two every rotation, #24411's by hand
+(`EVALCTL_REALBUGS=1`: no slice has room). Measured (docs/conversations.md): b8352 28 of 30
+regenerates flipped, regression; b9294 none, pass; b9538 12 of 30, regression; b9713 none, pass;
+6-7 min of one core a build.
 Then `evalctl bisect --find fix` over six releases from the buggy run names the first fixed one
 (opt-in, `EVALCTL_REALBUGS=1`: four more sweeps).
 """
@@ -43,16 +55,6 @@ from evalctl.errors import ExitCode
 pytestmark = [pytest.mark.server, pytest.mark.rotating]
 
 
-@dataclass(frozen=True)
-class Build:
-    name: str
-    pip: str
-    expected: ExitCode
-
-
-BUGGY = Build("b8352", "xllamacpp==0.2.14", ExitCode.REGRESSION)
-FIXED = Build("b9294", "xllamacpp==2026.5.9294", ExitCode.PASS)
-
 # Thirty conversations on one slot, each of questions of 12 records in turns of 5-6 (a turn about 550-700
 # tokens: Gemma's tokenizer makes about 1.6 characters a token of these made-up keys), grown past two SWA
 # windows in two turns, then its first turn regenerated (a rewind a window back: the SWA cache no longer
@@ -69,6 +71,26 @@ WORKLOAD = {
         "revisit": 0.0, "regrow": [0.1, 0.1], "turn_questions": [5, 6], "chars_per_token": 1.6, "judge": "returns",
     },
 }  # fmt: skip
+# llama.cpp PR #24411's: the same in turns of 2-3 questions (about 110-330 tokens), so that conversations
+# pass through checkpoints that start at 0 and end below the SWA cache's 1,024 cells, and a return lands
+# a few hundred tokens before the newest of them. On b9538 the return restores it (its cells: the last
+# window before its end, so none of the window before the return) and 12 of 30 answers flip.
+WORKLOAD_24411 = {**WORKLOAD, "conversation": {**WORKLOAD["conversation"], "turn_questions": [2, 3]}}
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str
+    pip: str
+    expected: ExitCode
+    workload: dict
+
+
+B8352 = Build("b8352", "xllamacpp==0.2.14", ExitCode.REGRESSION, WORKLOAD)  # llama.cpp #20532
+B9294 = Build("b9294", "xllamacpp==2026.5.9294", ExitCode.PASS, WORKLOAD)  # its fix, PR #20671 (before PR #23981)
+B9538 = Build("b9538", "xllamacpp==2026.6.9538", ExitCode.REGRESSION, WORKLOAD_24411)  # PR #23981 in, PR #24411 not
+B9713 = Build("b9713", "xllamacpp==2026.6.9713", ExitCode.PASS, WORKLOAD_24411)  # PR #24411
+
 # One slot, so every conversation meets the checkpoints the earlier ones left.
 SETTINGS = {"parallel": 1, "context_length": 4096, "threads": 1}
 # The shipped policy (configs/gate/agreement-floor.yaml): warm-vs-cold disagreement against the A/A
@@ -79,7 +101,7 @@ POLICY = "agreement-floor"
 def sweep_config(out: Path, build: Build) -> dict:
     return {
         "model": "gemma3-270m",
-        **WORKLOAD,
+        **build.workload,
         "cache": ["on", "off"],
         "noise": True,
         "concurrency": 1,
@@ -115,17 +137,20 @@ def swept(tmp_path_factory):
     return sweep
 
 
-# Each build's sweep every rotation, about 7 min of one worker in CI: the buggy one in slice 2, the fixed one in slice 0.
+# By hand only (EVALCTL_REALBUGS=1): what no slice has room for.
+OPT_IN = pytest.mark.skipif(os.environ.get("EVALCTL_REALBUGS") != "1", reason="set EVALCTL_REALBUGS=1: no slice has room for it")
+# A build's sweep is about 7 min of one worker in CI: #20671's two every rotation (the buggy one in slice 2, the
+# fixed one in slice 0); #24411's by hand.
 BUILD_SLICES = [
-    pytest.param(BUGGY, marks=pytest.mark.rotating(slice=2)),
-    pytest.param(FIXED, marks=pytest.mark.rotating(slice=0)),
+    pytest.param(B8352, marks=pytest.mark.rotating(slice=2)),
+    pytest.param(B9294, marks=pytest.mark.rotating(slice=0)),
+    pytest.param(B9538, marks=[pytest.mark.rotating(slice=1), OPT_IN]),
+    pytest.param(B9713, marks=[pytest.mark.rotating(slice=1), OPT_IN]),
 ]
-# Four more sweeps (about 17 min): by hand only.
-OPT_IN = pytest.mark.skipif(os.environ.get("EVALCTL_REALBUGS") != "1", reason="set EVALCTL_REALBUGS=1: four more sweeps, 17 min")
 
 
 @pytest.mark.parametrize("build", BUILD_SLICES, ids=lambda b: b.name)
-def test_llamacpp_20671_stale_swa_checkpoint_is_a_regression_on_the_buggy_build_only(swept, build):
+def test_a_stale_swa_checkpoint_is_a_regression_on_the_buggy_builds_only(swept, build):
     swept_run = swept(build)
     df = pd.read_parquet(swept_run.run / "samples.parquet")
     on, off = (df[df.cache == mode].set_index("doc_id").sort_index() for mode in ("on", "off"))
@@ -134,7 +159,7 @@ def test_llamacpp_20671_stale_swa_checkpoint_is_a_regression_on_the_buggy_build_
     doc = json.loads((swept_run.run / "gate.json").read_text())
     floor = [c for c in doc["checks"] if c["kind"] == "agreement-floor"]
     print(
-        f"\n#20671 {build.name}: {len(on)} requests, {len(flips)} warm-vs-cold flips "
+        f"\n{build.name}: {len(on)} requests, {len(flips)} warm-vs-cold flips "
         f"({flips.turn_kind.value_counts().to_dict()}), gate exit {gate.returncode}, "
         f"floor check {[(c['status'], c['reason']) for c in floor]}, sweep {swept_run.seconds:.0f} s"
     )
@@ -156,7 +181,7 @@ def test_llamacpp_20671_bisect_names_the_first_fixed_release(swept, tmp_path):
     --find fix` over six releases names the first release whose warm answers are the fixed one's."""
     import shutil
 
-    run = Path(shutil.copytree(swept(BUGGY).run, tmp_path / "from-run"))
+    run = Path(shutil.copytree(swept(B8352).run, tmp_path / "from-run"))
     gate = evalctl("gate", str(run))
     assert gate.returncode == ExitCode.REGRESSION, gate.stdout + gate.stderr
     started = time.monotonic()

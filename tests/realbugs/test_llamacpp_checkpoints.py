@@ -71,7 +71,7 @@ WORKLOAD = {
         "revisit": 0.0, "regrow": [0.1, 0.1], "turn_questions": [5, 6], "chars_per_token": 1.6, "judge": "returns",
     },
 }  # fmt: skip
-# llama.cpp PR #24411's: the same in turns of 2-3 questions (about 110-330 tokens), so that conversations
+# llama.cpp PR #24411's: the same in turns of 2-3 questions (a first turn about 230-340 tokens), so that conversations
 # pass through checkpoints that start at 0 and end below the SWA cache's 1,024 cells, and a return lands
 # a few hundred tokens before the newest of them. On b9538 the return restores it (its cells: the last
 # window before its end, so none of the window before the return) and 12 of 30 answers flip.

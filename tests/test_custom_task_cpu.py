@@ -23,7 +23,7 @@ METRICS = ["first-number", "any-number"]
 QUESTIONS = 6  # of the task's 12
 
 
-@pytest.mark.rotating(slice=1)  # rotated out of every run to make room for the fixed #20671 build (docs/testing.md's slice table)
+@pytest.mark.rotating(slice=1)  # slow, and not its component's only check: rotates (docs/testing.md's slice table)
 def test_a_task_of_yaml_and_json_runs_end_to_end_under_its_own_metric_names(tmp_path, no_orphans, cpu_server):
     cfg = write_sweep_config(tmp_path, None, [cpu_profile(parallel=4)], shots=[1, 2], cache=["on", "off"], limit=QUESTIONS,
                              generation={"max_tokens": 8})  # fmt: skip

@@ -58,7 +58,7 @@ def test_releases_across_the_year_serve_and_are_named_in_the_manifest(tmp_path, 
         assert renamed == ({} if version.startswith("2026.10") else {"hostnames": "hostname"})
 
 
-@pytest.mark.rotating(slice=2)  # rotated out of every run to make room for the fixed #20671 build (docs/testing.md's slice table)
+@pytest.mark.rotating(slice=2)  # slow, and not its component's only check: rotates (docs/testing.md's slice table)
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_build_before_prompt_tokens_details_still_reports_its_cache_hits(tmp_path, no_orphans, stream):
     # xllamacpp 0.2.14 (llama.cpp b8352) has no usage.prompt_tokens_details and no cached-tokens

@@ -41,7 +41,7 @@ def resume(run: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.rotating(slice=1)  # rotated out of every run to make room for the fixed #20671 build (docs/testing.md's slice table)
+@pytest.mark.rotating(slice=1)  # slow, and not its component's only check: rotates (docs/testing.md's slice table)
 def test_kill_9_at_a_random_point_then_two_resumes_at_once_one_writes_one_refuses_one_waits_and_it_equals_a_clean_run(
     launched_run, tmp_path, no_orphans
 ):
@@ -146,7 +146,7 @@ def test_a_disk_that_fills_mid_run_names_the_file_keeps_every_row_and_resume_fin
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
-@pytest.mark.rotating(slice=2)  # rotated out of every run to make room for the fixed #20671 build (docs/testing.md's slice table)
+@pytest.mark.rotating(slice=2)  # slow, and not its component's only check: rotates (docs/testing.md's slice table)
 def test_gate_and_dashboard_read_a_live_run_and_say_it_is_running_then_sigterm_stops_it_quickly(tmp_path, data_dir, no_orphans):
     root, site = tmp_path / "out", tmp_path / "site"
     # Many long answers: the run stays live for the readers (a one-thread server answers 30 in 90 s,

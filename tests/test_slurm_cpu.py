@@ -70,7 +70,7 @@ def assert_every_request_once(run: Path, expected: int) -> None:
     assert len(samples) == expected and samples.error.isna().all()
 
 
-@pytest.mark.rotating(slice=2)  # rotated out of every run to make room for the fixed #20671 build (docs/testing.md's slice table)
+@pytest.mark.rotating(slice=2)  # slow, and not its component's only check: rotates (docs/testing.md's slice table)
 def test_sweep_on_slurm_runs_each_profile_in_its_job_side_by_side_under_a_shared_lock_then_gates(tmp_path, data_dir, slurm, no_orphans):
     root = tmp_path / "results"
     cfg = two_profiles(tmp_path, data_dir, limit=3)

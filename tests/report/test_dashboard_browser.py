@@ -27,7 +27,7 @@ from test_report_browser import browse, console_messages, needs_chromium, screen
 
 from evalctl.errors import VERDICT_EXIT, ExitCode
 
-# rotated out of every run to make room for the fixed #20671 build (docs/testing.md's slice table);
+# slow, and not Chromium's only check: they rotate (docs/testing.md's slice table);
 # test_pages_fit_browser.py still renders each page kind in Chromium every run
 pytestmark = [needs_chromium, pytest.mark.server, pytest.mark.rotating(slice=2)]
 

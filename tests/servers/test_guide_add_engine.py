@@ -28,7 +28,7 @@ def guide_module() -> tuple[str, str]:
     return path, code
 
 
-@pytest.mark.rotating(slice=1)  # rotated out of every run to make room for the fixed #20671 build (docs/testing.md's slice table)
+@pytest.mark.rotating(slice=1)  # slow, and not its component's only check: rotates (docs/testing.md's slice table)
 def test_a_new_engine_is_one_module_and_runs_a_sweep(tmp_path, no_orphans):
     package = Path(evalctl.__file__).parent
     before = {p: p.stat().st_mtime_ns for p in package.rglob("*.py")}

@@ -24,13 +24,17 @@ class ServerLaunch:
         return f"{self.profile.name}/{self.variant.name} cache={self.cache.value}"
 
 
-def noise_cell(config: SweepConfig, launch: ServerLaunch) -> CellKey | None:
-    """The cell the A/A arm repeats on this launch's server, if any: per profile, the first variant's
-    reference cell (cache off when the sweep has it: what cache-on cells are compared with), first shot count."""
-    if not config.noise or launch.variant.name != config.active_variants()[0].name:
-        return None
+def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:
+    """The cells the A/A arm repeats on this launch's server: its reference cells (cache off when the sweep
+    has it: what cache-on cells are compared with), every shot count, first pass; none without `noise`.
+
+    Every variant and shot count gets its own: each cache-on cell's warm-vs-cold disagreement is judged
+    against the cold-vs-cold floor of its own build on its own prompts (`analysis.floor`); a floor
+    borrowed from another build or prefill length would not hold for it."""
     reference = CacheMode.off if CacheMode.off in config.cache else CacheMode.on
-    return CellKey(launch.profile.name, launch.variant.name, reference, config.shots[0], 1) if launch.cache is reference else None
+    if not config.noise or launch.cache is not reference:
+        return ()
+    return tuple(cell for cell in launch.cells if cell.pass_index == 1)
 
 
 def expand(config: SweepConfig) -> list[ServerLaunch]:

@@ -24,8 +24,9 @@ from evalctl.fsio import atomic_path, disk_error
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
-# The A/A arm's second run of each profile's reference cell, kept apart so no other analysis pairs it by
-# mistake; one file per profile, so cluster jobs (one per profile x variant) never share one.
+# The A/A arm's second run of each server's reference cell, kept apart so no other analysis pairs it by
+# mistake; one file per profile and variant, so cluster jobs (one per profile x variant) never share one
+# (runs before every variant had its arm wrote `noise-<profile>.jsonl`: the same glob reads them).
 NOISE_GLOB = "noise-*.jsonl"
 # Columns newer than some run folders: read as empty from those.
 LATER_COLUMNS = ("itl_s", "conversation", "turn", "turn_kind", "source_doc_id")
@@ -219,8 +220,8 @@ def load_samples(run_dir: Path, live: bool = False) -> pd.DataFrame:
     raise FileNotFoundError(f"{run_dir} has no {SAMPLES_FILE} or {RECORDS_FILE}: not a run folder")
 
 
-def noise_file(profile: str) -> str:
-    return f"noise-{profile}.jsonl"
+def noise_file(profile: str, variant: str) -> str:
+    return f"noise-{profile}-{variant}.jsonl"
 
 
 def load_noise(run_dir: Path) -> pd.DataFrame:

@@ -94,12 +94,12 @@ def within_score(b: ArrayLike, c: ArrayLike, n: ArrayLike, delta0: ArrayLike) ->
     return np.asarray(skew_corrected_score(b, c, n, delta0, continuity=-PASS_CONTINUITY))
 
 
-def p_beyond_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float) -> np.ndarray:
+def p_beyond_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike) -> np.ndarray:
     """One-sided p-value for H0: drop <= tolerance (small: the drop is beyond it)."""
     return ndtr(-beyond_score(b, c, n, tolerance))
 
 
-def p_within_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float) -> np.ndarray:
+def p_within_tolerance(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike) -> np.ndarray:
     """One-sided p-value for H0: drop >= tolerance (small: the drop is within it)."""
     return ndtr(within_score(b, c, n, tolerance))
 
@@ -163,10 +163,12 @@ def decide(p_beyond: ArrayLike, p_within: ArrayLike, tested: ArrayLike, alpha: f
     return status, p_adjusted
 
 
-def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float, alpha: float, min_n: int = 1) -> DropDecisions:
+def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike, alpha: float, min_n: int = 1) -> DropDecisions:
     """Pass / regression / inconclusive for each cell of a family (see the module docstring).
 
-    1-D counts are one family; a 2-D array is one family per row (many simulated gates).
+    1-D counts are one family; a 2-D array is one family per row (many simulated gates). `tolerance`
+    may differ by cell (broadcast like the counts): each cell's two tests use its own, and Holm's
+    adjustment needs only their p-values.
     """
     b, c, n = (np.asarray(x, dtype=float) for x in (b, c, n))
     tested = n >= min_n
@@ -177,7 +179,7 @@ def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: float, alp
     return DropDecisions(status, p_beyond, p_adjusted, p_within, tested.sum(axis=-1))
 
 
-def with_drop_decisions(table: pd.DataFrame, tolerance: float, alpha: float, min_n: int) -> pd.DataFrame:
+def with_drop_decisions(table: pd.DataFrame, tolerance: ArrayLike, alpha: float, min_n: int) -> pd.DataFrame:
     """A paired table (b, c, n per cell, one family) with the rule's columns added: status, p_beyond,
     p_adjusted (Holm), p_within, and the (1 - 2 alpha) interval on the drop, rule_lower and rule_upper,
     which inverts the deciding tests and so never contradicts them. Named apart from a paired table's

@@ -20,9 +20,14 @@ these pairs, the replica's outcome as the reference and the warm one as the cand
 - regression: H0: d <= m rejected one-sided (skew-corrected Tango score), Holm over the
   floor checks of the gate at `alpha` (their own family, as the throughput checks are);
 - pass: H0: d >= m rejected in the cell (Nam 1997, Tango 1998 non-inferiority);
-- inconclusive otherwise, below `min_n` pairs, for a cache-on cell the A/A arm did not
-  repeat (another variant or shot count: it repeats the first variant's first shot count),
-  and when the run has no A/A arm (the reason says to set `noise: true`): never a silent pass.
+- inconclusive otherwise, below `min_n` pairs, for a cache-on cell with no A/A replica (the arm
+  repeats every server's reference cells, each build and shot count its own, so only a failed
+  arm or an older run lacks one), and when the run has no A/A arm (the reason says to set
+  `noise: true`): never a silent pass.
+
+Two builds in one sweep (variants): each build is judged against its own floor here, and a
+candidate build's warm-vs-cold disagreement is also paired with the baseline build's on the same
+prompts (`checks.accuracy`, the differential), by this rule at the same margin.
 
 Guarantee (exact, `scripts/exact_floor.py`, no simulation): whenever every judged cell's
 true excess is at most m, the chance that any floor check is called a regression is at most

@@ -19,7 +19,7 @@ from evalctl.execution.launch import Launch
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper, sequential_baseline, with_policy_settings
 from evalctl.manifest import Failure
-from evalctl.plan import ServerLaunch, noise_cell
+from evalctl.plan import ServerLaunch, noise_cells
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
@@ -143,7 +143,7 @@ class Sweep:
     def _run_launch(self, plan: ServerLaunch, cells: CellRunner, devices: tuple[str, ...]) -> list[Failure]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
         todo = [cell for cell in plan.cells if cells.unfinished(cell)]
-        if not todo and self._noise_owed(plan) is None:  # a run killed before or in its A/A arm still owes the arm
+        if not todo and not self._noise_owed(plan):  # a run killed before or in its A/A arm still owes the arm
             return []
         assert self.prepared is not None
         folder = self.prepared.folder
@@ -198,30 +198,31 @@ class Sweep:
                 folder.save()
             launch.stop(interrupted=self.shutdown.requested)
 
-    def _noise_owed(self, plan: ServerLaunch) -> CellKey | None:
-        """The A/A arm's cell if this launch has one and its replica is not yet whole on disk."""
+    def _noise_owed(self, plan: ServerLaunch) -> tuple[CellKey, ...]:
+        """The A/A arm's cells if this launch has an arm and its replica is not yet whole on disk."""
         assert self.prepared is not None
-        cell = noise_cell(self.config, plan)
-        done = cell is not None and (self.prepared.folder.path / noise_file(cell.profile)).is_file()
-        return None if done else cell
+        cells = noise_cells(self.config, plan)
+        done = bool(cells) and (self.prepared.folder.path / noise_file(plan.profile.name, plan.variant.name)).is_file()
+        return () if done else cells
 
     def _run_noise_arm(self, plan: ServerLaunch, launch: Launch, cells: CellRunner) -> None:
-        """The A/A arm: the reference cell once more, cold, on this server; a failure costs the arm, not the run.
+        """The A/A arm: the reference cells once more, cold, on this server; a failure costs the arm, not the run.
 
         The replica is written beside its name and renamed when whole: a run killed mid-arm
         leaves only the partial file, and --resume runs the arm again from its start (it must
         be one cold pass, so a partial one is not continued)."""
-        cell = self._noise_owed(plan)
-        if cell is None:
+        owed = self._noise_owed(plan)
+        if not owed:
             return
         assert self.prepared is not None
-        done = self.prepared.folder.path / noise_file(cell.profile)
+        done = self.prepared.folder.path / noise_file(plan.profile.name, plan.variant.name)
         partial = done.with_name(done.name + ".partial")
         partial.unlink(missing_ok=True)
         try:
             with RecordWriter(done.parent, file=partial.name) as replica:
-                while not launch.alive or not cells.run(cell, launch.server, launch.entry.noise_cells, replica=replica):
-                    launch.restart(cell)
+                for cell in owed:
+                    while not launch.alive or not cells.run(cell, launch.server, launch.entry.noise_cells, replica=replica):
+                        launch.restart(cell)
             partial.replace(done)
         except ServerError as exc:
             launch.entry.noise_error = exc.args[0]

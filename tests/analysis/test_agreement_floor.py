@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from frames import manifest_for, sample_frame
 
@@ -23,7 +24,7 @@ FLOOR = GatePolicy(metric="agreement", agreement_floor=FloorSource.aa, max_throu
 
 def run_with(warm_differ: set[int], replica_differ: set[int] | None, shots: tuple[int, ...] = (8,)) -> Run:
     """Cache off and on over N questions at each shot count; the warm answers differ from the cold ones on `warm_differ`
-    (every shot count), and an A/A replica of the first shot count's cache-off cell on `replica_differ` (None: no arm)."""
+    (every shot count), and the A/A replica of the cache-off cells on `replica_differ` (None: no arm)."""
     rows = [
         dict(cache=cache, shots=s, doc_id=doc, prompt_hash=f"{s}-{doc}",
              response=f"#### {doc}" + (" (warm)" if cache == "on" and doc in warm_differ else ""))
@@ -34,7 +35,7 @@ def run_with(warm_differ: set[int], replica_differ: set[int] | None, shots: tupl
     samples = sample_frame(rows)
     replica = samples.iloc[:0]
     if replica_differ is not None:
-        cold = samples[(samples["cache"] == "off") & (samples["shots"] == shots[0])]
+        cold = samples[samples["cache"] == "off"]
         replica = cold.assign(response=[r + (" (again)" if d in replica_differ else "") for r, d in zip(cold["response"], cold["doc_id"])])
     return Run(Path("r"), manifest_for(samples), samples, replica)
 
@@ -79,11 +80,60 @@ def test_without_the_a_a_arm_the_floor_check_is_inconclusive_and_says_to_enable_
     assert result.verdict in {"inconclusive", "regression"}  # never a pass on the fixed tolerance alone
 
 
-def test_a_shot_count_the_arm_did_not_repeat_is_inconclusive_not_left_out():
+def test_every_shot_count_has_its_replica_and_a_cell_without_one_is_inconclusive_not_left_out():
     _, checks = floor_checks(run_with(warm_differ=set(), replica_differ=set(), shots=(8, 16)))
+    assert [(c.shots, c.status) for c in checks] == [(8, "pass"), (16, "pass")]
+    # A run whose arm stopped after its first cell (or one from before every cell had its replica).
+    run = run_with(warm_differ=set(), replica_differ=set(), shots=(8, 16))
+    _, checks = floor_checks(Run(run.path, run.manifest, run.samples, run.noise[run.noise["shots"] == 8]))
     by_shots = {c.shots: c for c in checks}
     assert by_shots[8].status == "pass" and by_shots[16].status == "inconclusive"
-    assert "first shot count" in by_shots[16].reason
+    assert "arm failed or stopped" in by_shots[16].reason
+
+
+def run_builds(warm_differ: dict[str, set[int]], replica_differ: dict[str, set[int]] | None = None) -> Run:
+    """Two or more builds (variants, the first the baseline) of one sweep on the same N prompts: each build's
+    warm answers differ from its own cold ones on `warm_differ[build]`, its A/A replica on `replica_differ[build]`."""
+    runs = {name: run_with(differ, (replica_differ or {}).get(name, set())) for name, differ in warm_differ.items()}
+    samples = pd.concat([run.samples.assign(variant=name) for name, run in runs.items()], ignore_index=True)
+    noise = pd.concat([run.noise.assign(variant=name) for name, run in runs.items()], ignore_index=True)
+    manifest = manifest_for(samples)
+    manifest.config["variants"] = [{"name": name} for name in warm_differ]
+    return Run(Path("r"), manifest, samples, noise)
+
+
+def differential_checks(result) -> list:
+    return [c for c in result.checks if c.kind == "accuracy" and c.comparison and c.comparison.startswith("variant")]
+
+
+BUGGY = set(range(9))  # llama.cpp #24411's b9538 in the two-build sweep: 9 of 40 returns flipped, its fix none
+
+
+def test_a_candidate_build_that_changes_nine_warm_answers_its_baseline_does_not_is_a_regression():
+    result = evaluate(run_builds({"fixed": set(), "buggy": BUGGY}), FLOOR)
+    (diff,) = differential_checks(result)
+    assert (diff.variant, diff.cache, diff.status, diff.b, diff.c, diff.n) == ("buggy", "on", "regression", 9, 0, N), diff.reason
+    assert diff.threshold == FLOOR.floor_margin and "9 changed by this build only" in diff.reason and "22.5%" in diff.reason
+    floors = {c.variant: c for c in result.checks if c.kind == "agreement-floor"}
+    assert floors["fixed"].status == "pass" and floors["buggy"].b == 9  # each build against its own A/A floor
+    assert result.verdict == "regression"
+    # The variant's cache-off cells judge nothing under agreement (each build's cold answers are its own reference).
+    assert not [c for c in result.checks if c.kind == "accuracy" and c.cache == "off"]
+
+
+def test_the_same_builds_in_the_other_order_the_buggy_baseline_fails_its_own_floor_and_the_fixed_candidate_passes():
+    result = evaluate(run_builds({"buggy": BUGGY, "fixed": set()}), FLOOR)
+    (diff,) = differential_checks(result)
+    assert (diff.variant, diff.status, diff.b, diff.c) == ("fixed", "pass", 0, 9), diff.reason
+    floors = {c.variant: c for c in result.checks if c.kind == "agreement-floor"}
+    assert floors["fixed"].status == "pass" and floors["buggy"].status != "pass", floors["buggy"].reason
+    print(floors["buggy"].status, floors["buggy"].reason, result.verdict)
+
+
+def test_two_healthy_builds_that_flip_the_same_fragile_answers_pass():
+    result = evaluate(run_builds({"a": {3, 17}, "b": {3, 17}}, {"a": {3, 17}, "b": {3, 17}}), FLOOR)
+    assert [c.status for c in differential_checks(result)] == ["pass"]
+    assert result.verdict == "pass", [(c.name, c.status, c.reason) for c in result.checks if c.status != "pass"]
 
 
 def test_a_warm_request_error_counts_as_a_disagreement():

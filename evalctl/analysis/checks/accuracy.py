@@ -1,6 +1,18 @@
 """Paired accuracy: each candidate cell against its reference on the same questions, one Holm family.
 
 The rule, its guarantees and references: `analysis.gate` (module docstring) and `analysis.drop_rule`.
+
+Builds judged as a differential. Under a policy that judges the cache by agreement against a floor
+(`floor.replaces_cache_accuracy`), a variant's cache-on cell scored by agreement is the candidate
+build's warm-vs-cold disagreement, paired question by question (same prompt bytes) with the
+baseline build's: b counts prompts whose warm answer only the candidate changed, c only the
+baseline. The excess is judged with the floor's margin (`floor_margin`), not the task tolerance:
+it is the same question the floor check asks, with the baseline build's warm path as the floor,
+and the same rule on the same kind of pairs, so the floor's exact guarantee covers it
+(`scripts/exact_floor.py`: any joint law of the two outcomes within a question). The variant's
+cache-off cells are left out there: each build's cold answers are the reference of its own
+agreement, so they agree with themselves by definition and judge nothing (request errors are the
+rate checks').
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.cell import CellKey
 
 MDE_POWER = 0.8
+DIFFERENTIAL_METRIC = "agreement: warm-vs-cold disagreement beyond the baseline build's"
 
 
 def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
@@ -27,7 +40,7 @@ def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
     judged = row["n"] >= policy.min_n
     return {
         "value": float(row["acc_drop"]),
-        "threshold": policy.max_accuracy_drop,
+        "threshold": float(row["tolerance"]),
         "p_value": float(row["p_beyond"]),
         "p_adjusted": float(row["p_adjusted"]),
         "lower": float(row["rule_lower"]) if judged else None,
@@ -38,8 +51,19 @@ def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
     }
 
 
+def _decision(row: pd.Series, alpha: float, tests: int, what: str) -> str:
+    """Why the rule decided as it did, with the interval that inverts its tests (`drop_rule`)."""
+    tol = row["tolerance"]
+    bounds = f"{what} {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
+    if row["status"] == "regression":
+        return f"{what} beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks)"
+    if row["status"] == "pass":
+        return f"{what} within {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}"
+    return f"cannot tell the {what} from {tol:.3f}: {bounds}"
+
+
 def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Noise | None = None) -> str:
-    tol, alpha, n, b, c = policy.max_accuracy_drop, policy.alpha, int(row["n"]), int(row["b"]), int(row["c"])
+    alpha, n, b, c = policy.alpha, int(row["n"]), int(row["b"]), int(row["c"])
     errors = f", {row['cand_errors']} of them request errors" if row["cand_errors"] else ""
     versus = (
         f"{row['cand_acc']:.3f} [{row['cand_lo']:.3f},{row['cand_hi']:.3f}] vs {row['reference']} "
@@ -49,17 +73,40 @@ def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Nois
         versus += f"; {noise.describe()}"
     if n < policy.min_n:
         return f"only {n} pairs (min_n {policy.min_n}); {versus}"
-    bounds = f"drop {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
-    if row["status"] == "regression":
-        return f"drop beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks); {versus}"
-    if row["status"] == "pass":
-        return f"drop within {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}; {versus}"
+    decision = _decision(row, alpha, tests, "drop")
+    if row["status"] in ("regression", "pass"):
+        return f"{decision}; {versus}"
     unexplained = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
-    mde = mde_beyond_tolerance(n, unexplained, tol, alpha, MDE_POWER, max(tests, 1))
-    return (
-        f"cannot tell the drop from {tol:.3f}: {bounds}; a drop of {mde:.3f} would be found with "
-        f"{MDE_POWER:.0%} power at n={n} (MDE); {versus}"
+    mde = mde_beyond_tolerance(n, unexplained, row["tolerance"], alpha, MDE_POWER, max(tests, 1))
+    return f"{decision}; a drop of {mde:.3f} would be found with {MDE_POWER:.0%} power at n={n} (MDE); {versus}"
+
+
+def _differential_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+    n, b, c = int(row["n"]), int(row["b"]), int(row["c"])
+    errors = f" ({row['cand_errors']} of them request errors)" if row["cand_errors"] else ""
+    shares = (
+        f"warm answers differ from the build's own cold ones on {1 - row['cand_acc']:.1%} (variant {row['variant']}) vs "
+        f"{1 - row['ref_acc']:.1%} ({row['reference']}), on the same prompts; {b} changed by this build only{errors}, "
+        f"{c} by the baseline only, of {n}"
     )
+    if n < policy.min_n:
+        return f"only {n} pairs (min_n {policy.min_n}); {shares}"
+    return f"{_decision(row, policy.alpha, tests, 'excess')}; {shares}"
+
+
+def _is_differential(kind: str, cache: str, policy: GatePolicy) -> bool:
+    return kind == "variant" and cache == "on" and replaces_cache_accuracy(policy)
+
+
+def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataFrame:
+    """The paired table of every comparison, each row with the tolerance it is judged at: the floor margin for a
+    differential, else the task's; a variant's cache-off cells under an agreement floor left out (module docstring)."""
+    table = paired_table(comparisons, policy.metric)
+    if replaces_cache_accuracy(policy):
+        table = table[~((table["kind"] == "variant") & (table["cache"] == "off"))].reset_index(drop=True)
+    differential = [_is_differential(k, c, policy) for k, c in zip(table["kind"], table["cache"])]
+    tolerance = [policy.floor_margin if d else policy.max_accuracy_drop for d in differential]
+    return with_drop_decisions(table.assign(tolerance=tolerance), tolerance, policy.alpha, policy.min_n)
 
 
 def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
@@ -68,25 +115,30 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
 
     With `noise` (by profile, from the run's A/A arm) a regression must also exceed the
     engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
-    table = with_drop_decisions(paired_table(comparisons, policy.metric), policy.max_accuracy_drop, policy.alpha, policy.min_n)
+    table = _judged_table(comparisons, policy)
     tests = int((table["n"] >= policy.min_n).sum())
     checks = []
     for _, row in table.iterrows():
         profile_noise = (noise or {}).get(str(row["profile"]))
-        status, reason = row["status"], _accuracy_reason(row, policy, tests, profile_noise)
-        margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
+        differential = _is_differential(row["kind"], row["cache"], policy)
+        status = row["status"]
+        if differential:
+            reason = _differential_reason(row, policy, tests)
+        else:
+            reason = _accuracy_reason(row, policy, tests, profile_noise)
+        margin = drop_margin(row["tolerance"], policy.alpha, profile_noise)
         if status == "regression" and row["acc_drop"] <= margin:
             status = "inconclusive"
-            noise_bound = margin - policy.max_accuracy_drop
+            noise_bound = margin - row["tolerance"]
             reason = f"not above tolerance plus the engine's own noise drop (upper bound {noise_bound:.3f}) = {margin:.3f}: {reason}"
         checks.append(
             Check(
-                row["comparison"],
+                f"{row['comparison']}: warm-vs-cold disagreement" if differential else row["comparison"],
                 "accuracy",
                 status,
                 reason,
                 **CellKey.from_row(row).as_dict(),
-                metric=f"{policy.metric} accuracy drop",
+                metric=DIFFERENTIAL_METRIC if differential else f"{policy.metric} accuracy drop",
                 **paired_drop(row, policy),
                 comparison=row["comparison"],
             )

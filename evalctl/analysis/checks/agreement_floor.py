@@ -20,8 +20,8 @@ NO_ARM = (
     "no A/A arm in this run: the floor is the cold-vs-cold disagreement of each server's reference cell run twice; "
     "set `noise: true` in the sweep config"
 )
-# The arm repeats one cell per server (`plan.noise_cell`): other cache-on cells have nothing to pair with.
-ARM_SCOPE = "the A/A arm repeats each profile's first variant at the first shot count only"
+# The arm repeats every reference cell of every server (`plan.noise_cells`): a cell it lacks is a gap in this run.
+ARM_SCOPE = "the A/A arm repeats every server's reference cells: its arm failed or stopped, or the run predates per-variant arms"
 
 
 def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:

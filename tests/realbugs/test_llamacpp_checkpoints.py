@@ -82,14 +82,29 @@ WORKLOAD_24411 = {**WORKLOAD, "conversation": {**WORKLOAD["conversation"], "turn
 class Build:
     name: str
     pip: str
-    expected: ExitCode
+    buggy: bool
+
+
+B8352 = Build("b8352", "xllamacpp==0.2.14", buggy=True)  # llama.cpp #20532
+B9294 = Build("b9294", "xllamacpp==2026.5.9294", buggy=False)  # its fix, PR #20671 (before PR #23981)
+B9538 = Build("b9538", "xllamacpp==2026.6.9538", buggy=True)  # PR #23981 in, PR #24411 not
+B9713 = Build("b9713", "xllamacpp==2026.6.9713", buggy=False)  # PR #24411
+
+
+@dataclass(frozen=True)
+class Case:
+    """One released bug: the two builds as a release engineer signs one off against the other (the first the
+    baseline), and the workload that reaches it."""
+
+    name: str
+    builds: tuple[Build, Build]
     workload: dict
 
 
-B8352 = Build("b8352", "xllamacpp==0.2.14", ExitCode.REGRESSION, WORKLOAD)  # llama.cpp #20532
-B9294 = Build("b9294", "xllamacpp==2026.5.9294", ExitCode.PASS, WORKLOAD)  # its fix, PR #20671 (before PR #23981)
-B9538 = Build("b9538", "xllamacpp==2026.6.9538", ExitCode.REGRESSION, WORKLOAD_24411)  # PR #23981 in, PR #24411 not
-B9713 = Build("b9713", "xllamacpp==2026.6.9713", ExitCode.PASS, WORKLOAD_24411)  # PR #24411
+# #20671 in release order: the candidate fixes what the baseline has (the baseline fails its own floor).
+CASE_20671 = Case("20671", (B8352, B9294), WORKLOAD)
+# #24411 as a sign-off catches a new bug: the candidate changes warm answers its baseline keeps (the differential).
+CASE_24411 = Case("24411", (B9713, B9538), WORKLOAD_24411)
 
 # One slot, so every conversation meets the checkpoints the earlier ones left.
 SETTINGS = {"parallel": 1, "context_length": 4096, "threads": 1}
@@ -98,17 +113,17 @@ SETTINGS = {"parallel": 1, "context_length": 4096, "threads": 1}
 POLICY = "agreement-floor"
 
 
-def sweep_config(out: Path, build: Build) -> dict:
+def sweep_config(out: Path, builds: tuple[Build, ...], workload: dict) -> dict:
     return {
         "model": "gemma3-270m",
-        **build.workload,
+        **workload,
         "cache": ["on", "off"],
         "noise": True,
         "concurrency": 1,
         "generation": {"max_tokens": 4, "stream": False},
         "output_dir": str(out),
         "servers": [{"name": "cpu", "engine": {"name": "llamacpp", **SETTINGS}, "model_path": str(gemma_270m())}],
-        "variants": [{"name": build.name, "pip": [build.pip]}],
+        "variants": [{"name": build.name, "pip": [build.pip]} for build in builds],
     }
 
 
@@ -120,51 +135,71 @@ class Swept:
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
-    """Each build's sweep, run once for the module (the bisect starts from the buggy one's)."""
-    done: dict[str, Swept] = {}
+    """A sweep of some builds as the variants of one run, once for the module (the bisect starts from the buggy one's)."""
+    done: dict[tuple[str, ...], Swept] = {}
 
-    def sweep(build: Build) -> Swept:
-        if build.name not in done:
-            tmp = tmp_path_factory.mktemp(build.name)
+    def sweep(builds: tuple[Build, ...], workload: dict) -> Swept:
+        key = tuple(build.name for build in builds)
+        if key not in done:
+            tmp = tmp_path_factory.mktemp("-".join(key))
             cfg = tmp / "sweep.yaml"
-            cfg.write_text(yaml.safe_dump(sweep_config(tmp / "out", build)))
+            cfg.write_text(yaml.safe_dump(sweep_config(tmp / "out", builds, workload)))
             started = time.monotonic()
-            out = evalctl("sweep", "--config", str(cfg), timeout=1800)
+            out = evalctl("sweep", "--config", str(cfg), timeout=3600)
             assert out.returncode == 0, out.stderr + out.stdout
-            done[build.name] = Swept(only_run(tmp / "out"), time.monotonic() - started)
-        return done[build.name]
+            done[key] = Swept(only_run(tmp / "out"), time.monotonic() - started)
+        return done[key]
 
     return sweep
 
 
+def judged(swept_run: Swept) -> tuple[ExitCode, dict, dict]:
+    """The gate's exit and, by variant, its floor checks and its differential (a candidate's variant check, cache on)."""
+    gate = evalctl("gate", str(swept_run.run), "--policy", POLICY)
+    doc = json.loads((swept_run.run / "gate.json").read_text())
+    df = pd.read_parquet(swept_run.run / "samples.parquet")
+    for variant, rows in df.groupby("variant"):
+        on, off = (rows[rows.cache == mode].set_index("doc_id").sort_index() for mode in ("on", "off"))
+        flips = on[on.response != off.response.reindex(on.index)]
+        print(f"\n{variant}: {len(on)} judged requests, {len(flips)} warm-vs-cold flips ({flips.turn_kind.value_counts().to_dict()})")
+    floors = {c["variant"]: c for c in doc["checks"] if c["kind"] == "agreement-floor"}
+    differential = {c["variant"]: c for c in doc["checks"] if c["kind"] == "accuracy" and (c["comparison"] or "").startswith("variant")}
+    for check in [*floors.values(), *differential.values()]:
+        print(f"{check['name']} {check['variant']}: {check['status']}: {check['reason']}")
+    print(f"gate exit {gate.returncode}, sweep {swept_run.seconds:.0f} s")
+    return ExitCode(gate.returncode), floors, differential
+
+
 # By hand only (EVALCTL_REALBUGS=1): what no slice has room for.
 OPT_IN = pytest.mark.skipif(os.environ.get("EVALCTL_REALBUGS") != "1", reason="set EVALCTL_REALBUGS=1: no slice has room for it")
-# A build's sweep is about 7 min of one worker in CI: #20671's two every rotation (the buggy one in slice 2, the
-# fixed one in slice 0); #24411's by hand.
-BUILD_SLICES = [
-    pytest.param(B8352, marks=pytest.mark.rotating(slice=2)),
-    pytest.param(B9294, marks=pytest.mark.rotating(slice=0)),
-    pytest.param(B9538, marks=[pytest.mark.rotating(slice=1), OPT_IN]),
-    pytest.param(B9713, marks=[pytest.mark.rotating(slice=1), OPT_IN]),
+# Two builds' sweep is about 14 min of one worker in CI: #20671's every rotation (slice 2); #24411's by hand.
+CASES = [
+    pytest.param(CASE_20671, marks=pytest.mark.rotating(slice=2)),
+    pytest.param(CASE_24411, marks=[pytest.mark.rotating(slice=1), OPT_IN]),
 ]
 
 
-@pytest.mark.parametrize("build", BUILD_SLICES, ids=lambda b: b.name)
-def test_a_stale_swa_checkpoint_is_a_regression_on_the_buggy_builds_only(swept, build):
-    swept_run = swept(build)
-    df = pd.read_parquet(swept_run.run / "samples.parquet")
-    on, off = (df[df.cache == mode].set_index("doc_id").sort_index() for mode in ("on", "off"))
-    flips = on[on.response != off.response.reindex(on.index)]
-    gate = evalctl("gate", str(swept_run.run), "--policy", POLICY)
-    doc = json.loads((swept_run.run / "gate.json").read_text())
-    floor = [c for c in doc["checks"] if c["kind"] == "agreement-floor"]
-    print(
-        f"\n{build.name}: {len(on)} requests, {len(flips)} warm-vs-cold flips "
-        f"({flips.turn_kind.value_counts().to_dict()}), gate exit {gate.returncode}, "
-        f"floor check {[(c['status'], c['reason']) for c in floor]}, sweep {swept_run.seconds:.0f} s"
-    )
-    assert gate.returncode == build.expected, gate.stdout + gate.stderr
-    assert [c["status"] for c in floor] == [doc["verdict"]]
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_two_builds_in_one_sweep_the_buggy_one_is_a_regression_and_the_fixed_one_passes(swept, case):
+    exit_code, floors, differential = judged(swept(case.builds, case.workload))
+    assert exit_code == ExitCode.REGRESSION
+    baseline, candidate = case.builds
+    assert {name: c["status"] for name, c in floors.items()} == {b.name: "regression" if b.buggy else "pass" for b in case.builds}
+    assert list(differential) == [candidate.name]  # the baseline is the reference, judged by its floor alone
+    assert differential[candidate.name]["status"] == ("regression" if candidate.buggy else "pass")
+
+
+# Each build as its own sweep (the form before builds were judged side by side): the same verdicts. By hand.
+@pytest.mark.rotating(slice=1)
+@OPT_IN
+@pytest.mark.parametrize(
+    ("build", "workload"),
+    [pytest.param(build, case.workload, id=build.name) for case in (CASE_20671, CASE_24411) for build in case.builds],
+)
+def test_each_build_alone_is_judged_as_in_its_pair(swept, build, workload):
+    exit_code, floors, _ = judged(swept((build,), workload))
+    assert exit_code == (ExitCode.REGRESSION if build.buggy else ExitCode.PASS)
+    assert [c["status"] for c in floors.values()] == ["regression" if build.buggy else "pass"]
 
 
 # Six releases across the fix, oldest first (2026.4.8672 itself dies with SIGILL here; .1 runs).
@@ -181,7 +216,7 @@ def test_llamacpp_20671_bisect_names_the_first_fixed_release(swept, tmp_path):
     --find fix` over six releases names the first release whose warm answers are the fixed one's."""
     import shutil
 
-    run = Path(shutil.copytree(swept(B8352).run, tmp_path / "from-run"))
+    run = Path(shutil.copytree(swept((B8352,), WORKLOAD).run, tmp_path / "from-run"))
     gate = evalctl("gate", str(run))
     assert gate.returncode == ExitCode.REGRESSION, gate.stdout + gate.stderr
     started = time.monotonic()

@@ -54,6 +54,7 @@ def test_sigterm_to_evalctl_mid_start_up_leaves_no_sglang_process(tmp_path):
     assert_sigterm_mid_start_up_leaves_no_process(tmp_path, write_config(tmp_path, cache=["on"]), "sglang")
 
 
+@pytest.mark.rotating(slice=0)  # slice 2 holds the #20671 case's two-build sweep
 def test_sweep_killed_mid_run_leaves_no_sglang_process_and_resume_finishes_it(tmp_path):
     run = kill_mid_run_then_resume(tmp_path, write_config(tmp_path), "sglang", "on", (0, 1))
     df = pd.read_parquet(run / "samples.parquet")

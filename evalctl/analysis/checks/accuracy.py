@@ -59,7 +59,14 @@ def _decision(row: pd.Series, alpha: float, tests: int, what: str) -> str:
         return f"{what} beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks)"
     if row["status"] == "pass":
         return f"{what} within {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}"
-    return f"cannot tell the {what} from {tol:.3f}: {bounds}"
+    return f"cannot tell the {what} from {tol:.3f}: {bounds}{holm_note(row, alpha, tests)}"
+
+
+def holm_note(row: pd.Series, alpha: float, tests: int) -> str:
+    """Why an interval that lies beyond the tolerance is still no regression: the family's adjustment (or '')."""
+    if not row["p_beyond"] <= alpha < row["p_adjusted"]:
+        return ""
+    return f" (beyond it alone, p {row['p_beyond']:.2g}, but not after Holm over {tests} checks: p_adj {row['p_adjusted']:.2g} > {alpha})"
 
 
 def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Noise | None = None) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT
+from evalctl.analysis.checks.accuracy import holm_note
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
 from evalctl.analysis.gate_policy import GatePolicy
@@ -38,7 +39,7 @@ def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
         return f"warm disagreement beyond the floor + {margin:.3f}: {excess}, {holm}; {shares}"
     if row["status"] == "pass":
         return f"warm disagreement within the floor + {margin:.3f}: {excess}, p {row['p_within']:.2g} <= {alpha}; {shares}"
-    return f"cannot tell the excess over the floor from {margin:.3f}: {excess}; {shares}"
+    return f"cannot tell the excess over the floor from {margin:.3f}: {excess}{holm_note(row, alpha, tests)}; {shares}"
 
 
 def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolicy) -> list[Check]:

@@ -302,8 +302,8 @@ class SweepConfig(_Strict):
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
     noise: bool = Field(
         False,
-        description="A/A arm: run each profile's reference cell a second time, cold, on the same server (noise-<profile>.jsonl), "
-        "to measure the engine's own flips.",
+        description="A/A arm: run each server's reference cells (every variant and shot count) a second time, cold, on the same "
+        "server (noise-<profile>-<variant>.jsonl), to measure each build's own flips.",
     )
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]

@@ -10,7 +10,11 @@ questions and conversation shapes (`generation.seed`, `conversation.seed`). The 
 profiles of configs/smollm2-135m-engines.yaml; vLLM and SGLang need their venvs:
 
     EVALCTL_VLLM_PYTHON=... EVALCTL_SGLANG_PYTHON=... \\
-    python scripts/conversation_seeds.py [--engines llamacpp,vllm,sglang] [--seeds 1,2,3,4,5] [--output DIR]
+    python scripts/conversation_seeds.py [--engines llamacpp,vllm,sglang] [--seeds 1,2,3,4,5] [--builds 2] [--output DIR]
+
+`--builds 2` (the default) serves the build twice, as two variants of one sweep (`a` the baseline,
+`b` the candidate), the form a release engineer signs a candidate off in: each judged against its
+own A/A floor and `b` as a differential against `a` (docs/gate.md). `--builds 1` is one build alone.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ CONVERSATION = {
 }  # fmt: skip
 
 
-def sweep_config(engine: str, seed: int, out: Path) -> dict:
+def sweep_config(engine: str, seed: int, out: Path, builds: int) -> dict:
     engines = yaml.safe_load(alias_path("smollm2-135m-engines").read_text())
     (server,) = [s for s in engines["servers"] if s["name"] == PROFILES[engine]]
     return {
@@ -57,32 +61,39 @@ def sweep_config(engine: str, seed: int, out: Path) -> dict:
         "conversation": {**CONVERSATION, "seed": seed},
         "output_dir": str(out),
         "servers": [server],
+        "variants": [{"name": chr(ord("a") + i)} for i in range(builds)],
     }
 
 
-def one(engine: str, seed: int, root: Path) -> dict:
-    """Sweep and gate one (engine, seed): its verdict, requests, flips and the A/A's, and wall time."""
+def one(engine: str, seed: int, root: Path, builds: int) -> dict:
+    """Sweep and gate one (engine, seed): its verdict, requests, flips and the A/A's per build, and wall time."""
     folder = root / f"{engine}-seed-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "sweep.yaml"
-    config.write_text(yaml.safe_dump(sweep_config(engine, seed, folder / "out")))
+    config.write_text(yaml.safe_dump(sweep_config(engine, seed, folder / "out", builds)))
     started = time.monotonic()
     run = run_folder(folder / "out", [*EVALCTL, "sweep", "--config", str(config)])
     seconds = time.monotonic() - started
-    df = pd.read_parquet(run / "samples.parquet")
-    on, off = (df[df.cache == mode].set_index("doc_id").sort_index() for mode in ("on", "off"))
-    aa = load_noise(run).set_index("doc_id")
-    flips = int((on.response != off.response.reindex(on.index)).sum())
-    aa_flips = int((aa.response != off.response.reindex(aa.index)).sum())
-    verdict = json.loads((run / "gate.json").read_text())["verdict"]
-    return {"engine": engine, "seed": seed, "verdict": verdict, "requests": len(on), "flips": flips, "aa_flips": aa_flips,
-            "errors": int(df.error.notna().sum()), "seconds": round(seconds), "run": str(run)}  # fmt: skip
+    df, noise = pd.read_parquet(run / "samples.parquet"), load_noise(run)
+    counts = {}
+    for variant, rows in df.groupby("variant"):
+        on, off = (rows[rows.cache == mode].set_index("doc_id").sort_index() for mode in ("on", "off"))
+        aa = noise[noise.variant == variant].set_index("doc_id")
+        counts[variant] = (len(on), int((on.response != off.response.reindex(on.index)).sum()),
+                           int((aa.response != off.response.reindex(aa.index)).sum()))  # fmt: skip
+    gate = json.loads((run / "gate.json").read_text())
+    statuses = {c["status"] for c in gate["checks"] if c["kind"] in ("agreement-floor", "accuracy")}
+    return {"engine": engine, "seed": seed, "verdict": gate["verdict"], "judged": "/".join(sorted(statuses)),
+            "requests": "/".join(str(n) for n, _, _ in counts.values()), "flips": "/".join(str(f) for _, f, _ in counts.values()),
+            "aa_flips": "/".join(str(a) for _, _, a in counts.values()), "errors": int(df.error.notna().sum()),
+            "seconds": round(seconds), "run": str(run)}  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engines", default="llamacpp,vllm,sglang")
     parser.add_argument("--seeds", default="1,2,3,4,5")
+    parser.add_argument("--builds", type=int, default=2, choices=(1, 2), help="the build as one variant, or twice as two")
     parser.add_argument("--output", type=Path, help="results root (default: a temporary folder)")
     args = parser.parse_args()
     engines, seeds = args.engines.split(","), [int(s) for s in args.seeds.split(",")]
@@ -94,7 +105,7 @@ def main() -> int:
     rows = []
     for engine in engines:
         for seed in seeds:
-            rows.append(row := one(engine, seed, root))
+            rows.append(row := one(engine, seed, root, args.builds))
             print(" ".join(f"{k}={v}" for k, v in row.items() if k != "run"), flush=True)
     table = pd.DataFrame(rows)
     (root / "conversation_seeds.csv").write_text(table.to_csv(index=False))

@@ -11,6 +11,10 @@ of exactly the margin (the worst case), over the discordance besides the excess 
 under any dependence (Holm's m0 * size(alpha / m0)). Exits 1 when a margin's worst
 false-regression or false-pass rate exceeds alpha.
 
+The same figures cover the differential of two builds in one sweep (`checks/accuracy.py`): the
+candidate's warm outcome paired with the baseline build's on the same prompt is the same rule on
+a paired binary outcome at the same margin.
+
 Then the exact power at realistic sizes. A good build's replica and warm answers each differ
 from the first cold run with probability f (the floor); a bug makes a further share `bug` of
 the warm answers differ: P(W = 1) = 1 - (1 - f)(1 - bug). W and A independent within a

@@ -2,7 +2,7 @@
 
 With nothing changed, any question whose outcome differs between the two runs is noise:
 GPU engines are not batch-invariant, so the order and company a request is batched with
-change its numerics. The arm (`noise: true`, records in `noise-<profile>.jsonl`) yields per profile:
+change its numerics. The arm (`noise: true`, records in `noise-<profile>-<variant>.jsonl`) yields per profile (its builds pooled):
 
 - discordance: the share of questions that flipped, (b0 + c0) / n0;
 - asymmetry (the noise drop): (b0 - c0) / n0, the accuracy lost to noise alone. Noise is

@@ -6,7 +6,9 @@ Each kind of check is its own module under `analysis.checks` (the registry and i
 Verdicts, in order of precedence (exit statuses: `errors.ExitCode`): *regression* when any
 check found one; *inconclusive* when none did but some check could not decide (too few questions,
 data that neither show the drop beyond the tolerance nor exclude it, an incomplete run, a
-comparison with nothing to pair); *pass* only when every check passed.
+comparison with nothing to pair); *pass* only when every check passed. The result names the
+evidence a regression or an inconclusive verdict rests on: the deciding checks, their counts and
+the requests that part earliest from their reference (`analysis.evidence`).
 
 Accuracy. Each accuracy check compares a candidate cell with its reference cell on the same
 questions (cache on vs off, variant vs baseline variant, pass k vs 1, run vs baseline run),
@@ -61,6 +63,7 @@ import pandas as pd
 from evalctl.analysis.checks import registered_checks
 from evalctl.analysis.checks.base import Check, GateInputs, Status, plain, verdict_of
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
+from evalctl.analysis.evidence import Evidence, deciding_evidence
 from evalctl.analysis.gate_policy import GatePolicy, PolicyError, load_policy
 from evalctl.analysis.noise import noise_by_profile
 from evalctl.analysis.pairing import between_runs, within_run
@@ -81,6 +84,7 @@ class GateResult:
     baseline: str | None
     checks: list[Check]
     cliffs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    evidence: Evidence | None = None  # what decided the verdict (`analysis.evidence`)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -139,9 +143,9 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
         mine = [c if c.family is not None else _with_family(c, check.family) for c in check.results(inputs)]
         checks = check.revise(inputs, checks) + mine
     cliff_table = cliffs(run.samples, inputs.policy)  # where accuracy departs: described, never a verdict
-    return GateResult(
-        verdict_of(c.status for c in checks), inputs.policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table
-    )
+    verdict = verdict_of(c.status for c in checks)
+    evidence = deciding_evidence(verdict, checks, inputs.comparisons)
+    return GateResult(verdict, inputs.policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table, evidence)
 
 
 def _with_family(check: Check, family: str | None) -> Check:

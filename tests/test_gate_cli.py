@@ -62,9 +62,19 @@ def test_gate_exit_codes_and_files(runs, tmp_path):
     assert out.exit_code == ExitCode.REGRESSION, out.stdout
     text = " ".join(out.stdout.split())  # table titles wrap to the table's width
     assert "regression" in text and "Cliffs: cache-on accuracy" in text and "described, not judged" in text
+    # The verdict names its evidence: the two regressed cells, their counts, the requests that part earliest
+    # (all at "#### " here, so those with the most cached tokens first).
+    decided = "verdict: regression (exit 1), decided by 2 checks: cache on vs off [cpu/default cache=on shots=16 pass=1]"
+    assert f"{decided}: b 30, c 0, n 200" in text
+    assert "doc 29: parts at character 5; 2429 prompt, 2369 cached tokens doc 28:" in text
 
     doc = json.loads((tmp_path / "gate" / "gate.json").read_text())
-    assert set(doc) == {"schema_version", "verdict", "exit_code", "policy", "run", "baseline", "checks", "cliffs"}
+    assert set(doc) == {"schema_version", "verdict", "exit_code", "policy", "run", "baseline", "checks", "cliffs", "evidence"}
+    evidence = doc["evidence"]
+    assert [(c["where"], c["b"], [r["doc_id"] for r in c["worst"]]) for c in evidence["checks"]] == [
+        ("cpu/default cache=on shots=16 pass=1", 30, [29, 28, 27]),
+        ("cpu/default cache=on shots=20 pass=1", 30, [29, 28, 27]),
+    ]
     assert (doc["verdict"], doc["exit_code"], doc["run"], doc["baseline"]) == ("regression", 1, "bad", None)
     assert all(set(c) == CHECK_KEYS for c in doc["checks"])
     assert {(c["cache"], c["shots"]) for c in doc["checks"] if c["kind"] == "accuracy" and c["status"] == "regression"} == {

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from evalctl.analysis.evidence import DecidingCheck, Evidence, PartedRequest
 from evalctl.analysis.gate import Check, GatePolicy, GateResult
 from evalctl.analysis.gate_document import GATE_SCHEMA_VERSION, GateDocument, GateFileError, read_gate
 from evalctl.errors import ExitCode
@@ -87,3 +89,32 @@ def test_a_gate_json_from_before_the_schema_version_reads_as_version_1(tmp_path)
     doc["policy"]["dropped_since"] = 1  # a policy field an older evalctl wrote
     (tmp_path / "gate.json").write_text(json.dumps(doc))
     assert read_gate(tmp_path) == GateDocument.of(result())
+
+
+def with_evidence() -> GateResult:
+    """result() with the evidence its verdict rests on: the regressed cell's counts and its earliest-parting request."""
+    first = result().checks[0]
+    worst = [PartedRequest(doc_id=7, prompt_tokens=1205, cached_tokens=1145, first_difference=0, turn_kind="rewind")]
+    decided = DecidingCheck(first.name, first.kind, first.where, "cache on vs off", first.b, first.c, first.n, worst)
+    return replace(result(), evidence=Evidence("regression", [decided]))
+
+
+def test_gate_json_keeps_the_evidence_typed_and_a_file_without_it_reads_with_none(tmp_path):
+    write_gate_outputs(with_evidence(), tmp_path)
+    doc = json.loads((tmp_path / "gate.json").read_text())
+    assert doc["evidence"]["position_unit"] == "characters"
+    assert doc["evidence"]["checks"][0]["worst"][0] == {
+        "doc_id": 7, "prompt_tokens": 1205, "cached_tokens": 1145, "first_difference": 0, "turn_kind": "rewind"
+    }  # fmt: skip
+    assert read_gate(tmp_path).evidence == with_evidence().evidence
+    del doc["evidence"]  # written before the field
+    (tmp_path / "gate.json").write_text(json.dumps(doc))
+    assert read_gate(tmp_path).evidence is None
+
+
+def test_markdown_names_the_deciding_checks_with_their_counts_and_worst_requests():
+    text = markdown_summary(with_evidence())
+    assert "Decided by 1 regression check(s)" in text
+    assert "- cache on vs off [p/v cache=on shots=16 pass=1]: b 30, c 0, n 200\n" in text
+    assert "  - doc 7 (rewind): parts at character 0; 1205 prompt, 1145 cached tokens\n" in text
+    assert "Decided by" not in markdown_summary(result())  # a result without evidence (an older one) shows none

@@ -5,7 +5,8 @@ bisect's `--from-run`, `sweep --executor slurm --wait`) goes through `read_gate`
 renamed in one place and a malformed file fails the same way everywhere (`GateFileError`, exit 4).
 
 Versions: `schema_version` 1 is this layout. A file without the field was written before it
-existed, with the same fields, and reads as 1. A file from a newer evalctl is refused rather
+existed, with the same fields, and reads as 1. `evidence` (what decided the verdict,
+`analysis.evidence`) came later within version 1: a file without it reads with none. A file from a newer evalctl is refused rather
 than half-read: its fields may mean something this version cannot tell.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evalctl.analysis.checks.base import Check, Status, plain
+from evalctl.analysis.evidence import Evidence
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.errors import VERDICT_EXIT, GateFileError
 
@@ -26,7 +28,8 @@ GATE_SCHEMA_VERSION = 1
 
 
 class GateDocument(BaseModel):
-    """The stored gate result: verdict and exit status, the policy it was judged by, every check, the cliffs."""
+    """The stored gate result: verdict and exit status, the policy it was judged by, every check, the cliffs,
+    and the evidence the verdict rests on."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -38,6 +41,7 @@ class GateDocument(BaseModel):
     baseline: str | None = None
     checks: list[Check] = []
     cliffs: list[dict[str, Any]] = []
+    evidence: Evidence | None = None
 
     @field_validator("schema_version")
     @classmethod
@@ -59,7 +63,7 @@ class GateDocument(BaseModel):
         cliffs = [{k: plain(v) for k, v in row.items()} for row in result.cliffs.to_dict("records")]
         checks = [Check(**c.as_dict()) for c in result.checks]  # numpy scalars and NaN made plain
         return cls(verdict=result.verdict, exit_code=int(VERDICT_EXIT[result.verdict]), policy=result.policy,
-                   run=result.run, baseline=result.baseline, checks=checks, cliffs=cliffs)  # fmt: skip
+                   run=result.run, baseline=result.baseline, checks=checks, cliffs=cliffs, evidence=result.evidence)  # fmt: skip
 
     def check_rows(self) -> list[dict[str, Any]]:
         """The checks as plain rows, for tables."""

@@ -51,7 +51,7 @@ def gate(
     from evalctl.analysis.pairing import align_runs
     from evalctl.report.finish import run_policy
     from evalctl.report.gate_outputs import write_gate_outputs
-    from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table
+    from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table, decided_by, evidence_view
     from evalctl.runs import load_run
 
     try:
@@ -73,5 +73,7 @@ def gate(
         files = write_gate_outputs(result, output or run)
         console.print(f"wrote {', '.join(str(f) for f in files)}")
     code = BISECT_EXIT_CODES[result.verdict] if bisect_exit_codes else result.exit_code
-    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {code})")
+    console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {code}){decided_by(result.evidence)}")
+    if result.evidence and result.evidence.checks:
+        console.print(evidence_view(result.evidence))
     raise typer.Exit(code)

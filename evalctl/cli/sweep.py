@@ -120,7 +120,7 @@ def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
     from evalctl.cli.analyze import print_run_tables
     from evalctl.execution.stopping import sequential_baseline
     from evalctl.report.finish import REPORT_FILE, finish_run
-    from evalctl.report.terminal import STATUS_STYLE, regressed_flips_table, tolerance_note, verdict_basis
+    from evalctl.report.terminal import STATUS_STYLE, evidence_view, regressed_flips_table, tolerance_note, verdict_basis
     from evalctl.runs import load_run
 
     run = load_run(result.run_dir)  # loaded and summarised once, for the tables, the gate and the report
@@ -142,6 +142,8 @@ def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
     if resolved.canary:
         console.print(f"canary run: {resolved.canary} was injected in front of the cache-on servers on purpose", highlight=False)
     console.print(f"verdict rests on: {verdict_basis(gate)}", highlight=False, markup=False)  # "[cpu/default ...]" is not a style
+    if gate.evidence and gate.evidence.checks:
+        console.print(evidence_view(gate.evidence))
     console.print(f"report: {result.run_dir / REPORT_FILE}")
     console.print(f"run folder: {result.run_dir}")
     if result.failures:

@@ -8,6 +8,7 @@ from pathlib import Path
 from evalctl.analysis.gate import GateResult
 from evalctl.analysis.gate_document import GATE_FILE, GateDocument
 from evalctl.fsio import write_atomic
+from evalctl.report.terminal import SHOWN_EVIDENCE, check_text, parted_text
 
 GATE_JUNIT = "gate-junit.xml"
 GATE_MARKDOWN = "gate-summary.md"
@@ -42,8 +43,23 @@ def _md_cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def markdown_evidence(result: GateResult) -> list[str]:
+    """What decided the verdict: the deciding checks (the first `SHOWN_EVIDENCE`), their counts, their worst requests."""
+    evidence = result.evidence
+    if evidence is None or not evidence.checks:
+        return []
+    count = len(evidence.checks)
+    lines = [f"Decided by {count} {result.verdict} check(s), with the requests that part earliest from their reference:", ""]
+    for check in evidence.checks[:SHOWN_EVIDENCE]:
+        lines.append(f"- {check_text(check)}")
+        lines += [f"  - {parted_text(request, evidence.position_unit)}" for request in check.worst]
+    if len(evidence.checks) > SHOWN_EVIDENCE:
+        lines.append(f"- and {len(evidence.checks) - SHOWN_EVIDENCE} more (gate.json: `evidence`)")
+    return [*lines, ""]
+
+
 def markdown_summary(result: GateResult) -> str:
-    """A pull-request comment: the verdict, every check that did not pass, the cliffs, and counts."""
+    """A pull-request comment: the verdict, what decided it, every check that did not pass, the cliffs, and counts."""
     checks = result.checks
     counts = {s: sum(c.status == s for c in checks) for s in ("pass", "regression", "inconclusive", "warning")}
     against = f" against baseline `{result.baseline}`" if result.baseline else ""
@@ -54,6 +70,7 @@ def markdown_summary(result: GateResult) -> str:
         f"{counts['inconclusive']} inconclusive, {counts['warning']} warnings. Policy: {result.policy.metric} accuracy, max drop "
         f"{result.policy.max_accuracy_drop:.3f}, alpha {result.policy.alpha} (Holm across cells), min n {result.policy.min_n}.",
         "",
+        *markdown_evidence(result),
     ]
     failing = [c for c in checks if c.status != "pass"]
     if failing:

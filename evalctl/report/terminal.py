@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich import box
+from rich.console import Group
 from rich.markup import escape
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -18,6 +20,7 @@ from evalctl.analysis.accuracy import accuracy_columns, table_metrics
 from evalctl.records import CELL_KEYS
 
 if TYPE_CHECKING:
+    from evalctl.analysis.evidence import DecidingCheck, Evidence, PartedRequest
     from evalctl.analysis.gate import Check, GatePolicy, GateResult
     from evalctl.manifest import CellDecision, JobEntry
 
@@ -221,6 +224,51 @@ def verdict_basis(result: GateResult) -> str:
     first = deciding[0]
     where = f" [{first.where}]" if first.where else ""
     return f"{result.verdict} from {kinds} checks; e.g. {first.name}{where}: {first.reason}"
+
+
+# Deciding checks the verdict's evidence lists on the terminal and in gate-summary.md; gate.json holds every one.
+SHOWN_EVIDENCE = 3
+
+
+def decided_by(evidence: Evidence | None) -> str:
+    """The verdict line's tail: how many checks decided it (none for a pass), its evidence listed below."""
+    count = len(evidence.checks) if evidence else 0
+    return f", decided by {count} check{'' if count == 1 else 's'}:" if count else ""
+
+
+def counts_text(check: DecidingCheck) -> str:
+    """A deciding check's counts, those it has: b (right->wrong), c (wrong->right), n (pairs or answers)."""
+    return ", ".join(f"{name} {value}" for name, value in (("b", check.b), ("c", check.c), ("n", check.n)) if value is not None)
+
+
+def check_text(check: DecidingCheck) -> str:
+    """A deciding check, its cell and its counts: 'cache on vs off [cpu/default cache=on shots=8 pass=1]: b 20, c 0, n 60'."""
+    where, counts = f" [{check.where}]" if check.where else "", counts_text(check)
+    return f"{check.name}{where}" + (f": {counts}" if counts else "")
+
+
+def parted_text(request: PartedRequest, unit: str) -> str:
+    """One of the worst requests: 'doc 5 (extend): parts at character 0; 1205 prompt, 1145 cached tokens'."""
+    turn = f" ({request.turn_kind})" if request.turn_kind else ""
+    tokens = f"{_count(request.prompt_tokens)} prompt, {_count(request.cached_tokens)} cached tokens"
+    return f"doc {request.doc_id}{turn}: parts at {unit.removesuffix('s')} {request.first_difference}; {tokens}"
+
+
+def _indented(text: str, by: int) -> Padding:
+    """`text` as plain Text (cells hold brackets: never markup), each wrapped line `by` columns in, no trailing blanks."""
+    return Padding(Text(text), (0, 0, 0, by), expand=False)
+
+
+def evidence_view(evidence: Evidence) -> Group:
+    """Under the verdict line: each deciding check (the first `SHOWN_EVIDENCE`) with its counts, its worst
+    requests below it, each wrapped within its own indent at the terminal's width."""
+    lines = []
+    for check in evidence.checks[:SHOWN_EVIDENCE]:
+        lines.append(_indented(check_text(check), 2))
+        lines += [_indented(parted_text(request, evidence.position_unit), 4) for request in check.worst]
+    if len(evidence.checks) > SHOWN_EVIDENCE:
+        lines.append(_indented(f"and {len(evidence.checks) - SHOWN_EVIDENCE} more (gate.json: evidence)", 2))
+    return Group(*lines)
 
 
 def _acc(a: float, lo: float, hi: float) -> str:

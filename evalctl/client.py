@@ -15,7 +15,7 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import httpx
@@ -55,6 +55,16 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class FailedAttempt:
+    """One attempt of a request that got no answer. Kept, not only counted: a build that fails a request on a
+    cache hit and answers its retry from scratch looks healthy by its final answers alone (docs/reliability.md)."""
+
+    error_kind: ErrorKind
+    error: str
+    latency_s: float  # this attempt's: sent -> failed
+
+
+@dataclass(frozen=True)
 class Completion:
     text: str | None
     finish_reason: str | None
@@ -69,11 +79,29 @@ class Completion:
     logprobs: tuple[TokenLogprob, ...] | None = None  # only when the request asked for `logprobs`
     ttft_s: float | None = None  # streamed only: request sent -> first chunk with a choice (the first token's)
     itl_s: float | None = None  # streamed only: mean gap between later text chunks
+    # Every attempt that got no answer, in order: all of them for a failed request, all but the last for an
+    # answered one (retries follow failures only, so the first attempt failed exactly when this is not empty).
+    failed_attempts: tuple[FailedAttempt, ...] = ()
 
     @classmethod
-    def failed(cls, error: str, kind: ErrorKind, started_at: float, latency_s: float | None = None, attempts: int = 0) -> Completion:
+    def failed(
+        cls,
+        error: str,
+        kind: ErrorKind,
+        started_at: float,
+        latency_s: float | None = None,
+        attempts: int = 0,
+        failed_attempts: tuple[FailedAttempt, ...] = (),
+    ) -> Completion:
         """A request that got no answer: why (`error`), and what kind of failure it was."""
-        return cls(None, None, None, None, None, started_at, latency_s, attempts, error=error, error_kind=kind)
+        return cls(
+            None, None, None, None, None, started_at, latency_s, attempts, error=error, error_kind=kind, failed_attempts=failed_attempts
+        )
+
+    @property
+    def first_error_kind(self) -> ErrorKind | None:
+        """Why the first attempt got no answer; None when it was answered (or none was sent: a server that died first)."""
+        return self.failed_attempts[0].error_kind if self.failed_attempts else None
 
 
 class _BadResponse(ValueError):
@@ -137,34 +165,41 @@ class CompletionClient:
         await self._http.aclose()
 
     async def complete(self, prompt: str, **params: object) -> Completion:
+        """The request's answer after the retry rule, with every attempt that got none (`Completion.failed_attempts`)."""
         body = self.settings.body(prompt, params)
         started = time.time()
         t0 = time.perf_counter()
+        failures: list[FailedAttempt] = []
         attempt = 0
         while True:
             attempt += 1
+            sent = time.perf_counter()
             kind: ErrorKind
             if self.settings.fresh_fields is not None:
                 body.update(self.settings.fresh_fields())
             try:
                 async with self._http.stream("POST", "/v1/completions", json=body) as response:
                     if response.status_code == 200:
-                        return await self._answer(response, started, t0, attempt)
+                        return replace(await self._answer(response, started, t0, attempt), failed_attempts=tuple(failures))
                     await response.aread()
             except httpx.TimeoutException as exc:
                 error, kind = f"timeout: {type(exc).__name__}", "timeout"
             except httpx.TransportError as exc:
                 error, kind = f"connection error: {exc}", "connection"
+            except _BadResponse as exc:
+                error, kind = f"malformed response: {exc}", "bad_response"
             else:
                 kind = http_error_kind(response.status_code)
                 error = f"HTTP {response.status_code}: {_server_message(response)}"
+            failures.append(FailedAttempt(kind, error, time.perf_counter() - sent))
             if kind not in RETRYABLE_ERROR_KINDS or attempt > self.settings.max_retries:
-                return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt)
+                return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt, tuple(failures))
             # Exponential backoff with full jitter, so retries from many slots spread out.
             await asyncio.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
 
     async def _answer(self, response: httpx.Response, started: float, t0: float, attempts: int) -> Completion:
-        """The completion in a 200 response, streamed (server-sent events) or whole."""
+        """The completion in a 200 response, streamed (server-sent events) or whole; _BadResponse, with the body's
+        start, when it is not one."""
         ttft = itl = None
         body = b""
         try:
@@ -177,8 +212,7 @@ class CompletionClient:
                 data, choice, text = _completion_fields(body)
         except _BadResponse as exc:
             snippet = body[:200].decode(errors="replace").replace("\n", " ")
-            error = f"malformed response: {exc}: {snippet!r}"
-            return Completion.failed(error, "bad_response", started, time.perf_counter() - t0, attempts)
+            raise _BadResponse(f"{exc}: {snippet!r}") from None
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
 
 import pandas as pd
 
 from evalctl.cell import CellKey
-from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind
+from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind, FailedAttempt
 from evalctl.fsio import atomic_path, disk_error
 
 RECORDS_FILE = "records.jsonl"
@@ -29,7 +30,7 @@ SAMPLES_FILE = "samples.parquet"
 # (runs before every variant had its arm wrote `noise-<profile>.jsonl`: the same glob reads them).
 NOISE_GLOB = "noise-*.jsonl"
 # Columns newer than some run folders: read as empty from those.
-LATER_COLUMNS = ("itl_s", "conversation", "turn", "turn_kind", "source_doc_id")
+LATER_COLUMNS = ("itl_s", "conversation", "turn", "turn_kind", "source_doc_id", "first_error_kind", "failed_attempts")
 
 # A task's metric, as the task names it (`tasks.lmeval`): GSM8K's `strict` (`#### N`) and
 # `flexible` (the last number), or any filter name of a task's YAML. Each metric is two columns
@@ -86,10 +87,17 @@ class SampleRecord:
     turn: int | None = None  # turns in the transcript this request sent
     turn_kind: TurnKind | None = None
     source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
+    # Retries are evidence (docs/reliability.md): the kind of the first attempt's failure (None: answered, or never
+    # sent), and every attempt that got no answer (`client.Completion.failed_attempts`). The answer's own figures
+    # (cached_tokens, latency_s) are the last attempt's. A row stores the attempts as a list of objects, None for
+    # none: list<struct<error_kind, error, latency_s>> in parquet (a run without any failure: a null column).
+    first_error_kind: ErrorKind | None = None
+    failed_attempts: tuple[FailedAttempt, ...] = ()
 
     def row(self) -> dict:
         """The record as one flat row: each metric's answer and outcome its own columns."""
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("answers", "correct")}
+        row["failed_attempts"] = [asdict(a) for a in self.failed_attempts] or None
         for metric in self.correct:
             row[metric + ANSWER_SUFFIX] = self.answers.get(metric)
             row[metric + CORRECT_SUFFIX] = self.correct[metric]
@@ -101,7 +109,13 @@ class SampleRecord:
         metrics = [k[: -len(CORRECT_SUFFIX)] for k in row if k.endswith(CORRECT_SUFFIX)]
         plain = {k: v for k, v in row.items() if k in COLUMNS}
         answers = {m: row.get(m + ANSWER_SUFFIX) for m in metrics}
-        return cls(**plain, answers=answers, correct={m: row[m + CORRECT_SUFFIX] for m in metrics})
+        attempts = _failed_attempts(plain.pop("failed_attempts", None))
+        return cls(**plain, failed_attempts=attempts, answers=answers, correct={m: row[m + CORRECT_SUFFIX] for m in metrics})
+
+
+def _failed_attempts(stored: Iterable[Mapping] | None) -> tuple[FailedAttempt, ...]:
+    """A row's `failed_attempts` as read back (a JSON list, parquet's array of dicts, or None) as typed attempts."""
+    return tuple(FailedAttempt(**a) for a in stored) if stored is not None else ()
 
 
 # The columns every run has; each metric adds its two (`metric_names`).

@@ -22,6 +22,7 @@ _lock = threading.Lock()
 _mode_of: dict[str, str] = {}
 _attempts: dict[str, int] = {}
 _salts: dict[str, list[str]] = {}
+RETRIED = "retried"  # HTTP 500 first, a dropped connection next, then an answer: every kind of attempt in one request
 
 
 def _text(text: str) -> bytes:
@@ -67,6 +68,11 @@ class Handler(BaseHTTPRequestHandler):
                 seen.append(str(body.get("cache_salt")))
                 sent = list(seen)
             self._send(*((500, b"{}") if len(sent) == 1 else (200, _text(" ".join(sent)))))
+            return
+        if prompt == RETRIED:  # kept out of the round-robin too
+            with _lock:
+                _attempts[prompt] = attempt = _attempts.get(prompt, 0) + 1
+            self._answer({1: "http_500", 2: "drop"}.get(attempt, "ok"), attempt)
             return
         mode, attempt = _assign(prompt) if not prompt.startswith("status ") else (prompt, 0)
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fault_server import BAD_REQUEST_MESSAGE, MODES
+from fault_server import BAD_REQUEST_MESSAGE, MODES, RETRIED
 
 from evalctl.client import Completion, CompletionClient, RequestSettings
 from evalctl.records import is_final
@@ -60,6 +60,23 @@ def test_client_turns_every_fault_into_a_counted_row(fault_url):
     assert by_kind["http_5xx"].attempts == 2 and by_kind["timeout"].attempts == 2  # retried max_retries times
     assert "not JSON" in by_kind["bad_response"].error or "choices" in by_kind["bad_response"].error
     assert sorted(c.attempts for c in completions if c.error is None) == [1, 2]  # the 500-then-ok one was retried
+    # every attempt without an answer is kept: all of a failed request's, all but the last of an answered one's
+    assert all(len(c.failed_attempts) == c.attempts - (c.error is None) for c in completions)
+    assert all(c.first_error_kind is None for c in completions if c.attempts == 1 and c.error is None)
+
+
+def test_every_attempt_that_got_no_answer_is_kept_with_its_kind_message_and_time(fault_url):
+    """Retries are evidence: an answer after two failures says what each failure was, not only how many there were."""
+
+    async def run() -> Completion:
+        async with CompletionClient(fault_url, RequestSettings(model="m", timeout_s=5.0, max_retries=2), backoff_s=0.01) as client:
+            return await client.complete(RETRIED, max_tokens=4)
+
+    done = asyncio.run(run())
+    assert done.error is None and done.attempts == 3 and done.text.endswith("#### 4")
+    assert [a.error_kind for a in done.failed_attempts] == ["http_5xx", "connection"] and done.first_error_kind == "http_5xx"
+    assert done.failed_attempts[0].error == "HTTP 500: internal error (fake)"
+    assert all(0 < a.latency_s < done.latency_s for a in done.failed_attempts)
 
 
 @pytest.mark.parametrize("status", [400, 404, 408, 429, 500, 501, 503, 505])
@@ -140,5 +157,11 @@ servers:
     assert Counter(None if pd.isna(k) else k for k in df.error_kind) == expected_counts()
     assert df[df.error.notna()].strict_correct.isna().all()  # errors are not wrong answers
     assert df[df.error_kind == "http_4xx"].error.str.contains(BAD_REQUEST_MESSAGE, regex=False).all()
+    # the failed attempts survive the records and their compaction: the 500-then-ok answer says its first attempt failed
+    retried = df[df.error.isna() & (df.attempts == 2)].iloc[0]
+    assert retried.first_error_kind == "http_5xx" and [a["error_kind"] for a in retried.failed_attempts] == ["http_5xx"]
+    assert df[(df.attempts == 1) & df.error.isna()].first_error_kind.isna().all()
+    failed = df[df.error_kind == "http_5xx"].iloc[0]  # HTTP 500 on both attempts
+    assert [(a["error_kind"], a["error"]) for a in failed.failed_attempts] == [("http_5xx", "HTTP 500: internal error (fake)")] * 2
     summary = pd.read_csv(run / "summary.csv")
     assert summary.errors.sum() == sum(n for kind, n in expected_counts().items() if kind) and summary.n.sum() == 2

@@ -220,21 +220,30 @@ class CellRunner:
             target=prompt.target,
             prewarmed=prewarmed,
             prompt_chars=len(prompt.text),
-            prompt_tokens=completion.prompt_tokens,
-            cached_tokens=completion.cached_tokens,
-            completion_tokens=completion.completion_tokens,
-            started_at=completion.started_at,
-            latency_s=completion.latency_s,
-            ttft_s=completion.ttft_s,
-            itl_s=completion.itl_s,
-            finish_reason=completion.finish_reason,
-            response=completion.text,
+            **completion_columns(completion),
             answers=score.answers if score else dict.fromkeys(self.task.metric_names),
             correct=score.correct if score else dict.fromkeys(self.task.metric_names),
-            attempts=completion.attempts,
-            error=completion.error,
-            error_kind=completion.error_kind,
             answer_position=prompt.answer_position,
             answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
             **conversation_columns(prompt),
         )
+
+
+def completion_columns(completion: Completion) -> dict:
+    """A sample record's fields that come from the request's completion: usage, timing, the answer, every attempt."""
+    return dict(
+        prompt_tokens=completion.prompt_tokens,
+        cached_tokens=completion.cached_tokens,
+        completion_tokens=completion.completion_tokens,
+        started_at=completion.started_at,
+        latency_s=completion.latency_s,
+        ttft_s=completion.ttft_s,
+        itl_s=completion.itl_s,
+        finish_reason=completion.finish_reason,
+        response=completion.text,
+        attempts=completion.attempts,
+        error=completion.error,
+        error_kind=completion.error_kind,
+        first_error_kind=completion.first_error_kind,
+        failed_attempts=completion.failed_attempts,
+    )

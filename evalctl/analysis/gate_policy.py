@@ -51,6 +51,14 @@ class GatePolicy(BaseModel):
     max_throughput_drop: float | None = Field(
         0.20, ge=0, lt=1, description="Largest tolerated per-request slowdown (fraction of the reference's throughput); null disables."
     )
+    max_first_attempt_failure_increase: float = Field(
+        0.10,
+        ge=0,
+        lt=1,
+        description="Largest tolerated paired increase in the share of requests not answered at their first attempt (a retried"
+        " answer, or none), candidate vs reference (analysis.checks.first_attempt). 0.10: the smallest round value at which"
+        " min_n (30) pairs with no failed first attempt pass.",
+    )
     agreement_floor: FloorSource | None = Field(
         None,
         description="Judge each cache-on cell's disagreement with its cache-off answers against a measured floor: aa, the A/A arm's"

@@ -25,6 +25,7 @@ CHECKS: Registry[GateCheck] = Registry(
         "evalctl.analysis.checks.sequential:CHECK",
         "evalctl.analysis.checks.throughput:CHECK",
         "evalctl.analysis.checks.cache_engaged:CHECK",
+        "evalctl.analysis.checks.first_attempt:CHECK",
         "evalctl.analysis.checks.speedup:CHECK",
         "evalctl.analysis.checks.settings:CHECK",
     ),

@@ -1,0 +1,174 @@
+"""Retries are evidence: did more requests fail their first attempt on one side of a comparison? One Holm family.
+
+The client retries 5xx answers, timeouts and dropped connections, and a retried answer is scored like any
+other. So a build that fails a request whenever it hits the prefix cache and serves the retry from scratch
+looks healthy by its answers: accuracy holds, the error rate counts nothing, and the cached tokens it never
+served read as a cache that did not engage (`checks.cache_engaged` names the retries instead). This check
+reads what the records keep of every attempt (`records.SampleRecord.first_error_kind`, `attempts`).
+
+For each paired comparison the gate has (cache on vs off, variant vs baseline variant, pass k vs 1, profile
+vs the reference profile, run vs baseline run: `pairing.Comparison`), the requests are paired question by
+question (`pairing.align`) and each side scored "right" when the request was answered at its first attempt
+(no error, one attempt). b counts requests answered at once by the reference but not by the candidate, c
+the reverse; the "drop" is then the increase in the first-attempt failure rate, candidate minus reference,
+judged by the gate's paired drop rule (`analysis.drop_rule.with_drop_decisions`) at the policy's
+`max_first_attempt_failure_increase`, with its own Holm family.
+
+Guarantee: the drop rule's, proven by exact enumeration in `scripts/exact_gate.py` for alpha 0.05 and a
+tolerance of 0.03 at n from 30 to 5,000 (other tolerances are approximate unless the script is run with
+`--tolerance`, e.g. 0.10): when every cell's true increase is at most the tolerance, the chance of any false
+first-attempt regression in this family is at most alpha under any dependence between cells (Holm); when a
+cell's true increase is at least the tolerance, the chance it passes is at most alpha. Assumption, as there:
+each question gives one independent (reference, candidate) pair of outcomes. Failures that come in bursts
+(a server restarting, a neighbour's load spike) break it, toward more false regressions; the reason names
+the kinds, so a burst of timeouts reads as what it is.
+
+It runs after `cache-engaged` (order 55), which makes a comparison resting on a cell whose cache label failed
+inconclusive: a build whose retries come back cold fails that label, and this finding must still stand.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
+from evalctl.analysis.drop_rule import with_drop_decisions
+from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.analysis.pairing import Comparison, align
+from evalctl.cell import CellKey
+from evalctl.records import CELL_KEYS
+
+KIND = "first-attempt"
+# The first failure of a retried answer recorded before its kind was (an older run folder): its count is known, its kind not.
+UNRECORDED = "kind unrecorded"
+TABLE_COLUMNS = [
+    "comparison",
+    "reference",
+    "candidate",
+    *CELL_KEYS,
+    "n",
+    "b",
+    "c",
+    "increase",
+    "ref_failed",
+    "cand_failed",
+    "cand_retried",
+    "cand_kinds",
+]
+
+
+def first_failures(side: pd.DataFrame, suffix: str = "") -> pd.Series:
+    """Per request, the kind of its first attempt's failure; None where it was answered at its first attempt.
+
+    A request that ended in an error failed its first attempt too (never sent: the server had died; its kind is
+    the error's); `attempts > 1` marks a retried answer even in a run older than `first_error_kind`.
+    """
+    answered_at_once = side[f"error{suffix}"].isna() & (side[f"attempts{suffix}"] == 1)
+    kind = side[f"first_error_kind{suffix}"].astype(object).fillna(side[f"error_kind{suffix}"].astype(object)).fillna(UNRECORDED)
+    return kind.where(~answered_at_once, None)
+
+
+def candidate_label(comparison: Comparison, cell: CellKey) -> str:
+    """How the candidate side is named beside the comparison's `reference_label` ("cache on" beside "cache off")."""
+    if comparison.kind in ("cache", "variant", "profile"):
+        return f"{comparison.kind} {cell.as_dict()[comparison.kind]}"
+    return f"pass {cell.pass_index}" if comparison.kind == "pass" else "this run"
+
+
+def first_attempt_table(comparisons: list[Comparison]) -> pd.DataFrame:
+    """One row per (comparison, candidate cell): pairs n, b (answered at once by the reference only), c (by the
+    candidate only), the increase (b - c) / n, each side's first-attempt failures, the candidate's answered on a
+    retry, and the kinds of the candidate's first failures, most frequent first ("http_5xx 7, timeout 2")."""
+    rows = []
+    for comp in comparisons:
+        for cell, group in CellKey.groups(align(comp)):
+            ref, cand = first_failures(group, "_ref").notna(), first_failures(group)
+            failed, kinds = cand.notna(), Counter(cand.dropna())
+            b, c = int((~ref & failed).sum()), int((ref & ~failed).sum())
+            rows.append(
+                {
+                    "comparison": comp.name,
+                    "reference": comp.reference_label,
+                    "candidate": candidate_label(comp, cell),
+                    **cell.as_dict(),
+                    "n": len(group),
+                    "b": b,
+                    "c": c,
+                    "increase": (b - c) / len(group),
+                    "ref_failed": int(ref.sum()),
+                    "cand_failed": int(failed.sum()),
+                    "cand_retried": int((failed & group["error"].isna()).sum()),
+                    "cand_kinds": ", ".join(k if len(kinds) == 1 else f"{k} {m}" for k, m in kinds.most_common()),
+                }
+            )
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def failures_named(row: pd.Series) -> str:
+    """'cache on: 9 of 40 requests failed their first attempt (http_5xx) and were answered on a retry; cache off: 0 of 40'."""
+    n, failed, retried = int(row["n"]), int(row["cand_failed"]), int(row["cand_retried"])
+    told = f"{row['candidate']}: {failed} of {n} requests failed their first attempt"
+    if failed:
+        answered = "and were answered on a retry" if retried == failed else f"{retried} of them answered on a retry"
+        told += f" ({row['cand_kinds']}) {answered}"
+    return f"{told}; {row['reference']}: {int(row['ref_failed'])} of {n}"
+
+
+def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+    tol, alpha, n = policy.max_first_attempt_failure_increase, policy.alpha, int(row["n"])
+    counts = failures_named(row)
+    if n < policy.min_n:
+        return f"only {n} pairs (min_n {policy.min_n}); {counts}"
+    bounds = f"increase {row['increase']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
+    if row["status"] == "regression":
+        return (
+            f"first-attempt failures up beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests}); {counts}"
+        )
+    if row["status"] == "pass":
+        return f"first-attempt failures up by no more than {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}; {counts}"
+    return f"cannot tell the increase in first-attempt failures from {tol:.3f}: {bounds}; {counts}"
+
+
+def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
+    """One finding per candidate cell of each comparison, each judged (with no failure anywhere it can pass), one family."""
+    tol = policy.max_first_attempt_failure_increase
+    table = with_drop_decisions(first_attempt_table(comparisons), tol, policy.alpha, policy.min_n)
+    tests = int((table["n"] >= policy.min_n).sum())
+    checks = []
+    for _, row in table.iterrows():
+        judged = row["n"] >= policy.min_n
+        checks.append(
+            Check(
+                f"{row['comparison']}: first attempts",
+                KIND,
+                row["status"],
+                _reason(row, policy, tests),
+                **CellKey.from_row(row).as_dict(),
+                metric="first-attempt failure rate increase",
+                value=float(row["increase"]),
+                threshold=tol,
+                p_value=float(row["p_beyond"]),
+                p_adjusted=float(row["p_adjusted"]),
+                lower=float(row["rule_lower"]) if judged else None,
+                upper=float(row["rule_upper"]) if judged else None,
+                b=int(row["b"]),
+                c=int(row["c"]),
+                n=int(row["n"]),
+                comparison=row["comparison"],
+            )
+        )
+    return checks
+
+
+class FirstAttempt(GateCheck):
+    kind = KIND
+    order = 55  # after cache-engaged, whose revision must not hide it (module docstring)
+    family = KIND
+
+    def results(self, inputs: GateInputs) -> list[Check]:
+        return first_attempt_checks(inputs.comparisons, inputs.policy)
+
+
+CHECK = FirstAttempt()  # listed in analysis.checks.CHECKS

@@ -12,6 +12,10 @@ Each fault imitates a class of serving bug that is silent (no error, plausible u
 - `no-cache`: the prompt is left alone but every request is sent with prefix caching turned
   off (`cache_prompt: false`, llama.cpp's per-request switch), and usage is passed on as the
   server reports it: a cache that silently never engages.
+- `fail-on-hit`: a request that would hit the cache (as `lost-prefix` finds one) is answered
+  HTTP 500 on its first attempt; its retry is passed on unchanged (the proxy's memory of failed
+  prompts). Every answer is then right and no request fails: only the retries tell (the gate's
+  `first-attempt` check).
 - `none`: nothing is changed: a pass-through, the healthy control (e.g. a good build in a
   bisect test).
 """
@@ -31,6 +35,7 @@ MIN_SHARED_CHARS = 32
 class Rewrite:
     prompt: str  # what the upstream server is sent
     cached_chars: int  # leading characters of the original the server claims to have served from cache
+    fail_status: int | None = None  # answer the first attempt with this HTTP status instead; its retry passes unchanged
 
 
 def lost_prefix(prompt: str, shared: int, chars: int) -> Rewrite:
@@ -55,6 +60,10 @@ def keep_prompt(prompt: str, shared: int, chars: int) -> Rewrite:
     return Rewrite(prompt, 0)
 
 
+def fail_on_hit(prompt: str, shared: int, chars: int) -> Rewrite:
+    return Rewrite(prompt, 0, fail_status=500 if shared >= MIN_SHARED_CHARS else None)
+
+
 @dataclass(frozen=True)
 class Fault:
     rewrite: Callable[[str, int, int], Rewrite]  # (prompt, shared prefix chars, chars) -> Rewrite
@@ -68,6 +77,7 @@ FAULTS: dict[str, Fault] = {
     "corrupt-cached-suffix": Fault(corrupt_cached_suffix, 200, cache_only=True),
     "truncate-prompt": Fault(truncate_prompt, 2000, cache_only=False),
     "no-cache": Fault(keep_prompt, 0, cache_only=False, request_fields={"cache_prompt": False}),
+    "fail-on-hit": Fault(fail_on_hit, 0, cache_only=True),
     "none": Fault(keep_prompt, 0, cache_only=False),
 }
 

@@ -1,7 +1,8 @@
 """A loopback HTTP proxy in front of a real OpenAI-compatible server that injects one fault.
 
 A test aid: it shows that a sweep or probe catches a class of bug. `/v1/completions`
-prompts are rewritten by the fault; usage is patched so the response looks healthy
+prompts are rewritten by the fault, or their first attempt is failed (`fail-on-hit`: the proxy
+remembers the prompts it failed and passes each one's next attempt on unchanged); usage is patched so the response looks healthy
 (`prompt_tokens` of the full prompt, `cached_tokens` of the prefix it claims to have
 reused), in a whole answer or in the usage chunk of a streamed one. A streamed answer is
 relayed once complete, so its time to first token is its whole latency.
@@ -44,6 +45,7 @@ class Canary:
     requests: int = 0
     rewritten: int = 0
     memory: PromptMemory = field(default_factory=PromptMemory)
+    failed: set[str] = field(default_factory=set)  # prompts whose first attempt the fault failed: their retry passes
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
@@ -77,16 +79,26 @@ class Canary:
         uses_cache = data.get("cache_prompt", True) is not False
         with self._lock:
             self.requests += 1
+            retry = prompt in self.failed
+            self.failed.discard(prompt)
             shared = self.memory.longest_shared(prompt) if uses_cache else 0
-            if uses_cache:
+            faulted = not retry and (uses_cache or not self.spec.cache_only)
+            rewrite = self.spec.rewrite(prompt, shared, self.chars) if faulted else None
+            fail = rewrite is not None and rewrite.fail_status is not None
+            if fail:
+                self.failed.add(prompt)
+            elif uses_cache:
                 self.memory.add(prompt)
-            rewrite = self.spec.rewrite(prompt, shared, self.chars) if uses_cache or not self.spec.cache_only else None
             changed = rewrite is not None and rewrite.prompt != prompt
-            self.rewritten += changed or bool(self.spec.request_fields)
+            self.rewritten += changed or fail or bool(self.spec.request_fields)
+        if fail:
+            error = {"error": {"message": f"canary: {self.fault} failed this request's first attempt (a cache hit)"}}
+            response = httpx.Response(rewrite.fail_status, json=error)
+            return response, response.content, f"failed the first attempt with HTTP {rewrite.fail_status}"
         if not changed:
             fields = self.spec.request_fields
             response = self.forward("POST", path, json.dumps(data).encode() if fields else body, headers)
-            return response, response.content, f"sent with {fields}" if fields else "clean"
+            return response, response.content, f"sent with {fields}" if fields else "a retry, passed on" if retry else "clean"
         response = self.forward("POST", path, json.dumps({**data, "prompt": rewrite.prompt}).encode(), headers)
         return response, self._patched_usage(response, prompt, rewrite.cached_chars), f"forwarded {len(rewrite.prompt)}/{len(prompt)} chars"
 

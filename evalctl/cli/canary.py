@@ -26,8 +26,9 @@ def canary(
     A test aid, bound to 127.0.0.1: show that `evalctl probe` or `evalctl sweep --url` catches a
     class of serving bug. lost-prefix: a prompt sharing a prefix with an earlier cached one is
     computed from the rest only (the cached prefix is forgotten); corrupt-cached-suffix: the end of
-    that prefix arrives garbled; truncate-prompt: long prompts are cut from the left. Usage in
-    responses stays realistic. Runs until Ctrl-C or SIGTERM.
+    that prefix arrives garbled; truncate-prompt: long prompts are cut from the left; fail-on-hit:
+    a request that would hit the cache gets HTTP 500 on its first attempt, its retry passes. Usage
+    in responses stays realistic. Runs until Ctrl-C or SIGTERM.
     """
     from evalctl.canary.proxy import Canary, CanaryServer, check_upstream
 

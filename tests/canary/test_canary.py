@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
 import pytest
 
-from evalctl.canary.faults import MIN_SHARED_CHARS, PromptMemory, corrupt_cached_suffix, lost_prefix, truncate_prompt
+from evalctl.canary.faults import MIN_SHARED_CHARS, PromptMemory, corrupt_cached_suffix, fail_on_hit, lost_prefix, truncate_prompt
 from evalctl.canary.proxy import Canary, CanaryServer, _is_flush
 
 PREFIX = "Question: Ann has 3 apples and buys 4 more. How many?\nAnswer: 3 + 4 = 7. #### 7\n\n"
@@ -36,6 +37,31 @@ def test_corrupt_cached_suffix_garbles_the_end_of_the_shared_prefix():
 def test_truncate_prompt_keeps_the_tail():
     assert truncate_prompt("abcdef", 0, 4).prompt == "cdef"
     assert truncate_prompt("abc", 0, 4).prompt == "abc"
+
+
+def test_fail_on_hit_fails_the_first_attempt_of_a_cache_hit_and_passes_its_retry_unchanged():
+    assert fail_on_hit(PREFIX + "Q", len(PREFIX), 0).fail_status == 500
+    assert fail_on_hit(PREFIX + "Q", MIN_SHARED_CHARS - 1, 0).fail_status is None  # not a cache hit
+    seen = []
+    canary = Canary("http://upstream", "fail-on-hit")
+    canary.http = httpx.Client(
+        base_url="http://upstream",
+        transport=httpx.MockTransport(
+            lambda request: seen.append(json.loads(request.content)) or httpx.Response(200, json={"choices": []})
+        ),
+    )
+
+    def send(prompt: str, **fields: object) -> tuple[int, str]:
+        response, _, note = canary.completions("/v1/completions", json.dumps({"prompt": prompt, **fields}).encode(), {})
+        return response.status_code, note
+
+    assert send(PREFIX + "Q1") == (200, "clean")
+    assert send(PREFIX + "Q2") == (500, "failed the first attempt with HTTP 500")
+    assert send(PREFIX + "Q2") == (200, "a retry, passed on")
+    assert send(PREFIX + "Q3", cache_prompt=False) == (200, "clean")  # a cold request never hits
+    assert send(PREFIX + "Q2") == (500, "failed the first attempt with HTTP 500")  # the same prompt sent anew (pass 2)
+    assert [body["prompt"] for body in seen] == [PREFIX + "Q1", PREFIX + "Q2", PREFIX + "Q3"]  # unchanged, each once
+    assert (canary.requests, canary.rewritten) == (5, 2)
 
 
 def test_memory_and_flush_paths():

@@ -64,6 +64,22 @@ def test_a_cache_on_cell_that_never_engaged_makes_its_comparisons_inconclusive()
     assert result.verdict == "inconclusive"
 
 
+def test_warm_requests_answered_by_cold_retries_are_named_not_called_a_cache_that_did_not_engage():
+    df = cached_sweep()
+    cold = (df.cache == "on") & (df.shots == 16) & (df.doc_id < 150)  # their first attempts failed, retries came back cold
+    df.loc[cold, ["attempts", "cached_tokens"]] = [2, 0]
+    df.loc[(df.cache == "on") & (df.shots == 8), "cached_tokens"] //= 4  # engaged on a quarter of what it could
+    result = evaluate(Run(Path("r"), manifest_with_cells(df), df), GatePolicy())
+    status = {(c.cache, c.shots): c for c in by_kind(result, "cache-engaged")}
+    assert status[("on", 16)].status == "inconclusive" and "cache did not engage" not in status[("on", 16)].reason
+    assert status[("on", 16)].reason.startswith(
+        "150 warm requests failed their first attempt and were answered by a retry with no cached tokens"
+    )
+    assert status[("on", 8)].reason.startswith("cache engaged on too few tokens")
+    [retried] = [c for c in by_kind(result, "first-attempt") if c.shots == 16]  # and the retries themselves are judged
+    assert retried.status == "regression" and "150 of 200 requests failed their first attempt (kind unrecorded)" in retried.reason
+
+
 def test_engagement_falls_back_to_the_metrics_delta_and_catches_a_cache_off_cell_that_hit():
     df = cached_sweep()
     df.loc[df.cache == "on", "cached_tokens"] = None  # the engine reports no per-request cached tokens

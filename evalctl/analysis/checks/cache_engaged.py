@@ -12,7 +12,9 @@ and this module compares the tokens the engine reported as cached with that expe
   per request, the delta of its `/metrics` cached-token counter over the cell;
 - a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block
   granularity and the first cold requests); a cache-off cell must report at most
-  `MAX_OFF` x expected.
+  `MAX_OFF` x expected. A cache-on cell short of it names why: warm requests whose first
+  attempt failed and whose retry came back with no cached tokens (the records keep every
+  attempt), else a cache that did not engage at all, else one that engaged on too few tokens.
 
 A cell that fails is `inconclusive` with the reason, and so is every accuracy and throughput
 check of a comparison with that cell on either side (`rests_on_failed`): never a pass.
@@ -49,6 +51,16 @@ def _metrics_delta(entry: CellEntry) -> float | None:
     return None
 
 
+def _short_of_engaged(answered: pd.DataFrame, reported: float) -> str:
+    """Why a cache-on cell reported too few cached tokens. Retries are evidence: a warm request whose first attempt
+    failed and whose retry came back cold is a server that failed on its cache, not a cache that never engaged,
+    so that is named first; "did not engage" only when no attempt was served with cached tokens."""
+    cold_retries = int(((answered["attempts"] > 1) & (answered["cached_tokens"] == 0)).sum())
+    if cold_retries:
+        return f"{cold_retries} warm requests failed their first attempt and were answered by a retry with no cached tokens"
+    return "cache did not engage" if not reported else "cache engaged on too few tokens"
+
+
 def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """One row per cell with a shared prefix: expected and reported cached tokens, and whether the cell's label holds."""
     entries = _cell_entries(manifest)
@@ -73,7 +85,8 @@ def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
             )
             if key.cache is CacheMode.on:
                 ok = share >= MIN_ENGAGED
-                reason = f"{figures}; engaged needs >= {MIN_ENGAGED:.0%}" if ok else f"cache did not engage: {figures}, < {MIN_ENGAGED:.0%}"
+                why = "" if ok else _short_of_engaged(ok_rows, reported)
+                reason = f"{figures}; engaged needs >= {MIN_ENGAGED:.0%}" if ok else f"{why}: {figures}, < {MIN_ENGAGED:.0%}"
             else:
                 ok = share <= MAX_OFF
                 reason = (

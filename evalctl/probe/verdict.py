@@ -39,6 +39,7 @@ def sample_rows(samples: Sequence[ProbeSample]) -> pd.DataFrame:
             "prefix_tokens": s.prompt.prefix_tokens,
             "prompt_tokens": s.cold.prompt_tokens,
             "warm_cached_tokens": s.warm.cached_tokens,
+            "warm_first_error_kind": s.warm.first_error_kind,  # answered on a retry: the cache may be why
             "cold_text": s.cold.text,
             "warm_text": s.warm.text,
             "error": error,
@@ -82,7 +83,12 @@ def _bin_verdict(group: pd.DataFrame, policy: ProbePolicy) -> dict:
         "baseline_js": js_base,
     }
     cached = group["warm_cached_tokens"]
-    if cached.isna().any() or (cached <= 0).any():
+    cold = cached.isna() | (cached <= 0)
+    if cold.any():
+        retried = group.loc[cold, "warm_first_error_kind"].dropna()
+        if len(retried):  # retries are evidence: a server that failed on its cache, not a cache that never engaged
+            why = f"warm request failed its first attempt ({retried.iloc[0]}) and its retry was served with no cached tokens"
+            return out | {"verdict": INCONCLUSIVE, "reason": why}
         return out | {"verdict": INCONCLUSIVE, "reason": "warm request not served from cache (cached_tokens not > 0)"}
     if ok["logprobs"].all():
         excess = js - js_base

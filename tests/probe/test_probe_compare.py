@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalctl.client import Completion, TokenLogprob
+from evalctl.client import Completion, FailedAttempt, TokenLogprob
 from evalctl.probe.compare import compare, first_divergence, js_divergence
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import ProbePrompt, synthetic_lengths
@@ -109,6 +110,16 @@ def test_without_logprobs_tokens_decide():
     )
     assert bins.loc["differs", "verdict"] == "fail"
     assert bins.loc["differs", "mismatch"] == 1.0 and bins.loc["differs", "baseline_mismatch"] == 0.0
+
+
+def test_a_warm_request_answered_cold_by_its_retry_is_named_as_such():
+    retried = replace(gen("abc", cached=0), attempts=2, failed_attempts=(FailedAttempt("http_5xx", "HTTP 500: on a hit", 0.01),))
+    bins = verdicts(sample("retried", gen("abc"), gen("abc"), retried), sample("cold", gen("abc"), gen("abc"), gen("abc", cached=0)))
+    assert bins.loc["retried", "verdict"] == bins.loc["cold", "verdict"] == "inconclusive"
+    assert (
+        bins.loc["retried", "reason"] == "warm request failed its first attempt (http_5xx) and its retry was served with no cached tokens"
+    )
+    assert bins.loc["cold", "reason"] == "warm request not served from cache (cached_tokens not > 0)"
 
 
 def test_failed_request_makes_bin_inconclusive():

@@ -49,9 +49,12 @@ without any drop); every length a sweep asks is a cell already in the accuracy f
 
 Throughput. Per-request rank tests of a slowdown beyond `max_throughput_drop`
 (`throughput_checks`), the same beyond/within rule, Holm over the throughput checks as
-their own family: a false throughput regression is bounded by alpha separately, so a gate
-with both families keeps its any-false-regression rate <= 2 alpha (3 alpha with the agreement
-floor's family, `analysis.floor`, when the policy asks for it).
+their own family: a false throughput regression is bounded by alpha separately.
+
+First attempts. The increase in requests not answered at their first attempt, paired per question
+(`checks.first_attempt`): the accuracy rule at `max_first_attempt_failure_increase`, Holm over its own
+family. With three families a gate keeps its any-false-regression rate <= 3 alpha (4 alpha with the
+agreement floor's family, `analysis.floor`, when the policy asks for it).
 """
 
 from __future__ import annotations

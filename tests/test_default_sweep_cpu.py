@@ -2,6 +2,8 @@
 sweep (prefix-recall, the cpu-smoke gate) is no regression on a healthy server, and the same sweep
 with `--canary lost-prefix` is a regression with its flipped questions shown, its lost prefix
 seen as lost recall at the start, middle and end of the records while the canary claims cache hits.
+Behind `--canary fail-on-hit` (rotating: a third sweep) every answer is right and no request fails,
+and `evalctl gate` still judges it a regression, naming the first attempts that failed.
 
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
 judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5
@@ -41,7 +43,9 @@ def test_the_default_sweep_on_a_healthy_server_is_no_regression(cpu_server, tmp_
     accuracy = [c for c in gate["checks"] if c["kind"] == "accuracy"]
     assert accuracy and all(c["n"] == CI_RECORDS for c in accuracy)
     assert "canary run" not in text and "Flipped questions" not in text
-    print(f"healthy default: {verdict}; {accuracy[0]['reason']}")
+    [first] = [c for c in gate["checks"] if c["kind"] == "first-attempt"]  # the fail-on-hit test's healthy pair
+    assert first["status"] == "pass", first["reason"]
+    print(f"healthy default: {verdict}; {accuracy[0]['reason']}; {first['reason']}")
 
 
 def test_the_default_sweep_behind_the_lost_prefix_canary_is_a_regression_showing_its_flips(cpu_server, tmp_path, no_orphans):
@@ -63,3 +67,26 @@ def test_the_default_sweep_behind_the_lost_prefix_canary_is_a_regression_showing
     cold, faulty = (samples[samples.cache == cache] for cache in ("off", "on"))
     assert cold.flexible_correct.mean() >= 0.25 and faulty.flexible_correct.mean() <= 0.05
     assert (faulty.cached_tokens > 0).all()
+
+
+@pytest.mark.rotating(slice=1)
+def test_the_default_sweep_behind_the_fail_on_hit_canary_is_a_regression_naming_the_failed_first_attempts(cpu_server, tmp_path, no_orphans):
+    """Rotating (slice 1, the lightest of late): a third default sweep, 1.2 times the healthy one's time (338 s
+    against 277 s side by side under other sessions' load), whose healthy pair, above, runs every time."""
+    default_sweep(cpu_server, tmp_path / "canary", "--canary", "fail-on-hit")
+    run = only_run(tmp_path / "canary")
+    samples = pd.read_parquet(run / "samples.parquet")
+    assert samples.error.isna().all()  # what made it look healthy: every request answered, on a retry
+    on = samples[samples.cache == "on"]
+    assert (on[on.attempts == 2].first_error_kind == "http_5xx").all() and samples[samples.cache == "off"].first_error_kind.isna().all()
+    judged = evalctl("gate", str(run))
+    assert judged.returncode == 1, judged.stdout + judged.stderr
+    gate = json.loads((run / "gate.json").read_text())
+    assert gate["verdict"] == "regression"
+    [first] = [c for c in gate["checks"] if c["kind"] == "first-attempt"]
+    named = re.search(
+        rf"cache on: (\d+) of {CI_RECORDS} requests failed their first attempt \(http_5xx\) and were answered on a retry; cache off: 0 of",
+        first["reason"],
+    )
+    assert first["status"] == "regression" and named and int(named.group(1)) == (on.attempts == 2).sum() >= CI_RECORDS // 2, first
+    print(f"fail-on-hit: {gate['verdict']}; {first['reason']}")

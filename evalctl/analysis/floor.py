@@ -18,7 +18,8 @@ question (same profile, variant, shots, doc and prompt hash):
 The rule, with margin m = `floor_margin`, is the gate's paired drop rule (`drop_rule`) on
 these pairs, the replica's outcome as the reference and the warm one as the candidate:
 - regression: H0: d <= m rejected one-sided (skew-corrected Tango score), Holm over the
-  floor checks of the gate at `alpha` (their own family, as the throughput checks are);
+  floor checks of one build at `alpha` (each build its own family, as the throughput checks
+  are one: a build's floor verdict is the same alone or beside other builds in one sweep);
 - pass: H0: d >= m rejected in the cell (Nam 1997, Tango 1998 non-inferiority);
 - inconclusive otherwise, below `min_n` pairs, for a cache-on cell with no A/A replica (the arm
   repeats every server's reference cells, each build and shot count its own, so only a failed
@@ -29,9 +30,9 @@ Two builds in one sweep (variants): each build is judged against its own floor h
 candidate build's warm-vs-cold disagreement is also paired with the baseline build's on the same
 prompts (`checks.accuracy`, the differential), by this rule at the same margin.
 
-Guarantee (exact, `scripts/exact_floor.py`, no simulation): whenever every judged cell's
-true excess is at most m, the chance that any floor check is called a regression is at most
-alpha, under any dependence between cells (Holm); whenever a cell's excess is at least m, the
+Guarantee (exact, `scripts/exact_floor.py`, no simulation): whenever every judged cell of a
+build has a true excess of at most m, the chance that any of its floor checks is called a
+regression is at most alpha, under any dependence between cells (Holm); over k builds, k alpha; whenever a cell's excess is at least m, the
 chance it passes is at most alpha. Shown at alpha 0.05 for m in {0.05, 0.10, 0.15}, every n
 from 20 to 2,000, any joint law of (W, A) within a question (the nuisance: how often they
 differ together, 0 to 0.4 discordance besides the excess), 1 to 10 cells: worst false
@@ -92,8 +93,12 @@ def floor_comparison(samples: pd.DataFrame, replica: pd.DataFrame) -> Comparison
     return Comparison("floor", CACHE_COMPARISON, cold_again, warm, ("profile", "variant", "shots"), REFERENCE_LABEL)
 
 
-def floor_table(comparison: Comparison, margin: float, alpha: float, min_n: int) -> pd.DataFrame:
-    """One row per paired cache-on cell: the paired table (b, c, n; `acc_drop` is the excess), warm and
-    floor disagreement shares, the rule's status, p-values and (1 - 2 alpha) interval on the excess (`with_drop_decisions`)."""
-    table = with_drop_decisions(paired_table([comparison], AGREEMENT), margin, alpha, min_n)
-    return table.assign(warm=1 - table["cand_acc"], floor=1 - table["ref_acc"])
+def floor_table(comparison: Comparison, margin: float, alpha: float, min_n: int) -> list[tuple[str, pd.DataFrame]]:
+    """Per build (variant), one row per paired cache-on cell: the paired table (b, c, n; `acc_drop` is the excess), warm and
+    floor disagreement shares, the rule's status, p-values and (1 - 2 alpha) interval on the excess (`with_drop_decisions`),
+    Holm within the build's cells."""
+    table = paired_table([comparison], AGREEMENT)
+    return [
+        (str(key), with_drop_decisions(group, margin, alpha, min_n).assign(warm=1 - group["cand_acc"], floor=1 - group["ref_acc"]))
+        for key, group in table.groupby("variant", sort=False)
+    ]

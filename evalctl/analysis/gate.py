@@ -53,8 +53,9 @@ their own family: a false throughput regression is bounded by alpha separately.
 
 First attempts. The increase in requests not answered at their first attempt, paired per question
 (`checks.first_attempt`): the accuracy rule at `max_first_attempt_failure_increase`, Holm over its own
-family. With three families a gate keeps its any-false-regression rate <= 3 alpha (4 alpha with the
-agreement floor's family, `analysis.floor`, when the policy asks for it).
+family. With three families a gate keeps its any-false-regression rate <= 3 alpha, plus alpha for each
+build the agreement floor judges (`analysis.floor`, when the policy asks for it: one family a build,
+so a build's floor verdict is the same alone or beside others in one sweep).
 """
 
 from __future__ import annotations

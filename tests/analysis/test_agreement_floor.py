@@ -49,7 +49,7 @@ def test_a_warm_cell_that_differs_on_the_floors_two_questions_passes():
     # The fragile questions: the same two differ warm and cold-vs-cold; the fixed 0.15 rule cannot pass 2/40 here.
     result, (check,) = floor_checks(run_with(warm_differ={3, 17}, replica_differ={3, 17}))
     assert (check.status, check.b, check.c, check.n) == ("pass", 0, 0, N), check.reason
-    assert "5.0%" in check.reason and check.family == "agreement-floor" and check.comparison == "cache on vs off"
+    assert "5.0%" in check.reason and check.family == "agreement-floor default" and check.comparison == "cache on vs off"
     assert result.verdict == "pass"
     assert not [c for c in result.checks if c.comparison == "cache on vs off" and c.kind == "accuracy"]  # judged by the floor instead
     # The fixed tolerance alone cannot pass the same cell: 2 of 40 against none leaves the drop's bound above 0.15.
@@ -115,24 +115,31 @@ def test_a_candidate_build_that_changes_nine_warm_answers_its_baseline_does_not_
     assert (diff.variant, diff.cache, diff.status, diff.b, diff.c, diff.n) == ("buggy", "on", "regression", 9, 0, N), diff.reason
     assert diff.threshold == FLOOR.floor_margin and "9 changed by this build only" in diff.reason and "22.5%" in diff.reason
     floors = {c.variant: c for c in result.checks if c.kind == "agreement-floor"}
-    assert floors["fixed"].status == "pass" and floors["buggy"].b == 9  # each build against its own A/A floor
+    assert {v: (c.status, c.b) for v, c in floors.items()} == {"fixed": ("pass", 0), "buggy": ("regression", 9)}
     assert result.verdict == "regression"
     # The variant's cache-off cells judge nothing under agreement (each build's cold answers are its own reference).
     assert not [c for c in result.checks if c.kind == "accuracy" and c.cache == "off"]
 
 
-def test_the_same_builds_in_the_other_order_the_fixed_candidate_passes_and_the_buggy_baseline_is_never_a_pass():
-    """9 of 40 over a floor of 0 is p 0.040 beyond the 0.10 margin: one build alone is a regression, but with two
-    builds' floors in one Holm family it needs 0.025. The reason says so; the verdict is never a pass."""
+def test_the_same_builds_in_the_other_order_the_buggy_baseline_fails_its_own_floor_and_the_fixed_candidate_passes():
+    """9 of 40 over a floor of 0 is p 0.040 beyond the 0.10 margin. Each build's floor checks are their own Holm
+    family, so the buggy build gets the verdict it gets alone, whichever side of the comparison it is on."""
     result = evaluate(run_builds({"buggy": BUGGY, "fixed": set()}), FLOOR)
     (diff,) = differential_checks(result)
     assert (diff.variant, diff.status, diff.b, diff.c) == ("fixed", "pass", 0, 9), diff.reason
     floors = {c.variant: c for c in result.checks if c.kind == "agreement-floor"}
-    assert floors["fixed"].status == "pass" and floors["buggy"].status == "inconclusive"
-    assert "not after Holm over 2 checks" in floors["buggy"].reason and result.verdict == "inconclusive"
-    # Twelve of forty (b9538 in its own workload's share) decide it in either order.
-    result = evaluate(run_builds({"buggy": set(range(12)), "fixed": set()}), FLOOR)
-    assert {c.variant: c.status for c in result.checks if c.kind == "agreement-floor"} == {"buggy": "regression", "fixed": "pass"}
+    assert {v: c.status for v, c in floors.items()} == {"buggy": "regression", "fixed": "pass"}, floors["buggy"].reason
+    assert floors["buggy"].family == "agreement-floor buggy" and result.verdict == "regression"
+    alone = evaluate(run_builds({"buggy": BUGGY}), FLOOR)
+    (floor,) = [c for c in alone.checks if c.kind == "agreement-floor"]
+    assert (floor.status, floor.p_adjusted) == ("regression", pytest.approx(floors["buggy"].p_adjusted))
+
+
+def test_two_cells_of_one_build_share_its_family_and_an_inconclusive_interval_beyond_the_margin_names_holm():
+    run = run_with(warm_differ=BUGGY, replica_differ=set(), shots=(8, 16))
+    _, checks = floor_checks(run)
+    assert [c.status for c in checks] == ["inconclusive", "inconclusive"]
+    assert "not after Holm over 2 checks" in checks[0].reason
 
 
 def test_two_healthy_builds_that_flip_the_same_fragile_answers_pass():

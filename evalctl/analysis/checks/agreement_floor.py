@@ -1,6 +1,11 @@
-"""Warm-vs-cold disagreement against the A/A arm's cold-vs-cold floor (policy `agreement_floor: aa`), one Holm family.
+"""Warm-vs-cold disagreement against the A/A arm's cold-vs-cold floor (policy `agreement_floor: aa`), a Holm family per build.
 
 The rule, its guarantee and what it assumes: `analysis.floor`. Off unless the policy asks for it.
+
+Each build (variant) is its own family: a build's floor verdict is the one it gets when swept alone,
+whatever other builds share its sweep (a candidate beside its baseline is signed off as it would be
+by itself). The price is stated in `analysis.gate`: alpha more of the run's false-regression bound
+per build judged.
 """
 
 from __future__ import annotations
@@ -53,27 +58,29 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
             for cell, _ in CellKey.groups(warm_cells)
         ]
     comparison = floor_comparison(samples, replica)
-    table = floor_table(comparison, policy.floor_margin, policy.alpha, policy.min_n)
-    tests = int((table["n"] >= policy.min_n).sum())
-    checks = [
-        Check(
-            NAME,
-            KIND,
-            row["status"],
-            _reason(row, policy, tests),
-            **CellKey.from_row(row).as_dict(),
-            metric="agreement: warm minus cold-vs-cold disagreement",
-            value=float(row["acc_drop"]),
-            threshold=policy.floor_margin,
-            p_value=float(row["p_beyond"]),
-            p_adjusted=float(row["p_adjusted"]),
-            b=int(row["b"]),
-            c=int(row["c"]),
-            n=int(row["n"]),
-            comparison=CACHE_COMPARISON,
-        )
-        for _, row in table.iterrows()
-    ]
+    checks = []
+    for variant, table in floor_table(comparison, policy.floor_margin, policy.alpha, policy.min_n):
+        tests = int((table["n"] >= policy.min_n).sum())
+        checks += [
+            Check(
+                NAME,
+                KIND,
+                row["status"],
+                _reason(row, policy, tests),
+                **CellKey.from_row(row).as_dict(),
+                metric="agreement: warm minus cold-vs-cold disagreement",
+                value=float(row["acc_drop"]),
+                threshold=policy.floor_margin,
+                p_value=float(row["p_beyond"]),
+                p_adjusted=float(row["p_adjusted"]),
+                b=int(row["b"]),
+                c=int(row["c"]),
+                n=int(row["n"]),
+                comparison=CACHE_COMPARISON,
+                family=f"{KIND} {variant}",
+            )
+            for _, row in table.iterrows()
+        ]
     for _, row in unpaired_cells(comparison, AGREEMENT).iterrows():
         reason = f"nothing to pair with the floor: {row['reason']} ({ARM_SCOPE})"
         checks.append(Check(NAME, KIND, "inconclusive", reason, **CellKey.from_row(row).as_dict(), comparison=CACHE_COMPARISON))

@@ -130,9 +130,14 @@ def _header(run: Run) -> dict:
         "evalctl": f"{evalctl.version or '?'} @ {evalctl.git_revision or 'unknown revision'}",
         "host": ", ".join(f"{k}={v}" for k, v in m.host.model_dump(exclude_none=True).items()),
         "gpus": sorted({str(p.get("gpu")) for p in profiles.values() if p.get("gpu")}) or ["none recorded"],
-        "variants": [(name, v.get("git_revision") or "-") for name, v in variants.items()],
+        "variants": [(name, _build(v)) for name, v in variants.items()],
         "settings": {k: run.config.get(k) for k in ("fewshot", "limit", "passes", "concurrency", "generation")},
     }
+
+
+def _build(variant: dict) -> str:
+    """What a variant names its build by: its pip pins (a release), its revision, or '-' (the engine as installed)."""
+    return ", ".join([*(variant.get("pip") or []), *filter(None, [variant.get("git_revision")])]) or "-"
 
 
 def _servers(run: Run, out_dir: Path) -> list[dict]:

@@ -182,3 +182,12 @@ def test_a_reference_cell_that_passed_only_its_own_caps_is_a_reference_not_a_pas
     (off,), (on,) = rows[("cpu", "default", "off")], rows[("cpu", "default", "on")]
     assert (off.status, off.label) == ("reference", "reference")  # 0.00 accuracy is not coloured "pass" for its caps
     assert (on.status, on.label) == ("pass", "pass (flexible accuracy drop)")  # judged, and by which metric
+
+
+def test_the_header_names_each_build_by_its_pip_pins_or_revision(tmp_path):
+    run = paired_run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["config"]["variants"] = [{"name": "fixed", "pip": ["xllamacpp==2026.6.9713"]}, {"name": "local"}]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert "fixed @ xllamacpp==2026.6.9713; local @ -" in render(run)
+    assert "default @ feedbeef" in render(paired_run(tmp_path / "again"))

@@ -129,6 +129,8 @@ def by_construction(config: SweepConfig, policy: GatePolicy, task: LmEvalTask) -
         findings.append(f"policy metric {policy.metric!r}: task {config.task} scores {', '.join(task.metric_names)}")
     cells = planned_cells(config.model_dump(mode="json"))
     needs = {"accuracy": fewest_pairs_to_pass(policy.max_accuracy_drop, policy)}
+    if set(config.cache) == {CacheMode.on, CacheMode.off} or len(config.variants) > 1:  # a comparison the first-attempt check judges
+        needs["first attempts"] = fewest_pairs_to_pass(policy.max_first_attempt_failure_increase, policy)
     if policy.agreement_floor is not None:
         needs["agreement floor"] = fewest_pairs_to_pass(policy.floor_margin, policy)
         findings += floor_findings(config, cells)
@@ -168,7 +170,8 @@ SMALL = {
     [
         ({}, {"max_accuracy_drop": 0.15}, []),
         ({}, {}, ["shots 64: 40 questions a cell; accuracy needs 103 (min_n 30; a cell with no flip)"]),
-        ({"shots": [16, 64]}, {"max_accuracy_drop": 0.15}, ["shots 16: 16 questions a cell; accuracy needs 30, throughput needs 30"]),
+        ({}, {"max_accuracy_drop": 0.15, "max_first_attempt_failure_increase": 0.05}, ["shots 64: 40 questions a cell; first attempts"]),
+        ({"shots": [16, 64]}, {"max_accuracy_drop": 0.15}, ["shots 16: 16 questions a cell; accuracy needs 30, first attempts needs 30,"]),
         ({"cache": ["on"]}, {"max_accuracy_drop": 0.15}, ["nothing to compare"]),
         ({}, {"max_accuracy_drop": 0.15, "metric": "exact"}, ["policy metric 'exact': task prefix-recall scores strict, flexible"]),
         ({}, {"metric": "agreement", "agreement_floor": "aa", "max_accuracy_drop": 0.15}, ["agreement floor without its A/A arm"]),

@@ -19,7 +19,9 @@ from evalctl.analysis.gate_policy import FloorSource, PolicyError, load_policy
 from evalctl.runs import Run
 
 N = 40
-FLOOR = GatePolicy(metric="agreement", agreement_floor=FloorSource.aa, max_throughput_drop=None)
+FLOOR = GatePolicy(
+    metric="agreement", agreement_floor=FloorSource.aa, max_throughput_drop=None, max_first_attempt_failure_increase=0.10
+)  # as configs/gate/agreement-floor.yaml
 
 
 def run_with(warm_differ: set[int], replica_differ: set[int] | None, shots: tuple[int, ...] = (8,)) -> Run:

@@ -34,7 +34,11 @@ pytestmark = [needs_chromium, pytest.mark.server, pytest.mark.rotating(slice=2)]
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "results" / "dashboard-screenshots"
 # A tiny gate for 8 questions: every check that can decide does; throughput is too noisy to.
-POLICY = "metric: strict\nmax_accuracy_drop: 0.4\nalpha: 0.05\nmin_n: 1\nmax_invalid_rate: 0.5\nmax_throughput_drop: null\n"
+# Tolerances a night of 8 questions can show: 0.4 for accuracy and for first attempts.
+POLICY = (
+    "metric: strict\nmax_accuracy_drop: 0.4\nmax_first_attempt_failure_increase: 0.4\nalpha: 0.05\nmin_n: 1\n"
+    "max_invalid_rate: 0.5\nmax_throughput_drop: null\n"
+)
 PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.body.innerHTML='pwned'\">"
 
 

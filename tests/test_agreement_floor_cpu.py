@@ -30,7 +30,7 @@ def floor_findings(cpu_server: str, tmp_path, *extra: str) -> tuple[int, list[di
     out = evalctl("sweep", "--config", str(config), "--url", cpu_server, "--output", str(tmp_path / "out"), *extra, timeout=1200)
     assert out.returncode == 0, out.stderr + out.stdout
     run = only_run(tmp_path / "out")
-    assert (run / "noise-external.jsonl").is_file()
+    assert (run / "noise-external-default.jsonl").is_file()
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump({**yaml.safe_load(POLICY.read_text()), "min_n": QUESTIONS}))
     gate = cli("gate", str(run), "--policy", str(policy))

@@ -113,7 +113,7 @@ def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataF
         table = table[~((table["kind"] == "variant") & (table["cache"] == "off"))].reset_index(drop=True)
     differential = [_is_differential(k, c, policy) for k, c in zip(table["kind"], table["cache"])]
     tolerance = [policy.floor_margin if d else policy.max_accuracy_drop for d in differential]
-    return with_drop_decisions(table.assign(tolerance=tolerance), tolerance, policy.alpha, policy.min_n)
+    return with_drop_decisions(table.assign(differential=differential, tolerance=tolerance), tolerance, policy.alpha, policy.min_n)
 
 
 def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
@@ -127,7 +127,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     checks = []
     for _, row in table.iterrows():
         profile_noise = (noise or {}).get(str(row["profile"]))
-        differential = _is_differential(row["kind"], row["cache"], policy)
+        differential = bool(row["differential"])
         status = row["status"]
         if differential:
             reason = _differential_reason(row, policy, tests)

@@ -62,6 +62,7 @@ class CellEntry(_Entry):
     shared_prefix_chars: int | None = None  # what a prefix cache can hold for the cell (the cache-engaged check)
     metrics_before: dict[str, Any] = Field(default_factory=dict)
     metrics_after: dict[str, Any] = Field(default_factory=dict)
+    host_other_cpu: float | None = None  # share of the machine's CPUs other work used meanwhile (execution.host_load)
 
 
 class CellDecision(_Entry):

@@ -13,6 +13,7 @@ import time
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient, RequestSettings
 from evalctl.dispatch import Outcome, send_watched
+from evalctl.execution.host_load import HostLoad
 from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper
@@ -100,6 +101,7 @@ class CellRunner:
             metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
+        load = HostLoad.now() if server.launched else None
         done = True
         # The A/A replica sends every request once, unstopped: it measures noise, not a verdict.
         for look, wave in enumerate([prompts] if replica else self._waves(cell, prompts)):
@@ -111,6 +113,7 @@ class CellRunner:
             if replica is None and self.stopper is not None and self.stopper.check(cell, look):
                 break
         entry.metrics_after = server_metrics(server)
+        entry.host_other_cpu = load.other_share() if load else None
         self.progress.cell_done(cell.label)
         self.shutdown.check()
         return done

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from frames import manifest_for, sweep_frame
 
@@ -10,6 +14,8 @@ from evalctl.analysis.checks.throughput import slowdown_tests
 from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.analysis.pairing import within_run
 from evalctl.analysis.throughput import throughput_ratios, throughput_table
+from evalctl.execution.host_load import HostLoad, _own_seconds
+from evalctl.manifest import CellEntry, ServerEntry
 from evalctl.runs import Run
 
 
@@ -61,3 +67,50 @@ def test_streamed_ttft_is_gated_like_the_other_latencies():
     assert {"ttft_p50_s", "ttft_p90_s"} <= set(table.columns) and table["ttft_p90_s"].notna().all()
     (check,) = [c for c in evaluate(Run(Path("r"), manifest_for(df), df), GatePolicy()).checks if c.name.endswith(": ttft_s")]
     assert check.status == "regression" and check.value == pytest.approx(2.5)
+
+
+def _with_host_loads(df, on: float, off: float) -> Run:
+    """`df` as a run whose manifest records the share of the host's CPUs other work took during each cell."""
+    manifest = manifest_for(df)
+    manifest.servers = [
+        ServerEntry(profile="cpu", variant="default", cache=cache, cells=[CellEntry(shots=8, pass_index=1, host_other_cpu=load)])
+        for cache, load in (("on", on), ("off", off))
+    ]
+    return Run(Path("r"), manifest, df)
+
+
+def _latency_check(run: Run, policy: GatePolicy | None = None):
+    (check,) = [c for c in evaluate(run, policy or GatePolicy()).checks if c.name.endswith(": latency_s")]
+    return check
+
+
+@pytest.mark.parametrize(("slow", "on", "off", "decided"), [(2.0, 0.9, 0.05, "regression"), (1.0, 0.05, 0.9, "pass")])
+def test_a_conclusion_the_hosts_other_work_could_explain_is_withheld(slow, on, off, decided):
+    """Cache on 2x slower while a neighbour took 90% of the CPUs in its cell only: not the build's slowdown.
+    Equally fast while the neighbour slowed the reference: a slowdown could hide, so no pass either."""
+    df = timed(4, slow)
+    assert _latency_check(_with_host_loads(df, on=0.1, off=0.1)).status == decided  # alike loads: it decides
+    check = _latency_check(_with_host_loads(df, on=on, off=off))
+    assert check.status == "inconclusive"
+    assert "busier with other work" in check.reason and "90%" in check.reason and "5%" in check.reason
+    assert _latency_check(_with_host_loads(df, on=on, off=off), GatePolicy(max_host_load_difference=None)).status == decided
+
+
+def test_a_conclusion_the_load_could_not_have_produced_stands():
+    """Slower though its own cell was the quieter one: still a regression."""
+    assert _latency_check(_with_host_loads(timed(5, 2.0), on=0.0, off=0.9)).status == "regression"
+
+
+SPIN = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass"
+
+
+def test_a_cell_counts_other_processes_cpu_and_not_its_own_servers():
+    """A spinner outside evalctl's process tree shows as other work; one evalctl started (a server) does not."""
+    detach = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {SPIN.format(s=1.5)!r}])"
+    subprocess.run([sys.executable, "-c", detach], check=True)  # its parent gone, the spinner is no process of ours
+    load = HostLoad.now()
+    time.sleep(1.0)
+    assert load.other_share() >= 0.6 / psutil.cpu_count()  # one CPU of the machine's, less start-up; more if it is busy
+    own = _own_seconds()
+    subprocess.run([sys.executable, "-c", SPIN.format(s=1.0)], check=True)
+    assert _own_seconds() - own >= 0.8  # a child's CPU time is evalctl's, once it ends too

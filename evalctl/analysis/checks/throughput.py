@@ -20,6 +20,14 @@ Inverting them gives the rank-based (Hodges-Lehmann) confidence bounds on the ra
 are independent, and the candidate's distribution is the reference's scaled by a factor
 (a shift on the log scale); concurrency and a shared machine weaken the first, so the
 reported median ratio is a description and the p-values are approximate.
+
+The two cells are timed minutes apart; another job on the machine during one of them moves
+speed more than any build does. Each cell records how busy other processes kept the host
+(`execution.host_load`). When the candidate's cell had more than `max_host_load_difference`
+more of the machine's CPUs taken by other work than its reference, a slowdown is not taken as
+the build's (regression becomes inconclusive, the reason says why); when the reference's had
+more, a pass is not taken either (the reference was slowed, a slowdown could hide). Conclusions
+the load could not have produced stand.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison
 from evalctl.cell import CellKey
 from evalctl.records import CELL_KEYS
+from evalctl.runs import Run
 
 # Per-request measures; True where higher is better.
 MEASURES = {"output_tokens_per_s": True, "latency_s": False, "ttft_s": False}
@@ -53,7 +62,27 @@ TEST_COLUMNS = [
     "slowdown",
     "p_slower",
     "p_within",
+    "ref_host_other",
+    "cand_host_other",
 ]
+HostLoads = dict[tuple[str, CellKey], float]  # (run id, cell) -> share of the host's CPUs other work used
+
+
+def host_loads(*runs: Run | None) -> HostLoads:
+    """Each cell's recorded `host_other_cpu`, the largest where the cell ran more than once (a restart, a resume)."""
+    loads: HostLoads = {}
+    for run in filter(None, runs):
+        for server in run.manifest.servers:
+            for entry in server.cells:
+                if entry.host_other_cpu is not None:
+                    key = (run.run_id, server.cell_of(entry))
+                    loads[key] = max(loads.get(key, 0.0), entry.host_other_cpu)
+    return loads
+
+
+def _load_of(loads: HostLoads, rows: pd.DataFrame) -> float:
+    first = rows.iloc[0]
+    return loads.get((first["run_id"], CellKey.from_row(first)), math.nan)
 
 
 def request_measures(samples: pd.DataFrame) -> pd.DataFrame:
@@ -69,11 +98,13 @@ def _time_scale(values: pd.Series, higher_better: bool) -> np.ndarray:
     return -x if higher_better else x
 
 
-def slowdown_tests(comparisons: list[Comparison], tolerance: float) -> pd.DataFrame:
+def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostLoads | None = None) -> pd.DataFrame:
     """One row per (comparison, candidate cell, measure): request counts, medians, the median
     ratio (candidate / reference), the slowdown it implies (1 - ratio for rates, 1 - 1/ratio
-    for latencies) and the two one-sided p-values of the module docstring. Measures missing
-    on either side (TTFT without streaming) are left out."""
+    for latencies), the two one-sided p-values of the module docstring and each side's host
+    load (`host_loads`; NaN where not recorded). Measures missing on either side (TTFT without
+    streaming) are left out."""
+    loads = loads or {}
     shift = -math.log(1 - tolerance)
     rows = []
     for comp in comparisons:
@@ -104,18 +135,34 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float) -> pd.DataFr
                         "slowdown": 1 - ratio if higher_better else 1 - 1 / ratio,
                         "p_slower": float(mannwhitneyu(t_cand - shift, t_ref, alternative="greater").pvalue),
                         "p_within": float(mannwhitneyu(t_cand - shift, t_ref, alternative="less").pvalue),
+                        "ref_host_other": _load_of(loads, ref),
+                        "cand_host_other": _load_of(loads, cand),
                     }
                 )
     return pd.DataFrame(rows, columns=TEST_COLUMNS)
 
 
-def throughput_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
+def _confounded(row: pd.Series, state: str, limit: float | None) -> str | None:
+    """Why the host's other work, not the build, could have decided `state` (module docstring); None if it could not."""
+    busier = row["cand_host_other"] - row["ref_host_other"]  # NaN (not recorded) compares False below
+    if limit is None or not (state == "regression" and busier > limit or state == "pass" and -busier > limit):
+        return None
+    side = "this cell" if busier > 0 else "its reference"
+    return (
+        f"the host was busier with other work during {side}: other processes used {row['cand_host_other']:.0%} of its"
+        f" CPUs here, {row['ref_host_other']:.0%} during {row['reference']} (max_host_load_difference {limit:.0%}),"
+        " so the speeds do not compare"
+    )
+
+
+def throughput_checks(comparisons: list[Comparison], policy: GatePolicy, loads: HostLoads | None = None) -> list[Check]:
     """Per-request rank tests of a slowdown beyond `max_throughput_drop` (`throughput_checks`),
-    Holm over the throughput checks, pass only when the slowdown is shown to be within it."""
+    Holm over the throughput checks, pass only when the slowdown is shown to be within it, and
+    neither where the cells' host loads differ so that load could have decided it (`_confounded`)."""
     if policy.max_throughput_drop is None:
         return []
     tol = policy.max_throughput_drop
-    table = slowdown_tests(comparisons, tol)
+    table = slowdown_tests(comparisons, tol, loads)
     tested = (table[["ref_requests", "cand_requests"]].min(axis=1) >= policy.min_n).to_numpy()
     status, p_adjusted = decide(table["p_slower"], table["p_within"], tested, policy.alpha)
     checks = []
@@ -132,6 +179,9 @@ def throughput_checks(comparisons: list[Comparison], policy: GatePolicy) -> list
             if ok
             else f"only {n} requests timed (min_n {policy.min_n}); {detail}",
         }[state]
+        confound = _confounded(row, state, policy.max_host_load_difference)
+        if confound:
+            state, reason = "inconclusive", f"{confound}; {reason}"
         checks.append(
             Check(
                 f"{row['comparison']}: {row['measure']}",
@@ -157,7 +207,7 @@ class Throughput(GateCheck):
     family = "throughput"
 
     def results(self, inputs: GateInputs) -> list[Check]:
-        return throughput_checks(inputs.comparisons, inputs.policy)
+        return throughput_checks(inputs.comparisons, inputs.policy, host_loads(inputs.run, inputs.baseline))
 
 
 CHECK = Throughput()  # listed in analysis.checks.CHECKS

@@ -83,9 +83,12 @@ def one(engine: str, seed: int, root: Path, builds: int) -> dict:
                            int((aa.response != off.response.reindex(aa.index)).sum()))  # fmt: skip
     gate = json.loads((run / "gate.json").read_text())
     statuses = {c["status"] for c in gate["checks"] if c["kind"] in ("agreement-floor", "accuracy")}
+    regressed = sorted({c["kind"] for c in gate["checks"] if c["status"] == "regression"})
+    withheld = sum("busier with other work" in c["reason"] for c in gate["checks"])  # checks.throughput: host load
     return {"engine": engine, "seed": seed, "verdict": gate["verdict"], "judged": "/".join(sorted(statuses)),
             "requests": "/".join(str(n) for n, _, _ in counts.values()), "flips": "/".join(str(f) for _, f, _ in counts.values()),
             "aa_flips": "/".join(str(a) for _, _, a in counts.values()), "errors": int(df.error.notna().sum()),
+            "regressed": "/".join(regressed) or "-", "load_withheld": withheld,
             "seconds": round(seconds), "run": str(run)}  # fmt: skip
 
 

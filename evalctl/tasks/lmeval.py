@@ -234,6 +234,7 @@ class LmEvalTask:
     def _configurable(self, config: dict):
         from lm_eval.api.task import ConfigurableTask
 
+        _reuse_compiled_templates()
         try:
             return ConfigurableTask(config=config)
         except Exception as exc:  # lm-eval/datasets raise many types for unreachable data
@@ -348,6 +349,28 @@ class LmEvalTask:
         if value not in (0, 1):
             raise BadInput(f"task {self.name!r}: metric {name} scored {value!r}; evalctl pairs right/wrong answers (a 0/1 metric)")
         return bool(value)
+
+
+def _reuse_compiled_templates() -> None:
+    """lm-eval renders each doc's text and target with `env.from_string(template)`, which compiles the
+    template anew every time (about 2 ms: most of a GSM8K sweep's own time per request, measured by
+    scripts/bench_client.py --whole). A compiled jinja2 template is immutable: keep one per source."""
+    from lm_eval import utils
+
+    if getattr(utils.env.from_string, "reuses_compiled", False):
+        return
+    compile_ = utils.env.from_string
+    compiled: dict[str, object] = {}
+
+    def from_string(source, *args, **kwargs):
+        if args or kwargs or not isinstance(source, str):
+            return compile_(source, *args, **kwargs)
+        if source not in compiled:
+            compiled[source] = compile_(source)
+        return compiled[source]
+
+    from_string.reuses_compiled = True
+    utils.env.from_string = from_string
 
 
 def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:

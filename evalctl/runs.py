@@ -2,7 +2,7 @@
 
 A run folder another process is writing (`writers`: see `runlock`) is read as a snapshot: the
 manifest and samples.parquet are only ever replaced whole (`fsio`), and a live run's samples
-come from its records files (every line fsynced; a torn last line is skipped), so a reader
+come from its records files (every line written through; a torn last line is skipped), so a reader
 sees the rows answered so far, never a half-written file.
 """
 

@@ -9,6 +9,7 @@ these pure functions line them up.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -16,13 +17,14 @@ from evalctl.manifest import Manifest
 
 SERVER_KEYS = ["profile", "variant", "cache"]
 DIFF_COLUMNS = [*SERVER_KEYS, "reference", "setting", "reference_value", "value"]
+ServerKey = tuple[str, str, str]
 
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def server_settings(manifest: Manifest) -> dict[tuple[str, str, str], dict[str, str]]:
+def server_settings(manifest: Manifest) -> dict[ServerKey, dict[str, str]]:
     """(profile, variant, cache) -> resolved settings, engine version included; servers without any are left out.
 
     A restarted server keeps the settings of its last start (the manifest keeps only those).
@@ -37,44 +39,28 @@ def server_settings(manifest: Manifest) -> dict[tuple[str, str, str], dict[str, 
     return out
 
 
-def _diff(reference: dict[str, str], candidate: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
-    return [
-        (k, reference.get(k), candidate.get(k)) for k in sorted(reference.keys() | candidate.keys()) if reference.get(k) != candidate.get(k)
+def _diff(pairs: Iterable[tuple[ServerKey, str, dict[str, str], dict[str, str]]]) -> pd.DataFrame:
+    """One row per setting that differs, of each (server, reference's label, reference's settings, server's settings)."""
+    rows = [
+        (*key, label, setting, reference.get(setting), settings.get(setting))
+        for key, label, reference, settings in pairs
+        for setting in sorted(reference.keys() | settings.keys())
+        if reference.get(setting) != settings.get(setting)
     ]
-
-
-def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DIFF_COLUMNS)
 
 
 def settings_diff_runs(baseline: Manifest, candidate: Manifest) -> pd.DataFrame:
     """Settings that differ between the same server (profile, variant, cache) of two runs' manifests."""
     ref, cand = server_settings(baseline), server_settings(candidate)
-    rows = []
-    for key in sorted(ref.keys() & cand.keys()):
-        for setting, before, after in _diff(ref[key], cand[key]):
-            rows.append(dict(zip(SERVER_KEYS, key), reference="baseline run", setting=setting, reference_value=before, value=after))
-    return _frame(rows)
+    return _diff((key, "baseline run", ref[key], cand[key]) for key in sorted(ref.keys() & cand.keys()))
 
 
 def settings_diff_variants(manifest: Manifest, baseline_variant: str | None) -> pd.DataFrame:
     """Settings that differ between each variant's server and the baseline variant's (same profile and cache)."""
     servers = server_settings(manifest)
-    rows = []
-    for (profile, variant, cache), settings in sorted(servers.items()):
-        ref = servers.get((profile, str(baseline_variant), cache))
-        if variant == baseline_variant or ref is None:
-            continue
-        for setting, before, after in _diff(ref, settings):
-            rows.append(
-                dict(
-                    profile=profile,
-                    variant=variant,
-                    cache=cache,
-                    reference=f"variant {baseline_variant}",
-                    setting=setting,
-                    reference_value=before,
-                    value=after,
-                )
-            )
-    return _frame(rows)
+    return _diff(
+        ((profile, variant, cache), f"variant {baseline_variant}", servers[(profile, baseline_variant, cache)], settings)
+        for (profile, variant, cache), settings in sorted(servers.items())
+        if variant != baseline_variant and (profile, baseline_variant, cache) in servers
+    )

@@ -29,6 +29,7 @@ import pandas as pd
 
 from evalctl.analysis.checks.base import SEVERITY
 from evalctl.analysis.gate_document import GATE_FILE
+from evalctl.analysis.settings import server_settings, settings_diff_runs
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
 from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
@@ -37,6 +38,7 @@ from evalctl.records import SAMPLES_FILE
 from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix
+from evalctl.report.terminal import settings_view
 
 STATE_FILE = ".dashboard-state.json"
 REPORT_FILE = "report.html"
@@ -251,31 +253,11 @@ def _side_by_side(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> Tab
     return Table.of(table.sort_values(keys))
 
 
-def settings_diff(candidate: Manifest | None, baseline: Manifest | None) -> list[dict] | None:
-    """Resolved server settings that differ between two manifests, per server; None when neither recorded any."""
-
-    def resolved(manifest: Manifest | None) -> dict[str, dict]:
-        out = {}
-        for s in manifest.servers if manifest else []:
-            settings = s.info.get("settings")  # what the engine resolved at start-up (servers.base: server_info)
-            if isinstance(settings, dict):
-                out[f"{s.profile}/{s.variant} cache {s.cache}"] = settings
-        return out
-
-    cand, base = resolved(candidate), resolved(baseline)
-    if not cand and not base:
+def settings_table(candidate: Manifest | None, baseline: Manifest | None) -> Table | None:
+    """Resolved server settings that differ from the baseline run's same server; None when either run recorded none."""
+    if not (candidate and baseline and server_settings(candidate) and server_settings(baseline)):
         return None
-    rows = []
-    for server in sorted(cand.keys() | base.keys()):
-        c, b = cand.get(server, {}), base.get(server, {})
-        for key in sorted(c.keys() | b.keys()):
-            if c.get(key) != b.get(key):
-                rows.append({"server": server, "setting": key, "candidate": _json(c.get(key)), "baseline": _json(b.get(key))})
-    return rows
-
-
-def _json(value: object) -> str:
-    return "-" if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
+    return Table.of(settings_view(settings_diff_runs(baseline, candidate)))
 
 
 CHECK_COLUMNS = ["status", "name", "kind", "profile", "variant", "cache", "shots", "reason"]
@@ -319,7 +301,7 @@ def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
         matrix=signoff_matrix(_accuracy_frame(cells), checks, "accuracy"),
         metric=shown_metric(cells),
         checks=records_table(_worst_first(checks)) if checks else None,
-        settings=settings_diff(folder.manifest, baseline.manifest if baseline else None),
+        settings=settings_table(folder.manifest, baseline.manifest if baseline else None),
         report=reports.get(folder.path.name),
         fmt_acc=fmt_acc,
         generated=_now(),

@@ -8,7 +8,7 @@ import pytest
 from conftest import cli, gate_doc
 from run_folders import cell_rows, make_run
 
-from evalctl.dashboard.build import build_site, page_name, settings_diff
+from evalctl.dashboard.build import build_site, page_name, settings_table
 from evalctl.dashboard.catalog import load_catalog, verdict_of
 from evalctl.errors import BadInput, ExitCode
 from evalctl.history.store import HistoryStore
@@ -72,11 +72,13 @@ def test_settings_diff_only_when_recorded():
             {"run_id": "r", "servers": [entry | ({"info": {"settings": settings}} if settings is not None else {})]}
         )
 
-    assert settings_diff(manifest(None), manifest(None)) is None
-    assert settings_diff(manifest({"a": 1, "b": "x"}), manifest({"a": 1, "b": "x"})) == []
-    diff = settings_diff(manifest({"mamba": "extra_buffer", "tp": 1}), manifest({"mamba": "auto", "tp": 1}))
-    assert diff == [{"server": "p/v cache on", "setting": "mamba", "candidate": "extra_buffer", "baseline": "auto"}]
-    assert settings_diff(manifest({"x": [1]}), None) == [{"server": "p/v cache on", "setting": "x", "candidate": "[1]", "baseline": "-"}]
+    assert settings_table(manifest(None), manifest(None)) is None
+    assert settings_table(manifest({"x": [1]}), None) is None  # nothing to compare with
+    assert settings_table(manifest({"a": 1, "b": "x"}), manifest({"a": 1, "b": "x"})).rows == []
+    diff = settings_table(manifest({"mamba": "extra_buffer", "tp": 1}), manifest({"mamba": "auto", "tp": 1}))
+    shown = dict(zip(diff.columns, diff.rows[0]))
+    assert shown == {"profile": "p", "variant": "v", "cache": "on", "reference": "baseline run", "setting": "mamba", "before": "auto",
+                     "after": "extra_buffer"}  # fmt: skip
 
 
 def test_build_lists_runs_and_rebuilds_only_what_changed(tmp_path):

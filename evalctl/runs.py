@@ -1,4 +1,6 @@
-"""The loaded run: one run folder as every reader sees it (analysis, gate, reports, resume), or one clear error.
+"""The run-folder readers: `open_run`/`load_run`, one run as analysis, gate, reports and resume see it, or one
+clear error; `inspect_run`, any folder under a results root as history and the dashboard list it, judged
+without trusting any of it.
 
 A run folder another process is writing (`writers`: see `runlock`) is read as a snapshot: the
 manifest and samples.parquet are only ever replaced whole (`fsio`), and a live run's samples
@@ -8,7 +10,9 @@ sees the rows answered so far, never a half-written file.
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -18,10 +22,13 @@ import pandas as pd
 import pyarrow as pa
 
 from evalctl.agreement import AGREEMENT, with_agreement
-from evalctl.errors import RunFolderError
-from evalctl.manifest import Manifest, read_manifest
-from evalctl.records import COLUMNS, Metric, load_noise, load_samples, metric_names, primary_metric
+from evalctl.errors import ManifestError, RunFolderError
+from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, read_manifest
+from evalctl.records import COLUMNS, SAMPLES_FILE, Metric, load_noise, load_samples, metric_names, primary_metric, record_files
 from evalctl.runlock import Holder, writers
+
+_PARQUET_MAGIC = b"PAR1"
+_RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
 
 
 @dataclass(eq=False)
@@ -128,3 +135,104 @@ def raise_unless_missing(exc: Exception) -> None:
     """Re-raise an OSError other than a missing file or folder: a disk failing a read is not bad input (exit 5)."""
     if isinstance(exc, OSError) and exc.errno not in (errno.ENOENT, errno.ENOTDIR):
         raise exc
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """What a run folder holds, judged without trusting any of it."""
+
+    run_id: str
+    path: Path
+    status: str  # the manifest's (running|complete|failed|interrupted), or partial|corrupt|empty
+    model: str | None
+    created_at: dt.datetime | None
+    note: str
+    parquet: Path | None  # readable-looking samples.parquet, for the sample queries
+    manifest: Manifest | None = field(default=None, compare=False)  # None when missing or unreadable
+
+
+def _parse_time(value: object) -> dt.datetime | None:
+    try:
+        stamp = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
+
+
+def _looks_like_parquet(path: Path) -> bool:
+    """Header and footer magic: cheap, and catches the torn or truncated file."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(-4, 2)
+            return head == _PARQUET_MAGIC and fh.read(4) == _PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def _from_name(name: str) -> tuple[str | None, dt.datetime | None]:
+    """Model and creation time from a run id (`new_run_id`), for folders whose manifest is lost."""
+    match = _RUN_ID.fullmatch(name)
+    if not match:
+        return None, None
+    return match["model"], dt.datetime.strptime(match["stamp"], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
+
+
+def _manifest(run_dir: Path) -> tuple[Manifest | None, str | None]:
+    """The manifest, or None and why it is unreadable (None, None: there is none)."""
+    if not (run_dir / MANIFEST_FILE).is_file():
+        return None, None
+    try:
+        return read_manifest(run_dir), None
+    except (OSError, ManifestError) as exc:
+        return None, f"unreadable {MANIFEST_FILE}: {exc}"
+
+
+def inspect_run(path: Path) -> RunListing:
+    """What the folder holds now, even while a sweep writes it.
+
+    A writer makes the manifest, then records, then `samples.parquet`, and saves its final status
+    before it lets go of the lock. Reading in the reverse order means a folder caught mid-write is
+    seen in a state it really passed through, never as corrupt (records seen, manifest not yet) or
+    interrupted (a `running` manifest read just before the writer finished and let go).
+    """
+    manifest_path, parquet = path / MANIFEST_FILE, path / SAMPLES_FILE
+    has_parquet, has_jsonl = parquet.is_file(), bool(record_files(path))  # the run's records, or its cluster parts
+    good_parquet = has_parquet and _looks_like_parquet(parquet)
+    manifest, unreadable = _manifest(path)
+    holders = writers(path)
+    if manifest is not None and manifest.status == "running" and not holders:
+        manifest, unreadable = _manifest(path)  # did it finish before letting go?
+    notes = [unreadable] if unreadable else []
+    if has_parquet and not good_parquet:
+        notes.append(f"{SAMPLES_FILE} is truncated or not parquet")
+
+    if manifest is None and not (has_parquet or has_jsonl or notes):
+        status = "empty"
+        notes.append("no manifest, no samples")
+    elif manifest is None or (has_parquet and not good_parquet):
+        status = "corrupt"
+        if not manifest_path.is_file():
+            notes.append(f"no {MANIFEST_FILE}")
+    else:
+        status = manifest.status
+        if holders:  # the lock says so, whatever the manifest last said (a resume, a part of a cluster run)
+            status = "running"
+            notes.append("written by " + "; ".join(h.describe() for h in holders))
+        elif status == "running":
+            status = "interrupted"  # its writer died without a word (kill -9, power): nobody holds the lock
+            notes.append("its writer is gone: finish with evalctl sweep --resume")
+        elif not has_parquet and status not in STILL_WRITING:
+            status = "partial"
+            notes.append("records only, not compacted" if has_jsonl else "no samples")
+    name_model, name_time = _from_name(path.name)
+    return RunListing(
+        run_id=manifest.run_id if manifest else path.name,
+        path=path,
+        status=status,
+        model=(manifest.model if manifest else None) or name_model,
+        created_at=(_parse_time(manifest.created_at) if manifest else None) or name_time,
+        note="; ".join(notes),
+        parquet=parquet if good_parquet else None,
+        manifest=manifest,
+    )

@@ -20,9 +20,9 @@ from conftest import LAUNCHED_FLAGS, evalctl, only_run, processes_of
 from test_reliability_cpu import keys, record_count, small, start, wait_for
 
 from evalctl.errors import ExitCode
-from evalctl.history.store import inspect_run
 from evalctl.records import CELL_KEYS, RECORD_KEYS, RECORDS_FILE, is_final, read_records
 from evalctl.runlock import writers
+from evalctl.runs import inspect_run
 
 pytestmark = pytest.mark.server
 

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from evalctl.errors import BadInput
-from evalctl.history.store import inspect_run
 from evalctl.manifest import Manifest, write_manifest
 from evalctl.runlock import GRACE_S, RunLock, RunLocked, holder_of, run_lock_path, writers
+from evalctl.runs import inspect_run
 
 HOLD = """
 import sys, time

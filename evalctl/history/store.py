@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -20,9 +19,8 @@ import pandas as pd
 
 from evalctl.analysis.intervals import wilson_interval
 from evalctl.errors import BadInput
-from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, ManifestError, parse_manifest
-from evalctl.records import CELL_KEYS, NO_METRIC, SAMPLES_FILE, record_files
-from evalctl.runlock import writers
+from evalctl.records import CELL_KEYS, NO_METRIC, SAMPLES_FILE
+from evalctl.runs import RunListing, inspect_run
 
 # `accuracy`: each run's primary metric (its task's first); any other name a task's metric (gsm8k: strict, flexible).
 TREND_KINDS = ("accuracy", "throughput")
@@ -32,110 +30,7 @@ CELL_COLUMNS = ["path", "profile", "variant", "cache", "shots", "n", "metric", "
 LEDGER_COLUMNS = ["profile", "variant", "cache", "shots", "doc_id", "runs", "flips", "in_latest", "latest_run", "latest_correct",
                   "question", "target", "latest_answer", "latest_response"]  # fmt: skip
 RUN_COLUMNS = ["run_id", "status", "model", "created_at", "samples", "cells", "note", "path"]
-_PARQUET_MAGIC = b"PAR1"
 Query = str | Callable[[list[str]], str]  # SQL, or SQL made from the samples view's columns
-_RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
-
-
-@dataclass(frozen=True)
-class RunListing:
-    """What a run folder holds, judged without trusting any of it."""
-
-    run_id: str
-    path: Path
-    status: str  # the manifest's (running|complete|failed|interrupted), or partial|corrupt|empty
-    model: str | None
-    created_at: dt.datetime | None
-    note: str
-    parquet: Path | None  # readable-looking samples.parquet, for the sample queries
-    manifest: Manifest | None = field(default=None, compare=False)  # None when missing or unreadable
-
-
-def _parse_time(value: object) -> dt.datetime | None:
-    try:
-        stamp = dt.datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)
-
-
-def _looks_like_parquet(path: Path) -> bool:
-    """Header and footer magic: cheap, and catches the torn or truncated file."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-            fh.seek(-4, 2)
-            return head == _PARQUET_MAGIC and fh.read(4) == _PARQUET_MAGIC
-    except OSError:
-        return False
-
-
-def _from_name(name: str) -> tuple[str | None, dt.datetime | None]:
-    """Model and creation time from a run id (`new_run_id`), for folders whose manifest is lost."""
-    match = _RUN_ID.fullmatch(name)
-    if not match:
-        return None, None
-    return match["model"], dt.datetime.strptime(match["stamp"], "%Y%m%d-%H%M%S").replace(tzinfo=dt.timezone.utc)
-
-
-def _read_manifest(path: Path) -> tuple[Manifest | None, str | None]:
-    """The manifest, or None and why it is unreadable (None, None: there is none)."""
-    if not path.is_file():
-        return None, None
-    try:
-        return parse_manifest(path.read_text(), MANIFEST_FILE), None
-    except (OSError, ManifestError) as exc:
-        return None, f"unreadable {MANIFEST_FILE}: {exc}"
-
-
-def inspect_run(path: Path) -> RunListing:
-    """What the folder holds now, even while a sweep writes it.
-
-    A writer makes the manifest, then records, then `samples.parquet`, and saves its final status
-    before it lets go of the lock. Reading in the reverse order means a folder caught mid-write is
-    seen in a state it really passed through, never as corrupt (records seen, manifest not yet) or
-    interrupted (a `running` manifest read just before the writer finished and let go).
-    """
-    manifest_path, parquet = path / MANIFEST_FILE, path / SAMPLES_FILE
-    has_parquet, has_jsonl = parquet.is_file(), bool(record_files(path))  # the run's records, or its cluster parts
-    good_parquet = has_parquet and _looks_like_parquet(parquet)
-    manifest, unreadable = _read_manifest(manifest_path)
-    holders = writers(path)
-    if manifest is not None and manifest.status == "running" and not holders:
-        manifest, unreadable = _read_manifest(manifest_path)  # did it finish before letting go?
-    notes = [unreadable] if unreadable else []
-    if has_parquet and not good_parquet:
-        notes.append(f"{SAMPLES_FILE} is truncated or not parquet")
-
-    if manifest is None and not (has_parquet or has_jsonl or notes):
-        status = "empty"
-        notes.append("no manifest, no samples")
-    elif manifest is None or (has_parquet and not good_parquet):
-        status = "corrupt"
-        if not manifest_path.is_file():
-            notes.append(f"no {MANIFEST_FILE}")
-    else:
-        status = manifest.status
-        if holders:  # the lock says so, whatever the manifest last said (a resume, a part of a cluster run)
-            status = "running"
-            notes.append("written by " + "; ".join(h.describe() for h in holders))
-        elif status == "running":
-            status = "interrupted"  # its writer died without a word (kill -9, power): nobody holds the lock
-            notes.append("its writer is gone: finish with evalctl sweep --resume")
-        elif not has_parquet and status not in STILL_WRITING:
-            status = "partial"
-            notes.append("records only, not compacted" if has_jsonl else "no samples")
-    name_model, name_time = _from_name(path.name)
-    return RunListing(
-        run_id=manifest.run_id if manifest else path.name,
-        path=path,
-        status=status,
-        model=(manifest.model if manifest else None) or name_model,
-        created_at=(_parse_time(manifest.created_at) if manifest else None) or name_time,
-        note="; ".join(notes),
-        parquet=parquet if good_parquet else None,
-        manifest=manifest,
-    )
 
 
 class HistoryStore:

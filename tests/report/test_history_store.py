@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from run_folders import cell_rows, make_run
 
-from evalctl.history import store as store_module
+from evalctl import runs as runs_module
 from evalctl.history.store import HistoryStore
 from evalctl.manifest import Manifest, new_run_id, write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
@@ -142,7 +142,7 @@ def _new_locked_run(root: Path) -> tuple[Path, Manifest, RunLock]:
 
 def test_a_run_whose_manifest_and_records_appear_while_it_is_read_is_running_not_corrupt(tmp_path, monkeypatch):
     run, manifest, lock = _new_locked_run(tmp_path)
-    real = store_module.record_files
+    real = runs_module.record_files
 
     def writer_starts_meanwhile(path):  # the sweep writes its manifest, then its first record, as the reader looks
         write_manifest(run, manifest)
@@ -150,8 +150,8 @@ def test_a_run_whose_manifest_and_records_appear_while_it_is_read_is_running_not
             writer.write(_record(manifest.run_id, 0))
         return real(path)
 
-    monkeypatch.setattr(store_module, "record_files", writer_starts_meanwhile)
-    listing = store_module.inspect_run(run)
+    monkeypatch.setattr(runs_module, "record_files", writer_starts_meanwhile)
+    listing = runs_module.inspect_run(run)
     assert (listing.status, listing.manifest) == ("running", manifest), listing.note
     lock.release()
 
@@ -161,7 +161,7 @@ def test_a_run_that_finishes_while_it_is_read_is_not_taken_for_interrupted(tmp_p
     write_manifest(run, manifest)
     with RecordWriter(run) as writer:
         writer.write(_record(manifest.run_id, 0))
-    real = store_module.writers
+    real = runs_module.writers
 
     def writer_finishes_meanwhile(path):  # the manifest said running; the sweep saves complete and lets go
         manifest.status = "complete"
@@ -169,8 +169,8 @@ def test_a_run_that_finishes_while_it_is_read_is_not_taken_for_interrupted(tmp_p
         lock.release()
         return real(path)
 
-    monkeypatch.setattr(store_module, "writers", writer_finishes_meanwhile)
-    listing = store_module.inspect_run(run)
+    monkeypatch.setattr(runs_module, "writers", writer_finishes_meanwhile)
+    listing = runs_module.inspect_run(run)
     # complete but not yet seen compacted: partial, a state it passed through (interrupted it never was)
     assert listing.status == "partial" and listing.manifest.status == "complete", listing.note
 

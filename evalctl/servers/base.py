@@ -81,7 +81,10 @@ def flat_settings(data: dict, skip: Iterable[str] = ()) -> dict[str, object]:
 
 
 class GpuEngineSettings(EngineSettings):
-    """Settings SGLang and vLLM share (each maps them to its own flags); None leaves the engine's default."""
+    """Settings SGLang and vLLM share, each engine's flag for them in its `FLAGS`; None leaves the engine's default."""
+
+    # Setting -> the engine's flag, in command-line order (`flags`): the one place a setting meets its engine.
+    FLAGS: ClassVar[dict[str, str]] = {}
 
     tp: int = Field(1, ge=1)
     dtype: str | None = None
@@ -128,6 +131,10 @@ class GpuEngineSettings(EngineSettings):
     def seed_default(self, seed: int) -> None:
         if self.random_seed is None:
             self.random_seed = seed
+
+    def flags(self) -> list[str]:
+        """`FLAGS`' settings as `--flag value` (a bare flag for True; left out when None or False)."""
+        return optional_flags({flag: getattr(self, name) for name, flag in self.FLAGS.items()})
 
     def mamba_flags(self) -> list[str]:
         return optional_flags({f"--mamba-{key.replace('_', '-')}": value for key, value in self.mamba.items()})

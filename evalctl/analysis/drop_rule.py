@@ -180,13 +180,14 @@ def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike,
 
 
 def with_drop_decisions(table: pd.DataFrame, tolerance: ArrayLike, alpha: float, min_n: int) -> pd.DataFrame:
-    """A paired table (b, c, n per cell, one family) with the rule's columns added: status, p_beyond,
+    """A paired table (b, c, n per cell, one family) with the rule's columns added: its tolerance, status, p_beyond,
     p_adjusted (Holm), p_within, and the (1 - 2 alpha) interval on the drop, rule_lower and rule_upper,
     which inverts the deciding tests and so never contradicts them. Named apart from a paired table's
     own McNemar p_value and drop bounds."""
     decided = decide_drops(table["b"], table["c"], table["n"], tolerance, alpha, min_n)
     lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), alpha) if len(table) else ([], [])
     return table.assign(
+        tolerance=tolerance,
         status=decided.status,
         p_beyond=decided.p_beyond,
         p_adjusted=decided.p_adjusted,

@@ -34,12 +34,12 @@ MDE_POWER = 0.8
 DIFFERENTIAL_METRIC = "agreement: warm-vs-cold disagreement beyond the baseline build's"
 
 
-def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
-    """A paired comparison's figures as a check reports them: the drop, its test and interval, the flips.
-    The interval only where the rule judged the cell (at least `min_n` pairs)."""
-    judged = row["n"] >= policy.min_n
+def drop_figures(row: Any, min_n: int) -> dict[str, Any]:
+    """A drop-rule row's figures as a check reports them: the drop (b - c) / n, its tolerance, tests and flips, and
+    the interval that inverts the tests where the rule judged the cell (at least `min_n` pairs)."""
+    judged = row["n"] >= min_n
     return {
-        "value": float(row["acc_drop"]),
+        "value": (int(row["b"]) - int(row["c"])) / int(row["n"]),
         "threshold": float(row["tolerance"]),
         "p_value": float(row["p_beyond"]),
         "p_adjusted": float(row["p_adjusted"]),
@@ -51,26 +51,28 @@ def paired_drop(row: Any, policy: GatePolicy) -> dict[str, Any]:
     }
 
 
-def _decision(row: pd.Series, alpha: float, tests: int, what: str) -> str:
-    """Why the rule decided as it did, with the interval that inverts its tests (`drop_rule`)."""
-    tol = row["tolerance"]
-    bounds = f"{what} {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
+def drop_reason(row: pd.Series, policy: GatePolicy, tests: int, facts: str, value: str = "drop", subject: str = "drop") -> str:
+    """Why the drop rule decided a row as it did, with the interval that inverts its tests (`drop_rule`), then `facts`
+    (below `min_n` pairs: those alone). `value` names the drop (an excess, an increase), `subject` what lies beyond or
+    within the tolerance."""
+    n, alpha, tol = int(row["n"]), policy.alpha, row["tolerance"]
+    if n < policy.min_n:
+        return f"only {n} pairs (min_n {policy.min_n}); {facts}"
+    bounds = f"{value} {(row['b'] - row['c']) / n:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
     if row["status"] == "regression":
-        return f"{what} beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks)"
+        return f"{subject} beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests} checks); {facts}"
     if row["status"] == "pass":
-        return f"{what} within {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}"
-    return f"cannot tell the {what} from {tol:.3f}: {bounds}{holm_note(row, alpha, tests)}"
-
-
-def holm_note(row: pd.Series, alpha: float, tests: int) -> str:
-    """Why an interval that lies beyond the tolerance is still no regression: the family's adjustment (or '')."""
-    if not row["p_beyond"] <= alpha < row["p_adjusted"]:
-        return ""
-    return f" (beyond it alone, p {row['p_beyond']:.2g}, but not after Holm over {tests} checks: p_adj {row['p_adjusted']:.2g} > {alpha})"
+        return f"{subject} within {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}; {facts}"
+    holm = ""  # why an interval beyond the tolerance is still no regression: the family's adjustment
+    if row["p_beyond"] <= alpha < row["p_adjusted"]:
+        holm = (
+            f" (beyond it alone, p {row['p_beyond']:.2g}, but not after Holm over {tests} checks: p_adj {row['p_adjusted']:.2g} > {alpha})"
+        )
+    return f"cannot tell the {subject} from {tol:.3f}: {bounds}{holm}; {facts}"
 
 
 def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Noise | None = None) -> str:
-    alpha, n, b, c = policy.alpha, int(row["n"]), int(row["b"]), int(row["c"])
+    n, b, c = int(row["n"]), int(row["b"]), int(row["c"])
     errors = f", {row['cand_errors']} of them request errors" if row["cand_errors"] else ""
     versus = (
         f"{row['cand_acc']:.3f} [{row['cand_lo']:.3f},{row['cand_hi']:.3f}] vs {row['reference']} "
@@ -78,27 +80,21 @@ def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Nois
     )
     if noise is not None:
         versus += f"; {noise.describe()}"
-    if n < policy.min_n:
-        return f"only {n} pairs (min_n {policy.min_n}); {versus}"
-    decision = _decision(row, alpha, tests, "drop")
-    if row["status"] in ("regression", "pass"):
-        return f"{decision}; {versus}"
-    unexplained = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
-    mde = mde_beyond_tolerance(n, unexplained, row["tolerance"], alpha, MDE_POWER, max(tests, 1))
-    return f"{decision}; a drop of {mde:.3f} would be found with {MDE_POWER:.0%} power at n={n} (MDE); {versus}"
+    if row["status"] == "inconclusive" and n >= policy.min_n:
+        unexplained = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
+        mde = mde_beyond_tolerance(n, unexplained, row["tolerance"], policy.alpha, MDE_POWER, max(tests, 1))
+        versus = f"a drop of {mde:.3f} would be found with {MDE_POWER:.0%} power at n={n} (MDE); {versus}"
+    return drop_reason(row, policy, tests, versus)
 
 
 def _differential_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
-    n, b, c = int(row["n"]), int(row["b"]), int(row["c"])
     errors = f" ({row['cand_errors']} of them request errors)" if row["cand_errors"] else ""
     shares = (
         f"warm answers differ from the build's own cold ones on {1 - row['cand_acc']:.1%} (variant {row['variant']}) vs "
-        f"{1 - row['ref_acc']:.1%} ({row['reference']}), on the same prompts; {b} changed by this build only{errors}, "
-        f"{c} by the baseline only, of {n}"
+        f"{1 - row['ref_acc']:.1%} ({row['reference']}), on the same prompts; {row['b']} changed by this build only{errors}, "
+        f"{row['c']} by the baseline only, of {row['n']}"
     )
-    if n < policy.min_n:
-        return f"only {n} pairs (min_n {policy.min_n}); {shares}"
-    return f"{_decision(row, policy.alpha, tests, 'excess')}; {shares}"
+    return drop_reason(row, policy, tests, shares, "excess", "excess")
 
 
 def _is_differential(kind: str, cache: str, policy: GatePolicy) -> bool:
@@ -113,7 +109,7 @@ def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataF
         table = table[~((table["kind"] == "variant") & (table["cache"] == "off"))].reset_index(drop=True)
     differential = [_is_differential(k, c, policy) for k, c in zip(table["kind"], table["cache"])]
     tolerance = [policy.floor_margin if d else policy.max_accuracy_drop for d in differential]
-    return with_drop_decisions(table.assign(differential=differential, tolerance=tolerance), tolerance, policy.alpha, policy.min_n)
+    return with_drop_decisions(table.assign(differential=differential), tolerance, policy.alpha, policy.min_n)
 
 
 def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
@@ -127,12 +123,8 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     checks = []
     for _, row in table.iterrows():
         profile_noise = (noise or {}).get(str(row["profile"]))
-        differential = bool(row["differential"])
-        status = row["status"]
-        if differential:
-            reason = _differential_reason(row, policy, tests)
-        else:
-            reason = _accuracy_reason(row, policy, tests, profile_noise)
+        differential, status = bool(row["differential"]), row["status"]
+        reason = _differential_reason(row, policy, tests) if differential else _accuracy_reason(row, policy, tests, profile_noise)
         margin = drop_margin(row["tolerance"], policy.alpha, profile_noise)
         if status == "regression" and row["acc_drop"] <= margin:
             status = "inconclusive"
@@ -146,7 +138,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
                 reason,
                 **CellKey.from_row(row).as_dict(),
                 metric=DIFFERENTIAL_METRIC if differential else f"{policy.metric} accuracy drop",
-                **paired_drop(row, policy),
+                **drop_figures(row, policy.min_n),
                 comparison=row["comparison"],
             )
         )

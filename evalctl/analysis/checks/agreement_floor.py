@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT
-from evalctl.analysis.checks.accuracy import holm_note
+from evalctl.analysis.checks.accuracy import drop_figures, drop_reason
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
 from evalctl.analysis.gate_policy import GatePolicy
@@ -31,20 +31,11 @@ ARM_SCOPE = "the A/A arm repeats every server's reference cells: its arm failed 
 
 
 def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
-    margin, alpha, n, b, c = policy.floor_margin, policy.alpha, int(row["n"]), int(row["b"]), int(row["c"])
     shares = (
         f"warm answers differ from the cold ones on {row['warm']:.1%}, the cold replica on {row['floor']:.1%} (the floor); "
-        f"{b} differ warm only, {c} cold only, of {n}"
+        f"{row['b']} differ warm only, {row['c']} cold only, of {row['n']}"
     )
-    if n < policy.min_n:
-        return f"only {n} pairs (min_n {policy.min_n}); {shares}"
-    excess = f"excess {row['acc_drop']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
-    if row["status"] == "regression":
-        holm = f"p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests})"
-        return f"warm disagreement beyond the floor + {margin:.3f}: {excess}, {holm}; {shares}"
-    if row["status"] == "pass":
-        return f"warm disagreement within the floor + {margin:.3f}: {excess}, p {row['p_within']:.2g} <= {alpha}; {shares}"
-    return f"cannot tell the excess over the floor from {margin:.3f}: {excess}{holm_note(row, alpha, tests)}; {shares}"
+    return drop_reason(row, policy, tests, shares, "excess", "excess over the floor")
 
 
 def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolicy) -> list[Check]:
@@ -69,13 +60,7 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
                 _reason(row, policy, tests),
                 **CellKey.from_row(row).as_dict(),
                 metric="agreement: warm minus cold-vs-cold disagreement",
-                value=float(row["acc_drop"]),
-                threshold=policy.floor_margin,
-                p_value=float(row["p_beyond"]),
-                p_adjusted=float(row["p_adjusted"]),
-                b=int(row["b"]),
-                c=int(row["c"]),
-                n=int(row["n"]),
+                **drop_figures(row, policy.min_n),
                 comparison=CACHE_COMPARISON,
                 family=f"{KIND} {variant}",
             )

@@ -34,6 +34,7 @@ from collections import Counter
 
 import pandas as pd
 
+from evalctl.analysis.checks.accuracy import drop_figures, drop_reason
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
@@ -117,50 +118,23 @@ def failures_named(row: pd.Series) -> str:
     return f"{told}; {row['reference']}: {int(row['ref_failed'])} of {n}"
 
 
-def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
-    tol, alpha, n = policy.max_first_attempt_failure_increase, policy.alpha, int(row["n"])
-    counts = failures_named(row)
-    if n < policy.min_n:
-        return f"only {n} pairs (min_n {policy.min_n}); {counts}"
-    bounds = f"increase {row['increase']:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
-    if row["status"] == "regression":
-        return (
-            f"first-attempt failures up beyond {tol:.3f}: {bounds}, p_adj {row['p_adjusted']:.2g} <= {alpha} (Holm over {tests}); {counts}"
-        )
-    if row["status"] == "pass":
-        return f"first-attempt failures up by no more than {tol:.3f}: {bounds}, p {row['p_within']:.2g} <= {alpha}; {counts}"
-    return f"cannot tell the increase in first-attempt failures from {tol:.3f}: {bounds}; {counts}"
-
-
 def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
     """One finding per candidate cell of each comparison, each judged (with no failure anywhere it can pass), one family."""
-    tol = policy.max_first_attempt_failure_increase
-    table = with_drop_decisions(first_attempt_table(comparisons), tol, policy.alpha, policy.min_n)
+    table = with_drop_decisions(first_attempt_table(comparisons), policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
     tests = int((table["n"] >= policy.min_n).sum())
-    checks = []
-    for _, row in table.iterrows():
-        judged = row["n"] >= policy.min_n
-        checks.append(
-            Check(
-                f"{row['comparison']}: first attempts",
-                KIND,
-                row["status"],
-                _reason(row, policy, tests),
-                **CellKey.from_row(row).as_dict(),
-                metric="first-attempt failure rate increase",
-                value=float(row["increase"]),
-                threshold=tol,
-                p_value=float(row["p_beyond"]),
-                p_adjusted=float(row["p_adjusted"]),
-                lower=float(row["rule_lower"]) if judged else None,
-                upper=float(row["rule_upper"]) if judged else None,
-                b=int(row["b"]),
-                c=int(row["c"]),
-                n=int(row["n"]),
-                comparison=row["comparison"],
-            )
+    return [
+        Check(
+            f"{row['comparison']}: first attempts",
+            KIND,
+            row["status"],
+            drop_reason(row, policy, tests, failures_named(row), "increase", "increase in first-attempt failures"),
+            **CellKey.from_row(row).as_dict(),
+            metric="first-attempt failure rate increase",
+            **drop_figures(row, policy.min_n),
+            comparison=row["comparison"],
         )
-    return checks
+        for _, row in table.iterrows()
+    ]
 
 
 class FirstAttempt(GateCheck):

@@ -63,15 +63,6 @@ def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     return out
 
 
-def throughput_ratio(candidate: pd.DataFrame, reference: pd.DataFrame, on: list[str]) -> pd.DataFrame:
-    """Candidate over reference rates for cells matched on `on` (cache on/off, or run vs baseline)."""
-    rates = ["requests_per_s", "output_tokens_per_s"]
-    merged = candidate[[*on, *rates]].merge(reference[[*on, *rates]], on=on, suffixes=("", "_ref"))
-    for rate in rates:
-        merged[f"{rate}_ratio"] = merged[rate] / merged[f"{rate}_ref"]
-    return merged.sort_values(on).reset_index(drop=True)
-
-
 # Cell-wide figures `throughput_ratios` divides: higher is better for rates, lower for latencies.
 RATES = ("requests_per_s", "output_tokens_per_s")
 LATENCIES = ("latency_p50_s", "latency_p90_s", "ttft_p50_s")

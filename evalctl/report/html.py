@@ -27,16 +27,17 @@ import pandas as pd
 from evalctl.analysis.flips import flipped_questions
 from evalctl.analysis.gate import baseline_variant
 from evalctl.analysis.gate_document import GateDocument, read_gate
+from evalctl.analysis.pairing import Comparison, between_runs, within_run
 from evalctl.analysis.settings import settings_diff_runs, settings_diff_variants
 from evalctl.analysis.summary import run_summary
-from evalctl.analysis.throughput import throughput_ratio
+from evalctl.analysis.throughput import throughput_ratios
 from evalctl.cell import CellKey
 from evalctl.fsio import write_atomic
 from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS
 from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
 from evalctl.report.signoff import signoff_matrix
-from evalctl.report.terminal import _fmt, accuracy_view, decisions_view, settings_view, throughput_view
+from evalctl.report.terminal import _fmt, accuracy_view, decisions_view, ratio_view, settings_view, throughput_view
 from evalctl.runs import Run
 
 PROBE_GLOB = "probe*.json"
@@ -164,31 +165,20 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
     return rows
 
 
-_RATIO_COLUMNS = {
-    "requests_per_s": "req/s",
-    "requests_per_s_ref": "req/s (ref)",
-    "requests_per_s_ratio": "req/s ratio",
-    "output_tokens_per_s": "out tok/s",
-    "output_tokens_per_s_ref": "out tok/s (ref)",
-    "output_tokens_per_s_ratio": "out tok/s ratio",
-    "pass_index": "pass",
-}
-
-
-def _ratio_table(df: pd.DataFrame) -> Table:
-    return Table.of(df.rename(columns=_RATIO_COLUMNS))
+def _ratios(comparisons: list[Comparison]) -> Table | None:
+    ratios = throughput_ratios(comparisons)
+    return Table.of(ratio_view(ratios)) if len(ratios) else None
 
 
 def _throughput(run: Run, baseline: Run | None) -> dict:
+    """The cells' throughput, and candidate / reference ratios: cache on / off, this run / the baseline."""
     tp = run_summary(run).throughput
-    keys = CellKey.columns("cache")
-    on, off = tp[tp["cache"] == "on"].drop(columns="cache"), tp[tp["cache"] == "off"].drop(columns="cache")
-    out = {"cells": Table.of(throughput_view(tp)), "cache_ratio": None, "baseline_ratio": None}
-    if len(on) and len(off):
-        out["cache_ratio"] = _ratio_table(throughput_ratio(on, off, keys))
-    if baseline is not None:
-        out["baseline_ratio"] = _ratio_table(throughput_ratio(tp, run_summary(baseline).throughput, CELL_KEYS))
-    return out
+    against = [between_runs(run_summary(baseline).throughput, tp)] if baseline is not None else []
+    return {
+        "cells": Table.of(throughput_view(tp)),
+        "cache_ratio": _ratios([c for c in within_run(tp) if c.kind == "cache"]),
+        "baseline_ratio": _ratios(against),
+    }
 
 
 def _settings_diff(run: Run, baseline: Run | None) -> dict:

@@ -32,17 +32,11 @@ prompts (`checks.accuracy`, the differential), by this rule at the same margin.
 
 Guarantee (exact, `scripts/exact_floor.py`, no simulation): whenever every judged cell of a
 build has a true excess of at most m, the chance that any of its floor checks is called a
-regression is at most alpha, under any dependence between cells (Holm); over k builds, k alpha; whenever a cell's excess is at least m, the
-chance it passes is at most alpha. Shown at alpha 0.05 for m in {0.05, 0.10, 0.15}, every n
-from 20 to 2,000, any joint law of (W, A) within a question (the nuisance: how often they
-differ together, 0 to 0.4 discordance besides the excess), 1 to 10 cells: worst false
-regression 4.75% / 4.80% / 4.84%, worst false pass 4.99%. The worst case over the null is at
-d = m exactly (the regions are monotone in b given c, see `drop_rule`). Other alphas and
-margins hold only if the script is run for them (`--alpha`, `--margins`).
-
-Why not the exact conditional McNemar test: it is exact only for m = 0, and m = 0 is the
-wrong null (below). With m > 0 the nuisance does not condition away; the score test,
-enumerated over it, keeps the rate.
+regression is at most alpha, under any dependence between cells (Holm); over k builds, k alpha;
+whenever a cell's excess is at least m, the chance it passes is at most alpha. Shown at alpha 0.05
+for m in {0.05, 0.10, 0.15}, every n from 20 to 2,000 and any joint law of (W, A) within a
+question (the worst cases, the power by n, floor and margin, and why not the conditional McNemar
+test: docs/statistics.md). Other alphas and margins hold only if the script is run for them.
 
 Assumptions:
 - questions are independent draws, each giving one (A, W) pair (turns of one conversation
@@ -51,14 +45,7 @@ Assumptions:
   floor check judges the pairs there are, at a rate the script does not cover);
 - under no bug, the warm path disagrees with R at most m more often than a cold re-run does.
   The floor is the engine's run-to-run noise; what warm computation adds on a good build
-  (llama.cpp's separate last-tokens batch) it does not measure: m must cover that. With
-  m = 0, a deterministic engine (floor 0) whose warm path differs on a good build would be
-  blamed, ever more surely as n grows. Where warm and cold re-runs are exchangeable given R
-  (the noise is batching, not the cache), d = 0 and any m >= 0 holds.
-
-What it costs (exact power by n, floor and margin: docs/statistics.md): 40 questions pass at m = 0.10
-only when the warm and the cold disagreements fall on the same questions; the regression side pays
-for the replica's own flips (c) as McNemar does, and for m: a bug must add well over m to be found.
+  (llama.cpp's separate last-tokens batch) it does not measure: m must cover that.
 
 References: Nam 1997, Biometrics 53:1422; Tango 1998, Stat Med 17:891; Holm 1979, Scand J
 Stat 6:65; Berger 1982, Technometrics 24:295 (intersection-union, for the pass side).

@@ -1,32 +1,16 @@
 """The gate: every registered check on a run (and optionally a baseline run) and one verdict.
 
-Each kind of check is its own module under `analysis.checks` (the registry and its interface);
-`evaluate` walks them in order. The rules and guarantees of the built-in kinds follow.
+Each kind of check is its own module under `analysis.checks` (the registry and its interface), its
+rule and guarantee in its docstring (the accuracy rule's in `drop_rule`; docs/gate.md and
+docs/statistics.md for people); `evaluate` walks them in order.
 
 Verdicts, in order of precedence (exit statuses: `errors.ExitCode`): *regression* when any
 check found one; *inconclusive* when none did but some check could not decide (too few questions,
 data that neither show the drop beyond the tolerance nor exclude it, an incomplete run, a
-comparison with nothing to pair); *pass* only when every check passed. The result names the
-evidence a regression or an inconclusive verdict rests on: the deciding checks, their counts and
-the requests that part earliest from their reference (`analysis.evidence`).
-
-Accuracy. Each accuracy check compares a candidate cell with its reference cell on the same
-questions (cache on vs off, variant vs baseline variant, pass k vs 1, run vs baseline run),
-with tolerance tol = `max_accuracy_drop` (rule and references in `drop_rule`):
-- regression: Tango's score test rejects H0: drop <= tol (one-sided), Holm-adjusted over
-  all accuracy checks of the gate, at level `alpha`. A drop inside the tolerance is never
-  evidence of a regression, however significant it is against no drop;
-- pass: the same statistic rejects H0: drop >= tol in the cell, and the gate passes only
-  if every cell does (intersection-union test);
-- inconclusive otherwise, or with fewer than `min_n` pairs; the reason gives the interval
-  and the drop the rule would find with 80% power at that n (MDE, `power.mde_beyond_tolerance`).
-
-With an A/A arm (`noise`), a regression must also exceed the engine's measured noise; every
-paired check shows it (`analysis.noise` states what that does to the error rates). A comparison
-resting on a cell whose cache label did not hold (`cache-engaged`, `analysis.checks.cache_engaged`)
-is inconclusive, never a pass. *Warnings* (a cache that saved no time, resolved server settings
-that differ from the baseline's) are shown but do not change the verdict.
-
+comparison with nothing to pair: never left out silently); *pass* only when every check passed.
+*Warnings* (a cache that saved no time, resolved server settings that differ from the baseline's)
+are shown but do not change the verdict. The result names the evidence a regression or an
+inconclusive verdict rests on (`analysis.evidence`).
 
 Guarantees (asymptotic; questions independent, see `drop_rule`): when every true drop is
 <= tol, the chance of any false accuracy regression in the gate is <= alpha (Holm 1979,
@@ -34,28 +18,11 @@ any dependence between cells); when some true drop is >= tol, the chance of a pa
 <= alpha (Berger 1982). Holm, not Benjamini-Hochberg: a verdict blocks a merge or a
 release, so one false "regression" anywhere is the error that costs; BH bounds only the
 expected share of false flags, the right trade for exploration (`evalctl analyze`).
-
-Request errors. A candidate's error on a question the reference answered counts as a wrong
-answer in the paired test (`pairing.judged_pairs`), so errors cannot hide a drop; the
-error-rate check still caps errors on their own.
-
-Unpaired cells. A candidate cell a comparison cannot pair (a baseline run without the cell
-or with other prompts) is inconclusive and says why; it is never left out silently.
-
-Cliffs. The length cliff (`cliff`) is reported, not judged: it says where accuracy departs,
-and the per-cell accuracy checks decide. Its tail test pools shot counts, so one question
-counts once per shot count, which overstates the evidence (about 4% false cliffs at n=200
-without any drop); every length a sweep asks is a cell already in the accuracy family.
-
-Throughput. Per-request rank tests of a slowdown beyond `max_throughput_drop`
-(`throughput_checks`), the same beyond/within rule, Holm over the throughput checks as
-their own family: a false throughput regression is bounded by alpha separately.
-
-First attempts. The increase in requests not answered at their first attempt, paired per question
-(`checks.first_attempt`): the accuracy rule at `max_first_attempt_failure_increase`, Holm over its own
-family. With three families a gate keeps its any-false-regression rate <= 3 alpha, plus alpha for each
-build the agreement floor judges (`analysis.floor`, when the policy asks for it: one family a build,
-so a build's floor verdict is the same alone or beside others in one sweep).
+Throughput and first-attempt checks are Holm families of their own, so a gate keeps its
+any-false-regression rate <= 3 alpha, plus alpha for each build the agreement floor judges
+(`analysis.floor`: one family a build, so a build's floor verdict is the same alone or beside
+others in one sweep). The A/A noise margin (`analysis.noise`) only turns would-be regressions
+into inconclusive; the length cliff (`cliff`) is described, never judged.
 """
 
 from __future__ import annotations

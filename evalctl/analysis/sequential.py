@@ -89,20 +89,10 @@ question population: the shared seeded permutation makes every prefix a uniform 
 *questions*, but not of the *time* they were asked in, so an engine whose accuracy changes
 during the run (a cache that degrades once it fills) breaks it. The drift test catches that
 once both halves are seen; a decision made before the change shows cannot be protected: a
-rule that stops on the first half alone cannot know the second. The benchmark's step change at
-half the questions (5 points lost in the first half and 1 in the second, and the reverse) still
-gives about 30% false regressions and 40% false passes sequentially, against the fixed-n gate's
-4-5%; where such drift is expected, run `stopping.mode: fixed`. Look times must not depend on
-the outcomes. With one look at n = N and e_share = 0 the rule is the fixed-n gate exactly.
-
-**Why this hybrid.** A pure betting e-process is exact and stops a collapse within a few dozen
-pairs, but it pays log(1/alpha) at every n instead of z_alpha at N: healthy cells that disagree
-often (discordance 0.09) then rarely pass, and moderate drops are missed. A pure group-sequential
-design keeps the fixed-n power at N, but cannot stop a collapse early without spending alpha
-early, which its normal approximation with a few flips cannot be trusted with. Giving the
-e-process a tenth of the regression level buys the early stop for about three points of power at
-a 5-point drop. `scripts/bench_sequential.py` shows the error rates, the power and the requests
-saved by simulation, beside the fixed-n gate.
+rule that stops on the first half alone cannot know the second (the benchmark's step changes:
+docs/statistics.md; where such drift is expected, run `stopping.mode: fixed`). Look times must not
+depend on the outcomes. With one look at n = N and e_share = 0 the rule is the fixed-n gate exactly.
+Why both procedures, and what each buys: docs/sequential-stopping.md.
 """
 
 from __future__ import annotations

@@ -200,12 +200,12 @@ def fetch(model: BundledModel) -> Path:
 
 
 def cached_file(target: Path, make: Callable[[Path], Path]) -> Path:
-    """`target`, made first if absent: `make(tmp)` writes it in a temporary folder beside it (raising if
-    it cannot), and it is moved into place whole. A lock beside it makes one maker at a time."""
+    """`target` (a file or a folder), made first if absent: `make(tmp)` writes it in a temporary folder beside
+    it (raising if it cannot), and it is moved into place whole. A lock beside it makes one maker at a time."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.is_file():
+        if target.exists():
             return target
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
             os.replace(make(Path(tmp)), target)
@@ -255,18 +255,15 @@ def check_converted(folder: Path) -> None:
 def convert(name: str, python: str) -> Path:
     """The converted folder of bundled model `name`, made first with `python` (an interpreter with torch,
     transformers, gguf and accelerate: the vLLM venv's) if absent; checked against its recorded digest."""
-    target = converted_path(name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not target.is_dir():
-            gguf = str(shipped_file(BUNDLED_MODELS[CONVERTED_MODELS[name].source]))
-            with tempfile.TemporaryDirectory(dir=target.parent, prefix=".convert-") as tmp:
-                out = Path(tmp) / name
-                _run_converter(name, python, gguf, out)
-                record = {"source": Path(gguf).name, "source_sha256": _sha256(Path(gguf)), "files": folder_digest(out)}
-                (out / DIGEST_FILE).write_text(json.dumps(record, indent=1))
-                os.replace(out, target)
+
+    def make(tmp: Path) -> Path:
+        gguf, out = shipped_file(BUNDLED_MODELS[CONVERTED_MODELS[name].source]), tmp / name
+        _run_converter(name, python, str(gguf), out)
+        record = {"source": gguf.name, "source_sha256": _sha256(gguf), "files": folder_digest(out)}
+        (out / DIGEST_FILE).write_text(json.dumps(record, indent=1))
+        return out
+
+    target = cached_file(converted_path(name), make)
     check_converted(target)
     return target
 

@@ -228,11 +228,6 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
 # ---- sign-off per release candidate ---------------------------------------------------------
 
 
-def _accuracy_frame(cells: pd.DataFrame) -> pd.DataFrame:
-    """Catalog cells in `accuracy_table`'s shape (first pass), for the sign-off matrix."""
-    return cells.assign(pass_index=1)
-
-
 def _side_by_side(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> Table:
     keys = ["profile", "variant", "cache", "shots"]
 
@@ -298,7 +293,7 @@ def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
         baseline_who=_who(baseline) if baseline else None,
         baseline_report=reports.get(baseline.path.name) if baseline else None,
         side_by_side=_side_by_side(cells, base_cells),
-        matrix=signoff_matrix(_accuracy_frame(cells), checks, "accuracy"),
+        matrix=signoff_matrix(cells.assign(pass_index=1), checks, "accuracy"),  # catalog cells are first passes
         metric=shown_metric(cells),
         checks=records_table(_worst_first(checks)) if checks else None,
         settings=settings_table(folder.manifest, baseline.manifest if baseline else None),

@@ -81,6 +81,16 @@ def drop_margin(tolerance: float, alpha: float, noise: Noise | None) -> float:
     return tolerance + max(0.0, noise.drop_upper(alpha)) if noise is not None else tolerance
 
 
+def beyond_noise(status: str, reason: str, drop: float, tolerance: float, alpha: float, noise: Noise | None) -> tuple[str, str]:
+    """A finding's status and reason with the engine's own noise counted: a regression whose `drop` is not above
+    `drop_margin` becomes inconclusive, and says why."""
+    margin = drop_margin(tolerance, alpha, noise)
+    if status != "regression" or drop > margin:
+        return status, reason
+    why = f"not above tolerance plus the engine's own noise drop (upper bound {margin - tolerance:.3f}) = {margin:.3f} (drop {drop:.3f})"
+    return "inconclusive", f"{why}: {reason}"
+
+
 def noise_by_profile(samples: pd.DataFrame, replica: pd.DataFrame, metric: Metric) -> dict[str, Noise]:
     """Each profile's noise: its A/A replica paired with the first run of the same cell."""
     if replica.empty:

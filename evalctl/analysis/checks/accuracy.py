@@ -25,7 +25,7 @@ from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.noise import Noise, drop_margin
+from evalctl.analysis.noise import Noise, beyond_noise
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
 from evalctl.analysis.power import mde_beyond_tolerance
 from evalctl.cell import CellKey
@@ -125,11 +125,7 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
         profile_noise = (noise or {}).get(str(row["profile"]))
         differential, status = bool(row["differential"]), row["status"]
         reason = _differential_reason(row, policy, tests) if differential else _accuracy_reason(row, policy, tests, profile_noise)
-        margin = drop_margin(row["tolerance"], policy.alpha, profile_noise)
-        if status == "regression" and row["acc_drop"] <= margin:
-            status = "inconclusive"
-            noise_bound = margin - row["tolerance"]
-            reason = f"not above tolerance plus the engine's own noise drop (upper bound {noise_bound:.3f}) = {margin:.3f}: {reason}"
+        status, reason = beyond_noise(status, reason, row["acc_drop"], row["tolerance"], policy.alpha, profile_noise)
         checks.append(
             Check(
                 f"{row['comparison']}: warm-vs-cold disagreement" if differential else row["comparison"],

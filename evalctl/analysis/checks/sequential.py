@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from evalctl.analysis.checks.accuracy import nothing_to_compare
-from evalctl.analysis.checks.base import Check, GateCheck, GateInputs, Status
+from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.gate_policy import GatePolicy, PolicyError
-from evalctl.analysis.noise import Noise, drop_margin
+from evalctl.analysis.noise import Noise, beyond_noise
 from evalctl.analysis.pairing import RUN_VS_BASELINE
 from evalctl.cell import CellKey
 from evalctl.manifest import CellDecision
@@ -66,7 +66,7 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
 
 def decision_check(decision: CellDecision, policy: GatePolicy, profile_noise: Noise | None) -> Check:
     """One cell's sequential decision as a finding; a regression must also exceed the engine's A/A noise."""
-    status: Status = decision.verdict
+    status = decision.verdict
     reason = (
         f"{decision.verdict} at look {decision.look} after {decision.answered} of {decision.planned} questions"
         f"{', shown by the e-process' if decision.by_e_process else ''}; {decision.saved} requests saved"
@@ -76,12 +76,9 @@ def decision_check(decision: CellDecision, policy: GatePolicy, profile_noise: No
     if decision.n:
         reason += f"; flips {decision.b} right->wrong, {decision.c} wrong->right of {decision.n} pairs"
     if profile_noise is not None:
-        reason += f"; {profile_noise.describe()}"
-        margin = drop_margin(policy.max_accuracy_drop, policy.alpha, profile_noise)
         drop = (decision.b - decision.c) / decision.n if decision.n else math.nan
-        if status == "regression" and not drop > margin:
-            status = "inconclusive"
-            reason = f"not above tolerance plus the engine's own noise drop = {margin:.3f} (drop {drop:.3f}): {reason}"
+        reason = f"{reason}; {profile_noise.describe()}"
+        status, reason = beyond_noise(status, reason, drop, policy.max_accuracy_drop, policy.alpha, profile_noise)
     return Check(
         f"{RUN_VS_BASELINE} (sequential)",
         "sequential",

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from evalctl import config_files
 from evalctl.errors import ConfigError
-from evalctl.schema import DEFAULT_ENGINE, ENGINES, ServerProfile, SweepConfig, Variant
+from evalctl.schema import ENGINES, ServerProfile, SweepConfig, Variant
 from evalctl.servers.registry import engine_class, engine_settings, engines
 from evalctl.tasks.registry import registered_task
 
@@ -26,15 +26,6 @@ def _task_checked(config: SweepConfig, source: str) -> SweepConfig:
             f"invalid config {source}:\n  shots: task {config.task} counts records as shots: every shot count must be >= {spec.min_shots}"
         )
     return config
-
-
-def gate_policy_file(name: str | None) -> Path | None:
-    """The gate policy file a config's `gate_policy` names (a policy name, searched as `config_files`
-    says, else a path); None for the built-in default."""
-    if name is None:
-        return None
-    named = config_files.find(name, config_files.POLICY_FOLDER)
-    return named.path if named else Path(name)
 
 
 def known_aliases() -> list[str]:
@@ -49,13 +40,8 @@ def alias_path(name: str) -> Path:
     return found.path
 
 
-# What replaced `serves` and the engine `external` of configs before a profile's `url` meant "not launched".
-SERVED_AT_URL = "`engine:` names the engine serving a profile's `url`"
-
-
-def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) -> str:
+def _format_validation(exc: ValidationError, source: str) -> str:
     lines = [f"invalid config {source}:"]
-    flat: dict[int, list[str]] = {}  # profile -> engine settings written beside its own fields (the shape before `engine:` held them)
     for err in exc.errors():
         loc, msg = list(err["loc"]), "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         if loc[:1] == ["servers"] and loc[2:3] == ["engine"]:
@@ -66,22 +52,7 @@ def _format_validation(exc: ValidationError, source: str, data: dict[str, Any]) 
                     msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
             elif err["type"] == "union_tag_invalid":
                 msg = f"unknown engine {err['ctx']['tag']!r}; known: {', '.join(adapter.name for adapter in engines())}"
-                if err["ctx"]["tag"] == "external":
-                    msg += f" ({SERVED_AT_URL}; left out, it is detected)"
-        elif loc[:1] == ["servers"] and len(loc) == 3 and err["type"] == "extra_forbidden":
-            if loc[2] == "serves":
-                msg = f"unknown field: {SERVED_AT_URL}"
-            elif any(loc[2] in adapter.Settings.model_fields for adapter in engines()):
-                flat.setdefault(int(loc[1]), []).append(str(loc[2]))
-                continue
         lines.append(f"  {'.'.join(map(str, loc)) or '(top level)'}: {msg}")
-    for index, fields in flat.items():
-        engine = data["servers"][index].get("engine") or DEFAULT_ENGINE
-        name = engine.get("name") if isinstance(engine, dict) else engine
-        lines.append(
-            f"  servers.{index}: {', '.join(fields)}: engine settings go under `engine:` now, with the engine's name: "
-            f"engine: {{name: {name}, {fields[0]}: ...}}"
-        )
     return "\n".join(lines)
 
 
@@ -127,7 +98,7 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     try:
         config = validated(data)
     except ValidationError as exc:
-        raise ConfigError(_given_as_options(_format_validation(exc, source, data), overrides or {})) from None
+        raise ConfigError(_given_as_options(_format_validation(exc, source), overrides or {})) from None
     return _task_checked(config, source)
 
 

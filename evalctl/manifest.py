@@ -5,8 +5,7 @@ node, servers, failures, status) in `jobs/<part>.json`, written only by that par
 writers share a file; the aggregation step folds them into the manifest.
 
 Every model allows fields it does not know: a manifest written by a newer evalctl still
-loads, and rewriting it keeps them. One that fails validation is a `ManifestError`. A manifest of
-an older shape is read in today's (`_nested_engine`, `ServerEntry._served_engine`).
+loads, and rewriting it keeps them. One that fails validation is a `ManifestError`.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 import evalctl
 from evalctl.cell import CellKey
@@ -136,15 +135,6 @@ class ServerEntry(_Entry):
     exit_code: int | None = None
     log_tail: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _served_engine(cls, data: Any) -> Any:
-        # Before a profile's `url` meant "not launched", such a server's engine was `external`, and `serves` named the real one.
-        if isinstance(data, dict) and "serves" in data:
-            engine = data.get("serves") if data.get("engine") == _EXTERNAL else data.get("engine")
-            return {k: v for k, v in data.items() if k != "serves"} | {"engine": engine}
-        return data
-
     @property
     def label(self) -> str:
         return f"{self.profile}/{self.variant} cache {self.cache}"
@@ -245,13 +235,6 @@ class Manifest(RunState):
     parts: dict[str, str] = Field(default_factory=dict)
     gate: GateSummary | None = None
 
-    @field_validator("config", mode="before")
-    @classmethod
-    def _profiles_of_today(cls, config: Any) -> Any:
-        if isinstance(config, dict) and isinstance(config.get("servers"), list):
-            return {**config, "servers": [_nested_engine(s) if isinstance(s, dict) else s for s in config["servers"]]}
-        return config
-
     @field_serializer("host", "evalctl")
     def _as_recorded(self, value: BaseModel) -> dict[str, Any]:
         # Only what was recorded: an older manifest's host rewritten stays as it was.
@@ -265,26 +248,6 @@ class Manifest(RunState):
     def gate_policy(self) -> str | None:
         """The gate policy the run's config names (a policy name, see `config_files`, or a file); None: the built-in."""
         return self.config.get("gate_policy")
-
-
-# The flat shape of a recorded profile (before engine settings moved under `engine:`): these fields
-# were the profile's own, every other one its engine's; engine `external` stood for a server at `url`.
-_FLAT_PROFILE_FIELDS = set("name model_path url port host gpu startup_timeout_s deterministic python extra_args env".split())
-_EXTERNAL = "external"
-
-
-def _nested_engine(profile: dict[str, Any]) -> dict[str, Any]:
-    """A recorded profile in today's shape: one of the flat shape (`engine` a name) gets its engine's settings under `engine`."""
-    engine = profile.get("engine", "llamacpp")
-    if not isinstance(engine, str):
-        return profile
-    common = {k: v for k, v in profile.items() if k in _FLAT_PROFILE_FIELDS}
-    if engine == _EXTERNAL:
-        return {**common, "engine": {"name": profile["serves"]} if profile.get("serves") else None}
-    return {
-        **common,
-        "engine": {"name": engine, **{k: v for k, v in profile.items() if k not in _FLAT_PROFILE_FIELDS | {"engine", "serves"}}},
-    }
 
 
 def new_run_id(model: str) -> str:

@@ -53,9 +53,7 @@ def test_manifest_written_before_the_types_loads_and_keeps_unknown_fields(tmp_pa
     write_manifest(tmp_path, manifest)
     again = json.loads((tmp_path / "manifest.json").read_text())
     assert again["from_a_later_version"] == {"kept": True}
-    # A profile of the old flat shape is read in today's: its engine settings under `engine`.
-    upgraded = {**OLD["config"], "servers": [{"name": "cpu", "engine": {"name": "llamacpp"}}]}
-    assert {k: again[k] for k in OLD} == {**OLD, "servers": again["servers"], "config": upgraded}
+    assert {k: again[k] for k in OLD} == {**OLD, "servers": again["servers"]}  # the config as recorded
     assert Manifest.model_validate(again) == manifest
 
 

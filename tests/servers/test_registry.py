@@ -1,16 +1,14 @@
-"""The engine registry: names, the union of the engines' settings, the old flat shape refused, the cached-token metric contract."""
+"""The engine registry: names, the union of the engines' settings, the cached-token metric contract."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-import yaml
-from conftest import cli
 from pydantic import ValidationError
 
 from evalctl.config import config_from_dict, validated, with_external_url
-from evalctl.errors import ConfigError, ExitCode, UnknownName
+from evalctl.errors import ConfigError, UnknownName
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.schema import ServerProfile, SweepConfig
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
@@ -81,25 +79,6 @@ def test_the_schema_takes_an_engines_model_and_leaves_names_to_the_config_loader
 def test_a_setting_of_another_engine_is_refused_by_name(profile, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         config_of(profile)
-
-
-@pytest.mark.parametrize(
-    ("profile", "message"),
-    [
-        (
-            {"engine": "sglang", "tp": 4, "quantization": "fp8", "gpu": "B200"},
-            "servers.0: tp, quantization: engine settings go under `engine:` now, with the engine's name: engine: {name: sglang, tp: ...}",
-        ),
-        ({"parallel": 2}, "servers.0: parallel: engine settings go under `engine:` now, with the engine's name: engine: {name: llamacpp"),
-        ({"engine": "external", "url": "http://h:1"}, "unknown engine 'external'; known: llamacpp, sglang, vllm (`engine:` names"),
-        ({"url": "http://h:1", "serves": "vllm"}, "servers.0.serves: unknown field: `engine:` names the engine serving a profile's `url`"),
-    ],
-)
-def test_a_config_of_the_flat_shape_is_told_the_new_one(profile, message, tmp_path):
-    config = tmp_path / "old.yaml"
-    config.write_text(yaml.safe_dump({"model": "m", "servers": [{"name": "p", "model_path": "m", **profile}]}, sort_keys=False))
-    out = cli("servers", "show", "--config", str(config))
-    assert out.returncode == ExitCode.BAD_INPUT and message in " ".join(out.stderr.split()), out.stderr
 
 
 def test_a_url_profile_is_not_launched_and_its_engine_is_named_or_detected():

@@ -9,6 +9,9 @@ never started counts as missing, not as absent from the comparison.
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import pandas as pd
 from pydantic import ValidationError
 
@@ -22,15 +25,35 @@ from evalctl.runs import Run
 COLUMNS = [*CELL_KEYS, "expected", "found"]
 
 
+def _drop_fields(data: Any, locs: list[tuple]) -> Any:
+    data = copy.deepcopy(data)
+    for loc in locs:
+        if loc[:1] == ("servers",) and loc[2:3] == ("engine",) and len(loc) > 4:
+            loc = loc[:3] + loc[4:]  # the engine's name, the tag of the settings union
+        target = data
+        for part in loc[:-1]:
+            target = target[part]
+        target.pop(loc[-1], None)
+    return data
+
+
 def planned_cells(config: dict) -> pd.DataFrame:
-    """Cells the manifest's config implies; raises ValueError if the config cannot be read."""
+    """Cells the manifest's config implies; raises ValueError if the config cannot be read.
+
+    Fields this version does not know (a manifest written by another evalctl version, e.g.
+    an engine option) are dropped: this version's plan is built from the fields it knows.
+    """
     try:
         resolved = validated(config)
-    except ValidationError as exc:
-        raise ValueError(
-            f"the manifest's config is not a valid sweep config: {exc.error_count()} error(s), first: "
-            f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
-        ) from None
+    except ValidationError as first:
+        unknown = [e["loc"] for e in first.errors() if e["type"] == "extra_forbidden"]
+        try:
+            resolved = validated(_drop_fields(config, unknown))
+        except ValidationError as exc:
+            raise ValueError(
+                f"the manifest's config is not a valid sweep config: {exc.error_count()} error(s), first: "
+                f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
+            ) from None
     rows = [(c.profile, c.variant, c.cache.value, c.shots, c.pass_index) for launch in expand(resolved) for c in launch.cells]
     return pd.DataFrame(rows, columns=CELL_KEYS).assign(limit=resolved.limit)
 

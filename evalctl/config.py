@@ -109,6 +109,6 @@ def validated(data: dict[str, Any]) -> SweepConfig:
 
 def with_external_url(config: SweepConfig, url: str, engine: str | None = None) -> SweepConfig:
     """Replace the profiles by one already-running server (`--url`), served by `engine` (None: detected when it starts)."""
-    settings = engine_class(engine).Settings() if engine else None  # UnknownName lists the known ones
+    settings = engine_class(engine).Settings() if engine else None  # an unknown name is an error listing the known ones
     external = ServerProfile(name="external", url=url.rstrip("/"), engine=settings, model_path=config.servers[0].model_path)
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

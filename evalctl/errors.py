@@ -20,34 +20,23 @@ Any other OSError (a disk that fails a read) is INTERNAL too; any other exceptio
 
 Every public error is defined here (the modules that raise them import them from here):
 
-    EvalctlError                  5 INTERNAL
+    EvalctlError                  5 INTERNAL (and two modules registering one name)
     ├── BadInput (ValueError)     4 BAD_INPUT
     │   ├── ConfigError           a config that cannot be used
-    │   │   ├── MissingExtra      an optional dependency not installed
-    │   │   ├── GpuAssignmentError  GPUs asked for that the host lacks
-    │   │   └── ModelUnavailable  the bundled model not installed nor fetchable
-    │   ├── UnknownName           a name no registry holds (engine, task, check)
-    │   ├── PolicyError           a gate policy that cannot be used
-    │   ├── RunFolderError        a run folder missing, incomplete or corrupt
     │   ├── ManifestError         a manifest.json missing or not evalctl's
     │   ├── GateFileError         a gate.json that cannot be read
-    │   ├── NoOverlapError        two runs with no pair in common
-    │   ├── BaselineError         a baseline the sequential rule cannot use
-    │   ├── RunLocked             a run folder another process is writing
-    │   ├── NoSlurm               --executor slurm without Slurm
     │   ├── NeverStarts           Slurm jobs that can never start as asked
     │   ├── BuildInputError       a bisect repository, revision or builds file
     │   ├── StateError            a bisect folder that cannot be resumed
-    │   ├── FromRunError          a --from-run that cannot start a bisect
     │   └── VenvBuildError        a build's pip requirements pip cannot install
     ├── RunFailed                 3 RUN_FAILED
     │   ├── ServerError           a server that would not start or died
     │   │   └── PortTaken         its port answered for another launch's server
-    │   ├── ProbeError            the probe could not run as designed
-    │   ├── SlurmUnavailable      Slurm refused or did not answer
-    │   └── ReferenceFailed       a bisect's good build could not be run
-    ├── AlreadyRegistered         5 INTERNAL: two modules register one name
+    │   └── ProbeError            the probe could not run as designed
     └── DiskError (OSError)       5 INTERNAL: the disk refused a write
+
+Each class below its exit status's is one some code catches by name; every other failure raises
+the class of its exit status with a message that names the cause.
 """
 
 from __future__ import annotations
@@ -105,36 +94,6 @@ class ConfigError(BadInput):
     """A config that cannot be used; the message names the cause."""
 
 
-class UnknownName(BadInput):
-    """A name no registry holds (an engine, a task, a gate check kind); the message lists the known ones."""
-
-    def __init__(self, kind: str, names: list[str], known: list[str], where: str = "") -> None:
-        # `where` follows the name: " in my_tasks/", " (gate policy section checks:)".
-        self.kind, self.names, self.known = kind, names, known
-        which = f"unknown {kind} {names[0]!r}" if len(names) == 1 else f"unknown {kind}s {', '.join(map(repr, names))}"
-        super().__init__(f"{which}{where}; known: {', '.join(known) or '(none)'}")
-
-
-class MissingExtra(ConfigError):
-    """An optional dependency a command needs is not installed."""
-
-
-class GpuAssignmentError(ConfigError):
-    """The profiles ask for GPUs the host does not have (or pin overlapping ones)."""
-
-
-class ModelUnavailable(ConfigError):
-    """The bundled model is not installed, not cached, and could not be fetched."""
-
-
-class PolicyError(BadInput):
-    """A gate policy file that cannot be used; the message names the cause."""
-
-
-class RunFolderError(BadInput):
-    """A run folder that is missing, incomplete on disk, or corrupt; the message says which."""
-
-
 class ManifestError(BadInput):
     """A manifest.json that is missing, unreadable or not an evalctl manifest."""
 
@@ -143,32 +102,8 @@ class GateFileError(BadInput):
     """A gate.json that cannot be read, is not a gate document, or is from a newer evalctl."""
 
 
-class NoOverlapError(BadInput):
-    """Two runs share no (cell, question) pairs, so nothing can be compared."""
-
-
-class BaselineError(BadInput):
-    """A baseline run the sequential gate cannot compare with; the message says why."""
-
-
-class RunLocked(BadInput):
-    """Another process is writing the run folder; `holders` are who (`runlock.Holder`)."""
-
-    def __init__(self, message: str, holders: list) -> None:
-        super().__init__(message)
-        self.holders = holders
-
-
-class NoSlurm(BadInput):
-    """`--executor slurm` on a host without Slurm's commands: a usage error (exit 4), found before anything is written."""
-
-
 class NeverStarts(BadInput):
-    """Pending jobs Slurm will never start as they are (exit 4); `stuck` are their states (`cluster.slurm.JobState`)."""
-
-    def __init__(self, message: str, stuck: list) -> None:
-        super().__init__(message)
-        self.stuck = stuck
+    """Pending jobs Slurm will never start as they are (exit 4): the run's jobs are cancelled."""
 
 
 class BuildInputError(BadInput):
@@ -177,10 +112,6 @@ class BuildInputError(BadInput):
 
 class StateError(BadInput):
     """A bisect folder that cannot be resumed; the message says why."""
-
-
-class FromRunError(BadInput):
-    """A --from-run that cannot start a bisect; the message says why."""
 
 
 class VenvBuildError(BadInput):
@@ -215,18 +146,6 @@ class PortTaken(ServerError):
 
 class ProbeError(RunFailed):
     """The probe could not run as designed (e.g. no way to make a cold request)."""
-
-
-class SlurmUnavailable(RunFailed):
-    """Slurm refused or did not answer (submission, release): the run could not run (exit 3)."""
-
-
-class ReferenceFailed(RunFailed):
-    """The good build could not be run, so there is nothing to compare with."""
-
-
-class AlreadyRegistered(EvalctlError):
-    """Two modules register different things under one name: a bug in one of them (exit status 5)."""
 
 
 class DiskError(EvalctlError, OSError):

@@ -6,7 +6,7 @@ registry's module stays cheap to import, and a built-in module need not import i
 (the registry depends on the built-ins, never the other way: no import cycle).
 Plug-ins (`evalctl.plugins`: entry points and `EVALCTL_PLUGINS`) are loaded at every look-up
 through the one loader, which imports each plug-in module once. A name no module registered is
-`UnknownName` (bad input, exit 4), its message listing the known names.
+bad input (exit 4), its message listing the known names (`unknown_name`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from evalctl.errors import AlreadyRegistered, UnknownName
+from evalctl.errors import BadInput, EvalctlError
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ class Registry(Generic[T]):
         """Add `item` under `name`; a different item under a taken name is a mistake, not an override."""
         known = self._items.get(name)
         if known is not None and known != item:
-            raise AlreadyRegistered(f"{self.kind} {name!r} is registered twice ({_origin(known)} and {_origin(item)})")
+            raise EvalctlError(f"{self.kind} {name!r} is registered twice ({_origin(known)} and {_origin(item)})")
         self._items[name] = item
         return item
 
@@ -64,17 +64,23 @@ class Registry(Generic[T]):
         return self.items().get(name)
 
     def get(self, name: str) -> T:
-        """The entry of `name`; `UnknownName` listing the known ones if there is none."""
+        """The entry of `name`; bad input listing the known ones if there is none."""
         found = self.find(name)
         if found is None:
-            raise UnknownName(self.kind, [name], self.names())
+            raise unknown_name(self.kind, [name], self.names())
         return found
 
     def check(self, names: Sequence[str], where: str = "") -> None:
-        """`UnknownName` for the names in `names` that no module registered."""
+        """Bad input for the names in `names` that no module registered."""
         unknown = sorted(set(names) - set(self.items()))
         if unknown:
-            raise UnknownName(self.kind, unknown, self.names(), where)
+            raise unknown_name(self.kind, unknown, self.names(), where)
+
+
+def unknown_name(kind: str, names: Sequence[str], known: Sequence[str], where: str = "") -> BadInput:
+    """The error for names no registry holds, listing the known ones; `where` follows the names (" in my_tasks/")."""
+    which = f"unknown {kind} {names[0]!r}" if len(names) == 1 else f"unknown {kind}s {', '.join(map(repr, names))}"
+    return BadInput(f"{which}{where}; known: {', '.join(known) or '(none)'}")
 
 
 def _origin(item: object) -> str:

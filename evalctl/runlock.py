@@ -4,7 +4,7 @@ The lock is `fcntl.flock` on `<run>/.writer.lock`. The process that writes the r
 exclusively for as long as it writes: a sweep (new or `--resume`), the Slurm submitter while it
 creates the folder and lists the jobs, the aggregation job. The operating system releases a
 flock when the process dies, however it dies (kill -9 included), so there is never a stale
-lock to clean up. A second writer gets a `RunLocked` error (the usage exit code) naming the
+lock to clean up. A second writer gets a `BadInput` error (the usage exit code) naming the
 holder, or waits for the lock (`--wait-for-lock SECONDS`).
 
 Slurm parts of one run write at the same time, each its own records file and state file: each
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from evalctl.errors import RunLocked
+from evalctl.errors import BadInput
 from evalctl.fsio import disk_error
 from evalctl.manifest import PARTS_DIR, now
 from evalctl.secrets import redact_argv
@@ -169,7 +169,7 @@ class RunLock:
         self._part = FolderLock(part_lock_path(run_dir, part)) if part is not None else None
 
     def acquire(self, role: str, wait_s: float = 0.0) -> RunLock:
-        """Take the locks, or raise RunLocked naming who holds them."""
+        """Take the locks, or raise BadInput naming who holds them."""
         started = time.monotonic()
         if not self._run.acquire(role, shared=self._part is not None, wait_s=wait_s):
             raise locked(self.run_dir, writers(self.run_dir), wait_s)
@@ -186,7 +186,7 @@ class RunLock:
         self._run.release()
 
 
-def locked(run_dir: Path, holders: list[Holder], waited_s: float) -> RunLocked:
+def locked(run_dir: Path, holders: list[Holder], waited_s: float) -> BadInput:
     """The error for a run folder another process is writing, naming who."""
     who = "; ".join(h.describe() for h in holders) or "another process (it has not said who yet)"
     waited = f" (waited {waited_s:g} s)" if waited_s > GRACE_S else ""
@@ -194,4 +194,4 @@ def locked(run_dir: Path, holders: list[Holder], waited_s: float) -> RunLocked:
         f"run folder {run_dir} is being written by {who}{waited}. One writer at a time: let it finish, "
         "or wait for it with --wait-for-lock SECONDS"
     )
-    return RunLocked(message, holders)
+    return BadInput(message)

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evalctl.agreement import AGREEMENT, with_agreement
-from evalctl.errors import ManifestError, RunFolderError
+from evalctl.errors import BadInput, ManifestError
 from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, read_manifest
 from evalctl.records import COLUMNS, SAMPLES_FILE, Metric, load_noise, load_samples, metric_names, primary_metric, record_files
 from evalctl.runlock import Holder, writers
@@ -78,10 +78,10 @@ class Run:
             samples = load_samples(self.path, live=self.live)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise_unless_missing(exc)
-            raise RunFolderError(f"cannot read run folder {self.path}: {exc}") from None
+            raise BadInput(f"cannot read run folder {self.path}: {exc}") from None
         missing = [c for c in COLUMNS if c not in samples.columns]
         if missing:
-            raise RunFolderError(f"{self.path}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
+            raise BadInput(f"{self.path}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
         return samples
 
     @cached_property
@@ -93,7 +93,7 @@ class Run:
             return load_noise(self.path)
         except (OSError, ValueError) as exc:
             raise_unless_missing(exc)
-            raise RunFolderError(f"cannot read the A/A records of {self.path}: {exc}") from None
+            raise BadInput(f"cannot read the A/A records of {self.path}: {exc}") from None
 
     def metric(self, requested: Metric | None = None) -> Metric:
         """`requested` when the run's task scores it, else (None) the task's first metric.
@@ -120,7 +120,7 @@ class Run:
 def open_run(run_dir: Path) -> Run:
     """A run folder with a readable manifest; its samples are read when first used."""
     if not run_dir.is_dir():
-        raise RunFolderError(f"{run_dir} is not a directory")
+        raise BadInput(f"{run_dir} is not a directory")
     return Run(run_dir, read_manifest(run_dir))
 
 

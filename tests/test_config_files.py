@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evalctl.analysis.gate import PolicyError, load_policy
+from evalctl.analysis.gate import load_policy
 from evalctl.cli import app
 from evalctl.cli.common import console
 from evalctl.config import load_config
 from evalctl.config_files import CONFIG_PATH_ENV, PACKAGED, POLICY_FOLDER, find, known, packaged_dir, policy_file, read_yaml
-from evalctl.errors import ConfigError, ExitCode
+from evalctl.errors import BadInput, ConfigError, ExitCode
 
 ALIAS = """
 model: my-model
@@ -79,8 +79,8 @@ def test_read_yaml_names_the_file_and_raises_the_callers_error(tmp_path):
     assert read_yaml(bad, "gate policy") == {}  # an empty policy: every default
     for text, told in (("a: [\n", "invalid YAML in gate policy"), ("- 1\n", "must be a mapping at the top level")):
         bad.write_text(text)
-        with pytest.raises(PolicyError, match=told):
-            read_yaml(bad, "gate policy", PolicyError)
+        with pytest.raises(BadInput, match=told):
+            read_yaml(bad, "gate policy", BadInput)
     with pytest.raises(ConfigError, match="cannot read config .*missing.yaml: No such file"):
         read_yaml(tmp_path / "missing.yaml", "config", ConfigError)
 

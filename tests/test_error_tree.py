@@ -16,7 +16,7 @@ from analysis.frames import manifest_for, sweep_frame
 import evalctl
 from evalctl import errors
 from evalctl.cli.common import exits_on_error
-from evalctl.errors import EvalctlError, ExitCode, RunFolderError
+from evalctl.errors import BadInput, EvalctlError, ExitCode
 from evalctl.runs import Run
 
 PACKAGE = Path(evalctl.__file__).parent
@@ -63,15 +63,22 @@ def test_no_module_outside_errors_defines_an_error_of_evalctl():
     assert elsewhere == []
 
 
+def test_every_error_below_an_exit_status_is_caught_by_name_somewhere():
+    """A class is kept for a distinct exit status or for code that tells it apart; any other is its parent."""
+    caught: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                caught.update(ast.unparse(n).rpartition(".")[2] for n in ast.walk(node.type) if isinstance(n, (ast.Name, ast.Attribute)))
+    statuses = {"EvalctlError", "BadInput", "RunFailed"}
+    assert {c.__name__ for c in error_classes()} - statuses - caught == set()
+
+
 def instance(cls: type[EvalctlError]) -> EvalctlError:
     """One of each, made as the code that raises it makes it."""
-    special = {
-        errors.UnknownName: lambda: errors.UnknownName("engine", ["x"], ["llamacpp"]),
-        errors.RunLocked: lambda: errors.RunLocked("run folder r is being written", []),
-        errors.NeverStarts: lambda: errors.NeverStarts("job 1 can never start", []),
-        errors.DiskError: lambda: errors.DiskError(errno.ENOSPC, "No space left on device", "records.jsonl"),
-    }
-    return special.get(cls, lambda: cls(f"a {cls.__name__}"))()
+    if cls is errors.DiskError:
+        return errors.DiskError(errno.ENOSPC, "No space left on device", "records.jsonl")
+    return cls(f"a {cls.__name__}")
 
 
 def drawn_status(name: str) -> ExitCode:
@@ -108,7 +115,7 @@ def run_failing_with(monkeypatch, exc: OSError) -> Run:
 
 @pytest.mark.parametrize("code", [errno.ENOENT, errno.ENOTDIR])
 def test_a_missing_run_folder_is_bad_input(monkeypatch, code):
-    with pytest.raises(RunFolderError, match="cannot read run folder r"):
+    with pytest.raises(BadInput, match="cannot read run folder r"):
         _ = run_failing_with(monkeypatch, OSError(code, "missing", "r/records.jsonl")).samples
 
 
@@ -116,7 +123,7 @@ def test_a_missing_run_folder_is_bad_input(monkeypatch, code):
 def test_a_disk_failing_a_read_is_an_io_error(monkeypatch, code):
     with pytest.raises(OSError) as raised:
         _ = run_failing_with(monkeypatch, OSError(code, "failed", "r/records.jsonl")).samples
-    assert not isinstance(raised.value, RunFolderError) and raised.value.errno == code
+    assert not isinstance(raised.value, BadInput) and raised.value.errno == code
 
     @exits_on_error
     def command() -> None:

@@ -35,7 +35,7 @@ from evalctl.analysis.checks import registered_checks
 from evalctl.analysis.checks.base import Check, GateInputs, Status, plain, verdict_of
 from evalctl.analysis.cliff import find_cliffs, paired_by_length
 from evalctl.analysis.evidence import Evidence, deciding_evidence
-from evalctl.analysis.gate_policy import GatePolicy, PolicyError, load_policy
+from evalctl.analysis.gate_policy import GatePolicy, load_policy
 from evalctl.analysis.noise import noise_by_profile
 from evalctl.analysis.pairing import between_runs, within_run
 from evalctl.errors import VERDICT_EXIT, ExitCode
@@ -44,7 +44,7 @@ from evalctl.runs import Run
 from evalctl.schema import StoppingMode
 
 # What callers of the gate name from here: the policy and the findings' types.
-__all__ = ["Check", "GatePolicy", "GateResult", "PolicyError", "Status", "evaluate", "load_policy", "plain"]
+__all__ = ["Check", "GatePolicy", "GateResult", "Status", "evaluate", "load_policy", "plain"]
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalctl.config_files import policy_file, read_yaml
-from evalctl.errors import PolicyError
+from evalctl.errors import BadInput
 
 if TYPE_CHECKING:
     from evalctl.runs import Run
@@ -93,10 +93,10 @@ def load_policy(name: str | Path | None = None) -> GatePolicy:
     default (the same as the packaged gate/default.yaml)."""
     if name is None:
         return GatePolicy()
-    path = policy_file(name, PolicyError)
-    data = read_yaml(path, "gate policy", PolicyError)
+    path = policy_file(name)
+    data = read_yaml(path, "gate policy")
     try:
         return GatePolicy.model_validate(data)
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
-        raise PolicyError(f"invalid gate policy {path}: {where}") from None
+        raise BadInput(f"invalid gate policy {path}: {where}") from None

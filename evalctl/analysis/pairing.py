@@ -25,7 +25,7 @@ from evalctl.analysis.intervals import wilson_interval
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_p
 from evalctl.cell import CellKey
-from evalctl.errors import NoOverlapError
+from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS, Metric, primary_metric
 
 # What differs between the two sides of a comparison: the cache mode, the variant, the pass, the server profile, or the run;
@@ -125,10 +125,10 @@ def align(comparison: Comparison) -> pd.DataFrame:
 
 
 def align_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
-    """Pairs between two runs; raises NoOverlapError when they share no question in any cell."""
+    """Pairs between two runs; raises BadInput when they share no question in any cell."""
     pairs = align(between_runs(baseline, candidate))
     if pairs.empty:
-        raise NoOverlapError(
+        raise BadInput(
             f"the runs share no questions: {baseline['doc_id'].nunique()} and {candidate['doc_id'].nunique()} questions, "
             "no (cell, doc_id, prompt_hash) in common; were they run with the same task, shots and few-shot mode?"
         )

@@ -66,7 +66,7 @@ class RunComparison:
 
 
 def compare_runs(baseline: Run, candidate: Run, metric: Metric | None = None) -> RunComparison:
-    """`evalctl compare`'s tables; runs that share no question raise `NoOverlapError`."""
+    """`evalctl compare`'s tables; runs that share no question raise `BadInput`."""
     pairs = align_runs(baseline.samples, candidate.samples)
     metric = baseline.metric(candidate.metric(metric))
     ratios = throughput_ratios([between_runs(throughput_table(baseline.samples), throughput_table(candidate.samples))])

@@ -17,7 +17,7 @@ from evalctl.bisect.builds import Build, checkout, git_builds, listed_builds, ru
 from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
 from evalctl.bisect.state import STATE_FILE, BisectState, Settings, Step
 from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
-from evalctl.errors import BadInput, EvalctlError, ReferenceFailed
+from evalctl.errors import BadInput, EvalctlError, RunFailed
 from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
@@ -63,7 +63,7 @@ class Bisect:
         state = self.state
         reference = self._test(0)
         if reference.verdict is not Verdict.good:
-            raise ReferenceFailed(f"the good build {state.builds[0].label} did not run: {reference.reason}")
+            raise RunFailed(f"the good build {state.builds[0].label} did not run: {reference.reason}")
         bad = self.builds - 1
         step = self._test(bad)
         while step.verdict is Verdict.skipped and self._launches_of(bad) <= LAUNCH_RETRIES and self._budget_left():

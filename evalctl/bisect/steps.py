@@ -23,7 +23,7 @@ from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.bisect.search import Verdict
 from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import config_from_dict
-from evalctl.errors import FromRunError
+from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run, open_run
 from evalctl.schema import SweepConfig, Variant
@@ -41,19 +41,19 @@ class Regression:
 
 
 def regression_of(run_dir: Path) -> Regression:
-    """The regressed cells (of the first regressed profile and variant) of a gated run; FromRunError unless it regressed."""
+    """The regressed cells (of the first regressed profile and variant) of a gated run; BadInput unless it regressed."""
     run = open_run(run_dir)
     try:
         gate = read_gate(run_dir)
     except GateFileError as exc:
-        raise FromRunError(f"cannot read --from-run's gate: {exc}") from None
+        raise BadInput(f"cannot read --from-run's gate: {exc}") from None
     if gate is None:
-        raise FromRunError(f"--from-run {run_dir} has no {GATE_FILE}: gate it first (evalctl gate RUN --baseline GOOD_RUN)")
+        raise BadInput(f"--from-run {run_dir} has no {GATE_FILE}: gate it first (evalctl gate RUN --baseline GOOD_RUN)")
     if gate.verdict != "regression":
-        raise FromRunError(f"--from-run {run_dir}: its gate says {gate.verdict!r}, not regression: nothing to bisect")
+        raise BadInput(f"--from-run {run_dir}: its gate says {gate.verdict!r}, not regression: nothing to bisect")
     hits = [c for c in gate.checks if c.kind in ACCURACY_KINDS and c.status == "regression" and c.profile]
     if not hits:
-        raise FromRunError(f"--from-run {run_dir}: no accuracy check regressed (its regression is not one a bisect can test)")
+        raise BadInput(f"--from-run {run_dir}: no accuracy check regressed (its regression is not one a bisect can test)")
     first = hits[0]
     mine = [c for c in hits if (c.profile, c.variant) == (first.profile, first.variant)]
     cells = CellSpec(

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evalctl.errors import NeverStarts, NoSlurm, SlurmUnavailable
+from evalctl.errors import BadInput, NeverStarts, RunFailed
 
 # States after which a job never runs again (REQUEUED / PREEMPTED jobs go back to PENDING).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
@@ -62,7 +62,7 @@ def require_slurm() -> None:
     require("submitit", "--executor slurm")
     missing = [cmd for cmd in ("sbatch", "squeue", "scontrol") if shutil.which(cmd) is None]
     if missing:
-        raise NoSlurm(
+        raise BadInput(
             f"--executor slurm needs Slurm's commands on PATH, but {', '.join(missing)} not found; "
             "run on a Slurm login node (or use --executor local)"
         )
@@ -177,7 +177,7 @@ def cancel(job_ids: Iterable[str]) -> None:
 def release(job_id: str) -> None:
     out = _run(["scontrol", "release", job_id])
     if not out or out.returncode != 0:
-        raise SlurmUnavailable(f"cannot release held job {job_id}: {(out.stderr.strip() if out else 'scontrol failed')}")
+        raise RunFailed(f"cannot release held job {job_id}: {(out.stderr.strip() if out else 'scontrol failed')}")
 
 
 def never_starts(stuck: list[JobState], partition: str | None) -> NeverStarts:
@@ -189,4 +189,4 @@ def never_starts(stuck: list[JobState], partition: str | None) -> NeverStarts:
         f"nodes of partition {partition or '(default)'} have {have or 'nothing Slurm reports'}; lower --cpus-per-task "
         "(config slurm.cpus_per_task), slurm.mem_gb or --time, or choose another --partition"
     )
-    return NeverStarts("\n".join(lines), stuck)
+    return NeverStarts("\n".join(lines))

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import submitit
 
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
-from evalctl.cluster.slurm import SlurmUnavailable, fitting_cpus, release, require_slurm
+from evalctl.cluster.slurm import fitting_cpus, release, require_slurm
+from evalctl.errors import RunFailed
 from evalctl.manifest import JobEntry, now
 from evalctl.plan import expand
 from evalctl.runs import Run
@@ -135,7 +136,7 @@ def _submit_jobs(config: SweepConfig, run: PreparedRun, api_key: str | None) -> 
             job.cancel(check=False)
         folder.state.status, folder.state.error = "failed", f"submission failed: {exc}"
         folder.save()
-        raise SlurmUnavailable(f"submission to Slurm failed: {exc}") from exc
+        raise RunFailed(f"submission to Slurm failed: {exc}") from exc
     folder.state.executor, folder.state.status = "slurm", "submitted"
     folder.state.jobs.extend(entries)
     folder.save()

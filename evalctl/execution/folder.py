@@ -86,7 +86,7 @@ class RunFolder:
 
     @classmethod
     def take_up(cls, run: Run, part: str | None = None, role: str = "resume", wait_s: float = 0.0) -> RunFolder:
-        """Lock the run folder (RunLocked if another writer holds it past `wait_s`), then read its state afresh."""
+        """Lock the run folder (BadInput if another writer holds it past `wait_s`), then read its state afresh."""
         lock = RunLock(run.path, part).acquire(role, wait_s)
         if part is None:
             return cls(run.path, run.run_id, read_manifest(run.path), None, lock)

@@ -20,7 +20,7 @@ from evalctl.analysis.gate_policy import load_policy
 from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.analysis.sequential import CellStatus, Design, decide
 from evalctl.cell import CellKey
-from evalctl.errors import BaselineError
+from evalctl.errors import BadInput
 from evalctl.manifest import CellDecision
 from evalctl.plan import expand
 from evalctl.records import CELL_KEYS, SampleRecord, primary_metric
@@ -36,8 +36,8 @@ def with_policy_settings(config: SweepConfig) -> SweepConfig:
     """A sequential config with each decision setting its `stopping:` section leaves unset taken from
     its gate policy (`gate_policy`: tolerance = max_accuracy_drop, alpha, metric, min_n), so the
     manifest records the values the cells were stopped by and a plain `evalctl gate` agrees with
-    them. A fixed-n config is returned as it is. PolicyError if the policy cannot be read;
-    BaselineError for the agreement metric, which compares a server with itself, not with a baseline.
+    them. A fixed-n config is returned as it is. BadInput if the policy cannot be read, and
+    for the agreement metric, which compares a server with itself, not with a baseline.
     """
     stopping = config.stopping
     if stopping.mode is not StoppingMode.sequential:
@@ -47,7 +47,7 @@ def with_policy_settings(config: SweepConfig) -> SweepConfig:
     taken = {"tolerance": policy.max_accuracy_drop, "alpha": policy.alpha, "metric": metric, "min_n": policy.min_n}
     stopping = stopping.model_copy(update={k: v for k, v in taken.items() if getattr(stopping, k) is None})
     if stopping.metric == AGREEMENT:
-        raise BaselineError(
+        raise BadInput(
             "sequential stopping compares each answer with the baseline run's, so it cannot judge by the agreement metric "
             "(a server against its own cache-off answers): set stopping.metric to a metric of the task"
         )
@@ -61,14 +61,14 @@ def sequential_baseline(config: SweepConfig) -> Run | None:
         return None
     baseline = load_run(stopping.baseline)
     if baseline.manifest.status != "complete":
-        raise BaselineError(f"baseline run {baseline.path} has status {baseline.manifest.status!r}: need a complete one")
+        raise BadInput(f"baseline run {baseline.path} has status {baseline.manifest.status!r}: need a complete one")
     if baseline.samples.empty:
-        raise BaselineError(f"baseline run {baseline.path} holds no records")
+        raise BadInput(f"baseline run {baseline.path} holds no records")
     # Only a cell the baseline holds can be decided; one it lacks would run every question for nothing.
     held = set(CellKey.in_frame(baseline.samples))
     missing = sorted({cell.label for launch in expand(config) for cell in launch.cells if cell not in held})
     if missing:
-        raise BaselineError(f"baseline run {baseline.path} has no rows for {len(missing)} planned cell(s): {', '.join(missing[:6])}")
+        raise BadInput(f"baseline run {baseline.path} has no rows for {len(missing)} planned cell(s): {', '.join(missing[:6])}")
     return baseline
 
 

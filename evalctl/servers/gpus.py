@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from evalctl.errors import GpuAssignmentError
+from evalctl.errors import ConfigError
 from evalctl.schema import ServerProfile, SweepConfig
 
 
@@ -48,7 +48,7 @@ def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], sourc
     needed = sum(p.gpus_needed() for p in gpu_profiles)
     if needed > len(visible):
         wants = ", ".join(f"{p.name}: tp={p.gpus_needed()}" for p in gpu_profiles)
-        raise GpuAssignmentError(
+        raise ConfigError(
             f"the GPU profiles need {needed} GPUs ({wants}) but {len(visible)} are visible ({source}); "
             "set `gpus` in the config (or --gpus) to the GPUs this sweep may use, or lower tp"
         )
@@ -57,16 +57,16 @@ def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], sourc
     for profile in (p for p in gpu_profiles if p.engine.pinned_devices()):
         for device in profile.engine.pinned_devices() or []:
             if device not in visible:
-                raise GpuAssignmentError(f"server profile {profile.name!r} pins GPU {device}, which is not visible ({source})")
+                raise ConfigError(f"server profile {profile.name!r} pins GPU {device}, which is not visible ({source})")
             if device in owner:
-                raise GpuAssignmentError(f"server profiles {owner[device]!r} and {profile.name!r} both pin GPU {device}")
+                raise ConfigError(f"server profiles {owner[device]!r} and {profile.name!r} both pin GPU {device}")
             owner[device] = profile.name
         assigned[profile.name] = list(profile.engine.pinned_devices() or [])
     for profile in (p for p in gpu_profiles if not p.engine.pinned_devices()):
         n = profile.gpus_needed()
         start = next((i for i in range(len(visible) - n + 1) if not any(d in owner for d in visible[i : i + n])), None)
         if start is None:
-            raise GpuAssignmentError(f"no {n} contiguous free GPUs left for server profile {profile.name!r} ({source})")
+            raise ConfigError(f"no {n} contiguous free GPUs left for server profile {profile.name!r} ({source})")
         assigned[profile.name] = list(visible[start : start + n])
         owner.update(dict.fromkeys(assigned[profile.name], profile.name))
     return {p.name: assigned[p.name] for p in gpu_profiles}

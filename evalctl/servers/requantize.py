@@ -21,7 +21,7 @@ from evalctl.extras import require
 
 
 def requantize(source: Path, target: Path) -> None:
-    """Write `source` with its Q4_1 tensors as Q8_0 to `target` (a new file); MissingExtra without gguf."""
+    """Write `source` with its Q4_1 tensors as Q8_0 to `target` (a new file); ConfigError without gguf."""
     require("gguf", "re-quantising the bundled model for llama.cpp")
     import gguf
     from gguf import GGMLQuantizationType as Quant

@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from evalctl.errors import BadInput, ConfigError, UnknownName
+from evalctl.errors import BadInput, ConfigError
 from evalctl.records import AnswerPosition, TurnKind
+from evalctl.registry import unknown_name
 from evalctl.tasks.conversation import ConversationConfig, Transcript, conversation_prompts
 from evalctl.tasks.data import local_dataset_overrides
 from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
@@ -124,7 +125,7 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
     if entry is None or entry.yaml_path is None:
         where = f" in {folder}" if folder else " among evalctl's and lm-eval's tasks (or --include-path DIR of task YAML)"
         known = sorted(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
-        raise UnknownName("task", [name], sorted(set(known)), where)
+        raise unknown_name("task", [name], sorted(set(known)), where)
     return name, Path(entry.yaml_path), spec
 
 

@@ -15,7 +15,8 @@ import pytest
 from frames import manifest_for, sample_frame
 
 from evalctl.analysis.gate import GatePolicy, evaluate
-from evalctl.analysis.gate_policy import FloorSource, PolicyError, load_policy
+from evalctl.analysis.gate_policy import FloorSource, load_policy
+from evalctl.errors import BadInput
 from evalctl.runs import Run
 
 N = 40
@@ -171,7 +172,7 @@ def test_the_floor_check_is_off_unless_the_policy_asks_and_reads_from_yaml(tmp_p
     path.write_text("agreement_floor: aa\nfloor_margin: 0.05\n")
     assert load_policy(path).agreement_floor is FloorSource.aa and load_policy(path).floor_margin == 0.05
     path.write_text("agreement_floor: bb\n")
-    with pytest.raises(PolicyError, match="agreement_floor"):
+    with pytest.raises(BadInput, match="agreement_floor"):
         load_policy(path)
 
 

@@ -7,9 +7,9 @@ import pytest
 import yaml
 from frames import manifest_for, sweep_frame
 
-from evalctl.analysis.gate import GatePolicy, PolicyError, evaluate, load_policy
+from evalctl.analysis.gate import GatePolicy, evaluate, load_policy
 from evalctl.config_files import POLICY_FOLDER, find
-from evalctl.errors import ExitCode
+from evalctl.errors import BadInput, ExitCode
 from evalctl.runs import Run
 
 POLICY = GatePolicy()
@@ -101,12 +101,12 @@ def test_default_policy_file_matches_the_model_and_bad_policies_name_the_field(t
     assert set(yaml.safe_load(default.read_text())) == set(GatePolicy.model_fields)
     bad = tmp_path / "gate.yaml"
     bad.write_text("max_accuracy_drop: 2\n")
-    with pytest.raises(PolicyError, match="max_accuracy_drop"):
+    with pytest.raises(BadInput, match="max_accuracy_drop"):
         load_policy(bad)
     bad.write_text("maximum_drop: 0.1\n")
-    with pytest.raises(PolicyError, match="maximum_drop"):
+    with pytest.raises(BadInput, match="maximum_drop"):
         load_policy(bad)
-    with pytest.raises(PolicyError, match="cannot read"):
+    with pytest.raises(BadInput, match="cannot read"):
         load_policy(tmp_path / "missing.yaml")
 
 

@@ -14,8 +14,8 @@ import yaml
 from frames import manifest_for, sweep_frame
 
 from evalctl.analysis import checks as registry
-from evalctl.analysis.gate import GatePolicy, PolicyError, evaluate, load_policy
-from evalctl.errors import UnknownName
+from evalctl.analysis.gate import GatePolicy, evaluate, load_policy
+from evalctl.errors import BadInput
 from evalctl.report.gate_outputs import write_gate_outputs
 from evalctl.runs import Run
 
@@ -65,9 +65,9 @@ def test_the_guides_check_runs_with_the_built_ins_and_reads_its_policy_section(p
 
 def test_a_bad_or_unknown_policy_section_is_a_policy_error(plugin, tmp_path: Path):
     run = run_with_empty_answers(empty=0)
-    with pytest.raises(PolicyError, match="checks.empty-answers: max_rate"):
+    with pytest.raises(BadInput, match="checks.empty-answers: max_rate"):
         evaluate(run, GatePolicy(checks={"empty-answers": {"max_rate": 2}}))
-    with pytest.raises(UnknownName, match="unknown check 'emptyy'.*known: .*empty-answers"):
+    with pytest.raises(BadInput, match="unknown check 'emptyy'.*known: .*empty-answers"):
         evaluate(run, GatePolicy.model_validate(yaml.safe_load("checks: {emptyy: {}}")))
 
 

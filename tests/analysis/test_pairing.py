@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from frames import sample_frame, sweep_frame
 
-from evalctl.analysis.pairing import NoOverlapError, align_runs, paired_table, within_run
+from evalctl.analysis.pairing import align_runs, paired_table, within_run
+from evalctl.errors import BadInput
 
 
 def test_cache_pairs_count_flips_per_cell_and_label_the_candidate_cell():
@@ -62,6 +63,6 @@ def test_each_profile_is_paired_with_the_first_profile_question_by_question():
 def test_runs_without_common_questions_raise():
     base = sweep_frame(n=5, shots=(8,))
     cand = base.assign(prompt_hash="different")
-    with pytest.raises(NoOverlapError, match="share no questions"):
+    with pytest.raises(BadInput, match="share no questions"):
         align_runs(base, cand)
     assert len(align_runs(base, base)) == len(base)

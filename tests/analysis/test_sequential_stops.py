@@ -127,7 +127,8 @@ def test_a_baseline_without_the_planned_cells_is_refused_before_anything_runs(tm
     from report.run_folders import make_run
 
     from evalctl.config import validated
-    from evalctl.execution.stopping import BaselineError, sequential_baseline
+    from evalctl.errors import BadInput
+    from evalctl.execution.stopping import sequential_baseline
 
     baseline = make_run(tmp_path, "m", dt.datetime(2026, 11, 1), sweep_frame(N, SHOTS, run_id="base"))
     config = validated(
@@ -138,7 +139,7 @@ def test_a_baseline_without_the_planned_cells_is_refused_before_anything_runs(tm
             "stopping": {"mode": "sequential", "baseline": str(baseline)},
         }
     )
-    with pytest.raises(BaselineError, match=r"no rows for 2 planned cell\(s\): .*shots=20"):
+    with pytest.raises(BadInput, match=r"no rows for 2 planned cell\(s\): .*shots=20"):
         sequential_baseline(config)
     assert sequential_baseline(config.model_copy(update={"shots": list(SHOTS)})).path == baseline
 
@@ -201,13 +202,12 @@ def test_a_sequential_regression_must_exceed_the_engines_own_noise():
 def test_a_policy_other_than_the_runs_stopping_rule_is_refused(change):
     # Issue 25, item 6: the decisions were made at the stopping section's values; a gate
     # policy with others would print its own beside verdicts it did not make.
-    from evalctl.analysis.gate import PolicyError
     from evalctl.errors import BadInput
 
     cand = sweep_frame(N, SHOTS, run_id="cand")
     run = sequential_run(cand, [decision(c, "pass", N) for c in CELLS])
     assert evaluate(run, GatePolicy()).verdict == "pass"
-    with pytest.raises(PolicyError, match=next(iter(change))) as raised:
+    with pytest.raises(BadInput, match=next(iter(change))) as raised:
         evaluate(run, GatePolicy(**change))
     assert isinstance(raised.value, BadInput)
 
@@ -216,7 +216,8 @@ def test_the_stopping_rule_takes_its_unset_decision_settings_from_the_runs_gate_
     # Issue 35: `stopping:` held its own tolerance and metric beside the alias's policy, so the gate
     # refused every sequential run of smollm2-135m-recall (0.03 strict vs cpu-smoke's 0.15 flexible).
     from evalctl.config import load_config
-    from evalctl.execution.stopping import BaselineError, with_policy_settings
+    from evalctl.errors import BadInput
+    from evalctl.execution.stopping import with_policy_settings
 
     sequential = {"stopping.mode": "sequential", "stopping.baseline": "base"}
     resolved = with_policy_settings(load_config(model="smollm2-135m-recall", overrides=sequential)).stopping
@@ -225,5 +226,5 @@ def test_the_stopping_rule_takes_its_unset_decision_settings_from_the_runs_gate_
     assert (own.stopping.tolerance, own.stopping.metric) == (0.1, "flexible")  # the config's own value wins, field by field
     fixed = load_config(model="smollm2-135m-recall")
     assert with_policy_settings(fixed) is fixed
-    with pytest.raises(BaselineError, match="agreement"):
+    with pytest.raises(BadInput, match="agreement"):
         with_policy_settings(load_config(model="tiny-hybrid-vllm", overrides=sequential))

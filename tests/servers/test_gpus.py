@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import profile_of
 
+from evalctl.errors import ConfigError
 from evalctl.schema import ServerProfile, SweepConfig
-from evalctl.servers.gpus import GpuAssignmentError, assign_gpus, gpu_assignment, visible_gpus
+from evalctl.servers.gpus import assign_gpus, gpu_assignment, visible_gpus
 
 
 def profile(name: str, tp: int | None = None, engine: str = "sglang", **settings) -> ServerProfile:
@@ -33,21 +34,21 @@ def test_pinned_devices_are_kept_and_others_fit_around_them():
 
 
 def test_too_many_gpus_is_a_clear_error():
-    with pytest.raises(GpuAssignmentError) as exc:
+    with pytest.raises(ConfigError) as exc:
         assign_gpus([profile("big", 4), profile("small", 2)], ["0", "1", "2", "3"], "CUDA_VISIBLE_DEVICES='0,1,2,3'")
     message = str(exc.value)
     assert "need 6 GPUs (big: tp=4, small: tp=2) but 4 are visible (CUDA_VISIBLE_DEVICES='0,1,2,3')" in message
 
 
 def test_overlapping_pins_and_invisible_pins_are_errors():
-    with pytest.raises(GpuAssignmentError, match="both pin GPU 1"):
+    with pytest.raises(ConfigError, match="both pin GPU 1"):
         assign_gpus([profile("a", 1, devices=[1]), profile("b", 1, devices=[1])], EIGHT)
-    with pytest.raises(GpuAssignmentError, match="pins GPU 9, which is not visible"):
+    with pytest.raises(ConfigError, match="pins GPU 9, which is not visible"):
         assign_gpus([profile("a", 1, devices=[9])], EIGHT)
 
 
 def test_fragmented_free_gpus_cannot_hold_a_contiguous_set():
-    with pytest.raises(GpuAssignmentError, match="no 2 contiguous free GPUs left for server profile 'b'"):
+    with pytest.raises(ConfigError, match="no 2 contiguous free GPUs left for server profile 'b'"):
         assign_gpus([profile("a", 1, devices=[1]), profile("b", 2)], ["0", "1", "2"])
 
 

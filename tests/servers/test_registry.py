@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from evalctl.config import config_from_dict, validated, with_external_url
-from evalctl.errors import ConfigError, UnknownName
+from evalctl.errors import BadInput, ConfigError
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.schema import ServerProfile, SweepConfig
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
@@ -18,7 +18,7 @@ from evalctl.servers.registry import ENGINES, adapter_for, engines
 
 def test_registered_engines_and_unknown_names_list_them():
     assert {"llamacpp", "sglang", "vllm"} <= set(ENGINES.names())
-    with pytest.raises(UnknownName, match="unknown engine 'trtllm'; known: llamacpp, sglang, vllm"):
+    with pytest.raises(BadInput, match="unknown engine 'trtllm'; known: llamacpp, sglang, vllm"):
         adapter_for("trtllm")
 
 
@@ -88,6 +88,6 @@ def test_a_url_profile_is_not_launched_and_its_engine_is_named_or_detected():
     assert with_external_url(config, "http://h:1").servers[0].engine is None  # detected when the server is first asked
     # Settings at a URL describe the server there (e.g. llama.cpp's slots to prewarm); it takes no GPU of the sweep's.
     assert config_of({"url": "http://h:1", "engine": {"name": "vllm", "tp": 4}}).servers[0].gpus_needed() == 0
-    with pytest.raises(UnknownName, match="known: llamacpp, sglang, vllm"):
+    with pytest.raises(BadInput, match="known: llamacpp, sglang, vllm"):
         with_external_url(config, "http://h:1", "vlm")
     assert config_of({"engine": None}).servers[0].engine == LlamaCppSettings()  # a server to launch: the default engine

@@ -170,7 +170,8 @@ def test_a_start_up_that_fails_or_times_out_leaves_no_vllm_process(tmp_path, cas
 
 @pytest.mark.rotating(slice=0)
 def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monkeypatch):
-    from evalctl.servers.bundled import DIGEST_FILE, ModelUnavailable, check_converted, convert, converted_path
+    from evalctl.errors import ConfigError
+    from evalctl.servers.bundled import DIGEST_FILE, check_converted, convert, converted_path
 
     folder = convert("smollm2-135m-hf", VLLM_PYTHON)  # converted once (the module's server did), then only checked
     assert folder == converted_path("smollm2-135m-hf") and (folder / DIGEST_FILE).is_file()
@@ -182,7 +183,7 @@ def test_bundled_hf_model_is_checked_against_its_recorded_digest(tmp_path, monke
         (copy / item.name).symlink_to(item) if item.name == "model.safetensors" else (copy / item.name).write_bytes(item.read_bytes())
     check_converted(copy)
     (copy / "config.json").write_text("{}")
-    with pytest.raises(ModelUnavailable, match="no longer matches the digest recorded.*config.json"):
+    with pytest.raises(ConfigError, match="no longer matches the digest recorded.*config.json"):
         check_converted(copy)
 
 

@@ -39,7 +39,7 @@ def register_check(check: GateCheck) -> GateCheck:
 
 
 def registered_checks(policy: GatePolicy | None = None) -> list[GateCheck]:
-    """Every registered check in the order they run; a policy section naming no check is `UnknownName`."""
+    """Every registered check in the order they run; a policy section naming no check is bad input."""
     if policy is not None:
         CHECKS.check(list(policy.checks), " (gate policy section checks:)")
     return sorted(CHECKS.items().values(), key=lambda c: (c.order, c.kind))

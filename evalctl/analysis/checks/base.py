@@ -22,10 +22,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from evalctl.analysis.gate_policy import GatePolicy, PolicyError
+from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.noise import Noise
 from evalctl.analysis.pairing import Comparison
 from evalctl.cell import CellKey, cell_label
+from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
@@ -131,4 +132,4 @@ class GateCheck:
             return self.settings.model_validate(policy.checks.get(self.kind, {}))
         except ValidationError as exc:
             where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}" for e in exc.errors())
-            raise PolicyError(f"invalid gate policy section checks.{self.kind}: {where}") from None
+            raise BadInput(f"invalid gate policy section checks.{self.kind}: {where}") from None

@@ -6,10 +6,11 @@ import math
 
 from evalctl.analysis.checks.accuracy import nothing_to_compare
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.gate_policy import GatePolicy, PolicyError
+from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.noise import Noise, beyond_noise
 from evalctl.analysis.pairing import RUN_VS_BASELINE
 from evalctl.cell import CellKey
+from evalctl.errors import BadInput
 from evalctl.manifest import CellDecision
 from evalctl.runs import Run
 from evalctl.schema import StoppingConfig
@@ -39,13 +40,13 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
     exceed the engine's own A/A noise (`noise.drop_margin`) at the look it was decided.
 
     The decisions were made with the run's `stopping:` tolerance, alpha, metric and min_n, so
-    a policy that differs is refused (`PolicyError`) rather than printed beside them: a sequential
+    a policy that differs is refused (bad input) rather than printed beside them: a sequential
     verdict cannot be re-judged at other values (where the cell stopped depended on them), and
     judging "by the stricter" would mix two rules whose error rates were never proven together.
     """
     differ = stopping_policy_mismatch(run, policy)
     if differ:
-        raise PolicyError(
+        raise BadInput(
             f"run {run.run_id} was stopped sequentially with other settings than the gate policy ({'; '.join(differ)}): "
             "gate it with a policy that matches its stopping section"
         )

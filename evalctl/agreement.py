@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalctl.cell import CacheMode
 from evalctl.records import ANSWER_SUFFIX, CORRECT_SUFFIX, Metric
+from evalctl.schema import CacheMode
 
 AGREEMENT: Metric = "agreement"
 # The rows an answer is compared with: same server, same question, the cache-off cell's first pass.

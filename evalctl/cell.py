@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
-from enum import Enum
 from typing import Any
 
-
-class CacheMode(str, Enum):
-    on = "on"
-    off = "off"
+from evalctl.schema import CacheMode
 
 
 @dataclass(frozen=True, order=True)

@@ -1,5 +1,6 @@
-"""Loading the sweep config: model aliases (found by `config_files`), CLI overrides, the checks that
-need a registry (engine names and settings, a task's shot counts), and the data a task reads.
+"""Loading the sweep config: model aliases (found by `config_files`), CLI overrides, and what needs
+more than the models: the checks that look something up (a task's shot counts, the canary's fault)
+and the values resolved once (variants' paths, the engines' sampling seed).
 
 The models themselves are `evalctl.schema`'s (a leaf: it looks nothing up).
 """
@@ -13,19 +14,32 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalctl import config_files
+from evalctl.canary.faults import FAULTS
 from evalctl.errors import ConfigError
-from evalctl.schema import ENGINES, ServerProfile, SweepConfig, Variant
-from evalctl.servers.registry import engine_class, engine_settings, engines
+from evalctl.schema import ServerProfile, SweepConfig, Variant
+from evalctl.servers.registry import engine_class, engines
 from evalctl.tasks.registry import registered_task
 
 
-def _task_checked(config: SweepConfig, source: str) -> SweepConfig:
+def _resolved(config: SweepConfig, source: str) -> SweepConfig:
+    """`config` checked against what the schema cannot know, with its variants' paths and its engines' seed resolved."""
+    problems = []
     spec = registered_task(config.task)
     if spec is not None and min(config.shots) < spec.min_shots:
-        raise ConfigError(
-            f"invalid config {source}:\n  shots: task {config.task} counts records as shots: every shot count must be >= {spec.min_shots}"
-        )
-    return config
+        problems.append(f"shots: task {config.task} counts records as shots: every shot count must be >= {spec.min_shots}")
+    if config.canary is not None and config.canary not in FAULTS:
+        problems.append(f"canary: unknown fault {config.canary!r}; known: {', '.join(FAULTS)}")
+    # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.
+    active = set(config.active_variant_names())
+    try:
+        variants = [v.expanded() if v.name in active else v for v in config.variants]
+    except ConfigError as exc:
+        problems.append(f"variants: {exc}")
+    if problems:
+        raise ConfigError("\n  ".join([f"invalid config {source}:", *problems]))
+    seed = config.generation.seed
+    servers = [s.model_copy(update={"engine": s.engine.seeded(seed)}) if s.engine else s for s in config.servers]
+    return config.model_copy(update={"variants": variants, "servers": servers})
 
 
 def known_aliases() -> list[str]:
@@ -96,15 +110,18 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
                 raise ConfigError(f"config field {part!r} must be a mapping to set {key}")
         target[leaf] = value
     try:
-        config = validated(data)
+        return _resolved(validated(data), source)
     except ValidationError as exc:
-        raise ConfigError(_given_as_options(_format_validation(exc, source), overrides or {})) from None
-    return _task_checked(config, source)
+        message = _format_validation(exc, source)
+    except ConfigError as exc:
+        message = str(exc)
+    raise ConfigError(_given_as_options(message, overrides or {}))
 
 
 def validated(data: dict[str, Any]) -> SweepConfig:
-    """A config mapping as a SweepConfig, each profile's `engine:` by the registered engines' models; ValidationError if invalid."""
-    return SweepConfig.model_validate(data, context={ENGINES: engine_settings()})
+    """A config mapping as a SweepConfig (nothing resolved); ValidationError if invalid. Each profile's `engine:` is validated
+    by the registered engines' models: this module imports their registry, which hands the schema their union."""
+    return SweepConfig.model_validate(data)
 
 
 def with_external_url(config: SweepConfig, url: str, engine: str | None = None) -> SweepConfig:

@@ -4,34 +4,40 @@ A config names *what* to measure (task, shots, cache modes, passes) and *where*
 (server profiles x variants). Everything downstream reads the resolved model;
 nothing re-reads YAML. Loading (aliases, overrides, task checks) is `evalctl.config`.
 
-This module is a leaf: it imports no registry and looks nothing up. A profile's engine settings are
-typed by the open base `EngineSettings`; a mapping is validated by the union of the registered
-engines' models, which `evalctl.config` passes in (the registry imports every engine, and every
-engine reads this schema).
+This module is a leaf: of evalctl it imports only the errors, and it looks nothing up. A profile's
+engine settings are typed by the open base `EngineSettings`; a name or mapping is validated by the
+union of the registered engines' models, which the engine registry hands over (`EngineSettings.union`):
+the registry imports every engine, and every engine reads this schema.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     SerializeAsAny,
+    TypeAdapter,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from evalctl import venvs
-from evalctl.cell import CacheMode  # defined with the cell key, which records imports without the config
 from evalctl.errors import ConfigError
-from evalctl.tasks.conversation import ConversationConfig
+
+
+class CacheMode(str, Enum):
+    on = "on"
+    off = "off"
 
 
 class _Strict(BaseModel):
@@ -57,8 +63,6 @@ def expand_text(text: str, what: str) -> str:
 
 # The engine a profile names no engine for (and has no `url`): the CPU engine, what a laptop runs.
 DEFAULT_ENGINE = "llamacpp"
-# The validation context key of the union of the engines' settings that `evalctl.config` passes.
-ENGINES = "engines"
 
 
 class EngineSettings(_Strict):
@@ -69,6 +73,9 @@ class EngineSettings(_Strict):
     """
 
     name: str = Field(description="The engine: llamacpp, sglang, vllm, or a plug-in's (docs/guide-add-engine.md).")
+    # The union of every registered engine's Settings, by `name`, that a name or mapping under `engine:` is
+    # validated by: set by the engine registry (`evalctl.servers.registry`) when imported.
+    union: ClassVar[Callable[[], TypeAdapter[EngineSettings]] | None] = None
 
     def gpus_needed(self) -> int:
         """GPUs a server of this profile takes (0: a CPU engine, never given CUDA_VISIBLE_DEVICES)."""
@@ -82,8 +89,9 @@ class EngineSettings(_Strict):
         """These settings without pinned GPU ids (a Slurm job's GPUs are the ones Slurm gives it)."""
         return self
 
-    def seed_default(self, seed: int) -> None:
-        """Fill an engine-side sampling seed left unset with the sweep's generation seed (engines without one ignore it)."""
+    def seeded(self, seed: int) -> EngineSettings:
+        """These settings, an engine-side sampling seed left unset set to the sweep's generation seed (no such seed: as they are)."""
+        return self
 
 
 class ServerProfile(_Strict):
@@ -118,28 +126,18 @@ class ServerProfile(_Strict):
     @field_validator("engine", mode="before")
     @classmethod
     def _engine_model(cls, engine: Any, info: ValidationInfo) -> Any:
-        # A name or mapping is validated by its engine's model, picked by `name` in the union the caller passes.
+        # A name or mapping is validated by its engine's model, picked by `name` in the registry's union.
         if engine is None and not info.data.get("url"):
             engine = DEFAULT_ENGINE  # a server to launch needs an engine; one at a URL is asked which it is
         if engine is None or isinstance(engine, EngineSettings):
             return engine
-        union = (info.context or {}).get(ENGINES)
-        if union is None:
-            raise ValueError("an engine given by name is validated through evalctl.config (config_from_dict); else pass its Settings")
-        return union.validate_python({"name": engine} if isinstance(engine, str) else engine)
+        if EngineSettings.union is None:
+            raise ValueError("an engine given by name needs the engine registry: import evalctl.servers.registry, or pass its Settings")
+        return EngineSettings.union().validate_python({"name": engine} if isinstance(engine, str) else engine)
 
     def gpus_needed(self) -> int:
         """GPUs a server of this profile takes: none for a server at `url`, which evalctl does not launch."""
         return 0 if self.url or self.engine is None else self.engine.gpus_needed()
-
-    def interpreter(self, variant: Variant) -> str | None:
-        """The Python the engine runs under: the variant's build (its venv, or the venv made for its `pip`), else this profile's;
-        None: evalctl's own."""
-        if variant.pip:
-            return str(venvs.python_of(variant.pip))
-        if variant.python:
-            return variant.python
-        return expand_text(self.python, f"server profile {self.name!r}: python") if self.python else None
 
 
 class Variant(_Strict):
@@ -172,7 +170,11 @@ class Variant(_Strict):
         if value is not None:
             if not value:
                 raise ValueError("pip must name at least one requirement, e.g. xllamacpp==2026.5.9294")
-            venvs.parse_requirements(value)
+            for text in value:
+                try:
+                    Requirement(text)
+                except InvalidRequirement as exc:
+                    raise ValueError(f"not a pip requirement: {text!r} ({exc})") from None
         return value
 
     @model_validator(mode="after")
@@ -188,18 +190,17 @@ class Variant(_Strict):
         return self.model_copy(update={"python": python, "command_prefix": prefix})
 
 
-def slurm_minutes(text: str) -> int:
-    """A Slurm time limit (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in whole minutes, rounded up."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text.strip())
-    if not match:
+# A Slurm time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (`cluster.slurm.slurm_minutes` reads it).
+SLURM_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+
+
+def _slurm_time(text: str) -> str:
+    if not SLURM_TIME.fullmatch(text.strip()):
         raise ValueError(f"not a Slurm time limit (minutes, HH:MM:SS or D-HH:MM:SS): {text!r}")
-    days, *rest = match.groups()
-    parts = [int(p) for p in rest if p is not None]
-    if days is not None:  # D-H, D-H:M, D-H:M:S
-        seconds = int(days) * 86400 + sum(v * m for v, m in zip(parts, (3600, 60, 1)))
-    else:  # M, M:S, H:M:S
-        seconds = sum(v * m for v, m in zip(parts, {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}[len(parts)]))
-    return max(1, -(-seconds // 60))
+    return text
+
+
+SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 
 
 class SlurmConfig(_Strict):
@@ -208,21 +209,71 @@ class SlurmConfig(_Strict):
     partition: str | None = Field(None, description="Slurm partition.")
     account: str | None = Field(None, description="Slurm account.")
     qos: str | None = Field(None, description="Slurm QoS.")
-    time: str = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
+    time: SlurmTime = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
     cpus_per_task: int | None = Field(
         None, ge=1, description="CPUs per profile x variant job (server and client); default: 8, or a node's CPUs if nodes have fewer."
     )
     mem_gb: float | None = Field(None, gt=0, description="Memory per job; default: the cluster's (DefMemPerCPU).")
-    aggregate_time: str = Field("00:30:00", description="Time limit of the aggregation job (analysis, gate, report).")
+    aggregate_time: SlurmTime = Field("00:30:00", description="Time limit of the aggregation job (analysis, gate, report).")
     additional: dict[str, str | int | bool] = Field(
         default_factory=dict, description="More sbatch options for every job, e.g. {constraint: h100, reservation: nightly}."
     )
 
-    @field_validator("time", "aggregate_time")
-    @classmethod
-    def _time_format(cls, value: str) -> str:
-        slurm_minutes(value)
-        return value
+
+EventKind = Literal["rewind", "branch"]
+# Which requests are scored and paired with a cold twin: all, or the returns only.
+Judged = Literal["every", "returns"]
+
+
+class ConversationConfig(BaseModel):
+    """The shape of a conversation workload (a sweep's `conversation:`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conversations: int = Field(4, ge=1, description="Conversations per cell.")
+    boundaries: list[int] = Field(
+        default_factory=lambda: [512],
+        description="Token counts growth must cross: the engine's SWA window, Mamba block, prefill chunk, KV page.",
+    )
+    grow_past: float = Field(2.0, ge=1.0, description="A conversation first grows to this many times the largest boundary.")
+    events: int = Field(3, ge=0, description="Rewinds or branches per conversation, each followed by growth past a boundary.")
+    kinds: list[EventKind] = Field(default_factory=lambda: ["rewind", "branch"], description="Which events to draw.")
+    first_event: EventKind | None = Field(
+        None,
+        description="The first event's kind (default: drawn from kinds like the others). `branch` with kinds [rewind] and"
+        " revisit 1: one turn edited, then regenerated at every later event.",
+    )
+    revisit: float = Field(
+        0.5, ge=0.0, le=1.0, description="Chance an event goes back to the turn of the previous one (regenerating an edited turn)."
+    )
+    regrow: tuple[float, float] = Field(
+        (1.0, 2.0), description="After an event, growth by this many times a boundary (lowest, highest; drawn uniformly)."
+    )
+    turn_questions: tuple[int, int] = Field(
+        (1, 1), description="Questions per turn (lowest, highest): earlier ones answered in the turn, the last asked."
+    )
+    chars_per_token: float = Field(4.0, gt=0, description="For length estimates (the records keep the server's token counts).")
+    judge: Judged = Field(
+        "every",
+        description="Which requests are scored and paired with a cold twin: every one, or the returns only (the requests"
+        " before a return are its history: sent warm, unscored, never cold). With events 1: one independent pair per conversation.",
+    )
+    seed: int = 1234
+
+    @model_validator(mode="after")
+    def _valid(self) -> ConversationConfig:
+        if not self.boundaries or min(self.boundaries) < 1:
+            raise ValueError("conversation.boundaries must list token counts >= 1")
+        if not self.kinds and self.events:
+            raise ValueError("conversation.kinds must name rewind and/or branch when events > 0")
+        low, high = self.turn_questions
+        if not 1 <= low <= high:
+            raise ValueError(f"conversation.turn_questions must be (low, high) with 1 <= low <= high, got {self.turn_questions}")
+        if not 0 < self.regrow[0] <= self.regrow[1]:
+            raise ValueError(f"conversation.regrow must be (low, high) with 0 < low <= high, got {self.regrow}")
+        if self.judge == "returns" and not self.events:
+            raise ValueError("conversation.judge: returns scores rewinds and branches only: it needs events >= 1")
+        return self
 
 
 class StoppingMode(str, Enum):
@@ -332,15 +383,6 @@ class SweepConfig(_Strict):
             return [str(i) for i in range(value)]
         return [str(v) for v in value] if isinstance(value, list) else value
 
-    @field_validator("canary")
-    @classmethod
-    def _known_fault(cls, fault: str | None) -> str | None:
-        from evalctl.canary.faults import FAULTS
-
-        if fault is not None and fault not in FAULTS:
-            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-        return fault
-
     @field_validator("shots")
     @classmethod
     def _shots_valid(cls, shots: list[int]) -> list[int]:
@@ -389,11 +431,6 @@ class SweepConfig(_Strict):
             raise ValueError("a conversation workload runs whole conversations: sequential stopping cannot stop one mid-way")
         if self.run_variants is not None and not self.run_variants:
             raise ValueError("run_variants must name at least one variant")
-        # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.
-        self.variants = [v.expanded() if v.name in self.active_variant_names() else v for v in self.variants]
-        for server in self.servers:
-            if server.engine is not None:
-                server.engine.seed_default(self.generation.seed)
         return self
 
     def active_variant_names(self) -> list[str]:

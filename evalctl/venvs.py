@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
@@ -55,17 +55,6 @@ class PipVenv(BaseModel):
     @property
     def python(self) -> Path:
         return self.path / "bin" / "python"
-
-
-def parse_requirements(requirements: Sequence[str]) -> list[Requirement]:
-    """Each requirement parsed as pip reads it; ValueError naming the first that is not one."""
-    parsed = []
-    for text in requirements:
-        try:
-            parsed.append(Requirement(text))
-        except InvalidRequirement as exc:
-            raise ValueError(f"not a pip requirement: {text!r} ({exc})") from None
-    return parsed
 
 
 def cache_root() -> Path:
@@ -139,7 +128,7 @@ def _build(requirements: list[str], folder: Path) -> PipVenv:
 
 def _installed(python: Path, requirements: list[str]) -> dict[str, str]:
     """The version pip installed of each requirement's distribution, as the venv's own interpreter reads it."""
-    names = [canonicalize_name(r.name) for r in parse_requirements(requirements)]
+    names = [canonicalize_name(Requirement(text).name) for text in requirements]  # valid: the schema checked them
     ask = "import importlib.metadata as m, json, sys; print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))"
     done = subprocess.run([str(python), "-c", ask, *names], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)

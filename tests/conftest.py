@@ -55,10 +55,10 @@ from evalctl.config import alias_path
 from evalctl.datasets import packaged_data_dir
 from evalctl.errors import VERDICT_EXIT
 from evalctl.records import RECORDS_FILE
-from evalctl.schema import ENGINES, CacheMode, ServerProfile, Variant
+from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, free_port
-from evalctl.servers.registry import adapter_for, engine_settings
+from evalctl.servers.registry import adapter_for
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_LAUNCHER = "llamacpp_main.py"  # run by its file path (servers.engines.llamacpp)
@@ -155,8 +155,8 @@ def engine_sweep_config(tmp_path: Path, profile: dict, **fields: object) -> Path
 
 
 def profile_of(data: dict) -> ServerProfile:
-    """A server profile from its mapping, its `engine:` validated by the registered engines' models (as `evalctl.config` does)."""
-    return ServerProfile.model_validate(data, context={ENGINES: engine_settings()})
+    """A server profile from its mapping, its `engine:` validated by the registered engines' models."""
+    return ServerProfile.model_validate(data)
 
 
 def tree_rss_mb(tree: ProcessTree) -> float:

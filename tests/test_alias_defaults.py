@@ -36,12 +36,11 @@ from evalctl.analysis.drop_rule import decide_drops
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy, load_policy
 from evalctl.analysis.pairing import Comparison, match, within_run
-from evalctl.cell import CacheMode
 from evalctl.config import config_from_dict, load_config
 from evalctl.config_files import CONFIG_PATH_ENV, known
 from evalctl.plan import expand, noise_cells
 from evalctl.records import CELL_KEYS
-from evalctl.schema import SweepConfig
+from evalctl.schema import CacheMode, SweepConfig
 from evalctl.tasks.lmeval import LmEvalTask, task_of
 
 # Past this many pairs no finding below asks for more (GSM8K's test split is 1,319).

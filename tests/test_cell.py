@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalctl.cell import CacheMode, CellKey, cell_label
+from evalctl.cell import CellKey, cell_label
 from evalctl.records import CELL_KEYS, RECORD_KEYS
-from evalctl.schema import CacheMode as ConfigCacheMode
+from evalctl.schema import CacheMode
 
 CELL = CellKey("cpu", "default", CacheMode.on, 16, 1)
 ROW = {"profile": "cpu", "variant": "default", "cache": "on", "shots": np.int64(16), "pass_index": np.int64(1)}
@@ -31,7 +31,6 @@ def test_a_row_a_series_and_a_record_name_the_same_cell():
         profile, variant, cache, shots, pass_index = "cpu", "default", "on", 16, 1
 
     assert CellKey.from_record(Record()) == CELL and hash(CellKey.from_record(Record())) == hash(CELL)
-    assert CacheMode is ConfigCacheMode  # the config's cache modes are the key's
 
 
 def test_as_dict_is_the_records_columns_and_the_label_is_for_people():

@@ -7,9 +7,10 @@ import json
 import pytest
 from conftest import cli
 
-from evalctl.cell import CacheMode, CellKey
+from evalctl.cell import CellKey
 from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest, ManifestError, read_manifest, write_manifest
+from evalctl.schema import CacheMode
 
 # A manifest as the untyped writer left it (a local run, one failed server), plus a field no version knows.
 OLD = {

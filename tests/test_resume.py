@@ -6,11 +6,12 @@ import shutil
 
 import pytest
 
-from evalctl.cell import CacheMode, CellKey
+from evalctl.cell import CellKey
 from evalctl.config import load_config, with_external_url
 from evalctl.errors import ConfigError, ExitCode
 from evalctl.manifest import Manifest, write_manifest
 from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, differing_fields, resume_config
+from evalctl.schema import CacheMode
 from evalctl.secrets import redact_config
 
 

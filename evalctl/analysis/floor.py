@@ -59,7 +59,7 @@ from evalctl.agreement import AGREEMENT, with_agreement
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison, paired_table
-from evalctl.cell import CacheMode
+from evalctl.schema import CacheMode
 
 # The floor check's findings carry the cache comparison's name: they rest on the same cells (the
 # cache-on cell and the cache-off answers it is scored against), so a failed cache label revises them too.

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evalctl.errors import BadInput, NeverStarts, RunFailed
+from evalctl.schema import SLURM_TIME
 
 # States after which a job never runs again (REQUEUED / PREEMPTED jobs go back to PENDING).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
@@ -29,6 +30,17 @@ NEVER_STARTS = {
 # What a job Slurm no longer knows (purged after MinJobAge, no accounting) is shown as.
 UNKNOWN = "UNKNOWN"
 COMMAND_TIMEOUT_S = 30
+
+
+def slurm_minutes(text: str) -> int:
+    """A Slurm time limit (the config checked its form, `schema.SLURM_TIME`) in whole minutes, rounded up."""
+    days, *rest = SLURM_TIME.fullmatch(text.strip()).groups()
+    parts = [int(p) for p in rest if p is not None]
+    if days is not None:  # D-H, D-H:M, D-H:M:S
+        seconds = int(days) * 86400 + sum(v * m for v, m in zip(parts, (3600, 60, 1)))
+    else:  # M, M:S, H:M:S
+        seconds = sum(v * m for v, m in zip(parts, {1: (60,), 2: (60, 1), 3: (3600, 60, 1)}[len(parts)]))
+    return max(1, -(-seconds // 60))
 
 
 @dataclass(frozen=True)

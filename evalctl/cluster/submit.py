@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import submitit
 
 from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
-from evalctl.cluster.slurm import fitting_cpus, release, require_slurm
+from evalctl.cluster.slurm import fitting_cpus, release, require_slurm, slurm_minutes
 from evalctl.errors import RunFailed
 from evalctl.manifest import JobEntry, now
 from evalctl.plan import expand
 from evalctl.runs import Run
-from evalctl.schema import ServerProfile, SlurmConfig, StoppingMode, SweepConfig, Variant, slurm_minutes
+from evalctl.schema import ServerProfile, SlurmConfig, StoppingMode, SweepConfig, Variant
 
 if TYPE_CHECKING:
     from evalctl.execution.folder import PreparedRun

@@ -16,8 +16,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field, field_validator
 
+from evalctl import venvs
 from evalctl.errors import ConfigError
-from evalctl.schema import CacheMode, EngineSettings, ServerProfile, Variant
+from evalctl.schema import CacheMode, EngineSettings, ServerProfile, Variant, expand_text
 from evalctl.servers.bundled import convert, converted_name, converted_path
 
 
@@ -128,9 +129,8 @@ class GpuEngineSettings(EngineSettings):
     def unpinned(self) -> GpuEngineSettings:
         return self.model_copy(update={"devices": None})
 
-    def seed_default(self, seed: int) -> None:
-        if self.random_seed is None:
-            self.random_seed = seed
+    def seeded(self, seed: int) -> GpuEngineSettings:
+        return self if self.random_seed is not None else self.model_copy(update={"random_seed": seed})
 
     def flags(self) -> list[str]:
         """`FLAGS`' settings as `--flag value` (a bare flag for True; left out when None or False)."""
@@ -154,13 +154,23 @@ def salted_cold(cache: CacheMode) -> dict:
     return {"cache_salt": secrets.token_urlsafe(24)} if cache is CacheMode.off else {}
 
 
+def interpreter(profile: ServerProfile, variant: Variant) -> str | None:
+    """The Python the engine runs under: the variant's build (its venv, or the venv made for its `pip`), else the
+    profile's ($VAR expanded now: a profile not launched needs none); None: evalctl's own."""
+    if variant.pip:
+        return str(venvs.python_of(variant.pip))
+    if variant.python:
+        return variant.python
+    return expand_text(profile.python, f"server profile {profile.name!r}: python") if profile.python else None
+
+
 def preflight_converted(profile: ServerProfile, variant: Variant, install_script: str) -> None:
     """Convert the bundled model a profile names (bundled:smollm2-135m-hf) with its engine venv's
     interpreter, once, before the run folder exists; ConfigError if there is no interpreter to do it."""
     name = converted_name(profile.model_path)
     if name is None:
         return
-    python = profile.interpreter(variant)
+    python = interpreter(profile, variant)
     if not python:
         raise ConfigError(
             f"server profile {profile.name!r}: bundled:{name} is converted by the {profile.engine} venv's interpreter "
@@ -234,7 +244,7 @@ class EngineAdapter:
         `port` may be a placeholder string for display (`evalctl servers show`).
         """
         # Behind a container runner, evalctl's own interpreter path means nothing.
-        python = profile.interpreter(variant) or ("python3" if variant.command_prefix else sys.executable)
+        python = interpreter(profile, variant) or ("python3" if variant.command_prefix else sys.executable)
         argv = self.engine_argv(python, profile, cache, port, workdir)
         env = {**self.engine_env(profile), **profile.env, **variant.env}
         if devices:

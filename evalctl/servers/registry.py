@@ -3,8 +3,8 @@
 The built-in engines' modules are imported on the first lookup (not at import of this module).
 An engine outside evalctl is a plug-in module (`evalctl.plugins`: an entry point or
 `EVALCTL_PLUGINS`). The registry also builds the union of every engine's `Settings` that a
-profile's `engine:` mapping is validated by (`engine_settings`): the schema cannot, being a leaf
-that names no engine.
+profile's `engine:` name or mapping is validated by (`engine_settings`), and hands it to the schema
+(`EngineSettings.union`), a leaf that names no engine.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Literal, TypeVar, Union
 from pydantic import Field, TypeAdapter
 
 from evalctl.registry import Registry
+from evalctl.schema import EngineSettings
 
 if TYPE_CHECKING:
-    from evalctl.schema import EngineSettings
     from evalctl.servers.base import EngineAdapter
 
 ENGINES: Registry[type[EngineAdapter]] = Registry(
@@ -69,3 +69,6 @@ def _settings_union(adapters: tuple[type[EngineAdapter], ...]) -> TypeAdapter[En
         if adapter.Settings.model_fields["name"].annotation != Literal[adapter.name]:
             raise TypeError(f"engine {adapter.name!r}: its Settings must say `name: Literal[{adapter.name!r}] = {adapter.name!r}`")
     return TypeAdapter(Annotated[Union[tuple(adapter.Settings for adapter in adapters)], Field(discriminator="name")])  # noqa: UP007
+
+
+EngineSettings.union = engine_settings

@@ -22,69 +22,10 @@ import dataclasses
 import os
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalctl.records import TurnKind
-
-if TYPE_CHECKING:
-    from evalctl.tasks.lmeval import Prompt
-
-EventKind = Literal["rewind", "branch"]
-# Which requests are scored and paired with a cold twin: all, or the returns only.
-Judged = Literal["every", "returns"]
-
-
-class ConversationConfig(BaseModel):
-    """The shape of a conversation workload (a sweep's `conversation:`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    conversations: int = Field(4, ge=1, description="Conversations per cell.")
-    boundaries: list[int] = Field(
-        default_factory=lambda: [512],
-        description="Token counts growth must cross: the engine's SWA window, Mamba block, prefill chunk, KV page.",
-    )
-    grow_past: float = Field(2.0, ge=1.0, description="A conversation first grows to this many times the largest boundary.")
-    events: int = Field(3, ge=0, description="Rewinds or branches per conversation, each followed by growth past a boundary.")
-    kinds: list[EventKind] = Field(default_factory=lambda: ["rewind", "branch"], description="Which events to draw.")
-    first_event: EventKind | None = Field(
-        None,
-        description="The first event's kind (default: drawn from kinds like the others). `branch` with kinds [rewind] and"
-        " revisit 1: one turn edited, then regenerated at every later event.",
-    )
-    revisit: float = Field(
-        0.5, ge=0.0, le=1.0, description="Chance an event goes back to the turn of the previous one (regenerating an edited turn)."
-    )
-    regrow: tuple[float, float] = Field(
-        (1.0, 2.0), description="After an event, growth by this many times a boundary (lowest, highest; drawn uniformly)."
-    )
-    turn_questions: tuple[int, int] = Field(
-        (1, 1), description="Questions per turn (lowest, highest): earlier ones answered in the turn, the last asked."
-    )
-    chars_per_token: float = Field(4.0, gt=0, description="For length estimates (the records keep the server's token counts).")
-    judge: Judged = Field(
-        "every",
-        description="Which requests are scored and paired with a cold twin: every one, or the returns only (the requests"
-        " before a return are its history: sent warm, unscored, never cold). With events 1: one independent pair per conversation.",
-    )
-    seed: int = 1234
-
-    @model_validator(mode="after")
-    def _valid(self) -> ConversationConfig:
-        if not self.boundaries or min(self.boundaries) < 1:
-            raise ValueError("conversation.boundaries must list token counts >= 1")
-        if not self.kinds and self.events:
-            raise ValueError("conversation.kinds must name rewind and/or branch when events > 0")
-        low, high = self.turn_questions
-        if not 1 <= low <= high:
-            raise ValueError(f"conversation.turn_questions must be (low, high) with 1 <= low <= high, got {self.turn_questions}")
-        if not 0 < self.regrow[0] <= self.regrow[1]:
-            raise ValueError(f"conversation.regrow must be (low, high) with 0 < low <= high, got {self.regrow}")
-        if self.judge == "returns" and not self.events:
-            raise ValueError("conversation.judge: returns scores rewinds and branches only: it needs events >= 1")
-        return self
+from evalctl.schema import ConversationConfig, EventKind
+from evalctl.tasks.spec import Prompt
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,38 +37,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from evalctl.errors import BadInput, ConfigError
-from evalctl.records import AnswerPosition, TurnKind
 from evalctl.registry import unknown_name
-from evalctl.tasks.conversation import ConversationConfig, Transcript, conversation_prompts
+from evalctl.tasks.conversation import Transcript, conversation_prompts
 from evalctl.tasks.data import local_dataset_overrides
 from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
+from evalctl.tasks.spec import Prompt
 
 if TYPE_CHECKING:
-    from evalctl.schema import SweepConfig  # tasks are below the schema: the sweep's config only passes through
+    from evalctl.schema import ConversationConfig, SweepConfig
 
 GENERATE = "generate_until"
 INVALID = "[invalid]"  # lm-eval's regex filter's answer when nothing matched
-
-
-@dataclass(frozen=True)
-class Prompt:
-    doc_id: int
-    text: str
-    prompt_hash: str
-    question: str
-    target: str
-    stop: tuple[str, ...]
-    doc: dict
-    # prefix-recall: where the asked value sits (character offset in `text`, and its bin)
-    answer_char_offset: int | None = None
-    answer_position: AnswerPosition | None = None
-    # conversation workloads (`tasks.conversation`): which conversation, how many turns, how the request got there
-    conversation: int | None = None
-    turn: int | None = None
-    turn_kind: TurnKind | None = None
-    source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
-    # judged at returns only (`conversation.judge`): the unscored requests a cache-on server gets before this one
-    history: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""What evalctl adds to a task's YAML (`TaskSpec`); the registry (`tasks.registry`) holds them by name."""
+"""What evalctl adds to a task's YAML (`TaskSpec`), which the registry (`tasks.registry`) holds by name; and the `Prompt`s a task makes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from evalctl.records import AnswerPosition, TurnKind
 
 
 def whole_target(target: str) -> str:
@@ -28,3 +30,24 @@ class TaskSpec:
     min_shots: int = 0
     target: Callable[[str], str] = whole_target
     packaged_data: bool = False  # a copy ships in evalctl/datasets/<name>
+
+
+@dataclass(frozen=True)
+class Prompt:
+    doc_id: int
+    text: str
+    prompt_hash: str
+    question: str
+    target: str
+    stop: tuple[str, ...]
+    doc: dict
+    # prefix-recall: where the asked value sits (character offset in `text`, and its bin)
+    answer_char_offset: int | None = None
+    answer_position: AnswerPosition | None = None
+    # conversation workloads (`tasks.conversation`): which conversation, how many turns, how the request got there
+    conversation: int | None = None
+    turn: int | None = None
+    turn_kind: TurnKind | None = None
+    source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
+    # judged at returns only (`conversation.judge`): the unscored requests a cache-on server gets before this one
+    history: tuple[str, ...] = ()

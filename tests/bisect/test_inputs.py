@@ -213,8 +213,7 @@ def test_a_conversation_workload_is_bisected_by_fixed_n_steps(gated, tmp_path):
     from evalctl.bisect.search import Verdict
     from evalctl.bisect.session import Bisect
     from evalctl.bisect.steps import Regression
-    from evalctl.schema import StoppingMode
-    from evalctl.tasks.conversation import ConversationConfig
+    from evalctl.schema import ConversationConfig, StoppingMode
 
     regression = regression_of(gated["bad"])
     regression = Regression(

@@ -53,12 +53,13 @@ def test_vllm_without_a_worker_process_runs_the_model_in_its_engine_core():
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in adapter.engine_env(default)  # vLLM's own default: a worker process
 
 
-def test_the_schema_takes_an_engines_model_and_leaves_names_to_the_config_loader():
-    """The schema is a leaf: given a Settings it keeps it; a name or mapping needs the union `evalctl.config` passes."""
-    profile = ServerProfile(name="p", model_path="m", engine=VLLMSettings(tp=2))
-    assert profile.gpus_needed() == 2
-    with pytest.raises(ValidationError, match="validated through evalctl.config"):
-        ServerProfile(name="p", model_path="m", engine="vllm")
+def test_engine_settings_validate_themselves_through_the_registrys_union():
+    """The schema is a leaf: given a Settings it keeps it; a name or mapping is picked by the union the registry handed it."""
+    assert ServerProfile(name="p", model_path="m", engine=VLLMSettings(tp=2)).gpus_needed() == 2
+    assert ServerProfile(name="p", model_path="m", engine={"name": "vllm", "tp": 2}).engine == VLLMSettings(tp=2)
+    assert isinstance(ServerProfile(name="p", model_path="m").engine, LlamaCppSettings)  # the default engine
+    with pytest.raises(ValidationError, match="'nope'"):
+        ServerProfile(name="p", model_path="m", engine="nope")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 from conftest import profile_of
 from pydantic import ValidationError
 
-from evalctl.cell import CacheMode
+from evalctl.schema import CacheMode
 from evalctl.servers.registry import adapter_for
 
 MODEL = "bundled:smollm2-135m"

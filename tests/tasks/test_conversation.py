@@ -6,7 +6,8 @@ import pytest
 
 from evalctl.config import config_from_dict
 from evalctl.errors import ConfigError
-from evalctl.tasks.conversation import ConversationConfig, Transcript, chains, conversation_prompts, to_send, with_history
+from evalctl.schema import ConversationConfig
+from evalctl.tasks.conversation import Transcript, chains, conversation_prompts, to_send, with_history
 from evalctl.tasks.lmeval import LmEvalTask, Prompt, prompt_hash
 
 PREFIX = "Answer each question.\n\n"

@@ -18,7 +18,8 @@ from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import unpaired_cells
-from evalctl.cell import CacheMode, CellKey
+from evalctl.cell import CellKey
+from evalctl.schema import CacheMode
 
 KIND = "agreement-floor"
 NAME = f"{CACHE_COMPARISON} against the A/A floor"

@@ -28,10 +28,11 @@ import pandas as pd
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.pairing import Comparison, match
-from evalctl.cell import CacheMode, CellKey
+from evalctl.cell import CellKey
 from evalctl.manifest import CACHED_TOKENS, CellEntry, Manifest
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
+from evalctl.schema import CacheMode
 
 MIN_ENGAGED = 0.5
 MAX_OFF = 0.05

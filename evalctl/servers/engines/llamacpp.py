@@ -18,7 +18,7 @@ from evalctl.extras import require
 from evalctl.manifest import CACHED_TOKENS
 from evalctl.schema import CacheMode, EngineSettings, ServerProfile, Variant
 from evalctl.servers import llamacpp_main
-from evalctl.servers.base import EngineAdapter, LaunchRecord, flat_settings
+from evalctl.servers.base import EngineAdapter, LaunchRecord, flat_settings, interpreter
 from evalctl.servers.bundled import resolve_model_path
 
 # Run by its file: it needs only the standard library and xllamacpp, so an engine venv without evalctl serves.
@@ -99,7 +99,7 @@ class LlamaCppAdapter(EngineAdapter):
     }
 
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
-        if profile.interpreter(variant) is None:  # evalctl's own interpreter serves: its xllamacpp must be there
+        if interpreter(profile, variant) is None:  # evalctl's own interpreter serves: its xllamacpp must be there
             require("xllamacpp", "the llama.cpp CPU engine")
         resolve_model_path(profile.model_path)
 

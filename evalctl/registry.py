@@ -1,18 +1,20 @@
-"""The one registry: a name -> T mapping, filled by the modules that define the T's (engines, tasks, gate checks).
+"""The one registry: a name -> T mapping of the engines, the tasks or the gate checks, and the one way plug-ins are found.
 
-A registry is built with references to its built-ins, `"module:attribute"` (an entry, or a tuple
-of entries); they are imported on its first look-up, not when the registry is defined, so the
-registry's module stays cheap to import, and a built-in module need not import its registry
-(the registry depends on the built-ins, never the other way: no import cycle).
-Plug-ins (`evalctl.plugins`: entry points and `EVALCTL_PLUGINS`) are loaded at every look-up
-through the one loader, which imports each plug-in module once. A name no module registered is
-bad input (exit 4), its message listing the known names (`unknown_name`).
+Every entry is named by a `"module:attribute"` reference to the object itself (an entry, or a tuple
+of entries), imported on the registry's first look-up, not when it is defined: the registry's module
+stays cheap to import, and a module that defines entries need not import its registry (no import
+cycle). evalctl's own are the registry's `builtins`. A plug-in is an entry point of an installed
+distribution in the group of its kind, `evalctl.<kind>s` (`evalctl.engines`, `evalctl.tasks`,
+`evalctl.checks`): `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`.
+The registry is complete after that first look-up. A name no entry has is bad input (exit 4), its
+message listing the known names (`unknown_name`).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
 from evalctl.errors import BadInput, EvalctlError
@@ -21,35 +23,39 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """`kind` names the entries in errors ("unknown engine 'x'; known: ..."); `builtins` are
-    `"module:attribute"` references; `key` gives a built-in entry's name."""
+    """`kind` names the entries in errors ("unknown engine 'x'; known: ...") and plug-ins' entry-point group; `builtins`
+    are `"module:attribute"` references; `key` gives an entry's name."""
 
     def __init__(self, kind: str, builtins: Sequence[str], key: Callable[[T], str]) -> None:
         self.kind = kind
+        self.group = f"evalctl.{kind}s"
         self.builtins = tuple(builtins)
         self.key = key
         self._items: dict[str, T] = {}
-        self._builtins_loaded = False
+        self._complete = False
 
-    def register(self, name: str, item: T) -> T:
-        """Add `item` under `name`; a different item under a taken name is a mistake, not an override."""
-        known = self._items.get(name)
-        if known is not None and known != item:
-            raise EvalctlError(f"{self.kind} {name!r} is registered twice ({_origin(known)} and {_origin(item)})")
-        self._items[name] = item
-        return item
+    def _add(self, found: T | tuple[T, ...]) -> None:
+        # A different item under a taken name is a mistake, not an override.
+        for item in found if isinstance(found, tuple) else (found,):
+            name, known = self.key(item), self._items.get(self.key(item))
+            if known is not None and known != item:
+                raise EvalctlError(f"{self.kind} {name!r} is registered twice ({_origin(known)} and {_origin(item)})")
+            self._items[name] = item
 
     def _load(self) -> None:
-        from evalctl.plugins import load_plugins
-
-        if not self._builtins_loaded:
-            self._builtins_loaded = True
-            for ref in self.builtins:
-                module, _, attribute = ref.partition(":")
-                found = getattr(importlib.import_module(module), attribute)
-                for item in found if isinstance(found, tuple) else (found,):
-                    self.register(self.key(item), item)
-        load_plugins()
+        if self._complete:
+            return
+        self._complete = True
+        for ref in self.builtins:
+            module, _, attribute = ref.partition(":")
+            self._add(getattr(importlib.import_module(module), attribute))
+        for entry in entry_points(group=self.group):
+            try:
+                self._add(entry.load())
+            except (ImportError, AttributeError) as exc:
+                raise BadInput(
+                    f"cannot load evalctl plug-in {entry.name} = {entry.value!r} (entry point group {self.group}): {exc}"
+                ) from exc
 
     def items(self) -> dict[str, T]:
         """Every entry, by name (sorted)."""
@@ -71,7 +77,7 @@ class Registry(Generic[T]):
         return found
 
     def check(self, names: Sequence[str], where: str = "") -> None:
-        """Bad input for the names in `names` that no module registered."""
+        """Bad input for the names in `names` that no entry has."""
         unknown = sorted(set(names) - set(self.items()))
         if unknown:
             raise unknown_name(self.kind, unknown, self.names(), where)

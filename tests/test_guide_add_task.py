@@ -1,6 +1,6 @@
 """docs/guide-add-task.md, step by step: a task of YAML and JSON in a folder of one's own, named by
 --include-path or by its file; the refused kinds; and a registered task added as one new module
-(a plug-in on sys.path named by EVALCTL_PLUGINS), with no edit to evalctl."""
+(a plug-in named by its `evalctl.tasks` entry point), with no edit to evalctl."""
 
 from __future__ import annotations
 
@@ -34,15 +34,6 @@ def my_tasks(tmp_path: Path) -> Path:
     (folder / "capitals-train.json").write_text(json.dumps(docs[:3]))
     (folder / "capitals-test.json").write_text(json.dumps(docs[3:]))
     return folder
-
-
-@pytest.fixture
-def registry_restored(monkeypatch):
-    """The plug-in registers into the process's registry: leave it as it was for other tests."""
-    from evalctl import plugins
-
-    monkeypatch.setattr(registry.TASKS, "_items", registry.TASKS.items())  # the built-ins, restored afterwards
-    monkeypatch.setattr(plugins, "_loaded", set(plugins._loaded))
 
 
 def test_a_task_of_yaml_runs_under_its_filters_names(my_tasks: Path):
@@ -81,11 +72,8 @@ def test_loglikelihood_tasks_and_groups_are_refused_with_the_guides_error(my_tas
         LmEvalTask("mmlu", data_dir=None, fewshot="shared")
 
 
-def test_a_registered_task_is_one_new_module(my_tasks: Path, monkeypatch, registry_restored):
-    plugin = my_tasks.parent / "my_evalctl_tasks.py"
-    plugin.write_text(guide_block("python"))
-    monkeypatch.syspath_prepend(str(plugin.parent))
-    monkeypatch.setenv("EVALCTL_PLUGINS", "my_evalctl_tasks")
+def test_a_registered_task_is_one_new_module(my_tasks: Path, monkeypatch):
+    guides.plugged_in(monkeypatch, my_tasks.parent, "guide-add-task.md", registry.TASKS)  # the module beside my_tasks/
     spec = registry.registered_task("capitals")
     assert spec is not None and spec.yaml_dir == my_tasks
     task = LmEvalTask("capitals", data_dir=None, fewshot="shared")  # no --include-path: the registry knows the folder
@@ -96,7 +84,10 @@ def test_a_registered_task_is_one_new_module(my_tasks: Path, monkeypatch, regist
     assert lima.target == "LIMA"  # the module's own reference form, in the records
 
 
-def test_an_unknown_plugin_is_bad_input(monkeypatch, registry_restored):
-    monkeypatch.setenv("EVALCTL_PLUGINS", "no_such_evalctl_plugin")
-    with pytest.raises(BadInput, match="cannot import evalctl plug-in 'no_such_evalctl_plugin'"):
+def test_a_plugin_that_cannot_load_is_bad_input(tmp_path: Path, monkeypatch):
+    guides.dist_info(tmp_path, "broken", {"evalctl.tasks": {"capitals": "no_such_evalctl_plugin:CAPITALS"}})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry.TASKS, "_items", {})
+    monkeypatch.setattr(registry.TASKS, "_complete", False)
+    with pytest.raises(BadInput, match="cannot load evalctl plug-in capitals = 'no_such_evalctl_plugin:CAPITALS'"):
         registry.registered_task("gsm8k")

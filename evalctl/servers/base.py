@@ -195,7 +195,7 @@ DetectRoute = tuple[str, Callable[[dict], bool]]
 class EngineAdapter:
     """Engine-specific facts; the process lifecycle lives in `servers.process`.
 
-    A subclass registered with `servers.registry.register_engine` is an engine of evalctl:
+    A subclass in the engine registry (`servers.registry`) is an engine of evalctl, named by its `name`:
     its `Settings` what a profile's `engine:` takes, `metrics` the counters recorded before and
     after each cell (`CACHED_TOKENS` marks the one the cache-engaged check reads), and
     `engine_argv` / `request_fields` / `flush` its cache switches.

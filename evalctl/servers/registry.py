@@ -1,8 +1,8 @@
-"""The engine registry: engine name -> adapter class, filled by `@register_engine` (an `evalctl.registry.Registry`).
+"""The engine registry: engine name -> adapter class (an `evalctl.registry.Registry`).
 
 The built-in engines' modules are imported on the first lookup (not at import of this module).
-An engine outside evalctl is a plug-in module (`evalctl.plugins`: an entry point or
-`EVALCTL_PLUGINS`). The registry also builds the union of every engine's `Settings` that a
+An engine outside evalctl is a plug-in: an `evalctl.engines` entry point naming its adapter class,
+whose `name` is the engine's. The registry also builds the union of every engine's `Settings` that a
 profile's `engine:` name or mapping is validated by (`engine_settings`), and hands it to the schema
 (`EngineSettings.union`), a leaf that names no engine.
 """
@@ -10,7 +10,7 @@ profile's `engine:` name or mapping is validated by (`engine_settings`), and han
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Annotated, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
@@ -29,20 +29,6 @@ ENGINES: Registry[type[EngineAdapter]] = Registry(
     ),
     key=lambda adapter: adapter.name,
 )
-A = TypeVar("A", bound="type[EngineAdapter]")
-
-
-def register_engine(name: str):
-    """Class decorator for a plug-in: register an EngineAdapter subclass under `name` (also set as its `name`).
-
-    evalctl's own engines set `name` and are listed in `ENGINES` instead."""
-
-    def add(cls: A) -> A:
-        cls.name = name
-        ENGINES.register(name, cls)
-        return cls
-
-    return add
 
 
 def engine_class(name: str) -> type[EngineAdapter]:

@@ -1,8 +1,9 @@
 """The task registry: the tasks evalctl knows by name, each registered by its own module.
 
 A task is an lm-eval `generate_until` task YAML. Three ways to name one:
-- a registered task (`register_task`): evalctl's own (`gsm8k`, `prefix-recall`) or a plug-in's
-  (`evalctl.plugins`), which may add what YAML cannot say (metric aliases, a packaged data copy);
+- a registered task (a `TaskSpec`): evalctl's own (`gsm8k`, `prefix-recall`) or a plug-in's (an
+  `evalctl.tasks` entry point naming its TaskSpec), which may add what YAML cannot say (metric
+  aliases, a packaged data copy);
 - a task in a folder of the user's YAML (`--include-path DIR`, lm-eval's `--include_path`), or
   a task YAML path given as the task;
 - any task lm-eval itself registers (its data from the hub, or a local copy via `--data-dir`).
@@ -21,19 +22,14 @@ from evalctl.tasks.spec import TaskSpec, whole_target
 if TYPE_CHECKING:
     from evalctl.schema import SweepConfig
 
-# A plug-in imports TaskSpec (and whole_target) from here with register_task.
-__all__ = ["TASKS", "TaskSpec", "register_task", "registered_task", "registered_tasks", "resolved_data_dir", "whole_target"]
+# A plug-in imports TaskSpec (and whole_target) from here.
+__all__ = ["TASKS", "TaskSpec", "registered_task", "registered_tasks", "resolved_data_dir", "whole_target"]
 
 
 # evalctl's own tasks, imported on first look-up.
 TASKS: Registry[TaskSpec] = Registry(
     "task", ("evalctl.tasks.gsm8k:GSM8K", "evalctl.tasks.prefix_recall:PREFIX_RECALL"), key=lambda spec: spec.name
 )
-
-
-def register_task(spec: TaskSpec) -> TaskSpec:
-    """Add `spec` under its name; a second task of the same name is a mistake, not an override."""
-    return TASKS.register(spec.name, spec)
 
 
 def registered_tasks() -> dict[str, TaskSpec]:

@@ -1,11 +1,10 @@
 """docs/guide-add-gate-check.md, step by step: the guide's example check written as one new module
-(a plug-in on sys.path named by EVALCTL_PLUGINS), its policy section, and the gate running it with
+(a plug-in named by its `evalctl.checks` entry point), its policy section, and the gate running it with
 the built-in checks; no evalctl module edited."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import guides
@@ -26,15 +25,8 @@ def guide_block(language: str, index: int = 0) -> str:
 
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch):
-    """The guide's module, on sys.path and in EVALCTL_PLUGINS; the registry left as it was afterwards."""
-    from evalctl import plugins
-
-    monkeypatch.setattr(registry.CHECKS, "_items", registry.CHECKS.items())  # the built-ins, restored afterwards
-    monkeypatch.setattr(plugins, "_loaded", set(plugins._loaded))
-    monkeypatch.delitem(sys.modules, "evalctl_empty_answers", raising=False)  # imported afresh: it registers again
-    (tmp_path / "evalctl_empty_answers.py").write_text(guide_block("python"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("EVALCTL_PLUGINS", "evalctl_empty_answers")
+    """The guide's module and entry point, installed on sys.path; the registry left as it was afterwards."""
+    guides.plugged_in(monkeypatch, tmp_path / "site", "guide-add-gate-check.md", registry.CHECKS)
 
 
 def run_with_empty_answers(empty: int) -> Run:

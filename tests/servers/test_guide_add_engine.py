@@ -1,15 +1,15 @@
-"""docs/guide-add-engine.md, followed to the letter: one new module in a folder on PYTHONPATH named by EVALCTL_PLUGINS,
-no edit to evalctl, and the new engine runs a real sweep (llama.cpp on CPU underneath)."""
+"""docs/guide-add-engine.md, followed to the letter: one new module and its `evalctl.engines` entry point, installed
+as pip would, no edit to evalctl, and the new engine runs a real sweep (llama.cpp on CPU underneath)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
+import guides
 import pytest
 import yaml
 
@@ -17,25 +17,13 @@ import evalctl
 
 pytestmark = pytest.mark.server
 
-GUIDE = Path(__file__).parents[2] / "docs" / "guide-add-engine.md"
-
-
-def guide_module() -> tuple[str, str]:
-    """The module path and the code the guide says to save there."""
-    text = GUIDE.read_text()
-    path = re.search(r"Save as\s+`(\w+\.py)`", text).group(1)
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    return path, code
-
 
 @pytest.mark.rotating(slice=1)  # slow, and not its component's only check: rotates (docs/testing.md's slice table)
 def test_a_new_engine_is_one_module_and_runs_a_sweep(tmp_path, no_orphans):
     package = Path(evalctl.__file__).parent
     before = {p: p.stat().st_mtime_ns for p in package.rglob("*.py")}
-    module, code = guide_module()
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    (plugins / module).write_text(code)
+    site = tmp_path / "site"
+    guides.installed(site, "guide-add-engine.md")
 
     config = {
         "model": "toy", "task": "prefix-recall", "shots": [40], "cache": ["on"], "limit": 2, "generation": {"max_tokens": 8},
@@ -43,7 +31,7 @@ def test_a_new_engine_is_one_module_and_runs_a_sweep(tmp_path, no_orphans):
         "servers": [{"name": "one-slot", "engine": "llamacpp-one-slot", "model_path": "bundled:smollm2-135m", "startup_timeout_s": 120}],
     }  # fmt: skip
     (tmp_path / "toy.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": str(plugins), "EVALCTL_PLUGINS": Path(module).stem}
+    env = {**os.environ, "PYTHONPATH": str(site)}
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "evalctl.cli", *args], capture_output=True, text=True, env=env, timeout=600)

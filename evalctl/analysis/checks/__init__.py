@@ -1,7 +1,7 @@
 """The gate-check registry: each kind of check (`base.GateCheck`) is one object in its own module.
 
-evalctl's own are listed in `CHECKS` as `"module:attribute"`; a new kind is one module that calls
-`register_check` (a plug-in, found as `evalctl.plugins` says); no other module changes.
+evalctl's own are listed in `CHECKS` as `"module:attribute"`; a new kind is one module, a plug-in
+named by an `evalctl.checks` entry point (`evalctl.registry`); no other module changes.
 `analysis.gate.evaluate` walks the registry in order.
 """
 
@@ -12,7 +12,7 @@ from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.registry import Registry
 
 # What a plug-in check imports from here (docs/guide-add-gate-check.md); the rest of base.py is imported from there.
-__all__ = ["CHECKS", "Check", "GateCheck", "GateInputs", "register_check", "registered_checks"]
+__all__ = ["CHECKS", "Check", "GateCheck", "GateInputs", "registered_checks"]
 
 # evalctl's own checks, one module each, imported on the first look-up.
 CHECKS: Registry[GateCheck] = Registry(
@@ -31,11 +31,6 @@ CHECKS: Registry[GateCheck] = Registry(
     ),
     key=lambda check: check.kind,
 )
-
-
-def register_check(check: GateCheck) -> GateCheck:
-    """Add `check` under its kind; a second check of the same kind is a mistake, not an override."""
-    return CHECKS.register(check.kind, check)
 
 
 def registered_checks(policy: GatePolicy | None = None) -> list[GateCheck]:

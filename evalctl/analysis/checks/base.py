@@ -111,7 +111,7 @@ class GateInputs:
 
 class GateCheck:
     """One kind of gate check; subclass, set the class attributes, and list an instance in `analysis.checks.CHECKS`
-    (a plug-in calls `register_check`)."""
+    (a plug-in names it in an `evalctl.checks` entry point)."""
 
     kind: ClassVar[str]
     order: ClassVar[int]

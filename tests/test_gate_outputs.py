@@ -61,8 +61,9 @@ def test_chunked_prefill_size_read_defensively():
     def size(config: dict) -> int | None:
         return Run(Path("r"), Manifest(run_id="r", config=config)).chunked_prefill_size
 
-    assert size({"servers": [{"name": "a"}, {"name": "b", "chunked_prefill_size": 8192}]}) == 8192
-    assert size({"servers": [{"name": "a", "chunked_prefill_size": None}]}) is None
+    sglang = {"name": "sglang", "chunked_prefill_size": 8192}
+    assert size({"servers": [{"name": "a", "engine": "llamacpp"}, {"name": "b", "engine": sglang}]}) == 8192
+    assert size({"servers": [{"name": "a", "engine": {**sglang, "chunked_prefill_size": None}}]}) is None
     assert size({}) is None
 
 

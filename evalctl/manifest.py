@@ -64,18 +64,34 @@ class CellEntry(_Entry):
     host_other_cpu: float | None = None  # share of the machine's CPUs other work used meanwhile (execution.host_load)
 
 
-class CellDecision(_Entry):
-    """A cell's sequential verdict against the baseline run, at the look it was decided.
-
-    A cell decided before its last look sent nothing more: its unsent requests (the rest of the
-    seeded send order) are saved, not missing. A cell that reached its last look undecided is
-    inconclusive."""
+class _Cell(_Entry):
+    """An entry about one cell: the five that name it (`CellKey`)."""
 
     profile: str
     variant: str
     cache: str
     shots: int
     pass_index: int
+
+    @property
+    def cell(self) -> CellKey:
+        return CellKey.from_record(self)
+
+
+class PlannedCell(_Cell):
+    """One cell of the run's plan (`plan.Plan.record`): the questions it asks, and a digest of which."""
+
+    questions: int
+    prompts: str  # sha256 of its doc ids and prompt hashes, in order: the same digest, the same requests
+
+
+class CellDecision(_Cell):
+    """A cell's sequential verdict against the baseline run, at the look it was decided.
+
+    A cell decided before its last look sent nothing more: its unsent requests (the rest of the
+    seeded send order) are saved, not missing. A cell that reached its last look undecided is
+    inconclusive."""
+
     # Read as `reason` from manifests written before it was named for what it holds.
     verdict: Literal["regression", "pass", "inconclusive"] = Field(validation_alias=AliasChoices("verdict", "reason"))
     look: int  # 1-based
@@ -91,10 +107,6 @@ class CellDecision(_Entry):
     @property
     def saved(self) -> int:
         return self.planned - self.answered
-
-    @property
-    def cell(self) -> CellKey:
-        return CellKey.from_record(self)
 
 
 class RestartEntry(_Entry):
@@ -226,9 +238,10 @@ class Manifest(RunState):
     # The task's metrics as the records name them, the primary first; a manifest from before
     # the task registry held GSM8K's two.
     metrics: list[str] = Field(default_factory=lambda: ["strict", "flexible"])
-    # Questions each cell of a shot count holds, as the plan sent them: not the same for every cell
-    # (a prefix-recall cell at k records asks at most k). Empty in a manifest from before it existed.
-    questions: dict[int, int] = Field(default_factory=dict)
+    # Every cell of the plan as it was built: a cell at one shot count need not ask as many questions
+    # as another (a prefix-recall cell at k records asks at most k). Empty in a manifest from before it.
+    plan: list[PlannedCell] = Field(default_factory=list)
+    questions: dict[int, int] = Field(default_factory=dict)  # before `plan`: the questions per shot count
     executor: Literal["local", "slurm"] = "local"
     error: str | None = None
     jobs: list[JobEntry] = Field(default_factory=list)

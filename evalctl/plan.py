@@ -1,15 +1,24 @@
-"""Expand a config into ordered work: server launches, each with its cells.
+"""The plan: what a run asks, built once from its config (`build`) and read by every stage after.
 
-Order minimises restarts: one server per (profile, variant, cache mode), every
-shot count and pass run against it before it is stopped.
+Launches order the cells to minimise restarts: one server per (profile, variant, cache mode),
+every shot count and pass run against it before it is stopped. Each cell carries its exact
+prompts (`CellPlan`): execution sends them, sequential stopping sizes and orders the cell by
+them, resume and Slurm submission count them, and the manifest records their compact form
+(`record`) for the readers of a finished run (the completeness check). This is the one place a
+config is turned into prompts.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
+from functools import cached_property
 
 from evalctl.cell import CellKey
+from evalctl.manifest import PlannedCell
 from evalctl.schema import CacheMode, ServerProfile, SweepConfig, Variant
+from evalctl.tasks.lmeval import LmEvalTask, Prompt, task_of
 
 
 @dataclass(frozen=True)
@@ -22,6 +31,36 @@ class ServerLaunch:
     @property
     def label(self) -> str:
         return f"{self.profile.name}/{self.variant.name} cache={self.cache.value}"
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One cell's requests: the task's prompts in its order, and in the seeded order the sequential gate sends them."""
+
+    key: CellKey
+    prompts: tuple[Prompt, ...]
+    send_order: tuple[Prompt, ...]
+
+    @cached_property
+    def shared_prefix(self) -> str:
+        """The few-shot prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
+        return os.path.commonprefix([p.text for p in self.prompts]) if len(self.prompts) > 1 else ""
+
+    def recorded(self) -> PlannedCell:
+        """The manifest's record of it: how many questions, and a digest of which (doc ids and prompt hashes)."""
+        digest = hashlib.sha256("".join(f"{p.doc_id}:{p.prompt_hash}\n" for p in self.prompts).encode()).hexdigest()[:16]
+        return PlannedCell(**self.key.as_dict(), questions=len(self.prompts), prompts=digest)
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: SweepConfig
+    task: LmEvalTask
+    launches: tuple[ServerLaunch, ...]
+    cells: dict[CellKey, CellPlan]
+
+    def record(self) -> list[PlannedCell]:
+        return [cell.recorded() for cell in self.cells.values()]
 
 
 def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:
@@ -38,6 +77,7 @@ def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...
 
 
 def expand(config: SweepConfig) -> list[ServerLaunch]:
+    """The launches and their cells, without prompts (what `evalctl servers show` previews)."""
     launches = []
     for profile in config.servers:
         for variant in config.active_variants():
@@ -49,3 +89,13 @@ def expand(config: SweepConfig) -> list[ServerLaunch]:
                 )
                 launches.append(ServerLaunch(profile, variant, cache, cells))
     return launches
+
+
+def build(config: SweepConfig) -> Plan:
+    """The run's plan: its task (data checked), its launches and every cell's prompts; identical across cache modes and variants."""
+    task = task_of(config)
+    prompts = {shots: tuple(task.prompts(shots, config.limit)) for shots in config.shots}
+    order = {shots: tuple(task.in_send_order(list(p))) if p else () for shots, p in prompts.items()}
+    launches = tuple(expand(config))
+    cells = {key: CellPlan(key, prompts[key.shots], order[key.shots]) for launch in launches for key in launch.cells}
+    return Plan(config, task, launches, cells)

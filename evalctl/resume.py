@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evalctl.cell import CellKey
 from evalctl.config import config_from_dict, with_external_url
 from evalctl.errors import BadInput, ConfigError
+from evalctl.manifest import PlannedCell
 from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.runs import Run, open_run
 from evalctl.schema import SweepConfig
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
-from evalctl.tasks.lmeval import LmEvalTask, Prompt
+from evalctl.tasks.lmeval import Prompt
 from evalctl.tasks.registry import resolved_data_dir
+
+if TYPE_CHECKING:
+    from evalctl.plan import Plan
 
 # Settings that change how a run is carried out, not what its records mean.
 OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
@@ -127,9 +131,20 @@ def finished_keys(run_dir: Path) -> set[RequestKey]:
     return {RequestKey(CellKey.from_row(row), int(row["doc_id"]), str(row["prompt_hash"])) for row in rows}
 
 
-def planned_keys(cells: list[CellKey], task: LmEvalTask, limit: int | None) -> set[RequestKey]:
-    """Keys of every request these cells send."""
-    return {request_key(cell, prompt) for cell in cells for prompt in task.prompts(cell.shots, limit)}
+def planned_keys(plan: Plan) -> set[RequestKey]:
+    """Keys of every request the plan's cells send."""
+    return {request_key(key, prompt) for key, cell in plan.cells.items() for prompt in cell.prompts}
+
+
+def check_same_plan(recorded: list[PlannedCell], planned: list[PlannedCell]) -> None:
+    """Refuse when a cell the manifest recorded asks other questions today (a run from before it recorded none passes)."""
+    then = {cell.cell: cell for cell in recorded}
+    changed = [cell.cell.label for cell in planned if cell.cell in then and then[cell.cell] != cell]
+    if changed:
+        raise ConfigError(
+            f"cannot resume: {len(changed)} cell(s) would ask other questions than the run planned (e.g. {changed[0]});"
+            " the dataset, few-shot exemplars or lm-eval changed: start a new run"
+        )
 
 
 def check_same_prompts(finished: set[RequestKey], planned: set[RequestKey]) -> None:

@@ -102,3 +102,30 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     assert calm["status"] == "complete" and [d["verdict"] for d in calm["decisions"]] != ["regression"]
     verdicts = json.loads((healthy / "gate.json").read_text())["checks"]
     assert not [c for c in verdicts if c["kind"] in ("accuracy", "sequential") and c["status"] == "regression"]
+
+
+SMALL, LARGE = 2, 40  # prefix-recall asks at most k questions at k records: two cells of different sizes
+
+
+def test_each_cell_is_stopped_by_its_own_planned_size_also_when_resumed(tmp_path, no_orphans, cpu_server):
+    """Cells at two shot counts hold 2 and 40 questions: each is judged against its own planned size.
+
+    Sized by the first cell's count, the 40-question cell sent 2 and ended there, short forever
+    (a --resume had nothing to send either)."""
+    cfg = write_sweep_config(
+        tmp_path, None, [cpu_profile()], task="prefix-recall", shots=[SMALL, LARGE], limit=LARGE, concurrency=2,
+        generation={"max_tokens": 5, "seed": SEED},
+    )  # fmt: skip
+    baseline, _ = sweep(cfg, cpu_server, tmp_path / "baseline")
+    candidate, _ = sweep(cfg, cpu_server, tmp_path / "candidate", "--sequential", "--baseline", str(baseline))
+    resumed = interrupted_copy(candidate, tmp_path / "resumed", keep=KEPT)
+    result = evalctl("sweep", "--resume", str(resumed), timeout=1800)
+    assert result.returncode == 0, result.stderr + result.stdout
+
+    for run in (candidate, resumed):
+        decisions = {d["shots"]: d for d in json.loads((run / "manifest.json").read_text())["decisions"]}
+        assert {shots: d["planned"] for shots, d in decisions.items()} == {SMALL: SMALL, LARGE: LARGE}
+        sent = pd.read_parquet(run / "samples.parquet").groupby("shots").size().to_dict()
+        assert sent == {shots: d["answered"] for shots, d in decisions.items()}
+        gate = json.loads((run / "gate.json").read_text())
+        assert [c["status"] for c in gate["checks"] if c["kind"] == "completeness"] == ["pass", "pass"], gate["checks"]

@@ -21,7 +21,7 @@ from evalctl.cluster.jobs import AGGREGATE, PartJob, aggregate
 from evalctl.cluster.slurm import fitting_cpus, release, require_slurm, slurm_minutes
 from evalctl.errors import RunFailed
 from evalctl.manifest import JobEntry, now
-from evalctl.plan import expand
+from evalctl.plan import build
 from evalctl.runs import Run
 from evalctl.schema import ServerProfile, SlurmConfig, StoppingMode, SweepConfig, Variant
 
@@ -47,15 +47,13 @@ def part_name(profile: ServerProfile, variant: Variant) -> str:
 def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -> SweepConfig:
     """One job's share: one profile x variant; its GPUs are the ones Slurm gives the job (CUDA_VISIBLE_DEVICES).
 
-    Sequentially, the job stops its own cells as one Holm family at its cells' share of alpha
-    (`analysis.sequential`, across families), so the run keeps its family-wise rate."""
+    Sequentially, the job stops its own cells at its cells' share of alpha (`analysis.sequential`,
+    across families), so the run keeps its family-wise rate: every part plans the same cells (each
+    cache mode, shot count and pass), so the share is one over the parts."""
     alone = profile.model_copy(update={"engine": profile.engine.unpinned() if profile.engine else None})
     update: dict = {"servers": [alone], "run_variants": [variant.name], "gpus": None}
     if config.stopping.mode is StoppingMode.sequential:
-        cells = {(launch.profile.name, launch.variant.name): 0 for launch in expand(config)}
-        for launch in expand(config):
-            cells[launch.profile.name, launch.variant.name] += len(launch.cells)
-        share = cells[profile.name, variant.name] / sum(cells.values())
+        share = 1 / (len(config.servers) * len(config.active_variants()))
         update["stopping"] = config.stopping.model_copy(update={"regression_share": config.stopping.regression_share * share})
     return config.model_copy(update=update)
 
@@ -97,7 +95,7 @@ def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | Non
     # As a local sweep: the manifest records the stopping values the parts' jobs stop by (the
     # gate policy's unless `stopping:` sets them), so the gate can check its policy against them.
     config = with_policy_settings(config)
-    run = prepare(config, resume, role="submit", wait_s=wait_for_lock_s)
+    run = prepare(build(config), resume, role="submit", wait_s=wait_for_lock_s)
     try:
         return _submit_jobs(config, run, api_key)
     finally:
@@ -107,7 +105,7 @@ def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | Non
 def _submit_jobs(config: SweepConfig, run: PreparedRun, api_key: str | None) -> Submission:
     folder = run.folder
     left = {key.part for key in run.remaining} if run.remaining is not None else None
-    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.launches))
+    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.plan.launches))
     profiles = {p.name: p for p in config.servers}
     variants = {v.name: v for v in config.variants}
     scripts = folder.path / SUBMITIT_DIR

@@ -2,7 +2,7 @@
 
 Three pieces, one job each: `folder` (the run folder: create, take up, save state),
 `launch` (a server: start, restart, stop) and `cells` (flush, prewarm, send, record);
-`Sweep` runs them in order.
+`Sweep` builds the plan (`plan.build`) once and runs them in order.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from evalctl.execution.launch import Launch
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper, sequential_baseline, with_policy_settings
 from evalctl.manifest import Failure
-from evalctl.plan import ServerLaunch, noise_cells
+from evalctl.plan import ServerLaunch, build, noise_cells
 from evalctl.probe.session import sweep_probe
 from evalctl.records import RecordWriter, compact, noise_file, record_files
 from evalctl.runs import Run
@@ -87,9 +87,10 @@ class Sweep:
         return self.prepared.folder.path if self.prepared else None
 
     def run(self) -> SweepResult:
-        # GPUs, task and data first: bad input fails before anything is written or launched.
+        # GPUs, task, data and prompts first: bad input fails before anything is written or launched.
         gpus = gpu_assignment(self.config)
-        baseline = sequential_baseline(self.config)
+        plan = build(self.config)
+        baseline = sequential_baseline(self.config, plan.cells)
         for variant in self.config.active_variants():
             if variant.pip:  # a build named by version: its venv, made once and cached (a spec pip cannot install: bad input)
                 venvs.ensure(variant.pip, note=self.progress.warn)
@@ -97,7 +98,7 @@ class Sweep:
             for variant in self.config.active_variants():
                 adapter_for(profile.engine.name).preflight(profile, variant)
         role = f"part {self.part}" if self.part else None
-        self.prepared = run = prepare(self.config, self.resume, self.part, role=role, wait_s=self.wait_for_lock_s)
+        self.prepared = run = prepare(plan, self.resume, self.part, role=role, wait_s=self.wait_for_lock_s)
         folder = run.folder
         result = SweepResult(folder.path, folder.run_id)
         status = "interrupted"
@@ -105,11 +106,11 @@ class Sweep:
         try:
             with RecordWriter(folder.path, self.part) as writer:
                 cells = CellRunner(
-                    self.config, run.task, folder.run_id, writer,
+                    plan, folder.run_id, writer,
                     finished=run.finished, progress=self.progress, shutdown=self.shutdown, api_key=self.api_key,
                     stopper=self._stopper(baseline, run),
                 )  # fmt: skip
-                for launch in run.launches:
+                for launch in plan.launches:
                     result.failures.extend(self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ()))))
             status = "failed" if result.failures else "complete"
         except DiskError:
@@ -129,12 +130,10 @@ class Sweep:
     def _stopper(self, baseline: Run | None, run: PreparedRun) -> Stopper | None:
         if baseline is None:
             return None
-        cells = [cell for launch in run.launches for cell in launch.cells]
         return Stopper(
             self.config.stopping,
             baseline.samples,
-            cells,
-            len(run.task.prompts(cells[0].shots, self.config.limit)),
+            list(run.plan.cells.values()),
             decisions=run.folder.state.decisions,
             save=run.folder.save,
             recorded=self.resume.samples if self.resume is not None else None,

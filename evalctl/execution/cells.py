@@ -7,7 +7,6 @@ records settle are not sent again (a resumed run, or a cell re-run after a resta
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 from evalctl.cell import CellKey
@@ -18,20 +17,16 @@ from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellEntry
+from evalctl.plan import Plan
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.resume import RequestKey, request_key
-from evalctl.schema import CacheMode, SweepConfig
+from evalctl.schema import CacheMode
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
 from evalctl.tasks.conversation import Request, chains, conversation_columns, to_send, with_history
 from evalctl.tasks.lm import ServedLM
-from evalctl.tasks.lmeval import LmEvalTask, Prompt
+from evalctl.tasks.lmeval import Prompt
 from evalctl.tokens import TokenCounter
-
-
-def shared_prefix(prompts: list[Prompt]) -> str:
-    """The few-shot prefix every prompt shares (empty when prompts differ from the start)."""
-    return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
 
 def _history_step_done(progress: SweepProgress, request: Request, completion: Completion) -> None:
@@ -41,12 +36,11 @@ def _history_step_done(progress: SweepProgress, request: Request, completion: Co
 
 
 class CellRunner:
-    """Sends cells' requests and writes their rows; remembers which requests are settled."""
+    """Sends the plan's cells' requests and writes their rows; remembers which requests are settled."""
 
     def __init__(
         self,
-        config: SweepConfig,
-        task: LmEvalTask,
+        plan: Plan,
         run_id: str,
         writer: RecordWriter,
         *,
@@ -56,8 +50,8 @@ class CellRunner:
         api_key: str | None,
         stopper: Stopper | None = None,
     ):
-        self.config = config
-        self.task = task
+        self.plan = plan
+        self.config, self.task = plan.config, plan.task
         self.run_id = run_id
         self.writer = writer
         self.finished = finished
@@ -71,14 +65,15 @@ class CellRunner:
     def unfinished(self, cell: CellKey) -> list[Prompt]:
         if self.stopper is not None and self.stopper.decided(cell):
             return []  # decided by the sequential gate: its unsent requests are saved, not missing
-        return to_send(self.task.prompts(cell.shots, self.config.limit), lambda p: request_key(cell, p) in self.finished)
+        return to_send(list(self.plan.cells[cell].prompts), lambda p: request_key(cell, p) in self.finished)
 
     def run(self, cell: CellKey, server: ManagedServer, cell_log: list[CellEntry], replica: RecordWriter | None = None) -> bool:
         """Send the cell's unfinished requests; False when the server died before they all got a row.
 
         With `replica` (the A/A arm): every request of the cell once more, its rows written there.
         """
-        prompts = self.task.prompts(cell.shots, self.config.limit) if replica else self.unfinished(cell)
+        planned = self.plan.cells[cell]
+        prompts = list(planned.prompts) if replica else self.unfinished(cell)
         if not prompts:
             return True
         self._count_answer_tokens(server, prompts)
@@ -88,7 +83,7 @@ class CellRunner:
             cell.pass_index == 1
             and cell.cache is CacheMode.on
             and self.config.fewshot == "shared"
-            and self._prewarm(server, self.task.prompts(cell.shots, self.config.limit))
+            and self._prewarm(server, planned.shared_prefix)
         )
         self.progress.cell_started(cell.label, len(prompts))
         entry = CellEntry(
@@ -97,7 +92,7 @@ class CellRunner:
             flushed=flushed,
             prewarmed=prewarmed,
             # What a prefix cache can hold for this cell: the cache-engaged check's expectation.
-            shared_prefix_chars=len(shared_prefix(self.task.prompts(cell.shots, self.config.limit))),
+            shared_prefix_chars=len(planned.shared_prefix),
             metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
@@ -119,13 +114,12 @@ class CellRunner:
         return done
 
     def _waves(self, cell: CellKey, todo: list[Prompt]) -> list[list[Prompt]]:
-        """All of `todo` at once; sequentially, the permutation's stretches up to each look."""
+        """All of `todo` at once; sequentially, the planned send order's stretches up to each of the cell's looks."""
         if self.stopper is None:
             return [todo]
-        ordered = self.task.in_send_order(self.task.prompts(cell.shots, self.config.limit))
-        self.stopper.start(cell, ordered)
+        ordered = self.plan.cells[cell].send_order
         pending = {p.prompt_hash for p in todo}
-        bounds = [0, *self.stopper.look_sizes]
+        bounds = [0, *self.stopper.look_sizes(cell)]
         return [[p for p in ordered[lo:hi] if p.prompt_hash in pending] for lo, hi in zip(bounds, bounds[1:])]
 
     @staticmethod
@@ -195,9 +189,8 @@ class CellRunner:
             self.progress.warn(f"cache flush failed on {server.base_url}: {exc}")
             return False
 
-    def _prewarm(self, server: ManagedServer, prompts: list[Prompt]) -> bool:
+    def _prewarm(self, server: ManagedServer, prefix: str) -> bool:
         """Cache the shared few-shot prefix once, so concurrent requests do not all prefill it cold."""
-        prefix = shared_prefix(prompts)
         if not prefix:
             return False
 

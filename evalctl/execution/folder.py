@@ -34,20 +34,13 @@ from evalctl.manifest import (
     write_manifest,
     write_part_state,
 )
-from evalctl.plan import ServerLaunch, expand
+from evalctl.plan import Plan
 from evalctl.records import record_files
-from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, finished_keys, planned_keys
+from evalctl.resume import RequestKey, check_same_plan, check_same_prompts, data_fingerprint, finished_keys, planned_keys
 from evalctl.runlock import RunLock
 from evalctl.runs import Run
-from evalctl.schema import SweepConfig
 from evalctl.secrets import redact_config
-from evalctl.tasks.lmeval import LmEvalTask, task_of
 from evalctl.tasks.registry import resolved_data_dir
-
-
-def planned_questions(config: SweepConfig, task: LmEvalTask) -> dict[int, int]:
-    """Questions a cell of each shot count holds under the config's `limit` (what completeness expects of it)."""
-    return {shots: len(task.prompts(shots, config.limit)) for shots in config.shots}
 
 
 @dataclass
@@ -61,7 +54,8 @@ class RunFolder:
     lock: RunLock | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, config: SweepConfig, task: LmEvalTask, role: str = "sweep") -> RunFolder:
+    def create(cls, plan: Plan, role: str = "sweep") -> RunFolder:
+        config = plan.config
         run_id = new_run_id(config.model)
         path = Path(config.output_dir) / run_id
         try:
@@ -77,8 +71,8 @@ class RunFolder:
             host=host_info(),
             config=redact_config(config.model_dump(mode="json")),
             data_fingerprint=data_fingerprint(resolved_data_dir(config)),
-            metrics=task.metric_names,
-            questions=planned_questions(config, task),
+            metrics=plan.task.metric_names,
+            plan=plan.record(),
         )
         folder = cls(path, run_id, manifest, lock=lock)
         folder.save()
@@ -120,47 +114,43 @@ class RunFolder:
 
 @dataclass
 class PreparedRun:
-    """A run ready to send: its folder, task and launches, and (resumed) which requests the records settle."""
+    """A run ready to send: its folder and plan, and (resumed) which requests the records settle."""
 
     folder: RunFolder
-    task: LmEvalTask
-    launches: list[ServerLaunch]
+    plan: Plan
     finished: set[RequestKey]
     remaining: set[RequestKey] | None  # still to send; None: a new run sends all
 
 
-def prepare(
-    config: SweepConfig, resume: Run | None = None, part: str | None = None, *, role: str | None = None, wait_s: float = 0.0
-) -> PreparedRun:
-    """Check task and data, then create the run folder (or take up the interrupted one) and hold its lock; nothing is launched.
+def prepare(plan: Plan, resume: Run | None = None, part: str | None = None, *, role: str | None = None, wait_s: float = 0.0) -> PreparedRun:
+    """Create the run folder of a built plan (or take up the interrupted one) and hold its lock; nothing is launched.
 
     `role` names the writer in the lock (default: sweep, or resume); `wait_s` is how long to wait for another writer."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")
-    task = task_of(config)
-    launches = expand(config)
     if resume is None:
-        return PreparedRun(RunFolder.create(config, task, role or "sweep"), task, launches, set(), None)
+        return PreparedRun(RunFolder.create(plan, role or "sweep"), plan, set(), None)
     folder = RunFolder.take_up(resume, part, role or "resume", wait_s)
     try:
-        return _resume_plan(config, folder, task, launches)
+        return _resume_plan(folder, plan, resume)
     except BaseException:
         folder.release()
         raise
 
 
-def _resume_plan(config: SweepConfig, folder: RunFolder, task: LmEvalTask, launches: list[ServerLaunch]) -> PreparedRun:
+def _resume_plan(folder: RunFolder, plan: Plan, resume: Run) -> PreparedRun:
     """What is left of a locked run: the requests its records do not settle yet."""
-    planned = planned_keys([cell for launch in launches for cell in launch.cells], task, config.limit)
+    check_same_plan(resume.manifest.plan, plan.record())
+    planned = planned_keys(plan)
     mine = {key.part for key in planned}
     # Records of the run's other parts (cluster jobs beside this one) are theirs to check and finish.
     finished = {key for key in finished_keys(folder.path) if key.part in mine}
     check_same_prompts(finished, planned)
     remaining = planned - finished
-    if isinstance(folder.state, Manifest) and not folder.state.questions:  # a run begun before the manifest held them
-        folder.state.questions = planned_questions(config, task)
+    if isinstance(folder.state, Manifest) and not folder.state.plan:  # a run begun before the manifest held its plan
+        folder.state.plan = plan.record()
     folder.note_resume(len(finished), len(remaining))
-    return PreparedRun(folder, task, launches, finished, remaining)
+    return PreparedRun(folder, plan, finished, remaining)
 
 
 def resume_command(run_dir: Path) -> str:

@@ -1,16 +1,20 @@
 """Sequential stopping during a sweep: waves at the design's looks, a decision after each.
 
 Every cell of the run is a candidate against the same cell of a baseline run (paired by
-question and prompt hash, as the gate pairs runs). After each wave the whole run's flip counts
-at the looks reached so far go to `analysis.sequential.decide` (one Holm family of all planned
-cells); a cell it decides sends nothing more. Every cell's decision (regression, pass, or
+question and prompt hash, as the gate pairs runs), sized and ordered by its planned prompts
+(`plan.CellPlan`). After each wave the flip counts at the looks reached so far go to
+`analysis.sequential.decide`; a cell it decides sends nothing more. Cells of one planned size
+share their looks and form one Holm family; cells of another size (prefix-recall at several shot
+counts) form their own, each at its share of the cells' alpha, as the parts of a Slurm run do
+(`analysis.sequential`, "Across families"). Every cell's decision (regression, pass, or
 inconclusive when its questions ran out) is written to the manifest's `decisions`, and is the
 cell's accuracy verdict in the gate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -22,11 +26,10 @@ from evalctl.analysis.sequential import CellStatus, Design, decide
 from evalctl.cell import CellKey
 from evalctl.errors import BadInput
 from evalctl.manifest import CellDecision
-from evalctl.plan import expand
+from evalctl.plan import CellPlan
 from evalctl.records import CELL_KEYS, SampleRecord, primary_metric
 from evalctl.runs import Run, load_run
 from evalctl.schema import StoppingConfig, StoppingMode, SweepConfig
-from evalctl.tasks.lmeval import Prompt
 
 QuestionKey = tuple[int, str]
 VERDICTS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellStatus.INCONCLUSIVE: "inconclusive"}
@@ -54,8 +57,9 @@ def with_policy_settings(config: SweepConfig) -> SweepConfig:
     return config.model_copy(update={"stopping": stopping})
 
 
-def sequential_baseline(config: SweepConfig) -> Run | None:
-    """The baseline run a sequential sweep compares with (None for fixed-n), checked before anything is written."""
+def sequential_baseline(config: SweepConfig, cells: Iterable[CellKey] = ()) -> Run | None:
+    """The baseline run a sequential sweep compares with (None for fixed-n), checked before anything is written
+    to be complete and to hold the planned `cells`."""
     stopping = config.stopping
     if stopping.mode is not StoppingMode.sequential or stopping.baseline is None:
         return None
@@ -66,7 +70,7 @@ def sequential_baseline(config: SweepConfig) -> Run | None:
         raise BadInput(f"baseline run {baseline.path} holds no records")
     # Only a cell the baseline holds can be decided; one it lacks would run every question for nothing.
     held = set(CellKey.in_frame(baseline.samples))
-    missing = sorted({cell.label for launch in expand(config) for cell in launch.cells if cell not in held})
+    missing = sorted({cell.label for cell in cells if cell not in held})
     if missing:
         raise BadInput(f"baseline run {baseline.path} has no rows for {len(missing)} planned cell(s): {', '.join(missing[:6])}")
     return baseline
@@ -91,33 +95,36 @@ class Stopper:
         self,
         stopping: StoppingConfig,
         baseline: pd.DataFrame,
-        cells: list[CellKey],
-        questions: int,
+        cells: list[CellPlan],
         *,
         decisions: list[CellDecision],
         save: Callable[[], None],
         recorded: pd.DataFrame | None = None,
     ):
         self.metric = primary_metric(baseline, stopping.metric)  # the baseline's task is this run's
-        self.design = Design(
-            n_max=questions,
-            tolerance=stopping.tolerance,
-            alpha=stopping.alpha,
-            min_n=stopping.min_n,
-            growth=stopping.growth,
-            e_share=stopping.e_share,
-            regression_share=stopping.regression_share,
-        )
-        self.cells = list(cells)
+        sizes = Counter(len(cell.prompts) for cell in cells if cell.prompts)
+        self.designs = {
+            n: Design(
+                n_max=n,
+                tolerance=stopping.tolerance,
+                alpha=stopping.alpha,
+                min_n=stopping.min_n,
+                growth=stopping.growth,
+                e_share=stopping.e_share,
+                regression_share=stopping.regression_share * count / sizes.total(),
+            )
+            for n, count in sizes.items()
+        }
+        self.size = {cell.key: len(cell.prompts) for cell in cells}
+        self.order = {cell.key: [(p.doc_id, p.prompt_hash) for p in cell.send_order] for cell in cells}
         self.reference = _outcomes(baseline, self.metric)
         self.answers = _outcomes(recorded if recorded is not None else pd.DataFrame(), self.metric)
-        self.order: dict[CellKey, list[QuestionKey]] = {}
         self.decisions = decisions
         self.save = save
 
-    @property
-    def look_sizes(self) -> list[int]:
-        return [int(n) for n in self.design.look_sizes]
+    def look_sizes(self, cell: CellKey) -> list[int]:
+        """The cell's looks: paired questions at each, the last its planned size."""
+        return [int(n) for n in self.designs[self.size[cell]].look_sizes]
 
     def decided(self, cell: CellKey) -> CellDecision | None:
         return next((d for d in self.decisions if d.cell == cell), None)
@@ -128,9 +135,6 @@ class Stopper:
             answers = self.answers.setdefault(CellKey.from_record(record), {})
             answers[(record.doc_id, record.prompt_hash)] = bool(record.correct.get(self.metric))
 
-    def start(self, cell: CellKey, ordered: list[Prompt]) -> None:
-        self.order[cell] = [(p.doc_id, p.prompt_hash) for p in ordered]
-
     def _counts(self, key: CellKey) -> np.ndarray:
         """Flips b, c and pairs n at each look the cell has reached; NaN beyond.
 
@@ -139,12 +143,11 @@ class Stopper:
         design's information fractions hold. A look the baseline's questions cannot fill is
         never reached: the cell ends undecided (inconclusive in the gate), never an error.
         """
-        counts = np.full((3, len(self.look_sizes)), np.nan)
-        order, answers, reference = self.order.get(key), self.answers.get(key, {}), self.reference.get(key, {})
-        if order is None:
-            return counts
-        paired = [q for q in order if q in reference]
-        for look, size in enumerate(self.look_sizes):
+        sizes = self.look_sizes(key)
+        counts = np.full((3, len(sizes)), np.nan)
+        answers, reference = self.answers.get(key, {}), self.reference.get(key, {})
+        paired = [q for q in self.order[key] if q in reference]
+        for look, size in enumerate(sizes):
             questions = paired[:size]
             if len(questions) < size or any(q not in answers for q in questions):
                 break
@@ -153,13 +156,15 @@ class Stopper:
         return counts
 
     def check(self, cell: CellKey, look: int) -> CellDecision | None:
-        """After the wave up to `look` (0-based): the cell's decision if the run's family decides it now."""
-        counts = np.stack([self._counts(k) for k in self.cells], axis=1)  # (3, cells, looks)
-        index = self.cells.index(cell)
+        """After the wave up to `look` (0-based): the cell's decision if its family decides it now."""
+        family = [key for key, size in self.size.items() if size == self.size[cell]]
+        counts = np.stack([self._counts(k) for k in family], axis=1)  # (3, cells, looks)
+        index = family.index(cell)
         if np.isnan(counts[2, index, look]):
             return None
         counts[:, index, look + 1 :] = np.nan  # judged on the looks reached, even when a resumed run recorded more
-        decided = decide(*counts, self.design)
+        design = self.designs[self.size[cell]]
+        decided = decide(*counts, design)
         status = CellStatus(int(decided.status[index]))
         if status not in VERDICTS:
             return None
@@ -167,8 +172,8 @@ class Stopper:
             **cell.as_dict(),
             verdict=VERDICTS[status],
             look=look + 1,
-            answered=self.look_sizes[look],
-            planned=self.design.n_max,
+            answered=int(design.look_sizes[look]),
+            planned=design.n_max,
             by_e_process=bool(decided.by_e_process[index]),
             b=int(counts[0, index, look]),
             c=int(counts[1, index, look]),

@@ -13,10 +13,10 @@ from frames import manifest_for, sample_frame
 
 from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.config import validated
-from evalctl.execution.folder import planned_questions
+from evalctl.manifest import PlannedCell
+from evalctl.plan import build
 from evalctl.runs import Run
 from evalctl.schema import SweepConfig
-from evalctl.tasks.lmeval import task_of
 
 SHOTS, LIMIT = (1, 2, 8, 50), 10
 
@@ -28,19 +28,30 @@ def recall_config() -> SweepConfig:
     )  # fmt: skip
 
 
-def completeness(questions: dict[int, int], found: dict[int, int]) -> list:
+def completeness(plan: list[PlannedCell], found: dict[int, int]) -> list:
     df = sample_frame([dict(shots=s, doc_id=d, prompt_hash=f"{s}-{d}") for s in SHOTS for d in range(found[s])])
-    manifest = manifest_for(df, limit=LIMIT).model_copy(update={"questions": questions})
+    manifest = manifest_for(df, limit=LIMIT).model_copy(update={"plan": plan})
     result = evaluate(Run(Path("r"), manifest, df), GatePolicy(min_n=1))
     return [c for c in result.checks if c.kind == "completeness"]
 
 
 def test_the_plan_gives_each_recall_cell_as_many_questions_as_it_has_records_up_to_the_limit():
-    assert planned_questions(recall_config(), task_of(recall_config())) == {1: 1, 2: 2, 8: 8, 50: LIMIT}
+    assert {c.shots: c.questions for c in build(recall_config()).record()} == {1: 1, 2: 2, 8: 8, 50: LIMIT}
 
 
 def test_a_run_with_every_planned_question_is_complete_and_a_short_cell_is_named():
-    questions = planned_questions(recall_config(), task_of(recall_config()))
-    assert [c.status for c in completeness(questions, questions)] == ["pass"]
-    (short,) = completeness(questions, {**questions, 8: 7})
+    plan = build(recall_config()).record()
+    questions = {c.shots: c.questions for c in plan}
+    assert [c.status for c in completeness(plan, questions)] == ["pass"]
+    (short,) = completeness(plan, {**questions, 8: 7})
     assert (short.status, short.shots, short.value, short.threshold) == ("inconclusive", 8, 7, 8)
+    # A cell the plan holds and the records lack entirely is missing, not absent from the comparison.
+    (missing,) = completeness([*plan, plan[0].model_copy(update={"variant": "other"})], questions)
+    assert (missing.variant, missing.value, missing.threshold) == ("other", 0, 1)
+
+
+def test_a_manifest_from_before_the_plan_record_is_judged_by_its_questions_per_shot_count():
+    df = sample_frame([dict(shots=s, doc_id=d, prompt_hash=f"{s}-{d}") for s in SHOTS for d in range(min(s, LIMIT))])
+    manifest = manifest_for(df, limit=LIMIT).model_copy(update={"questions": {s: min(s, LIMIT) for s in SHOTS}})
+    result = evaluate(Run(Path("r"), manifest, df), GatePolicy(min_n=1))
+    assert [c.status for c in result.checks if c.kind == "completeness"] == ["pass"]

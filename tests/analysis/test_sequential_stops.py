@@ -13,6 +13,7 @@ from evalctl.analysis.sequential import Design
 from evalctl.cell import CellKey
 from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellDecision
+from evalctl.plan import CellPlan
 from evalctl.runs import Run
 from evalctl.schema import CacheMode, StoppingConfig
 from evalctl.tasks.lmeval import Prompt
@@ -24,15 +25,19 @@ SEQUENTIAL = StoppingConfig(mode="sequential", baseline=Path("base"), tolerance=
 CELLS = [CellKey("cpu", "default", CacheMode(cache), shots, 1) for cache in ("off", "on") for shots in SHOTS]
 
 
-def prompts(shots: int) -> list[Prompt]:
-    order = np.random.default_rng(7).permutation(N)  # the seeded send order: any prefix a random sample
+def prompts(shots: int, n: int = N) -> list[Prompt]:
+    order = np.random.default_rng(7).permutation(n)  # the seeded send order: any prefix a random sample
     return [Prompt(int(d), f"p{d}", f"{shots}-{d}", "q", "t", (), {}) for d in order]
 
 
-def stopper(candidate, decisions: list[CellDecision], saves: list[int]) -> Stopper:
-    return Stopper(
-        SEQUENTIAL, sweep_frame(N, SHOTS, run_id="base"), CELLS, N, decisions=decisions, save=lambda: saves.append(1), recorded=candidate
-    )
+def planned(cell: CellKey, n: int = N) -> CellPlan:
+    return CellPlan(cell, tuple(sorted(prompts(cell.shots, n), key=lambda p: p.doc_id)), tuple(prompts(cell.shots, n)))
+
+
+def stopper(candidate, decisions: list[CellDecision], saves: list[int], base=None) -> Stopper:
+    base = sweep_frame(N, SHOTS, run_id="base") if base is None else base
+    cells = [planned(cell) for cell in CELLS]
+    return Stopper(SEQUENTIAL, base, cells, decisions=decisions, save=lambda: saves.append(1), recorded=candidate)
 
 
 def run_cells(candidate) -> tuple[dict[CellKey, CellDecision | None], list[CellDecision], list[int]]:
@@ -41,8 +46,7 @@ def run_cells(candidate) -> tuple[dict[CellKey, CellDecision | None], list[CellD
     gate = stopper(candidate, stops, saves)
     found = {}
     for cell in CELLS:
-        gate.start(cell, prompts(cell.shots))
-        found[cell] = next((stop for look in range(len(gate.look_sizes)) if (stop := gate.check(cell, look))), None)
+        found[cell] = next((stop for look in range(len(gate.look_sizes(cell))) if (stop := gate.check(cell, look))), None)
     return found, stops, saves
 
 
@@ -76,8 +80,21 @@ def test_a_cell_is_not_judged_on_a_look_it_has_not_fully_answered():
     candidate = candidate[~((candidate["shots"] == 16) & (candidate["cache"] == "on") & (candidate["doc_id"] == prompts(16)[0].doc_id))]
     gate = stopper(candidate, [], [])
     cell = CellKey("cpu", "default", CacheMode.on, 16, 1)
-    gate.start(cell, prompts(16))
-    assert all(gate.check(cell, look) is None for look in range(len(gate.look_sizes)))
+    assert all(gate.check(cell, look) is None for look in range(len(gate.look_sizes(cell))))
+
+
+def test_each_cell_is_sized_by_its_own_planned_questions():
+    """prefix-recall at several shot counts plans cells of different sizes: each one's looks end at its
+    own count (sized by the first cell's, a larger cell stopped short and never finished), and cells
+    of one size form a family at their share of the regression level."""
+    small, large = CellKey("cpu", "default", CacheMode.on, 8, 1), CellKey("cpu", "default", CacheMode.on, 16, 1)
+    cells = [planned(small, 40), planned(large), planned(CellKey("cpu", "default", CacheMode.off, 16, 1))]
+    gate = Stopper(SEQUENTIAL, sweep_frame(N, SHOTS, run_id="base"), cells, decisions=[], save=lambda: None,
+                   recorded=sweep_frame(N, SHOTS, run_id="cand"))  # fmt: skip
+    assert (gate.look_sizes(small)[-1], gate.look_sizes(large)[-1]) == (40, N)
+    assert [gate.designs[n].regression_share for n in (40, N)] == [pytest.approx(1 / 3), pytest.approx(2 / 3)]
+    last = {cell: gate.check(cell, len(gate.look_sizes(cell)) - 1) for cell in (small, large)}
+    assert {cell: (d.planned, d.answered) for cell, d in last.items()} == {small: (40, 40), large: (N, N)}
 
 
 def decision(cell: CellKey, reason: str, answered: int) -> CellDecision:
@@ -129,6 +146,7 @@ def test_a_baseline_without_the_planned_cells_is_refused_before_anything_runs(tm
     from evalctl.config import validated
     from evalctl.errors import BadInput
     from evalctl.execution.stopping import sequential_baseline
+    from evalctl.plan import expand
 
     baseline = make_run(tmp_path, "m", dt.datetime(2026, 11, 1), sweep_frame(N, SHOTS, run_id="base"))
     config = validated(
@@ -140,8 +158,9 @@ def test_a_baseline_without_the_planned_cells_is_refused_before_anything_runs(tm
         }
     )
     with pytest.raises(BadInput, match=r"no rows for 2 planned cell\(s\): .*shots=20"):
-        sequential_baseline(config)
-    assert sequential_baseline(config.model_copy(update={"shots": list(SHOTS)})).path == baseline
+        sequential_baseline(config, [cell for launch in expand(config) for cell in launch.cells])
+    held = config.model_copy(update={"shots": list(SHOTS)})
+    assert sequential_baseline(held, [cell for launch in expand(held) for cell in launch.cells]).path == baseline
 
 
 def test_a_look_the_baseline_cannot_fill_is_not_reached_never_an_error():
@@ -150,14 +169,12 @@ def test_a_look_the_baseline_cannot_fill_is_not_reached_never_an_error():
     sent = [p.doc_id for p in prompts(8)]
     base = sweep_frame(N, SHOTS, run_id="base")
     base = base[~base["doc_id"].isin(sent[:40]) & ~base["doc_id"].isin(sent[40::2])]
-    gate = Stopper(SEQUENTIAL, base, CELLS, N, decisions=[], save=lambda: None,
-                   recorded=sweep_frame(N, SHOTS, run_id="cand"))  # fmt: skip
+    gate = stopper(sweep_frame(N, SHOTS, run_id="cand"), [], [], base)
     cell = CELLS[0]
-    gate.start(cell, prompts(8))
-    found = [gate.check(cell, look) for look in range(len(gate.look_sizes))]
+    found = [gate.check(cell, look) for look in range(len(gate.look_sizes(cell)))]
     # Each look it reaches holds exactly its planned pairs (the design's fractions); the
     # last (200 pairs) is out of reach of the baseline's 80 questions: no verdict, no error.
-    assert all(d is None or d.n == gate.look_sizes[d.look - 1] for d in found)
+    assert all(d is None or d.n == gate.look_sizes(cell)[d.look - 1] for d in found)
     assert all(d is None or d.reason == "pass" for d in found)
 
 

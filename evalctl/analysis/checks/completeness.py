@@ -3,8 +3,9 @@
 Did a run record every question of every cell its config planned?
 
 A gate must not pass a run that stopped early: the missing cells may be the ones that
-regress. The plan is re-expanded from the config saved in the manifest, so a cell that
-never started counts as missing, not as absent from the comparison.
+regress. The planned cells and their questions are the plan the manifest recorded (a manifest
+from before it: re-expanded from its config), so a cell that never started counts as missing,
+not as absent from the comparison.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.cell import CellKey
 from evalctl.config import validated
+from evalctl.manifest import Manifest
 from evalctl.plan import expand
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
@@ -58,19 +60,22 @@ def planned_cells(config: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CELL_KEYS).assign(limit=resolved.limit)
 
 
-def cell_counts(samples: pd.DataFrame, config: dict, questions: dict[int, int] | None = None) -> pd.DataFrame:
+def cell_counts(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """Per planned cell: questions expected and found (distinct doc ids, errors included).
 
-    Expected is what the plan gave the cell's shot count (`questions`, the manifest's: a
-    prefix-recall cell at k records holds at most k). A manifest from before it held them:
-    the config's `limit`, capped by the most questions any cell holds (a limit above the
-    dataset size is not a shortfall); without a limit, the most any cell holds.
+    Expected is what the plan gave the cell (the manifest's `plan`: a prefix-recall cell at k
+    records holds at most k). A manifest from before it: its `questions` per shot count, or
+    older still the config's `limit`, capped by the most questions any cell holds (a limit above
+    the dataset size is not a shortfall); without a limit, the most any cell holds.
     """
-    plan = planned_cells(config)
     found = samples.groupby(CELL_KEYS)["doc_id"].nunique().rename("found").reset_index()
+    if manifest.plan:
+        plan = pd.DataFrame([{**c.cell.as_dict(), "expected": c.questions} for c in manifest.plan])
+        return plan.merge(found, on=CELL_KEYS, how="left").fillna({"found": 0}).astype({"found": int})[COLUMNS]
+    plan = planned_cells(manifest.config)
     table = plan.merge(found, on=CELL_KEYS, how="left").fillna({"found": 0})
-    if questions:
-        table["expected"] = table["shots"].map(questions).fillna(0).astype(int)
+    if manifest.questions:
+        table["expected"] = table["shots"].map(manifest.questions).fillna(0).astype(int)
     else:
         most = int(found["found"].max()) if len(found) else 0
         limit = plan["limit"].iloc[0] if len(plan) else None
@@ -93,7 +98,7 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
             )
         )
     try:
-        counts = cell_counts(run.samples, run.manifest.config, run.manifest.questions)
+        counts = cell_counts(run.samples, run.manifest)
     except ValueError as exc:
         return [*checks, Check(f"{role} cells complete", "completeness", "inconclusive", f"incomplete: cannot tell which cells: {exc}")]
     # A cell the sequential gate decided early holds the questions up to its look: complete.

@@ -1,11 +1,9 @@
-"""The plan: what a run asks, built once from its config (`build`) and read by every stage after.
+"""The plan: what a run asks, built once from its config (`build`), the one place a config becomes prompts.
 
 Launches order the cells to minimise restarts: one server per (profile, variant, cache mode),
 every shot count and pass run against it before it is stopped. Each cell carries its exact
-prompts (`CellPlan`): execution sends them, sequential stopping sizes and orders the cell by
-them, resume and Slurm submission count them, and the manifest records their compact form
-(`record`) for the readers of a finished run (the completeness check). This is the one place a
-config is turned into prompts.
+prompts (`CellPlan`), which execution, sequential stopping and resume read; the manifest
+records their compact form (`Plan.record`) for the readers of a finished run.
 """
 
 from __future__ import annotations
@@ -46,11 +44,6 @@ class CellPlan:
         """The few-shot prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
         return os.path.commonprefix([p.text for p in self.prompts]) if len(self.prompts) > 1 else ""
 
-    def recorded(self) -> PlannedCell:
-        """The manifest's record of it: how many questions, and a digest of which (doc ids and prompt hashes)."""
-        digest = hashlib.sha256("".join(f"{p.doc_id}:{p.prompt_hash}\n" for p in self.prompts).encode()).hexdigest()[:16]
-        return PlannedCell(**self.key.as_dict(), questions=len(self.prompts), prompts=digest)
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -60,7 +53,12 @@ class Plan:
     cells: dict[CellKey, CellPlan]
 
     def record(self) -> list[PlannedCell]:
-        return [cell.recorded() for cell in self.cells.values()]
+        """The manifest's record: per cell its question count and a digest of which (doc ids and prompt hashes, in order)."""
+
+        def digest(cell: CellPlan) -> str:
+            return hashlib.sha256("".join(f"{p.doc_id}:{p.prompt_hash}\n" for p in cell.prompts).encode()).hexdigest()[:16]
+
+        return [PlannedCell(**key.as_dict(), questions=len(cell.prompts), prompts=digest(cell)) for key, cell in self.cells.items()]
 
 
 def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:
@@ -77,7 +75,7 @@ def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...
 
 
 def expand(config: SweepConfig) -> list[ServerLaunch]:
-    """The launches and their cells, without prompts (what `evalctl servers show` previews)."""
+    """The launches and their cells, without prompts (all `evalctl servers show` needs)."""
     launches = []
     for profile in config.servers:
         for variant in config.active_variants():

@@ -9,8 +9,8 @@ import pytest
 from evalctl.cell import CellKey
 from evalctl.config import load_config, with_external_url
 from evalctl.errors import ConfigError, ExitCode
-from evalctl.manifest import Manifest, write_manifest
-from evalctl.resume import RequestKey, check_same_prompts, data_fingerprint, differing_fields, resume_config
+from evalctl.manifest import Manifest, PlannedCell, write_manifest
+from evalctl.resume import RequestKey, check_same_plan, check_same_prompts, data_fingerprint, differing_fields, resume_config
 from evalctl.schema import CacheMode
 from evalctl.secrets import redact_config
 
@@ -101,6 +101,16 @@ def test_recorded_prompts_must_be_todays():
     check_same_prompts(set(), planned)
     with pytest.raises(ConfigError, match=r"1 recorded request.*cpu/default cache=on shots=1 pass=1 doc 0 prompt bbb"):
         check_same_prompts({RequestKey(cell, 0, "bbb")}, planned)
+
+
+def test_a_planned_cell_must_ask_what_the_manifest_recorded():
+    """Caught even for a cell with no records yet, which the records alone cannot show."""
+    cell = CellKey("cpu", "default", CacheMode.on, 1, 1)
+    then = PlannedCell(**cell.as_dict(), questions=3, prompts="aaa")
+    check_same_plan([], [then])  # a run from before the manifest recorded its plan
+    check_same_plan([then], [then])
+    with pytest.raises(ConfigError, match=r"1 cell\(s\) would ask other questions .*cpu/default cache=on shots=1 pass=1"):
+        check_same_plan([then], [then.model_copy(update={"prompts": "bbb"})])
 
 
 def test_cli_resume_with_other_shots_is_bad_input_naming_the_field(tmp_path, data_dir):

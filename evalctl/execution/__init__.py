@@ -130,14 +130,9 @@ class Sweep:
     def _stopper(self, baseline: Run | None, run: PreparedRun) -> Stopper | None:
         if baseline is None:
             return None
-        return Stopper(
-            self.config.stopping,
-            baseline.samples,
-            list(run.plan.cells.values()),
-            decisions=run.folder.state.decisions,
-            save=run.folder.save,
-            recorded=self.resume.samples if self.resume is not None else None,
-        )
+        recorded = self.resume.samples if self.resume is not None else None
+        cells, folder = list(run.plan.cells.values()), run.folder
+        return Stopper(self.config.stopping, baseline.samples, cells, decisions=folder.state.decisions, save=folder.save, recorded=recorded)
 
     def _run_launch(self, plan: ServerLaunch, cells: CellRunner, devices: tuple[str, ...]) -> list[Failure]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
@@ -147,15 +142,9 @@ class Sweep:
         assert self.prepared is not None
         folder = self.prepared.folder
         launch = Launch(
-            plan,
-            folder.path,
-            devices,
-            api_key=self.api_key,
-            max_restarts=self.config.max_restarts,
-            progress=self.progress,
-            save=folder.save,
-            canary=self.config.canary,
-        )
+            plan, folder.path, devices, api_key=self.api_key, max_restarts=self.config.max_restarts,
+            progress=self.progress, save=folder.save, canary=self.config.canary,
+        )  # fmt: skip
         folder.state.servers.append(launch.entry)
         cell = None
         try:
@@ -180,15 +169,8 @@ class Sweep:
                 cells.record_server_died(cell, exc)
             launch.failed(exc)
             left = todo[todo.index(cell) :] if cell else todo
-            return [
-                Failure(
-                    server=plan.label,
-                    error=exc.args[0],
-                    exit_code=exc.exit_code,
-                    log_tail=exc.log_tail,
-                    failed_cells=[c.label for c in left],
-                )
-            ]
+            failed = [c.label for c in left]
+            return [Failure(server=plan.label, error=exc.args[0], exit_code=exc.exit_code, log_tail=exc.log_tail, failed_cells=failed)]
         finally:
             if self.shutdown.requested:
                 # Say so before the slow part (stopping the server): a cluster job may be killed

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import fields
 
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient, RequestSettings
@@ -227,19 +228,5 @@ class CellRunner:
 
 def completion_columns(completion: Completion) -> dict:
     """A sample record's fields that come from the request's completion: usage, timing, the answer, every attempt."""
-    return dict(
-        prompt_tokens=completion.prompt_tokens,
-        cached_tokens=completion.cached_tokens,
-        completion_tokens=completion.completion_tokens,
-        started_at=completion.started_at,
-        latency_s=completion.latency_s,
-        ttft_s=completion.ttft_s,
-        itl_s=completion.itl_s,
-        finish_reason=completion.finish_reason,
-        response=completion.text,
-        attempts=completion.attempts,
-        error=completion.error,
-        error_kind=completion.error_kind,
-        first_error_kind=completion.first_error_kind,
-        failed_attempts=completion.failed_attempts,
-    )
+    columns = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name not in ("text", "logprobs")}
+    return {**columns, "response": completion.text, "first_error_kind": completion.first_error_kind}

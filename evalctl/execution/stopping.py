@@ -103,18 +103,9 @@ class Stopper:
     ):
         self.metric = primary_metric(baseline, stopping.metric)  # the baseline's task is this run's
         sizes = Counter(len(cell.prompts) for cell in cells if cell.prompts)
-        self.designs = {
-            n: Design(
-                n_max=n,
-                tolerance=stopping.tolerance,
-                alpha=stopping.alpha,
-                min_n=stopping.min_n,
-                growth=stopping.growth,
-                e_share=stopping.e_share,
-                regression_share=stopping.regression_share * count / sizes.total(),
-            )
-            for n, count in sizes.items()
-        }
+        settings = stopping.model_dump(include={"tolerance", "alpha", "min_n", "growth", "e_share"})
+        share = {n: stopping.regression_share * count / sizes.total() for n, count in sizes.items()}
+        self.designs = {n: Design(n_max=n, **settings, regression_share=share[n]) for n in sizes}
         self.size = {cell.key: len(cell.prompts) for cell in cells}
         self.order = {cell.key: [(p.doc_id, p.prompt_hash) for p in cell.send_order] for cell in cells}
         self.reference = _outcomes(baseline, self.metric)

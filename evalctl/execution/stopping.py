@@ -146,6 +146,13 @@ class Stopper:
             counts[:, look] = (sum(r and not a for r, a in pairs), sum(a and not r for r, a in pairs), size)
         return counts
 
+    def check_recorded(self, cell: CellKey) -> None:
+        """Decide an undecided cell with nothing left to send (a run stopped after its last answer, before
+        its decision) on the answers recorded, look by look as the sweep would have."""
+        for look in range(len(self.look_sizes(cell))):
+            if self.decided(cell) or self.check(cell, look):
+                return
+
     def check(self, cell: CellKey, look: int) -> CellDecision | None:
         """After the wave up to `look` (0-based): the cell's decision if its family decides it now."""
         family = [key for key, size in self.size.items() if size == self.size[cell]]

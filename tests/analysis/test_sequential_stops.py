@@ -97,6 +97,18 @@ def test_each_cell_is_sized_by_its_own_planned_questions():
     assert {cell: (d.planned, d.answered) for cell, d in last.items()} == {small: (40, 40), large: (N, N)}
 
 
+def test_a_resumed_cell_whose_answers_are_all_recorded_is_decided_on_them():
+    """Stopped after its last answer and before its decision, a cell has nothing to send: it is judged on its records."""
+    cell = CELLS[0]
+    decisions: list[CellDecision] = []
+    gate = stopper(sweep_frame(N, SHOTS, run_id="cand"), decisions, [])
+    gate.check_recorded(cell)
+    (decided,) = decisions
+    assert decided.cell == cell and decided.verdict == "pass" and decided.answered < N
+    gate.check_recorded(cell)
+    assert len(decisions) == 1  # decided once
+
+
 def decision(cell: CellKey, reason: str, answered: int) -> CellDecision:
     return CellDecision(**cell.as_dict(), verdict=reason, look=3 if answered < N else 9, answered=answered, planned=N)
 

@@ -8,6 +8,7 @@ The models themselves are `evalctl.schema`'s (a leaf: it looks nothing up).
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +86,14 @@ def url_config(url: str, engine: str | None, served: str, overrides: dict[str, A
 
 
 def _given_as_options(message: str, overrides: dict[str, Any]) -> str:
-    """The error's lines about a field an option set, marked so: the fault is the option's, not the file's."""
-    given = tuple(f"  {key}{end}" for key, value in overrides.items() if value is not None for end in ":.")
-    return "\n".join(f"{line} (given as an option)" if line.startswith(given) else line for line in message.splitlines())
+    """The error's lines about a field an option set, or about the part of its key that is wrong, marked so: the fault
+    is the option's, not the file's."""
+    locations = []
+    for key in overrides:  # `*` (EACH_ENGINE) stands for any profile
+        parts = re.escape(key).replace(r"\*", r"\d+").split(r"\.")
+        locations += [r"\.".join(parts[:n]) + ":" for n in range(1, len(parts) + 1)] + [r"\.".join(parts) + r"\."]
+    given = re.compile("  (" + "|".join(locations) + ")")
+    return "\n".join(f"{line} (given as an option)" if overrides and given.match(line) else line for line in message.splitlines())
 
 
 def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> SweepConfig:
@@ -99,16 +105,7 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     task = (overrides or {}).get("task") or data.get("task", "gsm8k")
     data.update((data.pop("task_settings", None) or {}).get(task, {}))
     for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        # Dotted keys ("generation.max_tokens") reach into nested sections.
-        *parents, leaf = key.split(".")
-        target = data
-        for part in parents:
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise ConfigError(f"config field {part!r} must be a mapping to set {key}")
-        target[leaf] = value
+        _override(data, key, value)
     try:
         return _resolved(validated(data), source)
     except ValidationError as exc:
@@ -116,6 +113,50 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     except ConfigError as exc:
         message = str(exc)
     raise ConfigError(_given_as_options(message, overrides or {}))
+
+
+# The key of an engine setting's option: the setting, on every profile whose engine takes it.
+EACH_ENGINE = "servers.*.engine."
+
+
+def _override(data: dict[str, Any], key: str, value: Any) -> None:
+    """Set the dotted `key` of a config mapping: "generation.max_tokens" reaches into a section, "servers.0.port" into a
+    list's item, "servers.*.engine.threads" into every profile whose engine takes the setting."""
+    parts = key.split(".")
+    for profile in data.get("servers") or [] if parts[0] == "servers" and parts[2:3] == ["engine"] else []:
+        if isinstance(profile, dict):  # its engine as a mapping, so the key can reach the engine's settings
+            engine = profile.get("engine") or (None if profile.get("url") else DEFAULT_ENGINE)
+            profile["engine"] = {"name": engine} if isinstance(engine, str) else engine
+    if key.startswith(EACH_ENGINE):
+        setting = key.removeprefix(EACH_ENGINE)
+        takers = [p["engine"] for p in data["servers"] if p.get("engine") and _takes(p["engine"].get("name"), setting)]
+        if not takers:
+            raise ConfigError(f"no server profile's engine takes the setting {setting!r}")
+        for engine in takers:
+            engine[setting] = value
+        return
+    *parents, leaf = parts
+    target: Any = data
+    for part in parents:
+        slot = _slot(target, part, key)
+        if isinstance(target, dict) and target.get(slot) is None:
+            target[slot] = {}
+        target = target[slot]
+    target[_slot(target, leaf, key)] = value
+
+
+def _slot(target: Any, part: str, key: str) -> int | str:
+    """Where `part` of `key` is in `target`: an index of a list, a key of a mapping."""
+    if isinstance(target, dict):
+        return part
+    if isinstance(target, list) and part.isdigit() and int(part) < len(target):
+        return int(part)
+    where = f"an index of its list (0 to {len(target) - 1})" if isinstance(target, list) else "in a mapping"
+    raise ConfigError(f"cannot set {key}: {part!r} is not {where}")
+
+
+def _takes(engine: str | None, setting: str) -> bool:
+    return any(adapter.name == engine and setting in adapter.Settings.model_fields for adapter in engines())
 
 
 def validated(data: dict[str, Any]) -> SweepConfig:

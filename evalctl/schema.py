@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -44,8 +45,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+@dataclass(frozen=True)
+class Cli:
+    """Marks a config field (`Annotated[T, Cli()]`) as an option of `evalctl sweep`, which `evalctl.cli.options`
+    builds from the field (name, type, description, default); the rest says what the field cannot."""
+
+    flags: tuple[str, ...] = ()  # default: --<field name>
+    metavar: str | None = None
+    panel: str | None = None  # on a section (`slurm`): the --help panel of its options
+    selects: str | None = None  # an Enum field: the value a bare flag picks (--sequential)
+    count: bool = False  # a list a bare integer also gives, as a count (--gpus 8)
+    absolute: bool = False  # a path recorded absolute, so a resume from another folder finds it
+
+
+CLI = Cli()
+
+
 class GenerationConfig(_Strict):
-    max_tokens: int = Field(256, gt=0, description="Completion budget per question.")
+    max_tokens: Annotated[int, CLI] = Field(256, gt=0, description="Completion budget per question.")
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 1234
     stop: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
@@ -206,11 +223,11 @@ SlurmTime = Annotated[str, AfterValidator(_slurm_time)]
 class SlurmConfig(_Strict):
     """How `--executor slurm` submits; --partition, --account, --qos and --time override it."""
 
-    partition: str | None = Field(None, description="Slurm partition.")
-    account: str | None = Field(None, description="Slurm account.")
-    qos: str | None = Field(None, description="Slurm QoS.")
-    time: SlurmTime = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
-    cpus_per_task: int | None = Field(
+    partition: Annotated[str | None, CLI] = Field(None, description="Slurm partition.")
+    account: Annotated[str | None, CLI] = Field(None, description="Slurm account.")
+    qos: Annotated[str | None, CLI] = Field(None, description="Slurm QoS.")
+    time: Annotated[SlurmTime, CLI] = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
+    cpus_per_task: Annotated[int | None, CLI] = Field(
         None, ge=1, description="CPUs per profile x variant job (server and client); default: 8, or a node's CPUs if nodes have fewer."
     )
     mem_gb: float | None = Field(None, gt=0, description="Memory per job; default: the cluster's (DefMemPerCPU).")
@@ -284,12 +301,14 @@ class StoppingMode(str, Enum):
 class StoppingConfig(_Strict):
     """When a cell may stop before its last question (`analysis.sequential` holds the rule)."""
 
-    mode: StoppingMode = Field(
+    mode: Annotated[StoppingMode, Cli(flags=("--sequential",), selects=StoppingMode.sequential.value)] = Field(
         StoppingMode.fixed,
         description="fixed: every question; sequential: a cell stops once its comparison with the baseline is decided, at the gate "
         "policy's tolerance, alpha, metric and min_n unless stopping: sets them.",
     )
-    baseline: Path | None = Field(None, description="An earlier complete run folder each cell is compared with.")
+    baseline: Annotated[Path | None, Cli(absolute=True)] = Field(
+        None, description="An earlier complete run folder each cell is compared with."
+    )
     # The decision settings default to the run's gate policy (`execution.stopping.with_policy_settings`),
     # so the rule that stops a cell and the gate that reads its decision hold one value each.
     tolerance: float | None = Field(
@@ -315,43 +334,47 @@ class StoppingConfig(_Strict):
 
 class SweepConfig(_Strict):
     model: str = Field(..., description="Model label used in run ids and history.")
-    task: str = Field(
+    task: Annotated[str, Cli(absolute=True)] = Field(
         "gsm8k",
         description="An lm-eval generate_until task: gsm8k, prefix-recall (answers read back from records in the prefix; shots count "
         "the records), a task in include_path, a task YAML file, or a task lm-eval registers.",
     )
-    include_path: Path | None = Field(
+    include_path: Annotated[Path | None, Cli(absolute=True)] = Field(
         None, description="A folder of lm-eval task YAML the task is looked up in (lm-eval's --include_path)."
     )
-    shots: list[int] = Field(default_factory=lambda: list(range(8, 21, 2)), description="Few-shot counts, e.g. 8,12,16,20.")
-    fewshot: Literal["shared", "sampled"] = Field(
+    shots: Annotated[list[int], CLI] = Field(default_factory=lambda: list(range(8, 21, 2)), description="Few-shot counts, e.g. 8,12,16,20.")
+    fewshot: Annotated[Literal["shared", "sampled"], CLI] = Field(
         "shared",
         description="Few-shot mode: shared (the first k train examples, one shared prefix) or sampled (lm-eval's per-question sampling).",
     )
-    cache: list[CacheMode] = Field(
+    cache: Annotated[list[CacheMode], CLI] = Field(
         default_factory=lambda: [CacheMode.on, CacheMode.off], description="Prefix-cache modes to run: on, off, or both."
     )
-    limit: int | None = Field(None, description="Questions per cell; default: the whole test split.")
-    limit_order: Literal["shuffled", "head"] = Field(
+    limit: Annotated[int | None, CLI] = Field(None, description="Questions per cell; default: the whole test split.")
+    limit_order: Annotated[Literal["shuffled", "head"], CLI] = Field(
         "shuffled", description="Which questions `limit` keeps: the first N of a seeded shuffle, or the first N (lm-eval's --limit)."
     )
     limit_seed: int = Field(1234, description="Seed of the shuffle `limit_order: shuffled` takes the first N from.")
-    passes: int = Field(1, ge=1, le=10, description="Warm passes per cell without a flush between.")
-    concurrency: int = Field(4, ge=1, le=1024, description="Requests in flight per server (conversations with a conversation workload).")
+    passes: Annotated[int, CLI] = Field(1, ge=1, le=10, description="Warm passes per cell without a flush between.")
+    concurrency: Annotated[int, CLI] = Field(
+        4, ge=1, le=1024, description="Requests in flight per server (conversations with a conversation workload)."
+    )
     request_timeout_s: float = Field(600.0, gt=0)
     max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")
-    max_restarts: int = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
-    data_dir: Path | None = Field(
+    max_restarts: Annotated[int, CLI] = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
+    data_dir: Annotated[Path | None, CLI] = Field(
         None,
         description="Dataset folder with train.jsonl and test.jsonl, or `hub` for the Hugging Face hub; default: $EVALCTL_DATA_DIR, "
         "else the pinned copy inside evalctl.",
     )
-    output_dir: Path = Field(Path("results"), description="Results root; each run's folder is created inside it.")
+    output_dir: Annotated[Path, Cli(flags=("--output", "-o"))] = Field(
+        Path("results"), description="Results root; each run's folder is created inside it."
+    )
     gate_policy: str | None = Field(
         None, description="Policy of the verdict a sweep prints: a policy name (cpu-smoke; evalctl models list) or a YAML path."
     )
     probe: bool = Field(False, description="Run the cache-consistency probe on each cache-on server before its cells (probe.json).")
-    noise: bool = Field(
+    noise: Annotated[bool, CLI] = Field(
         False,
         description="A/A arm: run each server's reference cells (every variant and shot count) a second time, cold, on the same "
         "server (noise-<profile>-<variant>.jsonl), to measure each build's own flips.",
@@ -359,18 +382,22 @@ class SweepConfig(_Strict):
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     servers: list[ServerProfile]
     variants: list[Variant] = Field(default_factory=lambda: [Variant()])
-    run_variants: list[str] | None = Field(None, description="Names of the variants to run; default: all of them.")
-    gpus: list[str] | None = Field(
+    run_variants: Annotated[list[str] | None, Cli(flags=("--variants",))] = Field(
+        None, description="Names of the variants to run; default: all of them."
+    )
+    gpus: Annotated[list[str] | None, Cli(metavar="<ids|count>", count=True)] = Field(
         None, description="GPU ids the sweep may use, or a count N for 0..N-1; default: CUDA_VISIBLE_DEVICES, else nvidia-smi."
     )
-    slurm: SlurmConfig = Field(default_factory=SlurmConfig, description="Job settings for `--executor slurm`.")
+    slurm: Annotated[SlurmConfig, Cli(panel="Slurm")] = Field(
+        default_factory=SlurmConfig, description="Job settings for `--executor slurm`."
+    )
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
     conversation: ConversationConfig | None = Field(
         None,
         description="Send the task's questions as conversations that grow, rewind and branch (docs/conversations.md); "
         "concurrency is then conversations in flight.",
     )
-    canary: str | None = Field(
+    canary: Annotated[str | None, Cli(metavar="FAULT")] = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "
         "a demonstration that the gate catches the fault; such a run is marked as a canary run.",

@@ -1,9 +1,11 @@
-"""The options that set config fields: one table from option to dotted config key, the help taken from the field.
+"""The options that set config fields, generated from the config model; and the options commands share.
 
-A command declares its own options (--model, --url, ...) by hand and a parameter `overrides:
-Overrides` where the table's options go (`config_options`). Each option's help is its field's
-`description` in `evalctl.schema`, so --help and the schema cannot drift apart; its value goes to
-`load_config` under the key, where the config model checks it once (an error names the field).
+A field marked `Cli` in `evalctl.schema`, or in a registered engine's settings (a plug-in's too),
+is an option: named after the field unless the marker names it, typed by its annotation, its help
+the field's description and its default the field's. Its value goes to `load_config` under the
+field's dotted key, where the model checks it once (an error names the field); `--set KEY=VALUE`
+reaches any field so. A command takes them through `config_options` in place of its parameter
+`overrides: Overrides`.
 """
 
 from __future__ import annotations
@@ -11,17 +13,23 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import typer
+import yaml
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
-from evalctl.schema import SweepConfig
+from evalctl.config import EACH_ENGINE
+from evalctl.errors import AlreadyRegistered, BadInput
+from evalctl.schema import Cli, SweepConfig
 
 Overrides = dict[str, Any]  # dotted config key -> value, for `load_config`
+KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
 def comma_ints(text: str) -> list[int]:
@@ -31,109 +39,185 @@ def comma_ints(text: str) -> list[int]:
         raise typer.BadParameter(f"not comma-separated integers: {text!r}") from None
 
 
-def _names(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+def _bare(annotation: Any) -> Any:
+    """`annotation` without its `| None`."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        kinds = [a for a in get_args(annotation) if a is not type(None)]
+        return kinds[0] if len(kinds) == 1 else annotation
+    return annotation
 
 
-def _gpu_pool(text: str) -> list[str] | int:
-    if text.strip().isdigit():
-        return int(text)
-    if "," not in text:
-        raise typer.BadParameter(f"GPU ids (0,1,2,3) or a count (8), got {text!r}")
-    return _names(text)
+def _choices(kind: Any) -> list[str] | None:
+    if get_origin(kind) is Literal:
+        return [str(a) for a in get_args(kind)]
+    return [m.value for m in kind] if isinstance(kind, type) and issubclass(kind, enum.Enum) else None
 
 
-def _task(text: str) -> str:
-    # A task YAML is recorded by its absolute path, so a resume from another folder finds it.
-    return str(Path(text).resolve()) if text.endswith((".yaml", ".yml")) else text
-
-
-def _sequential(on: bool) -> str | None:
-    return "sequential" if on else None  # off: the config's mode
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(map(_shown, value))
+    return str(value.value if isinstance(value, enum.Enum) else value)
 
 
 @dataclass(frozen=True)
 class ConfigOption:
-    """One option: the config key it sets, the type Typer reads, and `parse` from that to the config's value."""
+    """One option: the config key it sets, the field it comes from and the field's `Cli` marker."""
 
     key: str
-    kind: type = str
-    parse: Callable[[Any], Any] | None = None
-    metavar: str | None = None
-    decls: tuple[str, ...] = ()  # default: --<parameter name>
-    note: str = ""  # what the option adds to the field's description (the text's form)
+    field: FieldInfo
+    cli: Cli
     panel: str | None = None
-    default: bool | None = None  # a plain flag's: False
+    engines: tuple[str, ...] = ()  # an engine setting's: the engines that take it
+
+    @property
+    def kind(self) -> Any:
+        return _bare(self.field.annotation)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return self.cli.flags or ("--" + self.key.rpartition(".")[2].replace("_", "-"),)
+
+    @property
+    def name(self) -> str:
+        """The command parameter's: the long flag's."""
+        return self.flags[0].removeprefix("--").replace("-", "_")
 
     def help(self) -> str:
-        model: type[BaseModel] = SweepConfig
-        *sections, leaf = self.key.split(".")
-        for section in sections:
-            model = model.model_fields[section].annotation
-        return f"{model.model_fields[leaf].description} {self.note}".strip() + f" (config: {self.key})"
+        item = get_args(self.kind)[0] if get_origin(self.kind) is list else None
+        note = " Comma-separated, or a count." if self.cli.count else " Comma-separated." if item else ""
+        where = self.key + (f": {self.cli.selects}" if self.cli.selects else "")
+        if self.engines:
+            where += f" of each profile whose engine takes it: {', '.join(self.engines)}"
+        default = None if self.cli.selects else self.field.get_default(call_default_factory=True)
+        if isinstance(default, bool):
+            where += f"; default {'--' if default else '--no-'}{self.flags[0].removeprefix('--')}"
+        elif default is not None:  # the field's, which a config file may set otherwise
+            where += f"; default {_shown(default)}"
+        return f"{self.field.description or ''}{note} (config: {where})".lstrip()
 
-    def parameter(self, name: str) -> inspect.Parameter:
-        info = typer.Option(*self.decls, help=self.help(), metavar=self.metavar, rich_help_panel=self.panel)
-        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=self.default, annotation=Annotated[self.kind | None, info])
+    def parameter(self) -> inspect.Parameter:
+        kind, metavar, flags = self.kind, self.cli.metavar, self.flags
+        if kind is bool and not self.cli.selects:
+            flags = (f"{flags[0]}/--no-{flags[0].removeprefix('--')}", *flags[1:])
+        elif self.cli.selects:
+            kind = bool
+        elif get_origin(kind) is list:  # comma-separated text: <int,...>, or the choices <on,off>
+            item = get_args(kind)[0]
+            kind, metavar = str, metavar or f"<{','.join(_choices(item) or [f'{item.__name__},...'])}>"
+        elif choices := _choices(kind):
+            kind, metavar = str, metavar or f"<{'|'.join(choices)}>"
+        info = typer.Option(*flags, help=self.help(), metavar=metavar, rich_help_panel=self.panel)
+        default = False if self.cli.selects else None  # None: not given, the config's value stands
+        return inspect.Parameter(self.name, KEYWORD, default=default, annotation=Annotated[kind | None, info])
+
+    def value(self, given: Any) -> Any:
+        """What the option gave, as the config takes it; None when it was not given."""
+        if given is None or given is False and self.cli.selects:
+            return None
+        if self.cli.selects:
+            return self.cli.selects
+        if get_origin(self.kind) is list:
+            if self.cli.count and given.strip().isdigit():
+                return int(given)
+            if get_args(self.kind)[0] is int:
+                try:
+                    return comma_ints(given)
+                except typer.BadParameter as exc:
+                    exc.param_hint = f"'{self.flags[0]}'"
+                    raise
+            return [x.strip() for x in given.split(",") if x.strip()]
+        if self.cli.absolute and (self.kind is Path or Path(given).suffix in (".yaml", ".yml")):  # a task YAML, by its path
+            return type(given)(Path(given).resolve())  # str stays str, Path Path
+        return given
 
 
-CSV, SLURM = "Comma-separated.", "Slurm"
-# Parameter name -> option. The sweep takes them all; probe and servers show the ones they share.
-OPTIONS = {
-    "task": ConfigOption("task", parse=_task),
-    "include_path": ConfigOption("include_path", Path, parse=Path.resolve),
-    "shots": ConfigOption("shots", parse=comma_ints, metavar="<int,...>", note=CSV),
-    "cache": ConfigOption("cache", parse=_names, metavar="<on,off>", note=CSV),
-    "limit": ConfigOption("limit", int),
-    "limit_order": ConfigOption("limit_order"),
-    "passes": ConfigOption("passes", int),
-    "concurrency": ConfigOption("concurrency", int),
-    "fewshot": ConfigOption("fewshot"),
-    "max_tokens": ConfigOption("generation.max_tokens", int),
-    "output": ConfigOption("output_dir", Path, decls=("--output", "-o")),
-    "data_dir": ConfigOption("data_dir", Path),
-    "variants": ConfigOption("run_variants", parse=_names, metavar="<str,...>", decls=("--variants",), note=CSV),
-    "gpus": ConfigOption("gpus", parse=_gpu_pool, metavar="<ids|count>", note="On the command line: 0,1,2,3 or 8."),
-    "max_restarts": ConfigOption("max_restarts", int),
-    "noise": ConfigOption("noise", bool, decls=("--noise/--no-noise",)),
-    "partition": ConfigOption("slurm.partition", panel=SLURM),
-    "account": ConfigOption("slurm.account", panel=SLURM),
-    "qos": ConfigOption("slurm.qos", panel=SLURM),
-    "time_limit": ConfigOption("slurm.time", decls=("--time",), panel=SLURM),
-    "cpus_per_task": ConfigOption("slurm.cpus_per_task", int, panel=SLURM),
-    "sequential": ConfigOption("stopping.mode", bool, _sequential, decls=("--sequential",), default=False, note="With --baseline."),
-    "baseline": ConfigOption("stopping.baseline", Path, parse=Path.resolve),
-    "canary": ConfigOption("canary", metavar="FAULT"),
-}
+def _model_options(model: type[BaseModel], prefix: str = "", panel: str | None = None) -> Iterator[ConfigOption]:
+    """The options of `model`'s marked fields, its sections' (fields that are models) included."""
+    for name, field in model.model_fields.items():
+        cli = next((m for m in field.metadata if isinstance(m, Cli)), None)
+        kind = _bare(field.annotation)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            yield from _model_options(kind, f"{prefix}{name}.", cli.panel if cli else panel)
+        elif cli is not None:
+            yield ConfigOption(prefix + name, field, cli, cli.panel or panel)
 
 
-def overrides_of(given: dict[str, Any]) -> Overrides:
-    """The options given (parameter name -> value) as config overrides, each read by its `parse`; unset ones left out."""
-    out = {}
-    for name, value in given.items():
-        option = OPTIONS[name]
-        if value is not None and option.parse is not None:
-            try:
-                value = option.parse(value)
-            except typer.BadParameter as exc:
-                exc.param_hint = f"'{(option.decls or ('--' + name.replace('_', '-'),))[0]}'"
-                raise
-        if value is not None:
-            out[option.key] = value
+def _engine_options() -> Iterator[ConfigOption]:
+    """The options of the registered engines' marked settings: one per setting, naming every engine that takes it."""
+    from evalctl.servers.registry import engines
+
+    try:
+        adapters = engines()
+    except BadInput:  # a plug-in that does not import: the command that reads the config says so
+        return
+    marked = {o.key: o for adapter in adapters for o in _model_options(adapter.Settings, EACH_ENGINE, "Engine settings")}
+    for key, option in marked.items():
+        setting = key.removeprefix(EACH_ENGINE)
+        yield replace(option, engines=tuple(a.name for a in adapters if setting in a.Settings.model_fields))
+
+
+def _by_name(options: list[ConfigOption]) -> dict[str, ConfigOption]:
+    out: dict[str, ConfigOption] = {}
+    for option in options:
+        if option.name in out:
+            raise AlreadyRegistered(f"config fields {out[option.name].key} and {option.key} both make the option --{option.name}")
+        out[option.name] = option
     return out
 
 
+# Parameter name -> option. The sweep takes them all; probe and servers show the ones they share.
+OPTIONS = _by_name([*_model_options(SweepConfig), *_engine_options()])
+
+Set = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="Set any config field: KEY its dotted name (generation.temperature, slurm.mem_gb, servers.0.port), VALUE YAML "
+        "([8, 16], true, null); repeatable. The fields: docs/configs.md.",
+    ),
+]
+
+
+def _set_fields(pairs: list[str], given: Overrides) -> Overrides:
+    """`--set` pairs as overrides; a field an option also sets is a usage error."""
+    out = {}
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise typer.BadParameter(f"not KEY=VALUE: {pair!r}", param_hint="'--set'")
+        if key in given:
+            raise typer.BadParameter(f"{key} is set by an option as well", param_hint="'--set'")
+        try:
+            out[key] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise typer.BadParameter(f"{key}: not a YAML value: {exc}", param_hint="'--set'") from None
+    return out
+
+
+def overrides_of(given: dict[str, Any], pairs: list[str]) -> Overrides:
+    """The options given (parameter name -> value; None: not given) and the --set pairs as config overrides."""
+    values = {OPTIONS[name].key: OPTIONS[name].value(value) for name, value in given.items()}
+    overrides = {key: value for key, value in values.items() if value is not None}
+    return overrides | _set_fields(pairs, overrides)
+
+
 def config_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a command the table's options `names` in place of its `overrides` parameter, which receives them."""
+    """Give a command the options `names` (default: all) and --set, in place of its `overrides` parameter, which receives them."""
+    chosen = [OPTIONS[name] for name in names or OPTIONS]
 
     def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
-        added = [OPTIONS[name].parameter(name) for name in names]
         own = inspect.signature(command, eval_str=True).parameters.values()
-        params = [q.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own for q in (added if p.name == "overrides" else [p])]
+        added = [o.parameter() for o in chosen] + [inspect.Parameter("set_fields", KEYWORD, default=None, annotation=Set)]
+        clash = {p.name for p in own} & {p.name for p in added}
+        if clash:
+            raise TypeError(f"{command.__name__}: its own parameters {sorted(clash)} are config options too")
+        params = [q.replace(kind=KEYWORD) for p in own for q in (added if p.name == "overrides" else [p])]
 
         @functools.wraps(command)
         def run(**kwargs: Any) -> Any:
-            overrides = overrides_of({name: kwargs.pop(name) for name in names})
+            overrides = overrides_of({o.name: kwargs.pop(o.name) for o in chosen}, kwargs.pop("set_fields") or [])
             return command(**kwargs, overrides=overrides)
 
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

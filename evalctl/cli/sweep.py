@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.options import OPTIONS, ApiKey, ConfigFile, Engine, Executor, Model, Overrides, Url, config_options, resolve_config
+from evalctl.cli.options import ApiKey, ConfigFile, Engine, Executor, Model, Overrides, Url, config_options, resolve_config
 from evalctl.errors import DiskError, ExitCode
 from evalctl.schema import SweepConfig
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from evalctl.runs import Run
 
 
-@config_options(*OPTIONS)
+@config_options()
 def sweep(
     model: Model = None,
     config: ConfigFile = None,
@@ -60,6 +60,9 @@ def sweep(
 ) -> None:
     """Launch server(s), run the task (GSM8K, prefix-recall or any lm-eval generate_until task)
     at each shot count with the prefix cache on and off, and report.
+
+    An option left out keeps the config's value (a default shown is the field's, where the config sets none); --set
+    reaches the fields that have no option.
 
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
     sweep's exit status says whether it ran, `evalctl gate` judges it.

@@ -9,21 +9,11 @@ import typer
 
 from evalctl.bisect.search import Find
 from evalctl.cli.common import console, err, fail
-from evalctl.cli.options import Executor
+from evalctl.cli.options import Executor, key_values
 from evalctl.errors import ExitCode
 
 EXIT_CULPRIT = ExitCode.PASS
 EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # inconclusive, or the bad build did not reproduce the regression
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise fail(f"--env takes KEY=VALUE, got {pair!r}")
-        out[key] = value
-    return out
 
 
 def bisect(
@@ -102,7 +92,8 @@ def bisect(
             raise fail("--from-run RUN is required: a run whose gate says regression")
         _check_build_options(repo, good, bad, builds, build, all_commits)
         regression = regression_of(from_run)
-        folder, state = new_bisect(regression, from_run, repo, good, bad, builds, python, build, _env(env or []), all_commits, output,
+        server_env = dict(key_values(env, "--env"))
+        folder, state = new_bisect(regression, from_run, repo, good, bad, builds, python, build, server_env, all_commits, output,
                                    step_alpha, max_launches, executor.value, find)  # fmt: skip
     folder = folder.resolve()
     err.print(f"bisect: {len(state.builds)} builds, cells {regression.cells.profile}/{regression.cells.variant} "

@@ -83,8 +83,7 @@ class ConfigOption:
         return self.flags[0].removeprefix("--").replace("-", "_")
 
     def help(self) -> str:
-        item = get_args(self.kind)[0] if get_origin(self.kind) is list else None
-        note = " Comma-separated, or a count." if self.cli.count else " Comma-separated." if item else ""
+        note = " Comma-separated, or a count." if self.cli.count else " Comma-separated." if get_origin(self.kind) is list else ""
         where = self.key + (f": {self.cli.selects}" if self.cli.selects else "")
         if self.engines:
             where += f" of each profile whose engine takes it: {', '.join(self.engines)}"
@@ -179,14 +178,21 @@ Set = Annotated[
 ]
 
 
+def key_values(pairs: list[str] | None, option: str) -> list[tuple[str, str]]:
+    """The KEY=VALUE pairs a repeatable `option` was given, split; a pair with no `=` or no key is a usage error."""
+    out = []
+    for pair in pairs or []:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise typer.BadParameter(f"not KEY=VALUE: {pair!r}", param_hint=f"'{option}'")
+        out.append((key.strip(), value))
+    return out
+
+
 def _set_fields(pairs: list[str], given: Overrides) -> Overrides:
-    """`--set` pairs as overrides; a field an option also sets is a usage error."""
+    """`--set` pairs as overrides, each value read as YAML; a field an option also sets is a usage error."""
     out = {}
-    for pair in pairs:
-        key, equals, text = pair.partition("=")
-        key = key.strip()
-        if not equals or not key:
-            raise typer.BadParameter(f"not KEY=VALUE: {pair!r}", param_hint="'--set'")
+    for key, text in key_values(pairs, "--set"):
         if key in given:
             raise typer.BadParameter(f"{key} is set by an option as well", param_hint="'--set'")
         try:

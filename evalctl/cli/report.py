@@ -31,9 +31,6 @@ def report(
     from evalctl.report.html import write_report
     from evalctl.runs import load_run
 
-    for label, path in (("run", run), ("baseline", baseline)):
-        if path is not None and not path.is_dir():
-            raise fail(f"{label} {path} is not a directory")
     out = output or run / "report.html"
     loaded, reference = load_run(run), load_run(baseline) if baseline else None
     if say_if_running(loaded) and output is None:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from evalctl import config_files
 from evalctl.canary.faults import FAULTS
 from evalctl.errors import ConfigError
-from evalctl.schema import ServerProfile, SweepConfig, Variant
+from evalctl.schema import DEFAULT_ENGINE, ServerProfile, SweepConfig, Variant
 from evalctl.servers.registry import engine_class, engines
 from evalctl.tasks.registry import registered_task
 

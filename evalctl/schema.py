@@ -226,7 +226,9 @@ class SlurmConfig(_Strict):
     partition: Annotated[str | None, CLI] = Field(None, description="Slurm partition.")
     account: Annotated[str | None, CLI] = Field(None, description="Slurm account.")
     qos: Annotated[str | None, CLI] = Field(None, description="Slurm QoS.")
-    time: Annotated[SlurmTime, CLI] = Field("04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS.")
+    time: Annotated[SlurmTime, CLI] = Field(
+        "04:00:00", description="Time limit of each profile x variant job: minutes, HH:MM:SS or D-HH:MM:SS."
+    )
     cpus_per_task: Annotated[int | None, CLI] = Field(
         None, ge=1, description="CPUs per profile x variant job (server and client); default: 8, or a node's CPUs if nodes have fewer."
     )

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from evalctl.config import EACH_ENGINE
-from evalctl.errors import AlreadyRegistered, BadInput
+from evalctl.errors import BadInput
 from evalctl.schema import Cli, SweepConfig
 
 Overrides = dict[str, Any]  # dotted config key -> value, for `load_config`
@@ -159,7 +159,7 @@ def _by_name(options: list[ConfigOption]) -> dict[str, ConfigOption]:
     out: dict[str, ConfigOption] = {}
     for option in options:
         if option.name in out:
-            raise AlreadyRegistered(f"config fields {out[option.name].key} and {option.key} both make the option --{option.name}")
+            raise BadInput(f"config fields {out[option.name].key} and {option.key} both make the option --{option.name}")
         out[option.name] = option
     return out
 

@@ -13,6 +13,7 @@ import pytest
 import typer
 import yaml
 from conftest import cli
+from guides import dist_info
 
 from evalctl.cli import app
 from evalctl.cli.options import OPTIONS, overrides_of
@@ -140,7 +141,6 @@ from pydantic import Field
 
 from evalctl.schema import Cli
 from evalctl.servers.engines.llamacpp import LlamaCppAdapter, LlamaCppSettings
-from evalctl.servers.registry import register_engine
 
 
 class BatchSettings(LlamaCppSettings):
@@ -148,8 +148,8 @@ class BatchSettings(LlamaCppSettings):
     batch_tokens: Annotated[int | None, Cli()] = Field(None, ge=1, description="Tokens per prefill batch.")
 
 
-@register_engine("llamacpp-batch")
 class BatchAdapter(LlamaCppAdapter):
+    name = "llamacpp-batch"
     Settings = BatchSettings
     detect_routes = ()
 """
@@ -171,9 +171,10 @@ except ConfigError as exc:
 
 def test_a_plugin_engines_marked_setting_is_a_sweep_option_with_no_cli_edit(tmp_path: Path):
     (tmp_path / "evalctl_batch.py").write_text(PLUGIN)
+    dist_info(tmp_path, "evalctl-batch", {"evalctl.engines": {"llamacpp-batch": "evalctl_batch:BatchAdapter"}})
     servers = [{"name": "batched", "engine": "llamacpp-batch", "model_path": "m.gguf"}, {"name": "plain", "model_path": "m.gguf"}]
     (tmp_path / "two.yaml").write_text(yaml.safe_dump({"model": "two", "servers": servers}))
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "EVALCTL_PLUGINS": "evalctl_batch", "COLUMNS": "80"}
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "80"}
 
     def run(*args: str) -> str:
         done = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=300)

@@ -51,13 +51,13 @@ class GatePolicy(BaseModel):
     max_throughput_drop: float | None = Field(
         0.20, ge=0, lt=1, description="Largest tolerated per-request slowdown (fraction of the reference's throughput); null disables."
     )
-    max_host_load_difference: float | None = Field(
-        0.25,
+    max_host_cpu_loss: float | None = Field(
+        0.20,
         ge=0,
-        le=1,
-        description="Largest difference between two cells in the share of the machine's CPUs other processes used (recorded"
-        " per cell) at which their throughput still compares; beyond it a throughput check cannot conclude what the load"
-        " could explain. null: never.",
+        lt=1,
+        description="Largest relative loss, between a throughput check's two cells, in the share of the machine's CPUs other"
+        " processes left free (recorded per cell) at which it still concludes; beyond it, what the load could explain is"
+        " inconclusive. 0.20: load that takes a fifth of the free CPU could explain a slowdown at max_throughput_drop. null: never.",
     )
     max_first_attempt_failure_increase: float = Field(
         0.10,

@@ -22,12 +22,15 @@ are independent, and the candidate's distribution is the reference's scaled by a
 reported median ratio is a description and the p-values are approximate.
 
 The two cells are timed minutes apart; another job on the machine during one of them moves
-speed more than any build does. Each cell records how busy other processes kept the host
-(`execution.host_load`). When the candidate's cell had more than `max_host_load_difference`
-more of the machine's CPUs taken by other work than its reference, a slowdown is not taken as
-the build's (regression becomes inconclusive, the reason says why); when the reference's had
-more, a pass is not taken either (the reference was slowed, a slowdown could hide). Conclusions
-the load could not have produced stand.
+speed more than any build does. Each cell records the share of the machine's CPUs other
+processes used (`execution.host_load`), so the share they left free. When the candidate's cell
+had less than 1 - `max_host_cpu_loss` of its reference's free share, the load alone could
+explain a slowdown that large: a regression is not concluded (inconclusive, the reason says
+why); when the reference's had that much less, a pass is not either (the reference was slowed,
+a slowdown could hide). Conclusions the load could not have produced stand. On 2 cores a
+neighbour going from 53% to 73% of the CPUs leaves 43% less for the server: a 2x slowdown of
+a healthy build was seen there (scripts/conversation_seeds.py), which an absolute difference
+in load (20 points) hides.
 """
 
 from __future__ import annotations
@@ -144,14 +147,15 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostL
 
 def _confounded(row: pd.Series, state: str, limit: float | None) -> str | None:
     """Why the host's other work, not the build, could have decided `state` (module docstring); None if it could not."""
-    busier = row["cand_host_other"] - row["ref_host_other"]  # NaN (not recorded) compares False below
-    if limit is None or not (state == "regression" and busier > limit or state == "pass" and -busier > limit):
+    free_ref, free_cand = 1 - row["ref_host_other"], 1 - row["cand_host_other"]  # NaN (not recorded) compares False
+    if limit is None or not (
+        state == "regression" and free_cand < (1 - limit) * free_ref or state == "pass" and free_ref < (1 - limit) * free_cand
+    ):
         return None
-    side = "this cell" if busier > 0 else "its reference"
+    side = "this cell" if free_cand < free_ref else "its reference"
     return (
-        f"the host was busier with other work during {side}: other processes used {row['cand_host_other']:.0%} of its"
-        f" CPUs here, {row['ref_host_other']:.0%} during {row['reference']} (max_host_load_difference {limit:.0%}),"
-        " so the speeds do not compare"
+        f"the host was busier with other work during {side}: other processes left {free_cand:.0%} of its CPUs free"
+        f" here, {free_ref:.0%} during {row['reference']} (max_host_cpu_loss {limit:.0%}), so the speeds do not compare"
     )
 
 
@@ -179,7 +183,7 @@ def throughput_checks(comparisons: list[Comparison], policy: GatePolicy, loads: 
             if ok
             else f"only {n} requests timed (min_n {policy.min_n}); {detail}",
         }[state]
-        confound = _confounded(row, state, policy.max_host_load_difference)
+        confound = _confounded(row, state, policy.max_host_cpu_loss)
         if confound:
             state, reason = "inconclusive", f"{confound}; {reason}"
         checks.append(

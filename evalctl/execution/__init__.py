@@ -110,6 +110,9 @@ class Sweep:
                     finished=run.finished, progress=self.progress, shutdown=self.shutdown, api_key=self.api_key,
                     stopper=self._stopper(baseline, run),
                 )  # fmt: skip
+                if cells.stopper is not None:  # resumed: a cell with every answer recorded but no decision is judged on them
+                    for cell in (key for key, c in plan.cells.items() if c.prompts and not cells.unfinished(key)):
+                        cells.stopper.check_recorded(cell)
                 for launch in plan.launches:
                     result.failures.extend(self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ()))))
             status = "failed" if result.failures else "complete"

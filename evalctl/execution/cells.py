@@ -76,8 +76,6 @@ class CellRunner:
         planned = self.plan.cells[cell]
         prompts = list(planned.prompts) if replica else self.unfinished(cell)
         if not prompts:
-            if replica is None and self.stopper is not None:
-                self.stopper.check_recorded(cell)
             return True
         self._count_answer_tokens(server, prompts)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.

@@ -41,7 +41,7 @@ from evalctl.datasets import packaged_data_dir
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
-from evalctl.servers.process import ManagedServer
+from evalctl.servers.process import ManagedServer, free_port
 from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask
 
@@ -135,7 +135,7 @@ def whole_command(python: str, base_url: str, concurrency: int, root: Path) -> t
 
 
 def main_whole(args: argparse.Namespace) -> None:
-    port = 18000 + multiprocessing.current_process().pid % 1000
+    port = free_port()
     server = multiprocessing.Process(target=instant_server, args=(port,), daemon=True)
     server.start()
     base_url, params = f"http://127.0.0.1:{port}", {"max_tokens": 8}

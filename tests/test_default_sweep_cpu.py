@@ -6,7 +6,7 @@ Behind `--canary fail-on-hit` (rotating: a third sweep) every answer is right an
 and `evalctl gate` still judges it a regression, naming the first attempts that failed.
 
 In CI the cells are cut to one length of 30 records and 30 questions (min_n): enough pairs to
-judge, about 40% of the default's prefill. The full default (50 records x 50 questions) over 5
+judge, about 13% of the default's prefill. The full default (50, 60, 70 records x 50 questions) over 5
 seeds is `scripts/default_sweep_seeds.py`, run by hand (docs/first-run.md: healthy passed 5 of 5,
 the canary was a regression 5 of 5; all five again in session 15's full CI run). Its seeds
 rotated through CI until the real-bug case (tests/realbugs/, about 7 min a build in CI) took

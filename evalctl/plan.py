@@ -41,8 +41,7 @@ class CellPlan:
 
     @cached_property
     def shared_prefix(self) -> str:
-        """The few-shot prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
-        return os.path.commonprefix([p.text for p in self.prompts]) if len(self.prompts) > 1 else ""
+        return shared_prefix(self.prompts)
 
 
 @dataclass(frozen=True)
@@ -59,6 +58,16 @@ class Plan:
             return hashlib.sha256("".join(f"{p.doc_id}:{p.prompt_hash}\n" for p in cell.prompts).encode()).hexdigest()[:16]
 
         return [PlannedCell(**key.as_dict(), questions=len(cell.prompts), prompts=digest(cell)) for key, cell in self.cells.items()]
+
+
+def prompts_at(task: LmEvalTask, shots: int, limit: int | None) -> tuple[Prompt, ...]:
+    """The task's prompts at `shots`, its first `limit` questions: the one place a task becomes prompts (cells, probe bins)."""
+    return tuple(task.prompts(shots, limit))
+
+
+def shared_prefix(prompts: tuple[Prompt, ...]) -> str:
+    """The few-shot prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
+    return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
 
 def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:
@@ -92,7 +101,7 @@ def expand(config: SweepConfig) -> list[ServerLaunch]:
 def build(config: SweepConfig) -> Plan:
     """The run's plan: its task (data checked), its launches and every cell's prompts; identical across cache modes and variants."""
     task = task_of(config)
-    prompts = {shots: tuple(task.prompts(shots, config.limit)) for shots in config.shots}
+    prompts = {shots: prompts_at(task, shots, config.limit) for shots in config.shots}
     order = {shots: tuple(task.in_send_order(list(p))) if p else () for shots, p in prompts.items()}
     launches = tuple(expand(config))
     cells = {key: CellPlan(key, prompts[key.shots], order[key.shots]) for launch in launches for key in launch.cells}

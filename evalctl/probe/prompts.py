@@ -12,9 +12,9 @@ longest prefix warms every bin.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from evalctl.plan import prompts_at, shared_prefix
 from evalctl.probe.policy import ProbePolicy
 from evalctl.tasks.lmeval import LmEvalTask
 from evalctl.tokens import TokenCounter
@@ -32,10 +32,6 @@ class ProbePrompt:
     text: str
     prefix_tokens: int
     stop: tuple[str, ...]
-
-
-def _shared_prefix(task: LmEvalTask, shots: int) -> str:
-    return os.path.commonprefix([p.text for p in task.prompts(shots, 2)])
 
 
 def _cut_to_tokens(text: str, tokens: int, counter: TokenCounter) -> str:
@@ -65,13 +61,13 @@ def build_prompts(
 ) -> list[ProbePrompt]:
     """Few-shot bins at each shot count, then synthetic bins; `questions_per_bin` questions each."""
     prompts: list[ProbePrompt] = []
-    questions = task.prompts(task.min_shots, policy.questions_per_bin)
+    questions = prompts_at(task, task.min_shots, policy.questions_per_bin)
     for k in sorted(set(shots)):
-        prefix = _shared_prefix(task, k)
+        prefix = shared_prefix(prompts_at(task, k, 2))
         n_prefix = counter.count(prefix)
         if n_prefix < policy.min_prefix_tokens:
             continue
-        for p in task.prompts(k, max(2, policy.questions_per_bin))[: policy.questions_per_bin]:
+        for p in prompts_at(task, k, max(2, policy.questions_per_bin))[: policy.questions_per_bin]:
             prompts.append(ProbePrompt(f"{k}-shot", "fewshot", k, p.doc_id, prefix, p.text, n_prefix, p.stop))
     # A few-shot bin within a few tokens of a synthetic length already tests that length.
     fewshot_tokens = {p.prefix_tokens for p in prompts}
@@ -93,7 +89,7 @@ def _exemplar_text(task: LmEvalTask, tokens: int, counter: TokenCounter) -> str:
     """Exemplar text at least `tokens` long: the shared few-shot prefix, doubling the shot count until it reaches."""
     shots = 8
     while True:
-        text = _shared_prefix(task, shots)
+        text = shared_prefix(prompts_at(task, shots, 2))
         if counter.count(text) > tokens or shots >= 256:
             return text
         shots *= 2

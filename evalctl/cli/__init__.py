@@ -55,16 +55,12 @@ app.command()(canary.canary)
 app.command()(bisect.bisect)
 
 
-def unwrap(doc: str) -> str:
-    """A docstring as help text: the lines of each paragraph joined, so the terminal wraps them, not the source."""
-    paragraphs = inspect.cleandoc(doc).split("\n\n")
-    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
-
-
 def _unwrap_help(typer_app: typer.Typer) -> None:
+    """Docstrings as help text: each paragraph's lines joined, so the terminal wraps them, not the source."""
     for info in typer_app.registered_commands:
         if info.help is None and info.callback is not None and info.callback.__doc__:
-            info.help = unwrap(info.callback.__doc__)
+            paragraphs = inspect.cleandoc(info.callback.__doc__).split("\n\n")
+            info.help = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
     for group in typer_app.registered_groups:
         _unwrap_help(group.typer_instance)
 

@@ -81,14 +81,10 @@ def _speculation_argv(speculation: Speculation | None) -> list[str]:
     return ["--speculative", speculation.kind.launcher_name, *draft]
 
 
-def _props_say_llamacpp(body: dict) -> bool:
-    return "default_generation_settings" in body
-
-
 class LlamaCppAdapter(EngineAdapter):
     name = "llamacpp"  # listed in servers.registry.ENGINES
     Settings = LlamaCppSettings
-    detect_routes = (("/props", _props_say_llamacpp),)
+    detect_routes = (("/props", lambda body: "default_generation_settings" in body),)
     detect_rank = 10
     cached_tokens_if_missing = 0
 

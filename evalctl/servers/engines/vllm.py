@@ -62,14 +62,10 @@ class VLLMSettings(GpuEngineSettings):
         return self.tp if self.device == "cuda" else 0
 
 
-def _version_says_vllm(body: dict) -> bool:
-    return "version" in body
-
-
 class VLLMAdapter(EngineAdapter):
     name = "vllm"  # listed in servers.registry.ENGINES
     Settings = VLLMSettings
-    detect_routes = (("/version", _version_says_vllm),)
+    detect_routes = (("/version", lambda body: "version" in body),)
     detect_rank = 30
     cached_tokens_if_missing = 0
     metrics = {

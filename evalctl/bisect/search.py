@@ -56,7 +56,7 @@ false-regression and false-pass rates by alpha at the worst case, a drop exactly
 tolerance; at realistic drops (far beyond it, or none) the errors are far rarer, so the
 posterior is conservative there. For `target` to be reachable when the culprit's neighbours
 are each tested once, error/(1 - error) must be below (1 - target)/(2 target), i.e. about
-0.026 at 0.95: hence the steps' default alpha of 0.02 (`session.STEP_ALPHA`).
+0.026 at 0.95: hence the steps' default alpha of 0.02 (`--step-alpha`).
 `scripts/bench_bisect.py` measures the culprit-found rate and the launches, beside plain
 bisection, with step verdicts drawn from the real sequential rule.
 """

@@ -23,8 +23,6 @@ from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
 from evalctl.schema import SweepConfig
 
-STEP_ALPHA = 0.02  # see search's docstring: below ~0.026 for one test each side of the culprit to reach 0.95
-
 
 class StepRunner(Protocol):
     def __call__(self, config: SweepConfig, root: Path) -> tuple[Path, list[Failure]]:

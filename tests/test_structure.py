@@ -87,3 +87,14 @@ def test_no_import_cycle():
     known = set(trees)
     graph = {name: imports_at_load(name, tree, known) for name, tree in trees.items()}
     assert not find_cycles(graph)
+
+
+def test_one_place_turns_a_task_into_prompts():
+    """`.prompts(shots, limit)` is asked in plan.py alone: execution, resume, stopping and the probe read the plan's."""
+    askers = {
+        name
+        for name, tree in modules().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "prompts"
+    }
+    assert askers == {"evalctl.plan"}

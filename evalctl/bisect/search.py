@@ -183,7 +183,6 @@ class Next:
 
     build: int | None
     culprit: Culprit
-    probabilities: np.ndarray
 
 
 def choose(builds: int, observations: list[Observation], failed_builds: set[int], error: float, target: float = TARGET) -> Next:
@@ -197,8 +196,8 @@ def choose(builds: int, observations: list[Observation], failed_builds: set[int]
     blocked = untestable(builds, observations, failed_builds) | unknown
     culprit = best(probs, blocked)
     if culprit.probability >= target:
-        return Next(None, culprit, probs)
-    return Next(next_build(probs, observations, blocked), culprit, probs)
+        return Next(None, culprit)
+    return Next(next_build(probs, observations, blocked), culprit)
 
 
 def default_budget(builds: int) -> int:

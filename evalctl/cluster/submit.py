@@ -1,11 +1,7 @@
-"""Submit a sweep to Slurm: one job per server profile x variant, then one aggregation job.
+"""Submit a sweep to Slurm: one job per server profile x variant, then one aggregation job (docs/clusters.md).
 
-The submitting process creates the run folder and manifest (or takes up an interrupted
-run: then only parts with requests left are submitted). Each part job appends to its own
-records file under the same run id; the aggregation job depends on all of them
-(`afterany`: it runs also when some failed or were cancelled). It is submitted held and
-released only after the manifest lists every job id, so it never reads a manifest the
-submitter is still writing.
+The aggregation job is submitted held and released only once the manifest lists every job id,
+so it never reads a manifest the submitter is still writing.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""The release dashboard: a static site over every run of a results root.
+"""The release dashboard: a static site over every run of a results root (pages: docs/history-and-dashboard.md).
 
-Pages: `index.html` (per model and profile x variant, the latest runs and their verdicts),
-`models/<model>.html` (trends with each night's verdict, the flip ledger),
-`signoff/<run>.html` (per gated run: candidate beside baseline, the gate's checks, the
-resolved-settings diff, who ran it and when) and `reports/<run>.html` (each run's own
-report, copied so the site stands alone as a CI artifact or on a shared disk).
-
-Like the run report: no script, no external resource (plots are data URIs, CSS inline,
-a CSP forbids the rest), and every string from a model, dataset or run folder goes
-through Jinja's autoescape. A build only reads the root.
-
-Incremental: a page is rewritten only when the files it is made of (manifests, samples,
-gate.json) changed since the last build (`.dashboard-state.json` in the site).
+Like the run report: no script, no external resource (plots are data URIs, CSS inline, a CSP
+forbids the rest), every string from a run through Jinja's autoescape; a build only reads the root.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Child process that runs the llama.cpp HTTP server in-process (xllamacpp).
+"""Child process that runs the llama.cpp HTTP server in-process (xllamacpp), in its own process group.
 
-Launched by evalctl as its own process group, so stopping it stops everything. It is run by
-its file path and imports only the standard library and xllamacpp, so any venv holding an
-xllamacpp build serves (one evalctl made for a build named by version, `pip: xllamacpp==X`).
-
-Every xllamacpp release from 0.2.13 on serves: a setting is written only to a field the build
-has (under its older or newer name, e.g. the bind address `hostname` became `hostnames`), and
-the settings the build lacks are listed in the launch record (`--record`), a JSON file written
-before the server starts, which evalctl copies into the manifest. A file rather than a log line
-(the log is appended to across restarts and mixes llama.cpp's own output) or /props (llama.cpp's
-answer, which a launcher cannot extend).
+Run by its file path, importing only the standard library and xllamacpp, so any venv holding an
+xllamacpp release from 0.2.13 on serves; docs/engines.md ("llama.cpp across releases") says how.
 """
 
 from __future__ import annotations

@@ -167,15 +167,10 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
     return rows
 
 
-def _engine_revision(row: dict) -> str | None:
-    """The engine build's revision of a night, when its variant recorded one (not evalctl's own)."""
-    revision = row["git_revision"]
-    return None if revision in ("-", "") or revision.startswith("evalctl ") else revision
-
-
 def _bisect_hint(catalog: Catalog, newer: dict, older: dict) -> dict:
     """Where a configuration turned from pass to regression: both nights' engine revisions, the bisect to run, its culprit if done."""
-    good, bad = _engine_revision(older), _engine_revision(newer)
+    # A night's engine revision is its variant's, when recorded; not evalctl's own.
+    good, bad = (None if r in ("-", "") or r.startswith("evalctl ") else r for r in (older["git_revision"], newer["git_revision"]))
     if good and bad:
         command = f"evalctl bisect --from-run {newer['path']} --repo ENGINE_REPO --good {good} --bad {bad}"
     else:
@@ -188,11 +183,8 @@ def _ledger(catalog: Catalog, model: str) -> dict:
     table = catalog.store.flip_ledger([f for f in catalog.model_folders(model) if f.status == "complete"])
     first = table[table["in_latest"] & (table["flips"] == 1)]
     often = table[table["flips"] >= 2]
-
-    def rows(df: pd.DataFrame) -> list[dict]:
-        return df.head(MAX_LEDGER_ROWS).to_dict("records")
-
-    return {"first": rows(first), "first_count": len(first), "often": rows(often), "often_count": len(often)}
+    shown = {"first": first.head(MAX_LEDGER_ROWS).to_dict("records"), "often": often.head(MAX_LEDGER_ROWS).to_dict("records")}
+    return {**shown, "first_count": len(first), "often_count": len(often)}
 
 
 def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> str:

@@ -6,7 +6,8 @@ engine guarantees is stronger and needs no right answer: with greedy decoding, a
 computes the same function whether its prefix came from the cache or not, so it gives the
 same text. `agreement` scores each answer by that: a row is "right" when its response is the
 response the cache-off cell of the same server gave to the same prompt (same profile, variant,
-shots, doc and prompt hash; that cell's first pass). The cache-off rows are the reference and
+shots, doc and prompt hash; that cell's first pass at the sweep's lowest concurrency, so an answer
+changed by load disagrees too). The cache-off rows are the reference and
 agree with themselves.
 
 Through the gate's paired test (`analysis.drop_rule`) this turns into a test on the disagreement
@@ -45,8 +46,9 @@ def _answered(df: pd.DataFrame) -> pd.Series:
 
 
 def reference_answers(samples: pd.DataFrame) -> pd.DataFrame:
-    """Each question's cache-off answer (first pass), keyed by `REFERENCE_KEYS`, as column `reference_response`."""
-    off = samples[(samples["cache"] == CacheMode.off.value) & (samples["pass_index"] == 1) & _answered(samples)]
+    """Each question's cache-off answer (first pass, lowest concurrency), keyed by `REFERENCE_KEYS`, as column `reference_response`."""
+    first = (samples["pass_index"] == 1) & (samples["concurrency"] == samples["concurrency"].min())
+    off = samples[(samples["cache"] == CacheMode.off.value) & first & _answered(samples)]
     return off.drop_duplicates(REFERENCE_KEYS, keep="last")[[*REFERENCE_KEYS, "response"]].rename(
         columns={"response": "reference_response"}
     )

@@ -1,4 +1,4 @@
-"""`CellKey`: the one name of a cell, a (profile, variant, cache, shots, pass) of a sweep.
+"""`CellKey`: the one name of a cell, a (profile, variant, cache, shots, concurrency, pass) of a sweep.
 
 The plan, the records, resuming, sequential stopping, the manifest and the gate's checks all
 name cells by it. Values read back from a table (numpy integers, "on"/"off" strings) are cast
@@ -20,6 +20,7 @@ class CellKey:
     variant: str
     cache: CacheMode
     shots: int
+    concurrency: int  # requests in flight (a level of the sweep's `concurrency` axis)
     pass_index: int  # 1-based; pass 2 re-runs the cell without a flush
 
     @classmethod
@@ -34,11 +35,18 @@ class CellKey:
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any) -> CellKey:
         """The cell a mapping or a DataFrame row (a Series) names."""
-        return cls(str(row["profile"]), str(row["variant"]), CacheMode(row["cache"]), int(row["shots"]), int(row["pass_index"]))
+        return cls(
+            str(row["profile"]),
+            str(row["variant"]),
+            CacheMode(row["cache"]),
+            int(row["shots"]),
+            int(row["concurrency"]),
+            int(row["pass_index"]),
+        )
 
     @classmethod
     def from_record(cls, record: Any) -> CellKey:
-        """The cell of anything holding the five as attributes (a `SampleRecord`, a manifest's `CellDecision`)."""
+        """The cell of anything holding the six as attributes (a `SampleRecord`, a manifest's `CellDecision`)."""
         return cls.from_row({name: getattr(record, name) for name in cls.columns()})
 
     @classmethod
@@ -54,7 +62,7 @@ class CellKey:
         return [cls.from_row(row) for row in frame[cls.columns()].drop_duplicates().to_dict("records")]
 
     def as_dict(self) -> dict[str, Any]:
-        """The five as the records' columns (and gate.json, the manifest) hold them: cache as "on"/"off"."""
+        """The six as the records' columns (and gate.json, the manifest) hold them: cache as "on"/"off"."""
         return {**{name: getattr(self, name) for name in self.columns()}, "cache": self.cache.value}
 
     @property
@@ -67,9 +75,11 @@ def cell_label(
     variant: str | None = None,
     cache: str | None = None,
     shots: int | None = None,
+    concurrency: int | None = None,
     pass_index: int | None = None,
 ) -> str:
-    """A cell for people, 'cpu/default cache=on shots=16 pass=1', of the parts given (a gate finding may name only some)."""
+    """A cell for people, 'cpu/default cache=on shots=16 conc=4 pass=1', of the parts given (a gate finding may name only some)."""
     parts = ["/".join(x for x in (profile, variant) if x)] if profile else []
-    parts += [f"{k}={v}" for k, v in (("cache", cache), ("shots", shots), ("pass", pass_index)) if v is not None]
+    named = (("cache", cache), ("shots", shots), ("conc", concurrency), ("pass", pass_index))
+    parts += [f"{k}={v}" for k, v in named if v is not None]
     return " ".join(parts)

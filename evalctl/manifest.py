@@ -21,12 +21,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer, model_validator
 
 import evalctl
 from evalctl.cell import CellKey
 from evalctl.errors import ManifestError
 from evalctl.fsio import write_atomic
+from evalctl.schema import SweepConfig
 from evalctl.venvs import PipVenv
 
 MANIFEST_FILE = "manifest.json"
@@ -55,6 +56,7 @@ class CellEntry(_Entry):
     """One cell as its server ran it: cache state going in, the engine's counters around it."""
 
     shots: int
+    concurrency: int
     pass_index: int
     flushed: bool = False
     prewarmed: bool = False
@@ -65,12 +67,13 @@ class CellEntry(_Entry):
 
 
 class _Cell(_Entry):
-    """An entry about one cell: the five that name it (`CellKey`)."""
+    """An entry about one cell: the six that name it (`CellKey`)."""
 
     profile: str
     variant: str
     cache: str
     shots: int
+    concurrency: int
     pass_index: int
 
     @property
@@ -152,9 +155,9 @@ class ServerEntry(_Entry):
         return f"{self.profile}/{self.variant} cache {self.cache}"
 
     def cell_of(self, entry: CellEntry) -> CellKey:
-        """The cell one of its `cells` logs (an entry holds only shots and pass: the rest is the server's)."""
+        """The cell one of its `cells` logs (an entry holds only shots, concurrency and pass: the rest is the server's)."""
         server = {"profile": self.profile, "variant": self.variant, "cache": self.cache}
-        return CellKey.from_row({**server, "shots": entry.shots, "pass_index": entry.pass_index})
+        return CellKey.from_row({**server, "shots": entry.shots, "concurrency": entry.concurrency, "pass_index": entry.pass_index})
 
 
 class Failure(_Entry):
@@ -248,6 +251,25 @@ class Manifest(RunState):
     parts: dict[str, str] = Field(default_factory=dict)
     gate: GateSummary | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _cells_levelled(cls, data: Any) -> Any:
+        """A manifest from before concurrency named cells: each cell entry at the run's one level."""
+        config = data.get("config") if isinstance(data, dict) else None
+        level = single_level(config) if isinstance(config, dict) else None
+        if level is None:
+            return data
+
+        def listed(holder: Any, name: str) -> list:
+            found = holder.get(name) if isinstance(holder, dict) else None
+            return found if isinstance(found, list) else []
+
+        logged = [c for server in listed(data, "servers") for c in listed(server, "cells") + listed(server, "noise_cells")]
+        for entry in [*listed(data, "plan"), *listed(data, "decisions"), *logged]:
+            if isinstance(entry, dict):  # anything else is for validation to name
+                entry.setdefault("concurrency", level)
+        return data
+
     @field_serializer("host", "evalctl")
     def _as_recorded(self, value: BaseModel) -> dict[str, Any]:
         # Only what was recorded: an older manifest's host rewritten stays as it was.
@@ -261,6 +283,12 @@ class Manifest(RunState):
     def gate_policy(self) -> str | None:
         """The gate policy the run's config names (a policy name, see `config_files`, or a file); None: the built-in."""
         return self.config.get("gate_policy")
+
+
+def single_level(config: dict[str, Any]) -> int | None:
+    """The concurrency of a run with one level (all a run recorded before it was a cell key could have); None for several."""
+    level = config.get("concurrency", SweepConfig.model_fields["concurrency"].get_default(call_default_factory=True))
+    return level if isinstance(level, int) else level[0] if len(level) == 1 else None
 
 
 def new_run_id(model: str) -> str:

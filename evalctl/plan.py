@@ -1,7 +1,7 @@
 """The plan: what a run asks, built once from its config (`build`), the one place a config becomes prompts.
 
 Launches order the cells to minimise restarts: one server per (profile, variant, cache mode),
-every shot count and pass run against it before it is stopped. Each cell carries its exact
+every shot count, concurrency level and pass run against it before it is stopped. Each cell carries its exact
 prompts (`CellPlan`), which execution, sequential stopping and resume read; the manifest
 records their compact form (`Plan.record`) for the readers of a finished run.
 """
@@ -72,7 +72,7 @@ def shared_prefix(prompts: tuple[Prompt, ...]) -> str:
 
 def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:
     """The cells the A/A arm repeats on this launch's server: its reference cells (cache off when the sweep
-    has it: what cache-on cells are compared with), every shot count, first pass; none without `noise`.
+    has it: what cache-on cells are compared with), every shot count, lowest concurrency, first pass; none without `noise`.
 
     Every variant and shot count gets its own: each cache-on cell's warm-vs-cold disagreement is judged
     against the cold-vs-cold floor of its own build on its own prompts (`analysis.floor`); a floor
@@ -80,7 +80,7 @@ def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...
     reference = CacheMode.off if CacheMode.off in config.cache else CacheMode.on
     if not config.noise or launch.cache is not reference:
         return ()
-    return tuple(cell for cell in launch.cells if cell.pass_index == 1)
+    return tuple(cell for cell in launch.cells if cell.pass_index == 1 and cell.concurrency == config.concurrency[0])
 
 
 def expand(config: SweepConfig) -> list[ServerLaunch]:
@@ -90,8 +90,9 @@ def expand(config: SweepConfig) -> list[ServerLaunch]:
         for variant in config.active_variants():
             for cache in config.cache:
                 cells = tuple(
-                    CellKey(profile.name, variant.name, cache, shots, pass_index)
+                    CellKey(profile.name, variant.name, cache, shots, level, pass_index)
                     for shots in config.shots
+                    for level in config.concurrency
                     for pass_index in range(1, config.passes + 1)
                 )
                 launches.append(ServerLaunch(profile, variant, cache, cells))
@@ -99,7 +100,8 @@ def expand(config: SweepConfig) -> list[ServerLaunch]:
 
 
 def build(config: SweepConfig) -> Plan:
-    """The run's plan: its task (data checked), its launches and every cell's prompts; identical across cache modes and variants."""
+    """The run's plan: its task (data checked), its launches and every cell's prompts; identical across cache modes,
+    variants and concurrency levels (so they pair)."""
     task = task_of(config)
     prompts = {shots: prompts_at(task, shots, config.limit) for shots in config.shots}
     order = {shots: tuple(task.in_send_order(list(p))) if p else () for shots, p in prompts.items()}

@@ -60,6 +60,7 @@ class SampleRecord:
     variant: str
     cache: str  # "on" | "off"
     shots: int
+    concurrency: int  # the cell's level: requests in flight
     pass_index: int  # 1-based; pass 2 re-runs the cell without a flush
     doc_id: int
     prompt_hash: str

@@ -16,7 +16,7 @@ from evalctl.config import config_from_dict, with_external_url
 from evalctl.errors import BadInput, ConfigError
 from evalctl.manifest import PlannedCell
 from evalctl.records import RECORD_KEYS, is_final, read_records
-from evalctl.runs import Run, open_run
+from evalctl.runs import Run, levelled, open_run
 from evalctl.schema import SweepConfig
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from evalctl.plan import Plan
 
 # Settings that change how a run is carried out, not what its records mean.
-OPERATIONAL_FIELDS = {"concurrency", "request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
+OPERATIONAL_FIELDS = {"request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
 OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "url", "engine.threads"}
 
 
@@ -124,9 +124,9 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
     return given, run
 
 
-def finished_keys(run_dir: Path) -> set[RequestKey]:
+def finished_keys(run: Run) -> set[RequestKey]:
     """Keys of the requests the records settle (see module doc); empty for a run with no records yet."""
-    df = read_records(run_dir)
+    df = levelled(read_records(run.path), run.config)
     rows = df.loc[is_final(df), RECORD_KEYS].to_dict("records")
     return {RequestKey(CellKey.from_row(row), int(row["doc_id"]), str(row["prompt_hash"])) for row in rows}
 

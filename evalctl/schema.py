@@ -347,7 +347,8 @@ class SweepConfig(_Strict):
     shots: Annotated[list[int], CLI] = Field(default_factory=lambda: list(range(8, 21, 2)), description="Few-shot counts, e.g. 8,12,16,20.")
     fewshot: Annotated[Literal["shared", "sampled"], CLI] = Field(
         "shared",
-        description="Few-shot mode: shared (the first k train examples, one shared prefix) or sampled (lm-eval's per-question sampling).",
+        description="Few-shot mode: shared (the first k train examples, one shared prefix) or sampled (lm-eval's per-question sampling; "
+        "always, in a sweep of several concurrency levels).",
     )
     cache: Annotated[list[CacheMode], CLI] = Field(
         default_factory=lambda: [CacheMode.on, CacheMode.off], description="Prefix-cache modes to run: on, off, or both."
@@ -358,8 +359,10 @@ class SweepConfig(_Strict):
     )
     limit_seed: int = Field(1234, description="Seed of the shuffle `limit_order: shuffled` takes the first N from.")
     passes: Annotated[int, CLI] = Field(1, ge=1, le=10, description="Warm passes per cell without a flush between.")
-    concurrency: Annotated[int, CLI] = Field(
-        4, ge=1, le=1024, description="Requests in flight per server (conversations with a conversation workload)."
+    concurrency: Annotated[list[int], CLI] = Field(
+        default_factory=lambda: [4],
+        description="Requests in flight per server (conversations with a conversation workload); a list, e.g. 1,8,32, sweeps "
+        "it as an axis: the same prompts at each level, every level judged against the lowest.",
     )
     request_timeout_s: float = Field(600.0, gt=0)
     max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")
@@ -422,6 +425,19 @@ class SweepConfig(_Strict):
             raise ValueError(f"shot counts must be >= 0, got {bad}")
         return sorted(dict.fromkeys(shots))
 
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _one_level(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels_valid(cls, levels: list[int]) -> list[int]:
+        bad = [c for c in levels if not 1 <= c <= 1024]
+        if not levels or bad:
+            raise ValueError(f"concurrency must list levels from 1 to 1024, got {levels}")
+        return sorted(dict.fromkeys(levels))
+
     @field_validator("cache", mode="before")
     @classmethod
     def _yaml_booleans(cls, value: Any) -> Any:
@@ -458,6 +474,10 @@ class SweepConfig(_Strict):
             raise ValueError(f"run_variants: unknown variant(s) {unknown}; known: {', '.join(known)}")
         if self.conversation is not None and self.stopping.mode is StoppingMode.sequential:
             raise ValueError("a conversation workload runs whole conversations: sequential stopping cannot stop one mid-way")
+        if len(self.concurrency) > 1 and self.conversation is None:
+            # One prefix shared by every request in flight: a slot leaking into another would not change an answer
+            # (docs/configs.md). Set here, so the manifest records the prompts the sweep sent.
+            self.fewshot = "sampled"
         if self.run_variants is not None and not self.run_variants:
             raise ValueError("run_variants must name at least one variant")
         return self

@@ -12,7 +12,8 @@ from evalctl.records import RECORD_KEYS, RECORDS_FILE, SAMPLES_FILE, RecordWrite
 
 def record(doc_id: int, *, error_kind: str | None = None, shots: int = 1, response: str = "#### 1") -> SampleRecord:
     return SampleRecord(
-        run_id="r", profile="cpu", variant="default", cache="on", shots=shots, pass_index=1, doc_id=doc_id, prompt_hash=f"h{doc_id}",
+        run_id="r", profile="cpu", variant="default", cache="on", shots=shots, concurrency=4, pass_index=1, doc_id=doc_id,
+        prompt_hash=f"h{doc_id}",
         question="q", target="1", prewarmed=False, prompt_chars=10, prompt_tokens=5, cached_tokens=0, completion_tokens=3,
         started_at=0.0, latency_s=0.1, ttft_s=None, itl_s=None, finish_reason="stop", response=None if error_kind else response,
         answers={"strict": None, "flexible": None},
@@ -60,7 +61,9 @@ def test_same_doc_in_other_cells_is_not_a_duplicate(tmp_path):
 
 def test_parts_records_files_are_read_together(tmp_path):
     """Cluster jobs append to their own files; compaction, loading and resume see every one."""
+    from evalctl.manifest import Manifest
     from evalctl.resume import finished_keys
+    from evalctl.runs import Run
 
     with RecordWriter(tmp_path, part="a-default") as writer:
         writer.write(record(0))
@@ -73,4 +76,4 @@ def test_parts_records_files_are_read_together(tmp_path):
     live = load_samples(tmp_path)
     assert len(live) == 3 and live.error.isna().all()
     assert len(compact(tmp_path)) == 3
-    assert {(k.cell.profile, k.doc_id) for k in finished_keys(tmp_path)} == {("cpu", 0), ("cpu", 1), ("b", 0)}
+    assert {(k.cell.profile, k.doc_id) for k in finished_keys(Run(tmp_path, Manifest(run_id="r")))} == {("cpu", 0), ("cpu", 1), ("b", 0)}

@@ -19,8 +19,8 @@ from evalctl.errors import ExitCode
 from evalctl.manifest import write_manifest
 from evalctl.records import RecordWriter, SampleRecord, compact
 
-CHECK_KEYS = {"name", "kind", "family", "profile", "variant", "cache", "shots", "pass_index", "status", "reason", "metric", "value",
-              "threshold", "p_value", "p_adjusted", "lower", "upper", "b", "c", "n", "comparison"}  # fmt: skip
+CHECK_KEYS = {"name", "kind", "family", "profile", "variant", "cache", "shots", "concurrency", "pass_index", "status", "reason",
+              "metric", "value", "threshold", "p_value", "p_adjusted", "lower", "upper", "b", "c", "n", "comparison"}  # fmt: skip
 
 
 def write_run(root: Path, name: str, df, status: str = "complete", parquet: bool = True) -> Path:
@@ -64,7 +64,7 @@ def test_gate_exit_codes_and_files(runs, tmp_path):
     assert "regression" in text and "Cliffs: cache-on accuracy" in text and "described, not judged" in text
     # The verdict names its evidence: the two regressed cells, their counts, the requests that part earliest
     # (all at "#### " here, so those with the most cached tokens first).
-    decided = "verdict: regression (exit 1), decided by 2 checks: cache on vs off [cpu/default cache=on shots=16 pass=1]"
+    decided = "verdict: regression (exit 1), decided by 2 checks: cache on vs off [cpu/default cache=on shots=16 conc=4 pass=1]"
     assert f"{decided}: b 30, c 0, n 200" in text
     assert "doc 29: parts at character 5; 2429 prompt, 2369 cached tokens doc 28:" in text
 
@@ -72,8 +72,8 @@ def test_gate_exit_codes_and_files(runs, tmp_path):
     assert set(doc) == {"schema_version", "verdict", "exit_code", "policy", "run", "baseline", "checks", "cliffs", "evidence"}
     evidence = doc["evidence"]
     assert [(c["where"], c["b"], [r["doc_id"] for r in c["worst"]]) for c in evidence["checks"]] == [
-        ("cpu/default cache=on shots=16 pass=1", 30, [29, 28, 27]),
-        ("cpu/default cache=on shots=20 pass=1", 30, [29, 28, 27]),
+        ("cpu/default cache=on shots=16 conc=4 pass=1", 30, [29, 28, 27]),
+        ("cpu/default cache=on shots=20 conc=4 pass=1", 30, [29, 28, 27]),
     ]
     assert (doc["verdict"], doc["exit_code"], doc["run"], doc["baseline"]) == ("regression", 1, "bad", None)
     assert all(set(c) == CHECK_KEYS for c in doc["checks"])

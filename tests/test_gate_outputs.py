@@ -21,8 +21,8 @@ NASTY = 'answer <"42"> & ]]> | pipe'
 
 def result() -> GateResult:
     checks = [
-        Check("cache on vs off", "accuracy", "regression", NASTY, profile="p", variant="v", cache="on", shots=16, pass_index=1,
-              value=0.15, threshold=0.03, p_value=1e-9, p_adjusted=float("nan"), b=30, c=0, n=200),
+        Check("cache on vs off", "accuracy", "regression", NASTY, profile="p", variant="v", cache="on", shots=16,
+              concurrency=4, pass_index=1, value=0.15, threshold=0.03, p_value=1e-9, p_adjusted=float("nan"), b=30, c=0, n=200),
         Check("run complete", "completeness", "inconclusive", "incomplete: status 'interrupted'"),
         Check("error rate", "error_rate", "pass", "0 of 200 requests failed", value=0.0, threshold=0.02, n=200),
     ]  # fmt: skip
@@ -35,7 +35,7 @@ def test_junit_escapes_and_maps_statuses():
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
     failure, skipped, passed = suite.findall("testcase")
     assert failure.find("failure").get("message") == NASTY and failure.find("failure").text == NASTY
-    assert failure.get("name") == "cache on vs off [p/v cache=on shots=16 pass=1]"
+    assert failure.get("name") == "cache on vs off [p/v cache=on shots=16 conc=4 pass=1]"
     assert skipped.find("skipped") is not None and passed.find("failure") is None and passed.find("skipped") is None
 
 
@@ -116,6 +116,6 @@ def test_gate_json_keeps_the_evidence_typed_and_a_file_without_it_reads_with_non
 def test_markdown_names_the_deciding_checks_with_their_counts_and_worst_requests():
     text = markdown_summary(with_evidence())
     assert "Decided by 1 regression check(s)" in text
-    assert "- cache on vs off [p/v cache=on shots=16 pass=1]: b 30, c 0, n 200\n" in text
+    assert "- cache on vs off [p/v cache=on shots=16 conc=4 pass=1]: b 30, c 0, n 200\n" in text
     assert "  - doc 7 (rewind): parts at character 0; 1205 prompt, 1145 cached tokens\n" in text
     assert "Decided by" not in markdown_summary(result())  # a result without evidence (an older one) shows none

@@ -87,7 +87,7 @@ def test_a_manifests_cells_are_cell_keys_and_their_json_stays_flat(tmp_path):
     old = {**OLD, "decisions": [{**decision, "reason": "pass", "look": 2, "answered": 20, "planned": 50}]}
     (tmp_path / "manifest.json").write_text(json.dumps(old))
     manifest = read_manifest(tmp_path)
-    cell = CellKey("cpu", "default", CacheMode.on, 1, 1)
+    cell = CellKey("cpu", "default", CacheMode.on, 1, 4, 1)
     assert manifest.decisions[0].cell == cell
     assert manifest.servers[0].cell_of(manifest.servers[0].cells[0]) == cell
     write_manifest(tmp_path, manifest)

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import pytest
+
 from evalctl.config import load_config
-from evalctl.plan import expand
+from evalctl.errors import ConfigError
+from evalctl.plan import build, expand, noise_cells
 from evalctl.schema import CacheMode
 
 
@@ -37,3 +40,24 @@ variants:
         ("b", "baseline"),
         ("b", "patched"),
     ]
+
+
+def test_concurrency_levels_are_cells_of_one_launch_asking_the_same_prompts():
+    overrides = {"task": "gsm8k", "shots": [2], "limit": 3, "concurrency": [8, 1], "cache": ["on", "off"], "noise": True}
+    cfg = load_config(model="smollm2-135m", overrides=overrides)
+    assert cfg.concurrency == [1, 8] and cfg.fewshot == "sampled"  # each request in flight its own few-shot draw
+    plan = build(cfg)
+    assert len(plan.launches) == 2  # no restart per level
+    on, off = plan.launches
+    assert [(c.concurrency, c.pass_index) for c in on.cells] == [(1, 1), (8, 1)]
+    low, high = (plan.cells[c].prompts for c in on.cells)
+    assert low == high and len({p.text[:200] for p in low}) == 3  # paired across levels, distinct prefixes
+    assert [c.concurrency for c in noise_cells(cfg, off)] == [1]  # the A/A arm at the lowest level only
+
+
+def test_one_concurrency_is_an_int_or_a_list_and_only_a_sweep_of_levels_samples_its_prefixes():
+    assert load_config(model="smollm2-135m", overrides={"concurrency": 2}).concurrency == [2]
+    assert load_config(model="smollm2-135m", overrides={"concurrency": [2]}).fewshot == "shared"
+    assert load_config(model="smollm2-135m", overrides={"concurrency": [1, 8], "fewshot": "shared"}).fewshot == "sampled"
+    with pytest.raises(ConfigError, match="concurrency"):
+        load_config(model="smollm2-135m", overrides={"concurrency": [0, 8]})

@@ -88,7 +88,7 @@ def test_with_restarts_disabled_the_cell_fails_and_the_next_launch_completes(tmp
     failed, ok = manifest["servers"]
     assert failed["status"] == "failed" and failed["exit_code"] == -9 and failed["log_tail"] and failed["restarts"] == 0
     assert ok["status"] == "ok" and ok["cache"] == "off"
-    assert manifest["failures"][0]["failed_cells"] == ["cpu/default cache=on shots=1 pass=1"]
+    assert manifest["failures"][0]["failed_cells"] == ["cpu/default cache=on shots=1 conc=1 pass=1"]
     df = pd.read_parquet(run / "samples.parquet")
     on, off = df[df.cache == "on"], df[df.cache == "off"]
     assert len(off) == 3 and off.error.isna().all()

@@ -32,7 +32,7 @@ def test_meaning_fields_are_named_operational_ones_ignored(tmp_path, data_dir):
     _, config = make_run(tmp_path, data_dir)
     base = config.model_dump(mode="json")
     changed = {**base, "shots": [3], "concurrency": 1, "max_retries": 9, "generation": {**base["generation"], "max_tokens": 7}}
-    assert differing_fields(base, changed) == ["generation.max_tokens", "shots"]
+    assert differing_fields(base, changed) == ["concurrency", "generation.max_tokens", "shots"]  # levels are cells
     server = base["servers"][0]
     servers = [{**server, "startup_timeout_s": 5.0, "engine": {**server["engine"], "context_length": 1024, "threads": 1}}]
     assert differing_fields(base, {**base, "servers": servers}) == ["servers.0.engine.context_length"]
@@ -40,8 +40,8 @@ def test_meaning_fields_are_named_operational_ones_ignored(tmp_path, data_dir):
 
 def test_resume_from_manifest_applies_operational_overrides(tmp_path, data_dir):
     run, _ = make_run(tmp_path, data_dir)
-    config, point = resume_config(run, None, {"concurrency": 1, "max_restarts": 0})
-    assert (config.concurrency, config.max_restarts, config.limit) == (1, 0, 2)
+    config, point = resume_config(run, None, {"max_retries": 1, "max_restarts": 0})
+    assert (config.max_retries, config.max_restarts, config.limit) == (1, 0, 2)
     assert point.path == run and point.run_id == run.name
 
 
@@ -96,20 +96,20 @@ def test_not_a_run_folder_is_a_clear_error(tmp_path):
 
 
 def test_recorded_prompts_must_be_todays():
-    cell = CellKey("cpu", "default", CacheMode.on, 1, 1)
+    cell = CellKey("cpu", "default", CacheMode.on, 1, 4, 1)
     planned = {RequestKey(cell, 0, "aaa")}
     check_same_prompts(set(), planned)
-    with pytest.raises(ConfigError, match=r"1 recorded request.*cpu/default cache=on shots=1 pass=1 doc 0 prompt bbb"):
+    with pytest.raises(ConfigError, match=r"1 recorded request.*cpu/default cache=on shots=1 conc=4 pass=1 doc 0 prompt bbb"):
         check_same_prompts({RequestKey(cell, 0, "bbb")}, planned)
 
 
 def test_a_planned_cell_must_ask_what_the_manifest_recorded():
     """Caught even for a cell with no records yet, which the records alone cannot show."""
-    cell = CellKey("cpu", "default", CacheMode.on, 1, 1)
+    cell = CellKey("cpu", "default", CacheMode.on, 1, 4, 1)
     then = PlannedCell(**cell.as_dict(), questions=3, prompts="aaa")
     check_same_plan([], [then])  # a run from before the manifest recorded its plan
     check_same_plan([then], [then])
-    with pytest.raises(ConfigError, match=r"1 cell\(s\) would ask other questions .*cpu/default cache=on shots=1 pass=1"):
+    with pytest.raises(ConfigError, match=r"1 cell\(s\) would ask other questions .*cpu/default cache=on shots=1 conc=4 pass=1"):
         check_same_plan([then], [then.model_copy(update={"prompts": "bbb"})])
 
 

@@ -2,8 +2,9 @@
 
 A *comparison* names a reference and a candidate slice of a frame and the cell
 keys that must match between them: cache on vs off matches profile, variant,
-shots and pass; pass k vs pass 1 matches everything but the pass; profile vs the
-first profile (another engine or hardware on the same questions) everything but the profile. The same
+shots, concurrency and pass; a concurrency level vs the lowest, everything but the level;
+pass k vs pass 1 matches everything but the pass; profile vs the first profile
+(another engine or hardware on the same questions) everything but the profile. The same
 comparison serves sample frames (paired per question) and per-cell tables such
 as throughput (matched per cell), so the two never disagree on what is paired.
 
@@ -30,7 +31,7 @@ from evalctl.records import CELL_KEYS, Metric, primary_metric
 
 # What differs between the two sides of a comparison: the cache mode, the variant, the pass, the server profile, or the run;
 # or a cache-on cell against the A/A replica of its cache-off cell (`analysis.floor`).
-ComparisonKind = Literal["cache", "variant", "pass", "profile", "run", "floor"]
+ComparisonKind = Literal["cache", "variant", "pass", "concurrency", "profile", "run", "floor"]
 # A question is the same question only with the same prompt: same shots, doc and few-shot text.
 QUESTION_KEYS = ["doc_id", "prompt_hash"]
 
@@ -65,7 +66,7 @@ def _each_against_reference(df: pd.DataFrame, kind: Literal["variant", "profile"
 
 def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_profile: str | None = None) -> list[Comparison]:
     """The comparisons one run supports: cache on vs off, each variant vs the baseline, pass k vs pass 1,
-    each server profile vs the reference profile.
+    each server profile vs the reference profile, each concurrency level vs the lowest (the same prompts at each).
 
     `baseline_variant` and `baseline_profile` default to the alphabetically first; callers pass the config's first.
     Comparisons whose slices are empty (a run with one cache mode) are left out.
@@ -93,6 +94,18 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_p
                 df[df["pass_index"] == pass_index],
                 tuple(CellKey.columns("pass_index")),
                 "pass 1",
+            )
+        )
+    levels = sorted(set(df["concurrency"]))
+    for level in levels[1:]:
+        out.append(
+            Comparison(
+                "concurrency",
+                f"concurrency {level} vs {levels[0]}",
+                df[df["concurrency"] == levels[0]],
+                df[df["concurrency"] == level],
+                tuple(CellKey.columns("concurrency")),
+                f"concurrency {levels[0]}",
             )
         )
     return out

@@ -12,11 +12,11 @@ import pandas as pd
 from evalctl.analysis.accuracy import accuracy_table
 from evalctl.records import ANSWER_POSITIONS, Metric
 
-BY = ["profile", "variant", "pass_index", "answer_position", "cache"]
+BY = ["profile", "variant", "concurrency", "pass_index", "answer_position", "cache"]
 
 
 def accuracy_by_position(df: pd.DataFrame, metric: Metric | None = None) -> pd.DataFrame:
-    """Accuracy per (profile, variant, pass, answer position, cache mode), over all shot counts.
+    """Accuracy per (profile, variant, concurrency, pass, answer position, cache mode), over all shot counts.
 
     Rows without a position (tasks other than prefix-recall) are left out; positions come
     in prompt order: start, middle, end.

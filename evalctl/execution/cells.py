@@ -89,6 +89,7 @@ class CellRunner:
         self.progress.cell_started(cell.label, len(prompts))
         entry = CellEntry(
             shots=cell.shots,
+            concurrency=cell.concurrency,
             pass_index=cell.pass_index,
             flushed=flushed,
             prewarmed=prewarmed,
@@ -144,7 +145,8 @@ class CellRunner:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
-        return ServedLM(lambda: self._client(server, cell.cache), on_complete, chains=chains([r.prompt for r in requests]))
+        client = lambda: self._client(server, cell.cache, cell.concurrency)  # noqa: E731
+        return ServedLM(client, on_complete, chains=chains([r.prompt for r in requests]))
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
@@ -162,7 +164,7 @@ class CellRunner:
             for p in todo:
                 self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
-    def _client(self, server: ManagedServer, cache: CacheMode) -> CompletionClient:
+    def _client(self, server: ManagedServer, cache: CacheMode, concurrency: int) -> CompletionClient:
         gen, adapter = self.config.generation, server.adapter
         settings = RequestSettings(
             model=server.request_model,
@@ -179,7 +181,7 @@ class CellRunner:
             stream_usage=adapter.stream_usage,
             cached_tokens_if_missing=adapter.cached_tokens_if_missing,
         )
-        return CompletionClient(server.base_url, settings, concurrency=self.config.concurrency)
+        return CompletionClient(server.base_url, settings, concurrency=concurrency)
 
     def _flush(self, server: ManagedServer) -> bool:
         try:
@@ -196,7 +198,7 @@ class CellRunner:
             return False
 
         async def send() -> list[Completion]:
-            async with self._client(server, CacheMode.on) as client:
+            async with self._client(server, CacheMode.on, self.config.concurrency[-1]) as client:
                 fields = server.adapter.prewarm_fields(server.profile)
                 return await asyncio.gather(*(client.complete(prefix, **{"max_tokens": 1, **extra}) for extra in fields))
 

@@ -144,7 +144,7 @@ def _resume_plan(folder: RunFolder, plan: Plan, resume: Run) -> PreparedRun:
     planned = planned_keys(plan)
     mine = {key.part for key in planned}
     # Records of the run's other parts (cluster jobs beside this one) are theirs to check and finish.
-    finished = {key for key in finished_keys(folder.path) if key.part in mine}
+    finished = {key for key in finished_keys(resume) if key.part in mine}
     check_same_prompts(finished, planned)
     remaining = planned - finished
     if isinstance(folder.state, Manifest) and not folder.state.plan:  # a run begun before the manifest held its plan

@@ -69,7 +69,13 @@ class HistoryStore:
             con.register(name, frame)
         rel = con.read_parquet(files, filename=True, union_by_name=True)
         con.register("samples_raw", rel)
-        con.execute("CREATE OR REPLACE TEMP VIEW samples AS SELECT * EXCLUDE (filename), parse_dirpath(filename) AS path FROM samples_raw")
+        # Each run's lowest concurrency level is its history (a run from before the levels has one, unrecorded).
+        raw = {row[0] for row in con.execute("DESCRIBE samples_raw").fetchall()}
+        lowest = "concurrency = min(concurrency) OVER (PARTITION BY filename)" if "concurrency" in raw else "true"
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW samples AS SELECT * EXCLUDE (filename), parse_dirpath(filename) AS path, "
+            f"coalesce({lowest}, true) AS lowest_level FROM samples_raw"
+        )
         if callable(sql):
             sql = sql([row[0] for row in con.execute("DESCRIBE samples").fetchall()])
         return con.execute(sql, params or []).df()
@@ -105,7 +111,7 @@ class HistoryStore:
         return out.sort_values("created_at", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
 
     def cells(self, folders: list[RunListing] | None = None, **where: object) -> pd.DataFrame:
-        """One row per (run, profile, variant, cache, shots) on the first pass, oldest first.
+        """One row per (run, profile, variant, cache, shots) on the first pass at the run's lowest concurrency, oldest first.
 
         Counts of scored answers (`n`), hits of the run's primary `metric` and of each metric
         (`<metric>_hits`), errors; output tokens per
@@ -114,7 +120,7 @@ class HistoryStore:
         Corrupt folders never count; `folders` defaults to every folder under the root.
         """
         folders = [f for f in (self.folders() if folders is None else folders) if f.status != "corrupt"]
-        clauses, params = ["pass_index = 1"], []
+        clauses, params = ["pass_index = 1", "lowest_level"], []
         for column, value in where.items():
             if column not in ("profile", "variant", "cache", "shots"):
                 raise ValueError(f"cannot narrow cells by {column!r}")
@@ -202,7 +208,7 @@ class HistoryStore:
                        any_value(s.target) AS target, any_value({by_metric(columns, "_answer")}) AS answer,
                        any_value(s.response) AS response
                 FROM samples s JOIN runs r USING (path)
-                WHERE s.pass_index = 1 AND s.error IS NULL
+                WHERE s.pass_index = 1 AND s.lowest_level AND s.error IS NULL
                 GROUP BY ALL
             ), changes AS (
                 SELECT *, correct <> lag(correct) OVER (PARTITION BY profile, variant, cache, shots, doc_id ORDER BY seq) AS changed,

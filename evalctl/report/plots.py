@@ -65,8 +65,10 @@ def _span(x: pd.Series, least: Any = 1.0) -> Any:
 def _series(table: pd.DataFrame, metric: str):
     """(label, cache, rows) per line of an accuracy plot; a line with no value to draw is left out, legend included."""
     drawn = [(key, group) for key, group in table.groupby(SERIES, sort=True) if group[f"{metric}_acc"].notna().any()]
-    for i, ((profile, variant, cache), group) in enumerate(drawn):
-        yield series_label(table, profile, variant, f"cache {cache}"), cache, group, (i, len(drawn))
+    levels = table["concurrency"].nunique() > 1
+    for i, ((profile, variant, cache, level), group) in enumerate(drawn):
+        rest = f"cache {cache} conc {level}" if levels else f"cache {cache}"
+        yield series_label(table, profile, variant, rest), cache, group, (i, len(drawn))
 
 
 def series_label(table: pd.DataFrame, profile: str, variant: str, rest: str) -> str:
@@ -177,7 +179,8 @@ def history_trend(
         if verdict in VERDICT_COLOURS:
             ax.axvline(when.tz_localize(None), color=VERDICT_COLOURS[verdict], alpha=0.3, linewidth=4, zorder=0)
     # A series with nothing to draw is left out, legend included.
-    drawn = [(key, group.sort_values("created_at")) for key, group in table.dropna(subset=["value"]).groupby(CellKey.columns("pass_index"))]
+    series = table.dropna(subset=["value"]).groupby(CellKey.columns("concurrency", "pass_index"))  # history: the lowest level
+    drawn = [(key, group.sort_values("created_at")) for key, group in series]
     span = _span(table["created_at"].dt.tz_localize(None), pd.Timedelta(days=2)) if len(table) else pd.Timedelta(days=2)
     for i, ((profile, variant, cache, shots), group) in enumerate(drawn):
         x, y = group["created_at"].dt.tz_localize(None), group["value"]

@@ -1,4 +1,4 @@
-"""The sign-off matrix: one coloured cell per (profile, variant, cache) x shots, from the gate's checks."""
+"""The sign-off matrix: one coloured cell per (profile, variant, cache, concurrency) x shots, from the gate's checks."""
 
 from __future__ import annotations
 
@@ -38,12 +38,18 @@ class SignoffCell:
 @dataclass(frozen=True)
 class SignoffMatrix:
     shots: list[int]
-    rows: list[tuple[tuple[str, str, str], list[SignoffCell]]]  # (profile, variant, cache) -> a cell per shot count
+    # (profile, variant, cache, concurrency: None in a table without levels) -> a cell per shot count
+    rows: list[tuple[tuple[str, str, str, int | None], list[SignoffCell]]]
+
+    @property
+    def levels(self) -> bool:
+        """The rows differ in concurrency (a concurrency sweep): the matrix shows it."""
+        return len({key[3] for key, _ in self.rows}) > 1
 
 
 def _matches(check: dict, cell: dict) -> bool:
     """A check applies to a cell when every key it names agrees (an absent key is a wildcard)."""
-    return all(check.get(k) is None or str(check[k]) == str(cell[k]) for k in MATCH_KEYS)
+    return all(check.get(k) is None or cell[k] is None or str(check[k]) == str(cell[k]) for k in MATCH_KEYS)
 
 
 def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: str | None = None) -> SignoffMatrix:
@@ -53,7 +59,10 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: st
     first = accuracy[accuracy["pass_index"] == accuracy["pass_index"].min()] if len(accuracy) else accuracy
     shots = sorted({int(s) for s in first["shots"]})
     rows = []
-    for (profile, variant, cache), group in first.groupby(CellKey.columns("shots", "pass_index"), sort=True):
+    # A history catalog's cells have no concurrency (each run's lowest level): rows by the keys the table has.
+    row_keys = [k for k in CellKey.columns("shots", "pass_index") if k in first]
+    for key, group in first.groupby(row_keys, sort=True):
+        profile, variant, cache, level = (*key, None)[:4]
         acc = {int(s): a for s, a in zip(group["shots"], group[column])}
         cells = []
         for n in shots:
@@ -62,7 +71,8 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: st
             if checks is None:
                 cells.append(SignoffCell("not gated", value))
                 continue
-            here = [c for c in checks if _matches(c, {"profile": profile, "variant": variant, "cache": cache, "shots": n})]
+            cell = {"profile": profile, "variant": variant, "cache": cache, "shots": n, "concurrency": level}
+            here = [c for c in checks if _matches(c, cell)]
             if not here:
                 cells.append(SignoffCell("unchecked", value))
                 continue
@@ -76,5 +86,5 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: st
             failed_cap = worst.get("kind") in CAP_KINDS and status != "pass"
             judged = f"{status} ({worst['metric']})" if worst.get("metric") and not failed_cap else status  # what the gate used
             cells.append(SignoffCell(status, value, reasons, f"{worst.get('name')} over cap" if failed_cap else judged))
-        rows.append(((profile, variant, cache), cells))
+        rows.append(((profile, variant, cache, None if level is None else int(level)), cells))
     return SignoffMatrix(shots, rows)

@@ -160,10 +160,9 @@ def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) 
 
 
 def _drop_constant_keys(df: pd.DataFrame) -> pd.DataFrame:
-    """Hide key columns that say nothing in this run (one variant, one pass, one comparison)."""
+    """Hide key columns that say nothing in this run (one variant, one pass, one concurrency level, one comparison)."""
     drop = [c for c, trivial in (("variant", "default"), ("pass_index", 1)) if c in df and set(df[c]) <= {trivial}]
-    if "comparison" in df and df["comparison"].nunique() <= 1:
-        drop.append("comparison")
+    drop += [c for c in ("concurrency", "comparison") if c in df and df[c].nunique() <= 1]
     return df.drop(columns=drop)
 
 
@@ -242,7 +241,7 @@ def counts_text(check: DecidingCheck) -> str:
 
 
 def check_text(check: DecidingCheck) -> str:
-    """A deciding check, its cell and its counts: 'cache on vs off [cpu/default cache=on shots=8 pass=1]: b 20, c 0, n 60'."""
+    """A deciding check, its cell and its counts: 'cache on vs off [cpu/default cache=on shots=8 conc=4 pass=1]: b 20, c 0, n 60'."""
     where, counts = f" [{check.where}]" if check.where else "", counts_text(check)
     return f"{check.name}{where}" + (f": {counts}" if counts else "")
 

@@ -10,7 +10,7 @@ from evalctl.records import COLUMNS
 
 def sample_frame(rows: list[dict]) -> pd.DataFrame:
     defaults = dict(
-        run_id="r", profile="cpu", variant="default", cache="on", shots=8, pass_index=1, doc_id=0,
+        run_id="r", profile="cpu", variant="default", cache="on", shots=8, concurrency=4, pass_index=1, doc_id=0,
         prompt_hash="h", question="q", target="1", prewarmed=False, prompt_chars=10, prompt_tokens=100,
         cached_tokens=0, completion_tokens=10, started_at=0.0, latency_s=1.0, ttft_s=None,
         finish_reason="stop", response="#### 1", strict_answer="1", flexible_answer="1",

@@ -33,7 +33,7 @@ def test_a_regression_names_its_regressed_cell_with_counts_and_the_earliest_part
     verdict, evidence = judged(df)
     assert verdict == "regression" and evidence.position_unit == "characters"
     [check] = evidence.checks  # 16 shots passed: not evidence for a regression
-    assert (check.kind, check.comparison, check.where) == ("accuracy", "cache on vs off", "cpu/default cache=on shots=8 pass=1")
+    assert (check.kind, check.comparison, check.where) == ("accuracy", "cache on vs off", "cpu/default cache=on shots=8 conc=4 pass=1")
     assert (check.b, check.c, check.n) == (20, 0, 60)
     # Then, at one position, the most cached tokens first (sweep_frame: doc d caches 150 * shots + d % 50 - 60).
     assert check.worst == [
@@ -48,8 +48,8 @@ def test_an_inconclusive_verdict_names_every_undecided_check_and_a_cell_whose_an
     verdict, evidence = judged(df)
     assert verdict == "inconclusive"
     assert [(c.where, c.n, len(c.worst)) for c in evidence.checks] == [
-        ("cpu/default cache=on shots=8 pass=1", 10, 0),
-        ("cpu/default cache=on shots=16 pass=1", 10, 1),
+        ("cpu/default cache=on shots=8 conc=4 pass=1", 10, 0),
+        ("cpu/default cache=on shots=16 conc=4 pass=1", 10, 1),
     ]
 
 
@@ -72,7 +72,7 @@ def test_a_variant_is_compared_with_the_baseline_variant_at_the_same_cell_keys_n
     df = sample_frame(rows)
     comparisons = within_run(df, "default", "cpu")
     name = "variant new vs default"
-    check = Check(name, "accuracy", "inconclusive", "why", "cpu", "new", "on", 8, 1, comparison=name)
+    check = Check(name, "accuracy", "inconclusive", "why", "cpu", "new", "on", 8, 4, 1, comparison=name)
     [found] = deciding_evidence("inconclusive", [check], comparisons).checks
     assert [(r.doc_id, r.first_difference, r.turn_kind) for r in found.worst] == [(0, 6, "extend"), (1, 6, "extend"), (2, 6, "extend")]
 
@@ -82,7 +82,7 @@ def test_request_errors_have_no_response_to_compare_and_checks_that_pair_no_answ
     failed = (df["cache"] == "on") & (df["doc_id"] == 1)
     df = df.assign(error=df["error"].where(~failed, "timeout"), response=df["response"].where(~failed, None))
     comparisons = within_run(df, "default", "cpu")
-    cell = dict(profile="cpu", variant="default", cache="on", shots=8, pass_index=1)
+    cell = dict(profile="cpu", variant="default", cache="on", shots=8, concurrency=4, pass_index=1)
     floor = Check("cache on vs off against the A/A floor", "agreement-floor", "regression", "why", **cell, comparison="cache on vs off")
     rate = Check("error rate", "error_rate", "regression", "1 of 40 requests failed", **cell, n=40)
     found = deciding_evidence("regression", [floor, rate], comparisons).checks

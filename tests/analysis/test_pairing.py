@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from frames import sample_frame, sweep_frame
 
@@ -66,3 +67,18 @@ def test_runs_without_common_questions_raise():
     with pytest.raises(BadInput, match="share no questions"):
         align_runs(base, cand)
     assert len(align_runs(base, base)) == len(base)
+
+
+def test_each_concurrency_level_is_paired_with_the_lowest_level_question_by_question():
+    base = sweep_frame(n=20, shots=(8,))
+    leaked = {0, 1, 2}  # at 32 in flight, three answers went wrong
+    levels = [base.assign(concurrency=level) for level in (1, 8)]
+    levels.append(base.assign(concurrency=32, strict_correct=[ok and d not in leaked for ok, d in zip(base.strict_correct, base.doc_id)]))
+    table = paired_table(within_run(pd.concat(levels, ignore_index=True)))
+    by_level = table[table["kind"] == "concurrency"].set_index(["concurrency", "cache"])
+    assert sorted(table.loc[table["kind"] == "concurrency", "comparison"].unique()) == ["concurrency 32 vs 1", "concurrency 8 vs 1"]
+    assert set(by_level.reference) == {"concurrency 1"} and 1 not in by_level.index.get_level_values(0)
+    assert by_level.loc[(8, "on"), ["n", "b", "c"]].tolist() == [20, 0, 0]
+    assert by_level.loc[(32, "on"), ["n", "b", "c"]].tolist() == by_level.loc[(32, "off"), ["n", "b", "c"]].tolist() == [20, 3, 0]
+    # cache on vs off stays within a level
+    assert set(table.loc[table["kind"] == "cache", "concurrency"]) == {1, 8, 32}

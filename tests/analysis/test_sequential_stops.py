@@ -22,7 +22,7 @@ N = 200
 SHOTS = (8, 16)
 # The decision settings as a sweep resolves them from the default gate policy (`with_policy_settings`).
 SEQUENTIAL = StoppingConfig(mode="sequential", baseline=Path("base"), tolerance=0.03, alpha=0.05, min_n=30)
-CELLS = [CellKey("cpu", "default", CacheMode(cache), shots, 1) for cache in ("off", "on") for shots in SHOTS]
+CELLS = [CellKey("cpu", "default", CacheMode(cache), shots, 4, 1) for cache in ("off", "on") for shots in SHOTS]
 
 
 def prompts(shots: int, n: int = N) -> list[Prompt]:
@@ -51,7 +51,7 @@ def run_cells(candidate) -> tuple[dict[CellKey, CellDecision | None], list[CellD
 
 
 def test_a_collapsed_cell_stops_early_with_a_regression_and_healthy_cells_never_do():
-    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 1)
+    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 4, 1)
     found, stops, saves = run_cells(sweep_frame(N, SHOTS, to_wrong={16: set(range(0, 160, 2))}, run_id="cand"))
     stop = found[collapsed]
     assert stop is not None and stop.verdict == "regression"
@@ -79,7 +79,7 @@ def test_a_cell_is_not_judged_on_a_look_it_has_not_fully_answered():
     candidate = sweep_frame(N, SHOTS, to_wrong={16: set(range(160))}, run_id="cand")
     candidate = candidate[~((candidate["shots"] == 16) & (candidate["cache"] == "on") & (candidate["doc_id"] == prompts(16)[0].doc_id))]
     gate = stopper(candidate, [], [])
-    cell = CellKey("cpu", "default", CacheMode.on, 16, 1)
+    cell = CellKey("cpu", "default", CacheMode.on, 16, 4, 1)
     assert all(gate.check(cell, look) is None for look in range(len(gate.look_sizes(cell))))
 
 
@@ -87,8 +87,8 @@ def test_each_cell_is_sized_by_its_own_planned_questions():
     """prefix-recall at several shot counts plans cells of different sizes: each one's looks end at its
     own count (sized by the first cell's, a larger cell stopped short and never finished), and cells
     of one size form a family at their share of the regression level."""
-    small, large = CellKey("cpu", "default", CacheMode.on, 8, 1), CellKey("cpu", "default", CacheMode.on, 16, 1)
-    cells = [planned(small, 40), planned(large), planned(CellKey("cpu", "default", CacheMode.off, 16, 1))]
+    small, large = CellKey("cpu", "default", CacheMode.on, 8, 4, 1), CellKey("cpu", "default", CacheMode.on, 16, 4, 1)
+    cells = [planned(small, 40), planned(large), planned(CellKey("cpu", "default", CacheMode.off, 16, 4, 1))]
     gate = Stopper(SEQUENTIAL, sweep_frame(N, SHOTS, run_id="base"), cells, decisions=[], save=lambda: None,
                    recorded=sweep_frame(N, SHOTS, run_id="cand"))  # fmt: skip
     assert (gate.look_sizes(small)[-1], gate.look_sizes(large)[-1]) == (40, N)
@@ -127,7 +127,7 @@ def test_the_gate_takes_each_cells_sequential_decision_and_accepts_a_stopped_cel
     order = [p.doc_id for p in prompts(16)][:40]
     stopped = (cand["cache"] == "on") & (cand["shots"] == 16)
     cand = cand[~stopped | cand["doc_id"].isin(order)]
-    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 1)
+    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 4, 1)
     decisions = [decision(c, reason, 40) if c == collapsed else decision(c, "pass", N) for c in CELLS]
     result = evaluate(sequential_run(cand, decisions), GatePolicy(), Run(Path("base"), manifest_for(base), base))
     completeness = [c for c in result.checks if c.kind == "completeness"]
@@ -143,7 +143,7 @@ def test_the_gate_takes_each_cells_sequential_decision_and_accepts_a_stopped_cel
 
 def test_a_cell_of_a_sequential_run_without_a_decision_is_inconclusive():
     cand = sweep_frame(N, SHOTS, run_id="cand")
-    missing = CellKey("cpu", "default", CacheMode.off, 8, 1)
+    missing = CellKey("cpu", "default", CacheMode.off, 8, 4, 1)
     result = evaluate(sequential_run(cand, [decision(c, "pass", N) for c in CELLS if c != missing]), GatePolicy())
     (undecided,) = [c for c in result.checks if c.kind == "sequential" and c.status != "pass"]
     assert (undecided.status, undecided.cache, undecided.shots) == ("inconclusive", "off", 8)
@@ -216,7 +216,7 @@ def test_a_sequential_regression_must_exceed_the_engines_own_noise():
     # Issue 25, item 6: a 10-point drop decided at look 3 (6 of 60 flipped), on an engine whose
     # A/A arm itself loses 10 points: the fixed-n gate would call it inconclusive, and so must this.
     cand = sweep_frame(N, SHOTS, run_id="cand")
-    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 1)
+    collapsed = CellKey("cpu", "default", CacheMode.on, 16, 4, 1)
     regression = decision(collapsed, "regression", 60).model_copy(update={"b": 6, "c": 0, "n": 60})
     decisions = [regression if c == collapsed else decision(c, "pass", N) for c in CELLS]
     quiet = evaluate(sequential_run(cand, decisions), GatePolicy())

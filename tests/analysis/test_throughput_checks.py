@@ -73,7 +73,9 @@ def _with_host_loads(df, on: float, off: float) -> Run:
     """`df` as a run whose manifest records the share of the host's CPUs other work took during each cell."""
     manifest = manifest_for(df)
     manifest.servers = [
-        ServerEntry(profile="cpu", variant="default", cache=cache, cells=[CellEntry(shots=8, pass_index=1, host_other_cpu=load)])
+        ServerEntry(
+            profile="cpu", variant="default", cache=cache, cells=[CellEntry(shots=8, concurrency=4, pass_index=1, host_other_cpu=load)]
+        )
         for cache, load in (("on", on), ("off", off))
     ]
     return Run(Path("r"), manifest, df)

@@ -109,7 +109,7 @@ def test_store_writes_nothing_into_run_folders(tmp_path):
 
 
 def _record(run_id: str, i: int) -> SampleRecord:
-    return SampleRecord(run_id, "cpu", "default", "on", 8, 1, i, f"h{i}", "q", "1", False, 10, 100, 0, 5, 0.0, 1.0, None, None,
+    return SampleRecord(run_id, "cpu", "default", "on", 8, 4, 1, i, f"h{i}", "q", "1", False, 10, 100, 0, 5, 0.0, 1.0, None, None,
                         "stop", "#### 1", {"strict": "1", "flexible": "1"}, {"strict": True, "flexible": True}, 1, None, None)  # fmt: skip
 
 

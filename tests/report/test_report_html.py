@@ -72,10 +72,10 @@ def test_gate_checks_colour_the_signoff_matrix():
     matrix = signoff_matrix(acc, checks)
     assert matrix.shots == [2, 8]
     rows = {key: cells for key, cells in matrix.rows}
-    on = rows[("cpu", "default", "on")]
+    on = rows[("cpu", "default", "on", 4)]
     assert [c.status for c in on] == ["pass", "regression"]  # a cell is as bad as its worst check
     assert on[0].accuracy == 0.5 and any("drop" in r for r in on[1].reasons)
-    off = rows[("cpu", "default", "off")]
+    off = rows[("cpu", "default", "off", 4)]
     assert [c.status for c in off] == ["unchecked", "unchecked"] and off[1].accuracy is None
     assert {c.status for _, cells in signoff_matrix(acc, None).rows for c in cells} == {"not gated"}
 
@@ -179,7 +179,7 @@ def test_a_reference_cell_that_passed_only_its_own_caps_is_a_reference_not_a_pas
         {"name": "cache on vs off", "kind": "accuracy", "cache": "on", "metric": "flexible accuracy drop", **cell},
     ]
     rows = dict(signoff_matrix(acc, checks).rows)
-    (off,), (on,) = rows[("cpu", "default", "off")], rows[("cpu", "default", "on")]
+    (off,), (on,) = rows[("cpu", "default", "off", 4)], rows[("cpu", "default", "on", 4)]
     assert (off.status, off.label) == ("reference", "reference")  # 0.00 accuracy is not coloured "pass" for its caps
     assert (on.status, on.label) == ("pass", "pass (flexible accuracy drop)")  # judged, and by which metric
 

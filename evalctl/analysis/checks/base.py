@@ -60,6 +60,7 @@ class Check:
     variant: str | None = None
     cache: str | None = None
     shots: int | None = None
+    concurrency: int | None = None
     pass_index: int | None = None
     metric: str | None = None
     value: float | None = None
@@ -76,8 +77,8 @@ class Check:
 
     @property
     def where(self) -> str:
-        """The cell a check judges, for people: 'cpu/default cache=on shots=16 pass=1' (parts it has)."""
-        return cell_label(self.profile, self.variant, self.cache, self.shots, self.pass_index)
+        """The cell a check judges, for people: 'cpu/default cache=on shots=16 conc=4 pass=1' (parts it has)."""
+        return cell_label(self.profile, self.variant, self.cache, self.shots, self.concurrency, self.pass_index)
 
     @property
     def cell(self) -> CellKey | None:

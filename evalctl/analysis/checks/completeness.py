@@ -56,7 +56,7 @@ def planned_cells(config: dict) -> pd.DataFrame:
                 f"the manifest's config is not a valid sweep config: {exc.error_count()} error(s), first: "
                 f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
             ) from None
-    rows = [(c.profile, c.variant, c.cache.value, c.shots, c.pass_index) for launch in expand(resolved) for c in launch.cells]
+    rows = [c.as_dict() for launch in expand(resolved) for c in launch.cells]
     return pd.DataFrame(rows, columns=CELL_KEYS).assign(limit=resolved.limit)
 
 

@@ -74,7 +74,7 @@ def first_failures(side: pd.DataFrame, suffix: str = "") -> pd.Series:
 
 def candidate_label(comparison: Comparison, cell: CellKey) -> str:
     """How the candidate side is named beside the comparison's `reference_label` ("cache on" beside "cache off")."""
-    if comparison.kind in ("cache", "variant", "profile"):
+    if comparison.kind in ("cache", "variant", "profile", "concurrency"):
         return f"{comparison.kind} {cell.as_dict()[comparison.kind]}"
     return f"pass {cell.pass_index}" if comparison.kind == "pass" else "this run"
 

@@ -23,7 +23,7 @@ from evalctl.tasks.registry import registered_task
 
 
 def _resolved(config: SweepConfig, source: str) -> SweepConfig:
-    """`config` checked against what the schema cannot know, with its variants' paths and its engines' seed resolved."""
+    """`config` checked against what the schema cannot know, with its variants' paths, its engines' seed and slots resolved."""
     problems = []
     spec = registered_task(config.task)
     if spec is not None and min(config.shots) < spec.min_shots:
@@ -38,8 +38,10 @@ def _resolved(config: SweepConfig, source: str) -> SweepConfig:
         problems.append(f"variants: {exc}")
     if problems:
         raise ConfigError("\n  ".join([f"invalid config {source}:", *problems]))
-    seed = config.generation.seed
-    servers = [s.model_copy(update={"engine": s.engine.seeded(seed)}) if s.engine else s for s in config.servers]
+    seed, levels = config.generation.seed, config.concurrency
+    # A concurrency sweep's servers get slots for its highest level (one level leaves the engine's own default).
+    slotted = (lambda e: e.with_slots(levels[-1])) if len(levels) > 1 else (lambda e: e)
+    servers = [s.model_copy(update={"engine": slotted(s.engine.seeded(seed))}) if s.engine else s for s in config.servers]
     return config.model_copy(update={"variants": variants, "servers": servers})
 
 

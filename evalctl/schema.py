@@ -110,6 +110,11 @@ class EngineSettings(_Strict):
         """These settings, an engine-side sampling seed left unset set to the sweep's generation seed (no such seed: as they are)."""
         return self
 
+    def with_slots(self, requests: int) -> EngineSettings:
+        """These settings with room for `requests` in flight where the engine's slot count was left unset (a concurrency
+        sweep's highest level, so the server batches that many; no such setting: as they are)."""
+        return self
+
 
 class ServerProfile(_Strict):
     """One way of serving the model: the fields every engine shares, and the engine's own settings under `engine`."""

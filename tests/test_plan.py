@@ -61,3 +61,11 @@ def test_one_concurrency_is_an_int_or_a_list_and_only_a_sweep_of_levels_samples_
     assert load_config(model="smollm2-135m", overrides={"concurrency": [1, 8], "fewshot": "shared"}).fewshot == "sampled"
     with pytest.raises(ConfigError, match="concurrency"):
         load_config(model="smollm2-135m", overrides={"concurrency": [0, 8]})
+
+
+def test_a_concurrency_sweep_gives_servers_whose_slots_are_unset_its_highest_level():
+    sweep = {"concurrency": [1, 8, 32]}
+    assert load_config(model="smollm2-135m", overrides=sweep).servers[0].engine.parallel == 32
+    assert load_config(model="smollm2-135m").servers[0].engine.parallel == 4  # one level: the engine's default
+    assert load_config(model="smollm2-135m-recall", overrides=sweep).servers[0].engine.parallel == 2  # the config's own
+    assert load_config(model="smollm2-135m-vllm", overrides=sweep).servers[0].engine.max_running_requests == 32

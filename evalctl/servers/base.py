@@ -92,7 +92,11 @@ class GpuEngineSettings(EngineSettings):
     quantization: str | None = None
     chunked_prefill_size: int | None = Field(None, gt=0, description="SGLang --chunked-prefill-size, vLLM --max-num-batched-tokens.")
     mem_fraction_static: float | None = Field(None, gt=0, le=1, description="SGLang --mem-fraction-static, vLLM --gpu-memory-utilization.")
-    max_running_requests: int | None = Field(None, ge=1, description="SGLang --max-running-requests, vLLM --max-num-seqs.")
+    max_running_requests: int | None = Field(
+        None,
+        ge=1,
+        description="SGLang --max-running-requests, vLLM --max-num-seqs; default: a concurrency sweep's highest level, else the engine's.",
+    )
     random_seed: int | None = Field(None, description="SGLang --random-seed, vLLM --seed; default: generation.seed.")
     mamba: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
@@ -131,6 +135,9 @@ class GpuEngineSettings(EngineSettings):
 
     def seeded(self, seed: int) -> GpuEngineSettings:
         return self if self.random_seed is not None else self.model_copy(update={"random_seed": seed})
+
+    def with_slots(self, requests: int) -> GpuEngineSettings:
+        return self if self.max_running_requests is not None else self.model_copy(update={"max_running_requests": requests})
 
     def flags(self) -> list[str]:
         """`FLAGS`' settings as `--flag value` (a bare flag for True; left out when None or False)."""

@@ -69,9 +69,12 @@ class Speculation(BaseModel):
 class LlamaCppSettings(EngineSettings):
     name: Literal["llamacpp"] = "llamacpp"
     context_length: int = Field(8192, gt=0, description="Context per request slot.")
-    parallel: int = Field(4, ge=1, description="Concurrent request slots.")
+    parallel: int = Field(4, ge=1, description="Concurrent request slots; default: 4, or a concurrency sweep's highest level.")
     threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores.")
     speculative: Speculation | None = Field(None, description="Speculative decoding (a launch setting of the server); default: none.")
+
+    def with_slots(self, requests: int) -> LlamaCppSettings:
+        return self if "parallel" in self.model_fields_set else self.model_copy(update={"parallel": max(self.parallel, requests)})
 
 
 def _speculation_argv(speculation: Speculation | None) -> list[str]:

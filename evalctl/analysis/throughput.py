@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from evalctl.analysis.inflight import cell_in_flight
 from evalctl.analysis.pairing import Comparison, match
 from evalctl.records import CELL_KEYS
 
@@ -18,6 +19,7 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
     itl = ok["itl_s"].dropna().astype(float).to_numpy() if "itl_s" in ok else np.array([])
     prompt = ok["prompt_tokens"].dropna().sum()
     cached = ok["cached_tokens"].dropna().sum()
+    held = cell_in_flight(group)  # what the server was sent at once, beside the level asked for
 
     def pct(q: float, values: np.ndarray = latency) -> float:
         return float(np.percentile(values, q)) if values.size else float("nan")
@@ -35,6 +37,8 @@ def _throughput_row(group: pd.DataFrame) -> pd.Series:
         "itl_p50_s": pct(50, itl),
         "mean_prompt_tokens": ok["prompt_tokens"].dropna().mean() if len(ok) else float("nan"),
         "cache_hit_ratio": cached / prompt if prompt else float("nan"),
+        "in_flight_mean": held.mean,
+        "in_flight_max": held.max,
     })  # fmt: skip
 
 
@@ -56,6 +60,8 @@ def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
                 "itl_p50_s",
                 "mean_prompt_tokens",
                 "cache_hit_ratio",
+                "in_flight_mean",
+                "in_flight_max",
             ]
         )
     out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, include_groups=False).reset_index()

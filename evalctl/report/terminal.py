@@ -188,6 +188,8 @@ THROUGHPUT_COLUMNS = {
     "ttft_p90_s": "ttft p90 s",
     "mean_prompt_tokens": "prompt tok",
     "cache_hit_ratio": "hit ratio",
+    "in_flight_mean": "in flight",
+    "in_flight_max": "max in flight",
 }
 
 

@@ -17,6 +17,7 @@ rate checks').
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -25,6 +26,7 @@ from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.analysis.inflight import cell_in_flight
 from evalctl.analysis.noise import Noise, beyond_noise
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
 from evalctl.analysis.power import mde_beyond_tolerance
@@ -112,6 +114,21 @@ def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataF
     return with_drop_decisions(table.assign(differential=differential), tolerance, policy.alpha, policy.min_n)
 
 
+def measured_load(comparisons: list[Comparison]) -> dict[tuple[str, CellKey], str]:
+    """(comparison, candidate cell) -> the requests each side held at once, for each concurrency comparison's cells:
+    a level judged against the lowest is evidence only if the server was sent that many at once."""
+    notes = {}
+    for comp in comparisons:
+        if comp.kind != "concurrency":
+            continue
+        reference = dict(CellKey.groups(comp.reference))
+        for cell, rows in CellKey.groups(comp.candidate):
+            ref = reference.get(replace(cell, concurrency=int(comp.reference["concurrency"].min())))
+            held = f"held {cell_in_flight(rows).describe()}"
+            notes[comp.name, cell] = held if ref is None else f"{held} vs {cell_in_flight(ref).describe()} at {comp.reference_label}"
+    return notes
+
+
 def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
     """One check per candidate cell of each comparison, all in one family (see the module
     docstring), plus an inconclusive check for each cell a comparison could not pair.
@@ -120,12 +137,15 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
     table = _judged_table(comparisons, policy)
     tests = int((table["n"] >= policy.min_n).sum())
+    load = measured_load(comparisons)
     checks = []
     for _, row in table.iterrows():
         profile_noise = (noise or {}).get(str(row["profile"]))
         differential, status = bool(row["differential"]), row["status"]
         reason = _differential_reason(row, policy, tests) if differential else _accuracy_reason(row, policy, tests, profile_noise)
         status, reason = beyond_noise(status, reason, row["acc_drop"], row["tolerance"], policy.alpha, profile_noise)
+        held = load.get((row["comparison"], CellKey.from_row(row)))
+        reason = f"{reason}; {held}" if held else reason
         checks.append(
             Check(
                 f"{row['comparison']}: warm-vs-cold disagreement" if differential else row["comparison"],

@@ -16,6 +16,11 @@ Each fault imitates a class of serving bug that is silent (no error, plausible u
   HTTP 500 on its first attempt; its retry is passed on unchanged (the proxy's memory of failed
   prompts). Every answer is then right and no request fails: only the retries tell (the gate's
   `first-attempt` check).
+- `cross-talk`: a request that arrives while another is in flight at the proxy is sent with the first
+  `chars` characters of its prompt (default: nine tenths) taken from the other's: one slot's or one
+  request's state leaking into another's (a llama.cpp server that answered one client from another
+  client's system prompt). One request at a time is never touched, so concurrency 1 is healthy and
+  only a concurrency sweep's higher levels lose answers.
 - `none`: nothing is changed: a pass-through, the healthy control (e.g. a good build in a
   bisect test).
 """
@@ -38,35 +43,43 @@ class Rewrite:
     fail_status: int | None = None  # answer the first attempt with this HTTP status instead; its retry passes unchanged
 
 
-def lost_prefix(prompt: str, shared: int, chars: int) -> Rewrite:
+def lost_prefix(prompt: str, shared: int, chars: int, other: str | None) -> Rewrite:
     if shared < MIN_SHARED_CHARS:
         return Rewrite(prompt, 0)
     shared = min(shared, len(prompt) - 1)  # a repeated prompt still computes its last character
     return Rewrite(prompt[shared:], shared)
 
 
-def corrupt_cached_suffix(prompt: str, shared: int, chars: int) -> Rewrite:
+def corrupt_cached_suffix(prompt: str, shared: int, chars: int, other: str | None) -> Rewrite:
     if shared < MIN_SHARED_CHARS:
         return Rewrite(prompt, 0)
     start = max(0, shared - chars)
     return Rewrite(prompt[:start] + prompt[start:shared][::-1] + prompt[shared:], shared)
 
 
-def truncate_prompt(prompt: str, shared: int, chars: int) -> Rewrite:
+def truncate_prompt(prompt: str, shared: int, chars: int, other: str | None) -> Rewrite:
     return Rewrite(prompt[-chars:] if len(prompt) > chars else prompt, 0)
 
 
-def keep_prompt(prompt: str, shared: int, chars: int) -> Rewrite:
+def keep_prompt(prompt: str, shared: int, chars: int, other: str | None) -> Rewrite:
     return Rewrite(prompt, 0)
 
 
-def fail_on_hit(prompt: str, shared: int, chars: int) -> Rewrite:
+def cross_talk(prompt: str, shared: int, chars: int, other: str | None) -> Rewrite:
+    if other is None:
+        return Rewrite(prompt, 0)
+    cut = min(chars or len(prompt) * 9 // 10, len(prompt), len(other))  # default: all but the question at the end
+    return Rewrite(other[:cut] + prompt[cut:], 0)
+
+
+def fail_on_hit(prompt: str, shared: int, chars: int, other: str | None) -> Rewrite:
     return Rewrite(prompt, 0, fail_status=500 if shared >= MIN_SHARED_CHARS else None)
 
 
 @dataclass(frozen=True)
 class Fault:
-    rewrite: Callable[[str, int, int], Rewrite]  # (prompt, shared prefix chars, chars) -> Rewrite
+    # (prompt, shared prefix chars, chars, another prompt in flight or None) -> Rewrite
+    rewrite: Callable[[str, int, int, str | None], Rewrite]
     default_chars: int
     cache_only: bool  # True: only requests served with the cache on are touched
     request_fields: dict = field(default_factory=dict)  # set on every forwarded request
@@ -78,6 +91,7 @@ FAULTS: dict[str, Fault] = {
     "truncate-prompt": Fault(truncate_prompt, 2000, cache_only=False),
     "no-cache": Fault(keep_prompt, 0, cache_only=False, request_fields={"cache_prompt": False}),
     "fail-on-hit": Fault(fail_on_hit, 0, cache_only=True),
+    "cross-talk": Fault(cross_talk, 0, cache_only=False),
     "none": Fault(keep_prompt, 0, cache_only=False),
 }
 

@@ -46,6 +46,7 @@ class Canary:
     rewritten: int = 0
     memory: PromptMemory = field(default_factory=PromptMemory)
     failed: set[str] = field(default_factory=set)  # prompts whose first attempt the fault failed: their retry passes
+    in_flight: list[str] = field(default_factory=list)  # prompts of the completions being forwarded now (cross-talk's others)
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
@@ -75,6 +76,15 @@ class Canary:
         if not isinstance(prompt, str):  # token-id or batched prompts: passed through untouched
             response = self.forward("POST", path, body, headers)
             return response, response.content, "passed through"
+        with self._lock:
+            self.in_flight.append(prompt)
+        try:
+            return self._completion(path, data, prompt, body, headers)
+        finally:
+            with self._lock:
+                self.in_flight.remove(prompt)
+
+    def _completion(self, path: str, data: dict, prompt: str, body: bytes, headers: dict[str, str]) -> tuple[httpx.Response, bytes, str]:
         data = {**data, **self.spec.request_fields}
         uses_cache = data.get("cache_prompt", True) is not False
         with self._lock:
@@ -83,7 +93,9 @@ class Canary:
             self.failed.discard(prompt)
             shared = self.memory.longest_shared(prompt) if uses_cache else 0
             faulted = not retry and (uses_cache or not self.spec.cache_only)
-            rewrite = self.spec.rewrite(prompt, shared, self.chars) if faulted else None
+            # the latest other arrival still in flight: what a leaking slot would hold
+            other = next((p for p in reversed(self.in_flight) if p != prompt), None)
+            rewrite = self.spec.rewrite(prompt, shared, self.chars, other) if faulted else None
             fail = rewrite is not None and rewrite.fail_status is not None
             if fail:
                 self.failed.add(prompt)

@@ -8,7 +8,15 @@ import threading
 import httpx
 import pytest
 
-from evalctl.canary.faults import MIN_SHARED_CHARS, PromptMemory, corrupt_cached_suffix, fail_on_hit, lost_prefix, truncate_prompt
+from evalctl.canary.faults import (
+    MIN_SHARED_CHARS,
+    PromptMemory,
+    corrupt_cached_suffix,
+    cross_talk,
+    fail_on_hit,
+    lost_prefix,
+    truncate_prompt,
+)
 from evalctl.canary.proxy import Canary, CanaryServer, _is_flush
 
 PREFIX = "Question: Ann has 3 apples and buys 4 more. How many?\nAnswer: 3 + 4 = 7. #### 7\n\n"
@@ -16,18 +24,18 @@ PREFIX = "Question: Ann has 3 apples and buys 4 more. How many?\nAnswer: 3 + 4 =
 
 def test_lost_prefix_forwards_only_the_unshared_part():
     prompt = PREFIX + "Question: Bob has 2 pears.\nAnswer:"
-    rewrite = lost_prefix(prompt, len(PREFIX), 0)
+    rewrite = lost_prefix(prompt, len(PREFIX), 0, None)
     assert rewrite.prompt == "Question: Bob has 2 pears.\nAnswer:"
     assert rewrite.cached_chars == len(PREFIX)
     # a prompt seen whole before still computes its last character, like a cache hit does
-    assert lost_prefix(prompt, len(prompt), 0).prompt == ":"
+    assert lost_prefix(prompt, len(prompt), 0, None).prompt == ":"
     # a coincidental short overlap is not a cache hit
-    assert lost_prefix(prompt, MIN_SHARED_CHARS - 1, 0).prompt == prompt
+    assert lost_prefix(prompt, MIN_SHARED_CHARS - 1, 0, None).prompt == prompt
 
 
 def test_corrupt_cached_suffix_garbles_the_end_of_the_shared_prefix():
     prompt = PREFIX + "Question: Bob?\nAnswer:"
-    rewrite = corrupt_cached_suffix(prompt, len(PREFIX), 10)
+    rewrite = corrupt_cached_suffix(prompt, len(PREFIX), 10, None)
     assert len(rewrite.prompt) == len(prompt)
     assert rewrite.prompt[: len(PREFIX) - 10] == PREFIX[:-10]
     assert rewrite.prompt[len(PREFIX) - 10 : len(PREFIX)] == PREFIX[-10:][::-1]
@@ -35,13 +43,13 @@ def test_corrupt_cached_suffix_garbles_the_end_of_the_shared_prefix():
 
 
 def test_truncate_prompt_keeps_the_tail():
-    assert truncate_prompt("abcdef", 0, 4).prompt == "cdef"
-    assert truncate_prompt("abc", 0, 4).prompt == "abc"
+    assert truncate_prompt("abcdef", 0, 4, None).prompt == "cdef"
+    assert truncate_prompt("abc", 0, 4, None).prompt == "abc"
 
 
 def test_fail_on_hit_fails_the_first_attempt_of_a_cache_hit_and_passes_its_retry_unchanged():
-    assert fail_on_hit(PREFIX + "Q", len(PREFIX), 0).fail_status == 500
-    assert fail_on_hit(PREFIX + "Q", MIN_SHARED_CHARS - 1, 0).fail_status is None  # not a cache hit
+    assert fail_on_hit(PREFIX + "Q", len(PREFIX), 0, None).fail_status == 500
+    assert fail_on_hit(PREFIX + "Q", MIN_SHARED_CHARS - 1, 0, None).fail_status is None  # not a cache hit
     seen = []
     canary = Canary("http://upstream", "fail-on-hit")
     canary.http = httpx.Client(
@@ -62,6 +70,32 @@ def test_fail_on_hit_fails_the_first_attempt_of_a_cache_hit_and_passes_its_retry
     assert send(PREFIX + "Q2") == (500, "failed the first attempt with HTTP 500")  # the same prompt sent anew (pass 2)
     assert [body["prompt"] for body in seen] == [PREFIX + "Q1", PREFIX + "Q2", PREFIX + "Q3"]  # unchanged, each once
     assert (canary.requests, canary.rewritten) == (5, 2)
+
+
+def test_cross_talk_swaps_a_prefix_only_while_another_request_is_in_flight():
+    mine, theirs = "records: a=1 b=2 | asked: a", "records: a=7 b=9 | asked: b"
+    assert cross_talk(mine, 0, 0, None).prompt == mine  # alone at the proxy: untouched
+    assert cross_talk(mine, 0, 0, theirs).prompt == theirs[:24] + mine[24:]  # nine tenths of it from the other request
+    assert cross_talk(mine, 0, 4, theirs).prompt == "reco" + mine[4:] and cross_talk(mine, 0, 4, theirs).cached_chars == 0
+    seen, arrived, release = [], threading.Event(), threading.Event()
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["prompt"])
+        if len(seen) == 1:
+            arrived.set()
+            release.wait(5)  # the first request is still in flight when the second arrives
+        return httpx.Response(200, json={"choices": []})
+
+    canary = Canary("http://upstream", "cross-talk")
+    canary.http = httpx.Client(base_url="http://upstream", transport=httpx.MockTransport(upstream))
+    first = threading.Thread(target=canary.completions, args=("/v1/completions", json.dumps({"prompt": theirs}).encode(), {}))
+    first.start()
+    assert arrived.wait(5)
+    _, _, note = canary.completions("/v1/completions", json.dumps({"prompt": mine, "cache_prompt": False}).encode(), {})
+    release.set()
+    first.join()
+    assert seen == [theirs, theirs[:24] + mine[24:]] and note == f"forwarded {len(mine)}/{len(mine)} chars"  # cache on or off
+    assert canary.in_flight == [] and (canary.requests, canary.rewritten) == (2, 1)
 
 
 def test_memory_and_flush_paths():

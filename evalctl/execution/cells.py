@@ -80,12 +80,8 @@ class CellRunner:
         self._count_answer_tokens(server, prompts)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
-        prewarmed = (
-            cell.pass_index == 1
-            and cell.cache is CacheMode.on
-            and self.config.fewshot == "shared"
-            and self._prewarm(server, planned.shared_prefix)
-        )
+        # Sampled prompts share only their opening (a task's instructions): every slot holds that much, as shared prefixes do.
+        prewarmed = cell.pass_index == 1 and cell.cache is CacheMode.on and self._prewarm(server, planned.shared_prefix)
         self.progress.cell_started(cell.label, len(prompts))
         entry = CellEntry(
             shots=cell.shots,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from evalctl.plan import Plan
 
 # Settings that change how a run is carried out, not what its records mean.
-OPERATIONAL_FIELDS = {"request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy"}
+OPERATIONAL_FIELDS = {"request_timeout_s", "max_retries", "max_restarts", "output_dir", "data_dir", "slurm", "gate_policy", "slo"}
 OPERATIONAL_PROFILE_FIELDS = {"startup_timeout_s", "port", "url", "engine.threads"}
 
 

@@ -300,6 +300,19 @@ class ConversationConfig(BaseModel):
         return self
 
 
+class SloConfig(_Strict):
+    """A latency objective; goodput is the rate of answered requests that met it (`analysis.throughput`)."""
+
+    ttft_ms: float | None = Field(None, gt=0, description="Longest time to the first token a request may take, in ms.")
+    itl_ms: float | None = Field(None, gt=0, description="Longest mean inter-token latency a request may have, in ms.")
+
+    @model_validator(mode="after")
+    def _some_objective(self) -> SloConfig:
+        if self.ttft_ms is None and self.itl_ms is None:
+            raise ValueError("slo needs ttft_ms, itl_ms or both")
+        return self
+
+
 class StoppingMode(str, Enum):
     fixed = "fixed"
     sequential = "sequential"
@@ -368,6 +381,9 @@ class SweepConfig(_Strict):
         default_factory=lambda: [4],
         description="Requests in flight per server (conversations with a conversation workload); a list, e.g. 1,8,32, sweeps "
         "it as an axis: the same prompts at each level, every level judged against the lowest.",
+    )
+    slo: SloConfig | None = Field(
+        None, description="A latency objective, {ttft_ms, itl_ms}: the report's goodput counts the requests that met it (streamed only)."
     )
     request_timeout_s: float = Field(600.0, gt=0)
     max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")

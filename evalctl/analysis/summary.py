@@ -17,6 +17,7 @@ from evalctl.analysis.settings import settings_diff_runs
 from evalctl.analysis.throughput import throughput_ratios, throughput_table
 from evalctl.records import CELL_KEYS, Metric, primary_metric
 from evalctl.runs import Run
+from evalctl.schema import SloConfig
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,14 @@ class RunSummary:
     metric: str  # the metric judged (`<metric>_acc` in the tables), which the `invalid` counts follow
 
 
-def summarize(samples: pd.DataFrame, metric: Metric | None = None) -> RunSummary:
-    """The tables; `metric` is the one the gate judges (default: the task's first), which the `invalid` counts follow."""
+def summarize(samples: pd.DataFrame, metric: Metric | None = None, slo: SloConfig | None = None) -> RunSummary:
+    """The tables; `metric` is the one the gate judges (default: the task's first), which the `invalid` counts follow;
+    `slo` the latency objective goodput counts."""
     metric = primary_metric(samples, metric)
     return RunSummary(
         accuracy_table(samples, metric=metric),
         accuracy_by_length(samples, metric=metric),
-        throughput_table(samples),
+        throughput_table(samples, slo=slo),
         accuracy_by_position(samples, metric=metric),
         metric,
     )
@@ -49,8 +51,14 @@ def run_summary(run: Run, metric: Metric | None = None) -> RunSummary:
     metric = run.metric(metric)
     computed = _SUMMARIES.setdefault(run, {})
     if metric not in computed:
-        computed[metric] = summarize(run.samples, metric)
+        computed[metric] = summarize(run.samples, metric, run_slo(run))
     return computed[metric]
+
+
+def run_slo(run: Run) -> SloConfig | None:
+    """The latency objective the run's config states, if any."""
+    stated = run.config.get("slo")
+    return SloConfig.model_validate(stated) if stated else None
 
 
 @dataclass(frozen=True)

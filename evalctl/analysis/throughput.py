@@ -1,4 +1,9 @@
-"""Throughput per cell from request telemetry: rates over the cell's wall-clock window."""
+"""Throughput per cell from request telemetry: rates over the cell's wall-clock window.
+
+A cell is one load level (its `concurrency`), so the table is throughput at each level: aggregate
+output tokens/s and requests/s, TTFT and inter-token latency percentiles, the cache hit rate and,
+under a latency objective (`slo:`), goodput: the rate of requests that met it.
+"""
 
 from __future__ import annotations
 
@@ -8,63 +13,76 @@ import pandas as pd
 from evalctl.analysis.inflight import cell_in_flight
 from evalctl.analysis.pairing import Comparison, match
 from evalctl.records import CELL_KEYS
+from evalctl.schema import SloConfig
+
+PERCENTILES = (50, 90, 99)
+COLUMNS = [
+    "requests",
+    "wall_s",
+    "requests_per_s",
+    "output_tokens_per_s",
+    "user_tokens_per_s",
+    *(f"{m}_p{q}_s" for m in ("latency", "ttft", "itl") for q in PERCENTILES),
+    "goodput_per_s",
+    "mean_prompt_tokens",
+    "cache_hit_ratio",
+    "in_flight_mean",
+    "in_flight_max",
+]
 
 
-def _throughput_row(group: pd.DataFrame) -> pd.Series:
-    ok = group[group["error"].isna()]
+def request_measures(samples: pd.DataFrame) -> pd.DataFrame:
+    """Answered requests with each one's own output tokens/s added (what one user of the server sees)."""
+    ok = samples[samples["error"].isna()]
+    latency = ok["latency_s"].astype(float)
+    return ok.assign(output_tokens_per_s=ok["completion_tokens"].astype(float) / latency.where(latency > 0))
+
+
+def met_objective(ok: pd.DataFrame, slo: SloConfig) -> pd.Series:
+    """Which answered requests met the objective: TTFT and mean inter-token latency within it. A request without
+    a TTFT (not streamed) did not show it met one; one without an ITL (a single chunk) had no gap to exceed."""
+    met = pd.Series(True, index=ok.index)
+    if slo.ttft_ms is not None:
+        met &= ok["ttft_s"].astype(float) * 1000 <= slo.ttft_ms
+    if slo.itl_ms is not None:
+        met &= (ok["itl_s"].astype(float) * 1000 <= slo.itl_ms) | ok["itl_s"].isna()
+    return met
+
+
+def _throughput_row(group: pd.DataFrame, slo: SloConfig | None) -> pd.Series:
+    ok = request_measures(group)
     ends = group["started_at"] + group["latency_s"].fillna(0)
     wall = float(ends.max() - group["started_at"].min()) if len(group) else float("nan")
-    latency = ok["latency_s"].dropna().to_numpy()
-    ttft = ok["ttft_s"].dropna().astype(float).to_numpy()  # only streamed requests have one
-    itl = ok["itl_s"].dropna().astype(float).to_numpy() if "itl_s" in ok else np.array([])
+    per_s = 1 / wall if wall > 0 else float("nan")
     prompt = ok["prompt_tokens"].dropna().sum()
     cached = ok["cached_tokens"].dropna().sum()
-    held = cell_in_flight(group)  # what the server was sent at once, beside the level asked for
-
-    def pct(q: float, values: np.ndarray = latency) -> float:
-        return float(np.percentile(values, q)) if values.size else float("nan")
-
-    return pd.Series({
+    row = {
         "requests": len(group),
         "wall_s": wall,
-        "requests_per_s": len(ok) / wall if wall > 0 else float("nan"),
-        "output_tokens_per_s": ok["completion_tokens"].dropna().sum() / wall if wall > 0 else float("nan"),
-        "latency_p50_s": pct(50),
-        "latency_p90_s": pct(90),
-        "latency_p99_s": pct(99),
-        "ttft_p50_s": pct(50, ttft),
-        "ttft_p90_s": pct(90, ttft),
-        "itl_p50_s": pct(50, itl),
-        "mean_prompt_tokens": ok["prompt_tokens"].dropna().mean() if len(ok) else float("nan"),
-        "cache_hit_ratio": cached / prompt if prompt else float("nan"),
-        "in_flight_mean": held.mean,
-        "in_flight_max": held.max,
-    })  # fmt: skip
+        "requests_per_s": len(ok) * per_s,
+        "output_tokens_per_s": ok["completion_tokens"].dropna().sum() * per_s,
+        "user_tokens_per_s": ok["output_tokens_per_s"].median(),
+    }
+    for measure in ("latency", "ttft", "itl"):  # TTFT and ITL: streamed requests only
+        values = ok[f"{measure}_s"].dropna().astype(float).to_numpy()
+        for q in PERCENTILES:
+            row[f"{measure}_p{q}_s"] = float(np.percentile(values, q)) if values.size else float("nan")
+    judged = slo is not None and ok["ttft_s"].notna().any()  # both latencies are streaming's telemetry
+    row["goodput_per_s"] = int(met_objective(ok, slo).sum()) * per_s if judged else float("nan")
+    row["mean_prompt_tokens"] = ok["prompt_tokens"].dropna().mean() if len(ok) else float("nan")
+    row["cache_hit_ratio"] = cached / prompt if prompt else float("nan")
+    held = cell_in_flight(group)  # what the server was sent at once, beside the level asked for
+    row["in_flight_mean"], row["in_flight_max"] = held.mean, held.max
+    return pd.Series(row)
 
 
-def throughput_table(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+def throughput_table(df: pd.DataFrame, by: list[str] | None = None, slo: SloConfig | None = None) -> pd.DataFrame:
+    """One row per cell (or per `by` group): the module docstring's figures; goodput NaN without an objective
+    or without a streamed request."""
     by = by or CELL_KEYS
     if df.empty:
-        return pd.DataFrame(
-            columns=[
-                *by,
-                "requests",
-                "wall_s",
-                "requests_per_s",
-                "output_tokens_per_s",
-                "latency_p50_s",
-                "latency_p90_s",
-                "latency_p99_s",
-                "ttft_p50_s",
-                "ttft_p90_s",
-                "itl_p50_s",
-                "mean_prompt_tokens",
-                "cache_hit_ratio",
-                "in_flight_mean",
-                "in_flight_max",
-            ]
-        )
-    out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, include_groups=False).reset_index()
+        return pd.DataFrame(columns=[*by, *COLUMNS])
+    out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, slo, include_groups=False).reset_index()
     out["requests"] = out["requests"].astype(int)
     return out
 

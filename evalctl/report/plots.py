@@ -200,3 +200,58 @@ def history_trend(
     legend(ax)
     fig.autofmt_xdate()
     return save_figure(fig, path)
+
+
+LOAD_SERIES = ["profile", "variant", "cache"]  # one line per build and cache mode across load levels
+
+
+def _at_longest_prefix(tp: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The throughput table's first pass at its most shots (speed falls with the prefix: one line per build, not per shot count)."""
+    if not len(tp):
+        return tp, ""
+    first = tp[tp["pass_index"] == tp["pass_index"].min()]
+    shots = int(first["shots"].max())
+    return first[first["shots"] == shots], f"{shots}-shot"
+
+
+def _load_lines(tp: pd.DataFrame):
+    """(label, cache, rows by concurrency) per line of a load plot; lines with no rate left out."""
+    drawn = tp.dropna(subset=["output_tokens_per_s"])
+    for (profile, variant, cache), group in drawn.groupby(LOAD_SERIES, sort=True):
+        yield series_label(drawn, profile, variant, f"cache {cache}"), cache, group.sort_values("concurrency")
+
+
+def _line_style(cache: str) -> dict:
+    return {"marker": "o" if cache == "on" else "s", "linestyle": "-" if cache == "on" else "--"}
+
+
+def throughput_vs_concurrency(tp: pd.DataFrame, path: Path, title: str) -> Path:
+    """Aggregate output tokens/s against the requests in flight, one line per build and cache mode."""
+    tp, cell = _at_longest_prefix(tp)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, cache, group in _load_lines(tp):
+        ax.plot(group["concurrency"], group["output_tokens_per_s"], label=label, **_line_style(cache))
+    ax.set_xscale("log", base=2)
+    levels = sorted({int(c) for c in tp["concurrency"]}) if len(tp) else []
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.set(xlabel="concurrency (requests in flight)", ylabel="output tokens/s, all requests")
+    set_title(ax, f"{title}\nthroughput by load, {cell}")
+    ax.grid(alpha=0.3)
+    legend(ax)
+    return save_figure(fig, path)
+
+
+def pareto(tp: pd.DataFrame, path: Path, title: str) -> Path:
+    """Tokens/s each user sees (a request's median output rate) against the server's total, each point a load level:
+    up is more work done, right is faster for each user."""
+    tp, cell = _at_longest_prefix(tp)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, cache, group in _load_lines(tp):
+        ax.plot(group["user_tokens_per_s"], group["output_tokens_per_s"], label=label, **_line_style(cache))
+        for x, y, c in zip(group["user_tokens_per_s"], group["output_tokens_per_s"], group["concurrency"]):
+            ax.annotate(f"c={int(c)}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set(xlabel="output tokens/s per user (median request)", ylabel="output tokens/s, all requests")
+    set_title(ax, f"{title}\nper-user against total, {cell}")
+    ax.grid(alpha=0.3)
+    legend(ax)
+    return save_figure(fig, path)

@@ -180,12 +180,18 @@ def accuracy_view(acc: pd.DataFrame) -> pd.DataFrame:
 
 THROUGHPUT_COLUMNS = {
     "requests_per_s": "req/s",
+    "goodput_per_s": "goodput/s",
     "output_tokens_per_s": "out tok/s",
+    "user_tokens_per_s": "tok/s/user",
     "latency_p50_s": "p50 s",
     "latency_p90_s": "p90 s",
     "latency_p99_s": "p99 s",
     "ttft_p50_s": "ttft p50 s",
     "ttft_p90_s": "ttft p90 s",
+    "ttft_p99_s": "ttft p99 s",
+    "itl_p50_s": "itl p50 s",
+    "itl_p90_s": "itl p90 s",
+    "itl_p99_s": "itl p99 s",
     "mean_prompt_tokens": "prompt tok",
     "cache_hit_ratio": "hit ratio",
     "in_flight_mean": "in flight",
@@ -194,8 +200,10 @@ THROUGHPUT_COLUMNS = {
 
 
 def throughput_view(tp: pd.DataFrame) -> pd.DataFrame:
+    """The throughput table for people; goodput and the ITL columns only where measured (an objective, streaming)."""
     keys = [c for c in CELL_KEYS if c in tp]
-    return _drop_constant_keys(tp[keys + list(THROUGHPUT_COLUMNS)]).rename(columns=THROUGHPUT_COLUMNS)
+    shown = [c for c in THROUGHPUT_COLUMNS if not (c.startswith(("goodput", "itl")) and tp[c].isna().all())]
+    return _drop_constant_keys(tp[keys + shown]).rename(columns=THROUGHPUT_COLUMNS)
 
 
 STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow", "warning": "magenta"}

@@ -45,6 +45,7 @@ from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import decide
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison
+from evalctl.analysis.throughput import request_measures
 from evalctl.cell import CellKey
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
@@ -86,13 +87,6 @@ def host_loads(*runs: Run | None) -> HostLoads:
 def _load_of(loads: HostLoads, rows: pd.DataFrame) -> float:
     first = rows.iloc[0]
     return loads.get((first["run_id"], CellKey.from_row(first)), math.nan)
-
-
-def request_measures(samples: pd.DataFrame) -> pd.DataFrame:
-    """Answered requests with their per-request measures (`MEASURES`) added."""
-    ok = samples[samples["error"].isna()]
-    latency = ok["latency_s"].astype(float)
-    return ok.assign(output_tokens_per_s=ok["completion_tokens"].astype(float) / latency.where(latency > 0))
 
 
 def _time_scale(values: pd.Series, higher_better: bool) -> np.ndarray:

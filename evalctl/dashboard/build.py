@@ -25,10 +25,11 @@ from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE
-from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env
+from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env, throughput_section
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import settings_view
+from evalctl.runs import open_run
 
 STATE_FILE = ".dashboard-state.json"
 REPORT_FILE = "report.html"
@@ -279,6 +280,7 @@ def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
         metric=shown_metric(cells),
         checks=records_table(_worst_first(checks)) if checks else None,
         settings=settings_table(folder.manifest, baseline.manifest if baseline else None),
+        throughput=throughput_section(open_run(folder.path), open_run(baseline.path) if baseline else None, folder.model or "?"),
         report=reports.get(folder.path.name),
         fmt_acc=fmt_acc,
         generated=_now(),

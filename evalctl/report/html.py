@@ -35,7 +35,14 @@ from evalctl.cell import CellKey
 from evalctl.fsio import write_atomic
 from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS
-from evalctl.report.plots import accuracy_by_position, accuracy_vs_prefill, accuracy_vs_shots, history_trend
+from evalctl.report.plots import (
+    accuracy_by_position,
+    accuracy_vs_prefill,
+    accuracy_vs_shots,
+    history_trend,
+    pareto,
+    throughput_vs_concurrency,
+)
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import _fmt, accuracy_view, decisions_view, ratio_view, settings_view, throughput_view
 from evalctl.runs import Run
@@ -170,11 +177,15 @@ def _ratios(comparisons: list[Comparison]) -> Table | None:
     return Table.of(ratio_view(ratios)) if len(ratios) else None
 
 
-def _throughput(run: Run, baseline: Run | None) -> dict:
-    """The cells' throughput, and candidate / reference ratios: cache on / off, this run / the baseline."""
+def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:
+    """The cells' throughput, and candidate / reference ratios: cache on / off, this run / the baseline;
+    throughput by load level and the Pareto plot, the baseline's lines beside this run's."""
     tp = run_summary(run).throughput
     against = [between_runs(run_summary(baseline).throughput, tp)] if baseline is not None else []
+    plotted = pd.concat([tp, _as_baseline(run_summary(baseline).throughput)], ignore_index=True) if baseline is not None else tp
     return {
+        "plot_load": png_uri(throughput_vs_concurrency, plotted, title=title),
+        "plot_pareto": png_uri(pareto, plotted, title=title),
         "cells": Table.of(throughput_view(tp)),
         "cache_ratio": _ratios([c for c in within_run(tp) if c.kind == "cache"]),
         "baseline_ratio": _ratios(against),
@@ -273,7 +284,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         plot_position=png_uri(accuracy_by_position, by_position, by_length, title=plot_title, metric=summary.metric)
         if len(by_position)
         else None,
-        throughput=_throughput(run, baseline),
+        throughput=throughput_section(run, baseline, plot_title),
         probes=load_probes(run_dir),
         flips=_flips(run, baseline, summary.metric),
         servers=_servers(run, out_dir),

@@ -178,6 +178,7 @@ def accuracy_view(acc: pd.DataFrame) -> pd.DataFrame:
     return view.drop(columns=accuracy_columns(metrics))
 
 
+MS_PREFIXES = ("ttft", "itl")  # shown in ms: an inter-token gap is a few ms, "0.01" s said little
 THROUGHPUT_COLUMNS = {
     "requests_per_s": "req/s",
     "goodput_per_s": "goodput/s",
@@ -186,12 +187,12 @@ THROUGHPUT_COLUMNS = {
     "latency_p50_s": "p50 s",
     "latency_p90_s": "p90 s",
     "latency_p99_s": "p99 s",
-    "ttft_p50_s": "ttft p50 s",
-    "ttft_p90_s": "ttft p90 s",
-    "ttft_p99_s": "ttft p99 s",
-    "itl_p50_s": "itl p50 s",
-    "itl_p90_s": "itl p90 s",
-    "itl_p99_s": "itl p99 s",
+    "ttft_p50_s": "ttft p50 ms",
+    "ttft_p90_s": "ttft p90 ms",
+    "ttft_p99_s": "ttft p99 ms",
+    "itl_p50_s": "itl p50 ms",
+    "itl_p90_s": "itl p90 ms",
+    "itl_p99_s": "itl p99 ms",
     "mean_prompt_tokens": "prompt tok",
     "cache_hit_ratio": "hit ratio",
     "in_flight_mean": "in flight",
@@ -199,11 +200,13 @@ THROUGHPUT_COLUMNS = {
 }
 
 
-def throughput_view(tp: pd.DataFrame) -> pd.DataFrame:
-    """The throughput table for people; goodput and the ITL columns only where measured (an objective, streaming)."""
-    keys = [c for c in CELL_KEYS if c in tp]
-    shown = [c for c in THROUGHPUT_COLUMNS if not (c.startswith(("goodput", "itl")) and tp[c].isna().all())]
-    return _drop_constant_keys(tp[keys + shown]).rename(columns=THROUGHPUT_COLUMNS)
+def throughput_view(tp: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFrame:
+    """The throughput table for people (rows named by `keys`, default the cell's); goodput and the ITL columns only
+    where measured (an objective, streaming)."""
+    keys = keys or [c for c in CELL_KEYS if c in tp]
+    shown = [c for c in THROUGHPUT_COLUMNS if c in tp and not (c.startswith(("goodput", "itl")) and tp[c].isna().all())]
+    view = tp[keys + shown].assign(**{c: tp[c] * 1000 for c in shown if c.startswith(MS_PREFIXES)})
+    return _drop_constant_keys(view).rename(columns=THROUGHPUT_COLUMNS)
 
 
 STATUS_STYLE = {"pass": "green", "regression": "bold red", "inconclusive": "yellow", "warning": "magenta"}

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pydantic
 import pytest
 
+from evalctl.analysis.checks.throughput import throughput_checks
+from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.analysis.pairing import between_runs
 from evalctl.analysis.throughput import throughput_table
 from evalctl.schema import SloConfig
 from tests.analysis.frames import sample_frame
@@ -53,3 +57,24 @@ def test_goodput_unknown_without_streamed_requests():
 def test_an_objective_names_a_latency():
     with pytest.raises(pydantic.ValidationError, match="ttft_ms, itl_ms or both"):
         SloConfig()
+
+
+def test_a_candidate_is_judged_against_its_baseline_at_each_level():
+    """The gate's throughput check, unchanged, gives one finding per measure and level: a build slower only under load
+    is a regression at 8 in flight and a pass at 1."""
+    rng = np.random.default_rng(4)
+
+    def run(run_id: str, slow_at_8: float):
+        rows = [dict(doc_id=i, prompt_hash=f"h{i}", started_at=float(i)) for _ in (1, 8) for i in range(200)]
+        frame = sample_frame(rows).assign(run_id=run_id, concurrency=[1] * 200 + [8] * 200)
+        slow = np.where(frame["concurrency"] == 8, slow_at_8, 1.0)
+        return frame.assign(latency_s=np.exp(rng.normal(0, 0.2, len(frame))) * slow)
+
+    checks = throughput_checks([between_runs(run("base", 1.0), run("cand", 2.0))], GatePolicy())
+    status = {(c.concurrency, c.name.split(": ")[1]): c.status for c in checks}
+    assert status == {
+        (1, "output_tokens_per_s"): "pass",
+        (1, "latency_s"): "pass",
+        (8, "output_tokens_per_s"): "regression",
+        (8, "latency_s"): "regression",
+    }

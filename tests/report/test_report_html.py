@@ -137,9 +137,23 @@ def test_baseline_comparison_and_history_trend(tmp_path):
     html = render(run, baseline=base)
     assert f"this run vs baseline {base.name}: 1 flipped" in html
     assert "This run / baseline" in html
-    assert 'id="plot-history"' in html and html.count("data:image/png;base64,") == 3
+    assert 'id="plot-history"' in html and html.count("data:image/png;base64,") == 5  # shots, prefill, load, Pareto, history
     assert f"<td>{base.name}</td>" in html and f"<td>{run.name}</td>" in html  # both runs in the trend table
     assert "no earlier runs" in render(base)  # a run's history is its past, not later nights
+
+
+def test_throughput_at_each_load_level_is_tabled_and_plotted(tmp_path):
+    cells = [
+        row | {"ttft_s": 0.1 * level, "itl_s": 0.01, "latency_s": 1.0 + level / 8}
+        for level in (1, 8)
+        for cache in ("off", "on")
+        for row in cell_rows([True, True, False], cache=cache, shots=8, concurrency=level)
+    ]
+    html = render(make_run(tmp_path, "m", DAY, cells))
+    assert 'id="plot-load"' in html and 'id="plot-pareto"' in html
+    header = re.search(r'<section id="throughput">.*?<thead>(.*?)</thead>', html, re.S).group(1)
+    assert all(f"<th>{c}</th>" in header for c in ("concurrency", "out tok/s", "tok/s/user", "ttft p99 ms", "itl p90 ms"))
+    assert "goodput/s" not in header  # the run states no objective
 
 
 def test_report_cli_writes_into_the_run_folder_by_default_and_refuses_a_missing_run(tmp_path):

@@ -7,7 +7,7 @@ import importlib.util
 from evalctl.errors import ConfigError
 
 # Module -> the extra that installs it.
-EXTRA_OF = {"xllamacpp": "cpu", "gguf": "cpu", "submitit": "slurm"}
+EXTRA_OF = {"xllamacpp": "cpu", "gguf": "cpu", "submitit": "slurm", "guidellm": "guidellm"}
 
 
 def require(module: str, purpose: str) -> None:

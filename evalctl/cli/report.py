@@ -18,6 +18,15 @@ def report(
     baseline: Annotated[Path | None, typer.Option(help="A baseline run folder to compare against.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML file to write; default: <run>/report.html.")] = None,
     policy: GatePolicyOption = None,
+    attach_guidellm: Annotated[
+        Path | None,
+        typer.Option(
+            help="A guidellm benchmark report (JSON or YAML, guidellm 0.8) of the same server, kept in the run folder and shown "
+            "beside the run's throughput from now on; needs evalctl's 'guidellm' extra.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Write one HTML file (plots embedded, no network needed): header, gate verdict and sign-off matrix,
     plots, throughput ratios, probes, flipped questions, server command lines and log links.
@@ -27,6 +36,7 @@ def report(
     """
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.analysis.gate_document import GateDocument, read_gate
+    from evalctl.report import guidellm
     from evalctl.report.finish import run_policy
     from evalctl.report.html import write_report
     from evalctl.runs import load_run
@@ -37,6 +47,10 @@ def report(
         raise fail(
             f"{run} is still being written: its report.html is the writer's to write; give --output FILE for a report of the rows so far"
         )
+    if attach_guidellm is not None:
+        if loaded.live:
+            raise fail(f"{run} is still being written: attach the guidellm report once its sweep is done")
+        console.print(f"attached: {guidellm.attach(run, attach_guidellm)}")
     gate = read_gate(run)
     if gate is None:
         gate = GateDocument.of(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))

@@ -35,6 +35,7 @@ from evalctl.cell import CellKey
 from evalctl.fsio import write_atomic
 from evalctl.history.store import HistoryStore
 from evalctl.records import CELL_KEYS
+from evalctl.report import guidellm
 from evalctl.report.plots import (
     accuracy_by_position,
     accuracy_vs_prefill,
@@ -177,6 +178,15 @@ def _ratios(comparisons: list[Comparison]) -> Table | None:
     return Table.of(ratio_view(ratios)) if len(ratios) else None
 
 
+def _guidellm(run_dir: Path) -> dict | None:
+    """The run's attached guidellm report (`report.guidellm`), in the throughput table's columns."""
+    found = guidellm.section(run_dir)
+    if found is None:
+        return None
+    table = None if found.table is None else Table.of(throughput_view(found.table, ["benchmark", "concurrency held", "requests"]))
+    return {"file": found.file, "note": found.note, "table": table}
+
+
 def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:
     """The cells' throughput, and candidate / reference ratios: cache on / off, this run / the baseline;
     throughput by load level and the Pareto plot, the baseline's lines beside this run's."""
@@ -184,6 +194,7 @@ def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:
     against = [between_runs(run_summary(baseline).throughput, tp)] if baseline is not None else []
     plotted = pd.concat([tp, _as_baseline(run_summary(baseline).throughput)], ignore_index=True) if baseline is not None else tp
     return {
+        "guidellm": _guidellm(run.path),
         "plot_load": png_uri(throughput_vs_concurrency, plotted, title=title),
         "plot_pareto": png_uri(pareto, plotted, title=title),
         "cells": Table.of(throughput_view(tp)),

@@ -2,11 +2,12 @@
 
 Cold: the cache flushed (where the engine can) and switched off per request (where it
 can); the response must report no cached tokens. The second cold run measures the
-engine's own run-to-run disagreement: the baseline. Warm: after a flush, every prefix is
-sent once (one token generated), longest first, so the cache holds it; then every prompt,
-longest prefix first; the response must report cached tokens. Every prefix, not only those no
-other extends: a hybrid engine keeps Mamba state only where a request ended (vLLM's
-`--mamba-cache-mode align`), so a prefix nested in a longer one finds no state of its own.
+engine's own run-to-run disagreement: the baseline. Warm: after a flush, every prompt, longest
+prefix first, right after its prefix alone (one token generated), so the state at the prefix's
+end is the newest the server holds; the response must report cached tokens. A hybrid engine keeps
+a recurrent state only where a request ended (vLLM's `--mamba-cache-mode align`), and cannot trim
+one back to a shorter prefix (llama.cpp recomputes from token 0 instead): a prompt sent after
+another prompt or a longer prefix would find no state at its own prefix's end.
 Requests go one at a time: the order is what puts state in the cache.
 """
 
@@ -44,11 +45,6 @@ class ProbeRun:
     def generated_tokens(self) -> int:
         completions = [c for s in self.samples for c in (s.cold, s.cold_repeat, s.warm)] + self.seeds
         return sum(c.completion_tokens or 0 for c in completions)
-
-
-def _seed_prefixes(prompts: list[ProbePrompt]) -> list[str]:
-    """Each distinct prefix once, longest first (a shorter one then reuses the longer one's attention cache)."""
-    return sorted({p.prefix for p in prompts}, key=lambda prefix: (-len(prefix), prefix))
 
 
 def _stop(prompt: ProbePrompt) -> dict:
@@ -108,18 +104,16 @@ class ProbeRunner:
                     flushed = self._flush() and flushed
                     pair.append(await self._cold(cold_client, prompt))
                 colds.append(pair)
-            self.on_step("seeding the cache with the shared prefixes")
             self._flush()
             seeds = []
-            for prefix in _seed_prefixes(prompts):
-                seed = await warm_client.complete(prefix, max_tokens=1, logprobs=None)
-                if seed.error:
-                    raise ProbeError(f"seeding the prefix cache failed: {seed.error}")
-                seeds.append(seed)
             warms: dict[int, Completion] = {}
             order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].prefix), reverse=True)
             for n, i in enumerate(order, 1):
                 self.on_step(f"warm {n}/{len(prompts)}: {prompts[i].bin}")
+                seed = await warm_client.complete(prompts[i].prefix, max_tokens=1, logprobs=None)
+                if seed.error:
+                    raise ProbeError(f"seeding the prefix cache failed: {seed.error}")
+                seeds.append(seed)
                 warms[i] = await warm_client.complete(prompts[i].text, **_stop(prompts[i]))
         samples = [ProbeSample(p, cold, again, warms[i]) for i, (p, (cold, again)) in enumerate(zip(prompts, colds))]
         return ProbeRun(samples, seeds, flushed)

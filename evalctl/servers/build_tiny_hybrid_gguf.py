@@ -1,0 +1,154 @@
+"""Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe as a GGUF that llama.cpp serves.
+
+A seeded, randomly initialised NemotronH (Mamba2 + attention + MLP, llama.cpp's `nemotron_h`),
+written with `gguf` and numpy in evalctl's own process (no torch), SmolLM2's tokenizer copied from
+the bundled GGUF. The same numpy and seed give the same bytes, so the file's digest identifies it.
+
+Why the weights are drawn as they are (docs/hybrid-cpu.md): `D = 0` and slow decays, so each Mamba
+layer's output is its memory of the prefix and a lost or stale state changes what follows;
+unit-scale input projections, so that state is far above the gated norm's epsilon; a sharp output
+head (std LM_HEAD_STD), so greedy decoding never hangs on near-ties. Random weights would also pick
+tokens whose bytes are not printable UTF-8 (a piece of a multi-byte character, a control token):
+answers would hold U+FFFD and some llama.cpp releases answer them with HTTP 500, the server's reply
+to our model rather than a cache bug. Their output-head rows are zero, so their logit is 0 while
+the top of the others is about +60: never chosen, never among the top alternatives.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+VERSION = 1  # part of the cache folder's name: a change to what is written here builds the file afresh
+SEED = 20240601
+# M = Mamba2 mixer, * = attention, - = MLP (NemotronH's layer pattern letters), as bundled:tiny-hybrid.
+PATTERN = "M*-M*-"
+HIDDEN = 64
+ATTENTION_HEADS, KV_HEADS, HEAD_DIM = 2, 1, 32
+FFN = 128
+SSM_HEADS, SSM_HEAD_DIM, SSM_STATE, SSM_GROUPS, CONV_KERNEL = 8, 16, 16, 1, 4
+INIT_STD = 0.02  # transformers' initializer_range: embeddings, attention, MLP, Mamba output
+LM_HEAD_STD = 2.0
+MIN_DECAY_A = 0.01
+CONTEXT = 8192
+NORM_EPS = 1e-5
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level BPE: the character each byte is written as in a token's text -> the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = (b for b in range(256) if b not in printable)
+    return {chr(b): b for b in printable} | {chr(256 + i): b for i, b in enumerate(extra)}
+
+
+def printable_tokens(tokens: list[str], types: list[int]) -> list[bool]:
+    """Whether each normal token's bytes are printable UTF-8 text (spaces included, newlines and controls not)."""
+    decoder = _byte_decoder()
+    keep = []
+    for token, kind in zip(tokens, types):
+        try:
+            text = bytes(decoder[c] for c in token).decode("utf-8")
+        except (KeyError, UnicodeDecodeError):
+            text = ""
+        keep.append(kind == 1 and text != "" and text.isprintable())  # 1: llama.cpp's NORMAL token type
+    return keep
+
+
+def _tokenizer(source: Path) -> list[tuple[str, object, object, object]]:
+    """Every `tokenizer.*` field of `source`: (key, value, type, array item type)."""
+    from gguf import GGUFReader
+
+    fields = []
+    for key, field in GGUFReader(source).fields.items():
+        if key.startswith("tokenizer."):
+            item = field.types[1] if len(field.types) > 1 else None
+            fields.append((key, field.contents(), field.types[0], item))
+    return fields
+
+
+def build(tokenizer_gguf: Path, out: Path) -> Path:
+    """Write the model to `out` (a .gguf file) and return it."""
+    from gguf import GGUFWriter
+
+    fields = _tokenizer(tokenizer_gguf)
+    tokens = next(v for k, v, *_ in fields if k == "tokenizer.ggml.tokens")
+    types = next(v for k, v, *_ in fields if k == "tokenizer.ggml.token_type")
+    writer = GGUFWriter(str(out), "nemotron_h")
+    _write_hparams(writer, len(tokens))
+    for key, value, kind, item in fields:
+        writer.add_key_value(key, value, kind, sub_type=item)
+    for name, array in _tensors(printable_tokens(tokens, types)):
+        writer.add_tensor(name, array)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def _write_hparams(writer, vocab: int) -> None:
+    from gguf import LlamaFileType
+
+    writer.add_name("evalctl tiny-hybrid-gguf")
+    writer.add_file_type(LlamaFileType.ALL_F32)
+    writer.add_context_length(CONTEXT)
+    writer.add_embedding_length(HIDDEN)
+    writer.add_block_count(len(PATTERN))
+    writer.add_vocab_size(vocab)
+    # Per layer: a layer with neither KV heads nor a feed-forward width is a Mamba layer (llama.cpp's rule).
+    writer.add_feed_forward_length([FFN if kind == "-" else 0 for kind in PATTERN])
+    writer.add_head_count(ATTENTION_HEADS)
+    writer.add_head_count_kv([KV_HEADS if kind == "*" else 0 for kind in PATTERN])
+    writer.add_key_length(HEAD_DIM)
+    writer.add_value_length(HEAD_DIM)
+    writer.add_layer_norm_eps(NORM_EPS)  # older releases read this one, newer ones the RMS key
+    writer.add_layer_norm_rms_eps(NORM_EPS)
+    writer.add_ssm_conv_kernel(CONV_KERNEL)
+    writer.add_ssm_inner_size(SSM_HEADS * SSM_HEAD_DIM)
+    writer.add_ssm_state_size(SSM_STATE)
+    writer.add_ssm_time_step_rank(SSM_HEADS)
+    writer.add_ssm_group_count(SSM_GROUPS)
+
+
+def _tensors(keep: list[bool]):
+    """(name, float32 array) of every tensor, drawn in a fixed order from SEED; numpy shapes are ggml's reversed."""
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+
+    def normal(std: float, *shape: int) -> np.ndarray:
+        return rng.normal(0.0, std, size=shape).astype(np.float32)
+
+    def ones(*shape: int) -> np.ndarray:
+        return np.ones(shape, dtype=np.float32)
+
+    vocab, d_inner = len(keep), SSM_HEADS * SSM_HEAD_DIM
+    conv_channels = d_inner + 2 * SSM_GROUPS * SSM_STATE
+    yield "token_embd.weight", normal(INIT_STD, vocab, HIDDEN)
+    yield "output_norm.weight", ones(HIDDEN)
+    head = normal(LM_HEAD_STD, vocab, HIDDEN)
+    head[~np.array(keep)] = 0.0
+    yield "output.weight", head
+    for i, kind in enumerate(PATTERN):
+        blk = f"blk.{i}"
+        yield f"{blk}.attn_norm.weight", ones(HIDDEN)
+        if kind == "M":
+            # in_proj's rows: gate z, then x B C (through the convolution), then one dt per head.
+            yield f"{blk}.ssm_in.weight", normal(HIDDEN**-0.5, d_inner + conv_channels + SSM_HEADS, HIDDEN)
+            yield f"{blk}.ssm_conv1d.weight", normal(0.5, conv_channels, CONV_KERNEL)
+            yield f"{blk}.ssm_conv1d.bias", np.zeros(conv_channels, dtype=np.float32)
+            # dt between 0.001 and 0.1 (transformers' initialisation), stored as softplus's inverse.
+            dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), SSM_HEADS))
+            yield f"{blk}.ssm_dt.bias", (dt + np.log(-np.expm1(-dt))).astype(np.float32)
+            # A = -exp(A_log), from -MIN_DECAY_A to -1: slow decays; D = 0: no skip path past the state.
+            yield f"{blk}.ssm_a", -np.linspace(MIN_DECAY_A, 1.0, SSM_HEADS, dtype=np.float32).reshape(SSM_HEADS, 1)
+            yield f"{blk}.ssm_d", np.zeros((SSM_HEADS, 1), dtype=np.float32)
+            yield f"{blk}.ssm_norm.weight", ones(SSM_GROUPS, d_inner // SSM_GROUPS)
+            yield f"{blk}.ssm_out.weight", normal(INIT_STD, HIDDEN, d_inner)
+        elif kind == "*":
+            yield f"{blk}.attn_q.weight", normal(INIT_STD, ATTENTION_HEADS * HEAD_DIM, HIDDEN)
+            yield f"{blk}.attn_k.weight", normal(INIT_STD, KV_HEADS * HEAD_DIM, HIDDEN)
+            yield f"{blk}.attn_v.weight", normal(INIT_STD, KV_HEADS * HEAD_DIM, HIDDEN)
+            yield f"{blk}.attn_output.weight", normal(INIT_STD, HIDDEN, ATTENTION_HEADS * HEAD_DIM)
+        else:
+            yield f"{blk}.ffn_up.weight", normal(INIT_STD, FFN, HIDDEN)
+            yield f"{blk}.ffn_down.weight", normal(INIT_STD, HIDDEN, FFN)

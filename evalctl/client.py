@@ -232,12 +232,13 @@ class CompletionClient:
         body = b""
         try:
             if _is_event_stream(response):
-                data, choice, text, first, times = await _read_events(response)
+                data, choice, text, first, times, tokens = await _read_events(response)
                 ttft = first - t0
                 itl = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
             else:
                 body = await response.aread()
                 data, choice, text = _completion_fields(body)
+                tokens = _token_logprobs(choice.get("logprobs"))
         except _BadResponse as exc:
             snippet = body[:200].decode(errors="replace").replace("\n", " ")
             raise _BadResponse(f"{exc}: {snippet!r}") from None
@@ -259,7 +260,7 @@ class CompletionClient:
             started_at=started,
             latency_s=time.perf_counter() - t0,
             attempts=attempts,
-            logprobs=_token_logprobs(choice.get("logprobs")),
+            logprobs=tokens,
             ttft_s=ttft,
             itl_s=itl,
         )
@@ -344,9 +345,10 @@ def _completion_fields(raw: bytes) -> tuple[dict, dict, str]:
     return data, choices[0], text
 
 
-async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float, list[float]]:
+async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float, list[float], tuple[TokenLogprob, ...] | None]:
     """Fold a completion's server-sent events into (the chunk with usage, the final choice state, the
-    text, the arrival of the first chunk with a choice, the arrivals of the chunks that carried text).
+    text, the arrival of the first chunk with a choice, the arrivals of the chunks that carried text,
+    every chunk's token logprobs in order: None when no chunk carried any).
 
     The first chunk with a choice marks the first token even when its text is empty: an answer
     that stops at once (or whose first token starts a stop string) has no text chunk at all.
@@ -356,6 +358,7 @@ async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float
     times: list[float] = []
     choice: dict = {}
     usage_chunk: dict = {}
+    tokens: list[TokenLogprob] | None = None
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue  # blank separators, comments, `event:` lines
@@ -371,6 +374,9 @@ async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float
         if not isinstance(choices[0], dict) or not isinstance(choices[0].get("text") or "", str):
             raise _BadResponse("stream chunk choices[0].text not a string")
         text = choices[0].get("text") or ""
+        chunk_tokens = _token_logprobs(choices[0].get("logprobs"))
+        if chunk_tokens is not None:
+            tokens = [*(tokens or ()), *chunk_tokens]
         if first is None:
             first = time.perf_counter()
         if text:
@@ -380,7 +386,7 @@ async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float
             choice = choices[0]
     if first is None:
         raise _BadResponse("stream ended without a choice")
-    return usage_chunk, choice, "".join(pieces), first, times
+    return usage_chunk, choice, "".join(pieces), first, times, tuple(tokens) if tokens is not None else None
 
 
 def _server_message(response: httpx.Response) -> str:

@@ -21,7 +21,7 @@ from typing import Literal, get_args
 import pandas as pd
 
 from evalctl.cell import CellKey
-from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind, FailedAttempt
+from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind, FailedAttempt, TokenLogprob
 from evalctl.fsio import atomic_path, disk_error
 
 RECORDS_FILE = "records.jsonl"
@@ -32,7 +32,7 @@ SAMPLES_FILE = "samples.parquet"
 # (runs before every variant had its arm wrote `noise-<profile>.jsonl`: the same glob reads them).
 NOISE_GLOB = "noise-*.jsonl"
 # Columns newer than some run folders: read as empty from those.
-LATER_COLUMNS = ("itl_s", "conversation", "turn", "turn_kind", "source_doc_id", "first_error_kind", "failed_attempts")
+LATER_COLUMNS = ("itl_s", "conversation", "turn", "turn_kind", "source_doc_id", "first_error_kind", "failed_attempts", "logprobs")
 
 # A task's metric, as the task names it (`tasks.lmeval`): GSM8K's `strict` (`#### N`) and
 # `flexible` (the last number), or any filter name of a task's YAML. Each metric is two columns
@@ -96,11 +96,17 @@ class SampleRecord:
     # none: list<struct<error_kind, error, latency_s>> in parquet (a run without any failure: a null column).
     first_error_kind: ErrorKind | None = None
     failed_attempts: tuple[FailedAttempt, ...] = ()
+    # Requests that asked for logprobs (conversation workloads: the logprob rungs, `analysis.divergence`): each
+    # generated token with its logprob and the server's top alternatives. Stored as a list of
+    # {token, logprob, top: [{token, logprob}]} (parquet: list<struct>; None when not asked): a 16-token answer
+    # with top 5 is about 1 kB of JSON, a few hundred bytes compressed.
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
     def row(self) -> dict:
         """The record as one flat row: each metric's answer and outcome its own columns."""
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("answers", "correct")}
         row["failed_attempts"] = [asdict(a) for a in self.failed_attempts] or None
+        row["logprobs"] = stored_logprobs(self.logprobs)
         for metric in self.correct:
             row[metric + ANSWER_SUFFIX] = self.answers.get(metric)
             row[metric + CORRECT_SUFFIX] = self.correct[metric]
@@ -113,12 +119,27 @@ class SampleRecord:
         plain = {k: v for k, v in row.items() if k in COLUMNS}
         answers = {m: row.get(m + ANSWER_SUFFIX) for m in metrics}
         attempts = _failed_attempts(plain.pop("failed_attempts", None))
+        plain["logprobs"] = read_logprobs(plain.pop("logprobs", None))
         return cls(**plain, failed_attempts=attempts, answers=answers, correct={m: row[m + CORRECT_SUFFIX] for m in metrics})
 
 
 def _failed_attempts(stored: Iterable[Mapping] | None) -> tuple[FailedAttempt, ...]:
     """A row's `failed_attempts` as read back (a JSON list, parquet's array of dicts, or None) as typed attempts."""
     return tuple(FailedAttempt(**a) for a in stored) if stored is not None else ()
+
+
+def stored_logprobs(tokens: Iterable[TokenLogprob] | None) -> list[dict] | None:
+    """Token logprobs as a row stores them: top alternatives a list of pairs, not a dict (parquet needs fixed fields)."""
+    if tokens is None:
+        return None
+    return [{"token": t.token, "logprob": t.logprob, "top": [{"token": k, "logprob": v} for k, v in t.top.items()]} for t in tokens]
+
+
+def read_logprobs(stored: Iterable[Mapping] | None) -> tuple[TokenLogprob, ...] | None:
+    """A row's `logprobs` as read back (a JSON list, parquet's array of dicts, or None/NaN) as typed tokens."""
+    if stored is None or isinstance(stored, float):
+        return None
+    return tuple(TokenLogprob(t["token"], t["logprob"], {a["token"]: a["logprob"] for a in t["top"]}) for t in stored)
 
 
 # The columns every run has; each metric adds its two (`metric_names`).

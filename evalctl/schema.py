@@ -282,6 +282,13 @@ class ConversationConfig(BaseModel):
         description="Which requests are scored and paired with a cold twin: every one, or the returns only (the requests"
         " before a return are its history: sent warm, unscored, never cold). With events 1: one independent pair per conversation.",
     )
+    top_logprobs: int = Field(
+        5,
+        ge=0,
+        le=20,
+        description="Alternatives per generated token asked for and kept in the records, for the exact and divergence rungs"
+        " (analysis.divergence); 0: none asked, answers judged only.",
+    )
     seed: int = 1234
 
     @model_validator(mode="after")

@@ -171,6 +171,7 @@ class CellRunner:
             temperature=gen.temperature,
             seed=gen.seed,
             stop=tuple(gen.stop) if gen.stop is not None else None,
+            logprobs=self.config.conversation.top_logprobs or None if self.config.conversation else None,
             fields=adapter.request_fields(cache),
             fresh_fields=lambda: adapter.fresh_fields(cache),
             stream=gen.stream,
@@ -227,4 +228,4 @@ class CellRunner:
 def completion_columns(completion: Completion) -> dict:
     """A sample record's fields that come from the request's completion: usage, timing, the answer, every attempt."""
     columns = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name not in ("text", "logprobs")}
-    return {**columns, "response": completion.text, "first_error_kind": completion.first_error_kind}
+    return {**columns, "response": completion.text, "first_error_kind": completion.first_error_kind, "logprobs": completion.logprobs}

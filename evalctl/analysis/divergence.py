@@ -1,0 +1,293 @@
+"""The logprob rungs of the oracle ladder: a warm request against its cold twin, token by token.
+
+A request sent to a cache-on server and the same bytes sent cold should generate the same tokens
+with the same logprobs; what a wrongly restored cache state does shows first in the logprobs (on
+llama.cpp #24411's buggy build a restored checkpoint moves a return's logprobs by 0.35-0.64 nats,
+against a healthy warm-vs-cold drift of about 0.07), long before it flips an answer. Per pair
+(`compare_tokens`; the positions compared are the probe's, `probe.compare`: those before the
+first divergent token and that one, the last with the same context on both sides):
+
+- exact: identical tokens, logprobs and top-k alternatives at every position;
+- first divergence: the first position whose tokens differ (None: none);
+- divergence (nats): the largest change, over the compared positions, in the logprob of either
+  side's chosen token (a token one side did not list counts at most its least listed logprob:
+  a lower bound on the change).
+
+The healthy spread is measured in the same run: the A/A arm's cold-vs-cold pairs and the warm
+requests that only extend what the previous request cached (a conversation's `extend` turns),
+the *reference*; the *judged* requests are the returns (rewinds and branches; every warm request
+of a run with no conversation). A judged pair counts only when its cache engaged (cached tokens
+reported on the warm side > 0: the engagement guard), and a rung decides only with at least
+`min_positions` positions compared over its judged pairs.
+
+**Exact rung.** Applies where the reference shows the engine deterministic: at least
+`min_reference` reference pairs, every one exact. Then any judged pair that is not exact is a
+regression (the SGLang nightly's oracle: zero mismatches). Guarantee: none is needed beyond
+the one stated: on an engine whose every reference pair is bitwise identical, a healthy judged
+pair is too; where the reference is not all exact the rung does not apply and says so.
+
+**Divergence rung** (Rosenbaum 1954's exceedance statistic). Let m reference and n judged
+divergences be pooled; K counts the judged ones above the reference's largest by more than
+`margin` nats. The p-value is P(K >= k) when every one of the N = n + m values is exchangeable
+(no bug: a return's divergence is drawn like any other healthy pair's): the k largest of the N
+are all judged with probability C(n, k) / C(N, k) = prod_{i<k} (n - i) / (N - i). Regression
+when that p, Holm-adjusted over a build's cells, is <= alpha; pass when K = 0; inconclusive
+otherwise. Guarantee: false regression <= alpha for any continuous law of the divergences
+(exact, no asymptotics); ties at the reference's maximum and the margin only lower K, so the
+rate stays below alpha with them (zeros of a deterministic engine included).
+`scripts/divergence_false_alarms.py` measures the rate by simulation (exchangeable laws with
+ties, point masses and heavy tails) and fails above alpha.
+
+Assumptions: under no bug the judged divergences are exchangeable with the reference's; returns
+that restore saved state may drift a little more than extensions on a healthy build, and the
+margin (default 0.1 nats, above llama.cpp's 0.07) covers that. Requests of one conversation share
+their state, so they are not independent; exchangeability is what the p-value needs, and it is a
+statement about the build, not about independence.
+
+Reference: S. Rosenbaum (1954), "Tables for a nonparametric test of location", Ann. Math. Statist.
+25(1):146-150 (the count of one sample's values above the other's largest).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from evalctl.analysis.multiple import holm
+from evalctl.analysis.pairing import Comparison, align
+from evalctl.cell import CellKey
+from evalctl.client import TokenLogprob
+from evalctl.probe.compare import compare
+from evalctl.records import CELL_KEYS, read_logprobs
+from evalctl.schema import CacheMode
+
+# A conversation's requests that only extend what the request before them cached: healthy warm drift.
+EXTENDING = ("first", "extend")
+PAIR_COLUMNS = [
+    *CELL_KEYS,
+    "doc_id",
+    "turn",
+    "turn_kind",
+    "prompt_tokens",
+    "cached_tokens",
+    "exact",
+    "first_divergence",
+    "positions",
+    "divergence",
+]
+
+
+@dataclass(frozen=True)
+class TokenPair:
+    """How a warm generation's tokens and logprobs depart from its cold twin's."""
+
+    exact: bool  # tokens, logprobs and top-k alternatives identical at every position
+    first_divergence: int | None  # the first position whose tokens differ (None: the same tokens)
+    positions: int  # positions compared: up to and including the first divergence
+    divergence: float | None  # nats: the largest change in a chosen token's logprob (None: no logprobs)
+
+
+def _logprob_of(token: str, at: TokenLogprob) -> float | None:
+    """`at`'s logprob of `token`: its own if chosen, else listed, else at most its least listed one."""
+    if at.token == token and at.logprob is not None:
+        return at.logprob
+    if token in at.top:
+        return at.top[token]
+    return min(at.top.values()) if at.top else None
+
+
+def _change(a: TokenLogprob, b: TokenLogprob) -> float | None:
+    """The larger change, from `a` to `b`, of either side's chosen token's logprob (a lower bound when unlisted)."""
+    changes = []
+    for chosen, other in ((a, b), (b, a)):
+        mine, theirs = _logprob_of(chosen.token, chosen), _logprob_of(chosen.token, other)
+        if mine is None or theirs is None:
+            return None
+        listed = other.token == chosen.token or chosen.token in other.top
+        changes.append(abs(mine - theirs) if listed else max(0.0, mine - theirs))
+    return max(changes)
+
+
+def compare_tokens(warm: Sequence[TokenLogprob], cold: Sequence[TokenLogprob]) -> TokenPair:
+    """`warm` against `cold`, position by position (`probe.compare` picks the positions)."""
+    tokens = compare([t.token for t in warm], [t.token for t in cold])
+    exact = tokens.exact and all(w.logprob == c.logprob and w.top == c.top for w, c in zip(warm, cold))
+    changes = [_change(w, c) for w, c in zip(warm[: tokens.aligned], cold[: tokens.aligned])]
+    known = [x for x in changes if x is not None]
+    return TokenPair(exact, tokens.first_divergence, tokens.aligned, max(known) if known else (0.0 if exact else None))
+
+
+def token_pairs(comparison: Comparison) -> pd.DataFrame:
+    """One row per question answered on both sides with logprobs: the candidate's cell and request, its
+    usage, and how its tokens depart from the reference's (`compare_tokens`)."""
+    if "logprobs" not in comparison.candidate or "logprobs" not in comparison.reference:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    pairs = align(comparison)
+    answered = pairs["error"].isna() & pairs["error_ref"].isna()
+    pairs = pairs[answered & pairs["logprobs"].notna() & pairs["logprobs_ref"].notna()]
+    rows = []
+    for _, row in pairs.iterrows():
+        pair = compare_tokens(read_logprobs(row["logprobs"]) or (), read_logprobs(row["logprobs_ref"]) or ())
+        rows.append(
+            {
+                **{k: row[k] for k in CELL_KEYS},
+                "doc_id": row["doc_id"],
+                "turn": row.get("turn"),
+                "turn_kind": row.get("turn_kind"),
+                "prompt_tokens": row["prompt_tokens"],
+                "cached_tokens": row["cached_tokens"],
+                "exact": pair.exact,
+                "first_divergence": pair.first_divergence,
+                "positions": pair.positions,
+                "divergence": pair.divergence,
+            }
+        )
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def cell_pairs(samples: pd.DataFrame, replica: pd.DataFrame) -> list[tuple[CellKey, pd.DataFrame, pd.DataFrame]]:
+    """Per cache-on cell with logprobs: its warm-vs-cold pairs and its server's cold-vs-cold (A/A) pairs."""
+    if "logprobs" not in samples or not samples["logprobs"].notna().any():
+        return []
+    cold = samples[samples["cache"] == CacheMode.off.value]
+    warm = token_pairs(Comparison("cache", "warm vs cold", cold, samples[samples["cache"] == CacheMode.on.value],
+                                  tuple(CellKey.columns("cache")), "cache off"))  # fmt: skip
+    aa = token_pairs(Comparison("floor", "cold vs cold", cold, replica, tuple(CellKey.columns()), "A/A replica"))
+    same_server = ["profile", "variant", "shots"]
+    out = []
+    for cell, pairs in CellKey.groups(warm):
+        mine = (aa[same_server] == pd.Series({k: getattr(cell, k) for k in same_server})).all(axis=1) if len(aa) else []
+        out.append((cell, pairs, aa[mine] if len(aa) else aa))
+    return out
+
+
+def exceedance_p(k: int, n: int, m: int) -> float:
+    """P(the k largest of n + m exchangeable values all fall among the n): C(n, k) / C(n + m, k) (Rosenbaum 1954)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return math.prod((n - i) / (n + m - i) for i in range(k))
+
+
+class Settings(BaseModel):
+    """What both logprob rungs read (a gate policy's `checks.exact` and `checks.divergence` sections)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    margin: float = Field(0.1, ge=0, description="Nats above the healthy pairs' largest divergence a return must reach to count.")
+    min_reference: int = Field(10, ge=1, description="Healthy pairs (A/A and extensions) a cell needs before a rung decides.")
+    min_positions: int = Field(20, ge=1, description="Token positions compared over a cell's judged returns before a rung decides.")
+
+
+def exceedances(judged: np.ndarray, reference: np.ndarray, margin: float) -> tuple[int, float, float]:
+    """(K, the threshold, its p): the judged values above the reference's largest + `margin` (module docstring)."""
+    threshold = float(reference.max()) + margin
+    count = int((judged > threshold).sum())
+    return count, threshold, exceedance_p(count, len(judged), len(reference))
+
+
+@dataclass(frozen=True)
+class RungRow:
+    """One rung's finding on one cache-on cell."""
+
+    status: str  # pass | regression | inconclusive
+    reason: str
+    judged: int  # engaged judged pairs
+    exceeding: int  # exact rung: pairs not exact; divergence rung: K
+    reference: int
+    threshold: float | None
+    p_value: float | None
+    worst: pd.DataFrame  # the judged pairs that decided, worst first
+
+
+def split(pairs: pd.DataFrame, aa: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(judged, reference) of one cache-on cell's warm-vs-cold `pairs` and its cold-vs-cold `aa` pairs.
+
+    Judged: the returns (every warm pair when no request is an extension), those whose cache engaged.
+    Reference: the A/A pairs and the engaged extensions (`EXTENDING`)."""
+    kinds = pairs["turn_kind"]
+    extending = kinds.isin(EXTENDING)
+    judged = pairs[~extending] if (~extending).any() else pairs
+    engaged = judged["cached_tokens"].fillna(0) > 0
+    reference = pd.concat([aa, pairs[extending & (pairs["cached_tokens"].fillna(0) > 0)]], ignore_index=True)
+    return judged[engaged], reference[reference["divergence"].notna()]
+
+
+def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) -> str | None:
+    positions = int(judged["positions"].sum())
+    if judged.empty:
+        return "no judged request with cached tokens reported on the warm side: the cache never engaged on a return"
+    if len(reference) < settings.min_reference:
+        healthy = f"{len(reference)} healthy pairs (A/A and extensions)"
+        return f"{healthy}, fewer than {settings.min_reference}: no healthy spread to judge against"
+    if positions < settings.min_positions:
+        return f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
+    return None
+
+
+def exact_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> RungRow | None:
+    """The exact rung on one cell (None where the reference shows the engine not deterministic: it does not apply)."""
+    judged, reference = split(pairs, aa)
+    if len(reference) >= settings.min_reference and not reference["exact"].all():
+        return None
+    why = _guard(judged, reference, settings)
+    if why:
+        return RungRow("inconclusive", why, len(judged), 0, len(reference), None, None, judged.head(0))
+    parted = judged[~judged["exact"].astype(bool)]
+    worst = parted.sort_values(["first_divergence", "divergence"], ascending=[True, False], na_position="last")
+    status = "regression" if len(parted) else "pass"
+    reason = (
+        f"{len(parted)} of {len(judged)} engaged returns differ from their cold twins, where all {len(reference)} reference pairs"
+        " (A/A and extensions) are bitwise identical"
+    )
+    return RungRow(status, reason, len(judged), len(parted), len(reference), 0.0, None, worst)
+
+
+def divergence_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> RungRow:
+    """The divergence rung on one cell (its p-value unadjusted: `with_holm_status` adjusts a build's cells)."""
+    judged, reference = split(pairs, aa)
+    judged = judged[judged["divergence"].notna()]
+    why = _guard(judged, reference, settings)
+    if why:
+        return RungRow("inconclusive", why, len(judged), 0, len(reference), None, None, judged.head(0))
+    count, threshold, p = exceedances(judged["divergence"].to_numpy(float), reference["divergence"].to_numpy(float), settings.margin)
+    beyond = judged[judged["divergence"] > threshold].sort_values("divergence", ascending=False)
+    reason = (
+        f"{len(beyond)} of {len(judged)} engaged returns moved a token's logprob more than {threshold:.3f} nats (the largest of"
+        f" {len(reference)} healthy pairs + {settings.margin} margin); p {p:.3g} that exchangeable healthy pairs put them on top"
+    )
+    return RungRow("pass" if beyond.empty else "inconclusive", reason, len(judged), len(beyond), len(reference), threshold, p, beyond)
+
+
+def decide(rows: Mapping[object, RungRow], alpha: float) -> dict[object, tuple[str, float | None]]:
+    """(status, Holm-adjusted p) per cell of one build: regression where the adjusted p is <= alpha."""
+    tested = [key for key, row in rows.items() if row.p_value is not None]
+    adjusted = dict(zip(tested, holm([rows[k].p_value for k in tested]))) if tested else {}
+    out = {}
+    for key, row in rows.items():
+        p = adjusted.get(key)
+        out[key] = ("regression" if p is not None and p <= alpha and row.exceeding else row.status, None if p is None else float(p))
+    return out
+
+
+def worst_requests(worst: pd.DataFrame, count: int = 3) -> str:
+    """The deciding requests for people: where warm and cold part, and what the cache held there."""
+
+    def one(row: pd.Series) -> str:
+        kind = f"{row['turn_kind']} " if isinstance(row["turn_kind"], str) else ""
+        parts = "same tokens" if pd.isna(row["first_divergence"]) else f"parts at token {int(row['first_divergence'])}"
+        cached = f"{_count(row['cached_tokens'])} of {_count(row['prompt_tokens'])} prompt tokens cached"
+        moved = "" if pd.isna(row["divergence"]) else f", {row['divergence']:.3f} nats"
+        return f"doc {int(row['doc_id'])} ({kind}turn {_count(row['turn'])}): {parts}, {cached}{moved}"
+
+    return "; ".join(one(row) for _, row in worst.head(count).iterrows())
+
+
+def _count(value: object) -> str:
+    return "?" if value is None or (isinstance(value, float) and np.isnan(value)) else str(int(value))

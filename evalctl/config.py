@@ -1,5 +1,5 @@
 """Loading the sweep config: model aliases (found by `config_files`), CLI overrides, and what needs
-more than the models: the checks that look something up (a task's shot counts, the canary's fault)
+more than the models: the checks that look something up (a task's shot counts, the workload, the canary's fault)
 and the values resolved once (variants' paths, the engines' sampling seed).
 
 The models themselves are `evalctl.schema`'s (a leaf: it looks nothing up).
@@ -20,6 +20,7 @@ from evalctl.errors import ConfigError
 from evalctl.schema import DEFAULT_ENGINE, ServerProfile, SweepConfig, Variant
 from evalctl.servers.registry import engine_class, engines
 from evalctl.tasks.registry import registered_task
+from evalctl.tasks.workloads import WORKLOADS
 
 
 def _resolved(config: SweepConfig, source: str) -> SweepConfig:
@@ -28,6 +29,8 @@ def _resolved(config: SweepConfig, source: str) -> SweepConfig:
     spec = registered_task(config.task)
     if spec is not None and min(config.shots) < spec.min_shots:
         problems.append(f"shots: task {config.task} counts records as shots: every shot count must be >= {spec.min_shots}")
+    if config.workload is not None and WORKLOADS.find(config.workload) is None:
+        problems.append(f"workload: unknown workload {config.workload!r}; known: {', '.join(WORKLOADS.names())}")
     if config.canary is not None and config.canary not in FAULTS:
         problems.append(f"canary: unknown fault {config.canary!r}; known: {', '.join(FAULTS)}")
     # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.

@@ -5,7 +5,7 @@ of entries), imported on the registry's first look-up, not when it is defined: t
 stays cheap to import, and a module that defines entries need not import its registry (no import
 cycle). evalctl's own are the registry's `builtins`. A plug-in is an entry point of an installed
 distribution in the group of its kind, `evalctl.<kind>s` (`evalctl.engines`, `evalctl.tasks`,
-`evalctl.checks`): `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`.
+`evalctl.checks`, `evalctl.workloads`): `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`.
 The registry is complete after that first look-up. A name no entry has is bad input (exit 4), its
 message listing the known names (`unknown_name`).
 """

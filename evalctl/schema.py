@@ -67,6 +67,13 @@ class GenerationConfig(_Strict):
     seed: int = 1234
     stop: list[str] | None = Field(None, description="Stop strings; default: the task's own.")
     stream: bool = Field(True, description="Stream completions, so each record carries TTFT and inter-token latency.")
+    top_logprobs: int | None = Field(
+        None,
+        ge=0,
+        le=20,
+        description="Alternatives per generated token asked for and kept in the records, for the exact and divergence rungs"
+        " (analysis.divergence); 0: none; default: 5 with a workload, else 0.",
+    )
 
 
 def expand_text(text: str, what: str) -> str:
@@ -282,13 +289,6 @@ class ConversationConfig(BaseModel):
         description="Which requests are scored and paired with a cold twin: every one, or the returns only (the requests"
         " before a return are its history: sent warm, unscored, never cold). With events 1: one independent pair per conversation.",
     )
-    top_logprobs: int = Field(
-        5,
-        ge=0,
-        le=20,
-        description="Alternatives per generated token asked for and kept in the records, for the exact and divergence rungs"
-        " (analysis.divergence); 0: none asked, answers judged only.",
-    )
     seed: int = 1234
 
     @model_validator(mode="after")
@@ -425,6 +425,12 @@ class SweepConfig(_Strict):
         default_factory=SlurmConfig, description="Job settings for `--executor slurm`."
     )
     stopping: StoppingConfig = Field(default_factory=StoppingConfig, description="Fixed-n (default) or sequential stopping of cells.")
+    workload: Annotated[str | None, Cli(metavar="NAME")] = Field(
+        None,
+        description="How the task's questions are sent: conversation (as the `conversation:` block says) or hunt (histories"
+        " generated from the server's and model's shape), docs/conversations.md; concurrency is then conversations in flight;"
+        " default: each question alone (conversation when the config has a `conversation:` block).",
+    )
     conversation: ConversationConfig | None = Field(
         None,
         description="Send the task's questions as conversations that grow, rewind and branch (docs/conversations.md); "
@@ -500,9 +506,13 @@ class SweepConfig(_Strict):
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
             raise ValueError(f"run_variants: unknown variant(s) {unknown}; known: {', '.join(known)}")
-        if self.conversation is not None and self.stopping.mode is StoppingMode.sequential:
-            raise ValueError("a conversation workload runs whole conversations: sequential stopping cannot stop one mid-way")
-        if len(self.concurrency) > 1 and self.conversation is None:
+        if self.conversation is not None and self.workload is None:
+            self.workload = "conversation"
+        if self.generation.top_logprobs is None:
+            self.generation.top_logprobs = 5 if self.workload else 0
+        if self.workload is not None and self.stopping.mode is StoppingMode.sequential:
+            raise ValueError("a workload runs whole conversations: sequential stopping cannot stop one mid-way")
+        if len(self.concurrency) > 1 and self.workload is None:
             # One prefix shared by every request in flight: a slot leaking into another would not change an answer
             # (docs/configs.md). Set here, so the manifest records the prompts the sweep sent.
             self.fewshot = "sampled"

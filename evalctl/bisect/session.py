@@ -143,7 +143,7 @@ class Bisect:
     def sequential(self) -> bool:
         """Whether search steps stop once decided: not for a conversation workload, which runs whole conversations
         (a stop mid-way would cut a history short); its steps run every request and are judged as the endpoints are."""
-        return self.regression.config.conversation is None
+        return self.regression.config.workload is None
 
     def _judge(self, step: Step, run: Run, reference: Run, endpoint: bool, tolerance: float) -> None:
         """A step's verdict against the reference: the bad endpoint's (and a fixed-n search step's) by the gate's

@@ -171,7 +171,7 @@ class CellRunner:
             temperature=gen.temperature,
             seed=gen.seed,
             stop=tuple(gen.stop) if gen.stop is not None else None,
-            logprobs=self.config.conversation.top_logprobs or None if self.config.conversation else None,
+            logprobs=gen.top_logprobs or None,
             fields=adapter.request_fields(cache),
             fresh_fields=lambda: adapter.fresh_fields(cache),
             stream=gen.stream,

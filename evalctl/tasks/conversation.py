@@ -22,10 +22,14 @@ import dataclasses
 import os
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from evalctl.records import TurnKind
 from evalctl.schema import ConversationConfig, EventKind
-from evalctl.tasks.spec import Prompt
+from evalctl.tasks.spec import Prompt, Workload
+
+if TYPE_CHECKING:
+    from evalctl.schema import SweepConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,13 +42,12 @@ class Transcript:
     fewshot_delimiter: str = "\n\n"
 
 
-def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: ConversationConfig) -> list[Prompt]:
-    """Every request of the workload, in send order per conversation, numbered (`doc_id`) from 0.
+Path = list[tuple[Prompt, ...]]  # a conversation so far: its turns, each one or more questions
 
-    Each is a `Prompt` of its last question (its doc, target and stop), its text the transcript so far.
-    """
-    if not prompts:
-        return []
+
+def renderer(prompts: list[Prompt], transcript: Transcript) -> Callable[[Path], str]:
+    """The text of a conversation's turns: the first question whole, each later one without the prompts' shared prefix,
+    every question but the last followed by its reference answer."""
     shared = os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
     def unit(p: Prompt, first: bool) -> str:
@@ -53,10 +56,21 @@ def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: 
     def answered(p: Prompt, first: bool) -> str:
         return unit(p, first) + transcript.target_delimiter + transcript.answer_of[p.prompt_hash] + transcript.fewshot_delimiter
 
-    def render(path: list[tuple[Prompt, ...]]) -> str:
+    def render(path: Path) -> str:
         questions = [q for turn in path for q in turn]
         return "".join(answered(q, i == 0) for i, q in enumerate(questions[:-1])) + unit(questions[-1], len(questions) == 1)
 
+    return render
+
+
+def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: ConversationConfig) -> list[Prompt]:
+    """Every request of the workload, in send order per conversation, numbered (`doc_id`) from 0.
+
+    Each is a `Prompt` of its last question (its doc, target and stop), its text the transcript so far.
+    """
+    if not prompts:
+        return []
+    render = renderer(prompts, transcript)
     out: list[Prompt] = []
     for c in range(config.conversations):
         rng = random.Random(f"conversation:{config.seed}:{c}")
@@ -117,6 +131,13 @@ def _one(
         last_point = point
         grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
     return requests
+
+
+def _build(prompts: list[Prompt], transcript: Transcript, config: SweepConfig) -> list[Prompt]:
+    return conversation_prompts(prompts, transcript, config.conversation or ConversationConfig())
+
+
+WORKLOAD = Workload("conversation", "the task's questions as conversations that grow, rewind and branch (`conversation:`)", _build)
 
 
 def chains(prompts: list[Prompt]) -> list[list[int]]:

@@ -30,7 +30,9 @@ import copy
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,13 +40,14 @@ import numpy as np
 
 from evalctl.errors import BadInput, ConfigError
 from evalctl.registry import unknown_name
-from evalctl.tasks.conversation import Transcript, conversation_prompts
+from evalctl.tasks.conversation import Transcript
 from evalctl.tasks.data import local_dataset_overrides
 from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
 from evalctl.tasks.spec import Prompt
+from evalctl.tasks.workloads import WORKLOADS
 
 if TYPE_CHECKING:
-    from evalctl.schema import ConversationConfig, SweepConfig
+    from evalctl.schema import SweepConfig
 
 GENERATE = "generate_until"
 INVALID = "[invalid]"  # lm-eval's regex filter's answer when nothing matched
@@ -152,7 +155,7 @@ class LmEvalTask:
         limit_order: str = "shuffled",
         limit_seed: int = 1234,
         include_path: Path | None = None,
-        conversation: ConversationConfig | None = None,
+        workload: Callable[[list[Prompt], Transcript], list[Prompt]] | None = None,
     ):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
@@ -189,7 +192,7 @@ class LmEvalTask:
         self.seed = seed
         self.limit_order, self.limit_seed = limit_order, limit_seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
-        self.conversation = conversation
+        self.workload = workload
         self._conversations: dict[tuple[int, int | None], list[Prompt]] = {}
         # The fewest shots that still make a prompt: a generated prefix needs a record to ask about.
         self.min_shots = self.spec.min_shots if self.spec else 0
@@ -261,10 +264,10 @@ class LmEvalTask:
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
         """The scored prompts at `shots`; identical across cache modes and variants.
 
-        With a conversation workload, its requests (`tasks.conversation`), built from the questions.
+        With a workload (`tasks.workloads`), its requests, built from the questions.
         """
         key = (shots, limit)
-        if self.conversation is None:
+        if self.workload is None:
             return self.questions_at(shots, limit)
         if key not in self._conversations:
             questions = self.questions_at(shots, limit)
@@ -274,7 +277,7 @@ class LmEvalTask:
                 target_delimiter=str(self.config.get("target_delimiter", " ")),
                 fewshot_delimiter=str(self.config.get("fewshot_delimiter", "\n\n")),
             )
-            self._conversations[key] = conversation_prompts(questions, transcript, self.conversation)
+            self._conversations[key] = self.workload(questions, transcript)
         return self._conversations[key]
 
     def questions_at(self, shots: int, limit: int | None) -> list[Prompt]:
@@ -363,5 +366,5 @@ def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
         seed=config.generation.seed,
         limit_order=config.limit_order,
         limit_seed=config.limit_seed,
-        conversation=config.conversation,
+        workload=partial(WORKLOADS.get(config.workload).build, config=config) if config.workload else None,
     )

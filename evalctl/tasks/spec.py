@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalctl.records import AnswerPosition, TurnKind
+
+if TYPE_CHECKING:
+    from evalctl.schema import SweepConfig
 
 
 def whole_target(target: str) -> str:
@@ -51,3 +55,14 @@ class Prompt:
     source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
     # judged at returns only (`conversation.judge`): the unscored requests a cache-on server gets before this one
     history: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named way to send a task's questions: `build(prompts, transcript, config)` -> the cell's requests, in send
+    order per conversation (`Prompt.conversation` groups what must go one after another's answer)."""
+
+    name: str
+    summary: str
+    # (the task's prompts, how it answers them: a `tasks.conversation.Transcript`, the config) -> the requests
+    build: Callable[[list[Prompt], object, SweepConfig], list[Prompt]]

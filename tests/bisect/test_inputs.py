@@ -217,7 +217,9 @@ def test_a_conversation_workload_is_bisected_by_fixed_n_steps(gated, tmp_path):
 
     regression = regression_of(gated["bad"])
     regression = Regression(
-        regression.config.model_copy(update={"conversation": ConversationConfig()}), regression.cells, regression.policy
+        regression.config.model_copy(update={"workload": "conversation", "conversation": ConversationConfig()}),
+        regression.cells,
+        regression.policy,
     )
     builds = listed_builds_from(tmp_path, "abcde")
     culprit = 3

@@ -30,7 +30,8 @@ SWEEP_OPTIONS = {
     ("--variants",): ((), None), ("--gpus",): ((), None), ("--max-restarts",): ((), None), ("--noise",): (("--no-noise",), None),
     ("--resume",): ((), None), ("--api-key",): ((), None), ("--executor",): ((), None), ("--partition",): ((), "Slurm"),
     ("--account",): ((), "Slurm"), ("--qos",): ((), "Slurm"), ("--time",): ((), "Slurm"), ("--cpus-per-task",): ((), "Slurm"),
-    ("--sequential",): ((), None), ("--baseline",): ((), None), ("--wait-for-lock",): ((), None), ("--canary",): ((), None),
+    ("--sequential",): ((), None), ("--baseline",): ((), None), ("--wait-for-lock",): ((), None), ("--workload",): ((), None),
+    ("--canary",): ((), None),
     ("--wait",): (("--no-wait",), "Slurm"), ("--set",): ((), None),
 }  # fmt: skip
 PROBE_OPTIONS = {

@@ -98,7 +98,7 @@ def test_sequential_stopping_cannot_stop_a_conversation_midway():
 
 def test_a_real_task_becomes_conversations_with_its_own_answers_and_scoring():
     cfg = ConversationConfig(conversations=2, boundaries=[128], events=2)
-    task = LmEvalTask("prefix-recall", data_dir=None, fewshot="sampled", conversation=cfg)
+    task = LmEvalTask("prefix-recall", data_dir=None, fewshot="sampled", workload=lambda q, t: conversation_prompts(q, t, cfg))
     requests = task.prompts(6, 20)
     assert requests == task.prompts(6, 20)
     for group in chains(requests):
@@ -174,3 +174,14 @@ def test_judged_at_returns_the_history_leads_up_to_each_return_and_only_returns_
     assert sum(not r.scored for r in warm) == sum(len(p.history) for p in judged) > 0
     with pytest.raises(ValueError, match="events >= 1"):
         ConversationConfig(judge="returns", events=0)
+
+
+def test_a_workload_is_named_from_the_registry_and_asks_for_logprobs():
+    base = {"model": "m", "servers": [{"name": "s", "url": "http://x", "model_path": "m"}]}
+    implied = config_from_dict({**base, "conversation": {}}, None, "test")
+    assert (implied.workload, implied.generation.top_logprobs) == ("conversation", 5)
+    named = config_from_dict(base, {"workload": "conversation"}, "test")
+    assert named.workload == "conversation" and named.conversation is None  # its block's defaults
+    assert config_from_dict(base, None, "test").generation.top_logprobs == 0  # questions alone: none asked
+    with pytest.raises(ConfigError, match="unknown workload 'nope'; known: conversation"):
+        config_from_dict(base, {"workload": "nope"}, "test")

@@ -19,6 +19,7 @@ from evalctl.canary.faults import FAULTS
 from evalctl.errors import ConfigError
 from evalctl.schema import DEFAULT_ENGINE, ServerProfile, SweepConfig, Variant
 from evalctl.servers.registry import engine_class, engines
+from evalctl.servers.shape import read_shape
 from evalctl.tasks.registry import registered_task
 from evalctl.tasks.workloads import WORKLOADS
 
@@ -45,7 +46,46 @@ def _resolved(config: SweepConfig, source: str) -> SweepConfig:
     # A concurrency sweep's servers get slots for its highest level (one level leaves the engine's own default).
     slotted = (lambda e: e.with_slots(levels[-1])) if len(levels) > 1 else (lambda e: e)
     servers = [s.model_copy(update={"engine": slotted(s.engine.seeded(seed))}) if s.engine else s for s in config.servers]
-    return config.model_copy(update={"variants": variants, "servers": servers})
+    return resolve_hunt(config.model_copy(update={"variants": variants, "servers": servers}))
+
+
+# What `workload: hunt` sets when the config does not: one short cell of prefix-recall questions (4 records each), short
+# answers judged by their logprobs, the A/A arm and the agreement floor's policy (the answer rung).
+HUNT_DEFAULTS: dict[str, Any] = {
+    "task": "prefix-recall", "fewshot": "sampled", "shots": [4], "limit": 40, "noise": True, "gate_policy": "agreement-floor",
+}  # fmt: skip
+HUNT_MAX_TOKENS = 16
+
+
+def resolve_hunt(config: SweepConfig) -> SweepConfig:
+    """A hunt's config complete: its defaults where unset, the first server's shape read (`servers.shape`) and recorded
+    in `hunt`, conversations in flight one more than its slots, llama.cpp's host-RAM prompt cache left on for the warm arm.
+    Idempotent: a recorded config (a resume) is resolved to itself."""
+    if config.workload != "hunt":
+        return config
+    update = {k: v for k, v in HUNT_DEFAULTS.items() if k not in config.model_fields_set}
+    if "max_tokens" not in config.generation.model_fields_set:
+        update["generation"] = config.generation.model_copy(update={"max_tokens": HUNT_MAX_TOKENS})
+    hunt = config.hunt
+    if hunt.boundaries is None or hunt.slots is None:
+        shape = read_shape(config.servers[0])
+        hunt = hunt.model_copy(
+            update={"boundaries": hunt.boundaries or shape.boundaries, "slots": hunt.slots or shape.slots, "shape": shape.sources}
+        )
+    update["hunt"] = hunt
+    if "concurrency" not in config.model_fields_set:
+        update["concurrency"] = [(hunt.slots or 1) + 1]
+    update["servers"] = [_ram_cache_on(s) for s in config.servers]
+    resolved = config.model_copy(update=update)
+    resolved.model_fields_set.update(update)  # recorded as given: a resume keeps them
+    return resolved
+
+
+def _ram_cache_on(profile: ServerProfile) -> ServerProfile:
+    engine = profile.engine
+    if engine is None or "cache_ram_mib" not in type(engine).model_fields or "cache_ram_mib" in engine.model_fields_set:
+        return profile
+    return profile.model_copy(update={"engine": engine.model_copy(update={"cache_ram_mib": None})})
 
 
 def known_aliases() -> list[str]:

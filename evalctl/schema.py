@@ -320,6 +320,30 @@ class SloConfig(_Strict):
         return self
 
 
+class HuntConfig(BaseModel):
+    """The `hunt` workload's settings (a sweep's `hunt:`); its shape is read from the model and server when the config
+    is loaded and recorded here (`boundaries`, `slots`, `shape`), so a resumed run generates the same requests."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    boundaries: dict[str, int] | None = Field(
+        None,
+        description="Token counts the histories grow past and return around, by what they are (swa_window, swa_cache, ubatch,"
+        " kv_block, chunked_prefill); default: read from the model file and the server's settings at load.",
+    )
+    slots: int | None = Field(None, ge=1, description="The server's request slots; default: read from its settings.")
+    shape: dict[str, str] = Field(default_factory=dict, description="Where each figure came from: read (and from what) or assumed.")
+    conversations: int | None = Field(None, ge=1, description="Conversations a cell; default: slots + 1 (one more than the slots).")
+    max_context: int = Field(1600, ge=64, description="Boundaries above this many tokens are left out: the cost bound.")
+    judge_extensions: float = Field(
+        0.25, ge=0.0, le=1.0, description="Share of the requests that only extend a conversation judged (the healthy reference);"
+        " the others are sent warm only, as history."
+    )  # fmt: skip
+    turn_questions: tuple[int, int] = Field((1, 3), description="Questions per turn (lowest, highest).")
+    chars_per_token: float = Field(2.0, gt=0, description="For length estimates (the records keep the server's token counts).")
+    seed: int = 1234
+
+
 class StoppingMode(str, Enum):
     fixed = "fixed"
     sequential = "sequential"
@@ -436,6 +460,7 @@ class SweepConfig(_Strict):
         description="Send the task's questions as conversations that grow, rewind and branch (docs/conversations.md); "
         "concurrency is then conversations in flight.",
     )
+    hunt: HuntConfig = Field(default_factory=HuntConfig, description="The hunt workload's settings (workload: hunt).")
     canary: Annotated[str | None, Cli(metavar="FAULT")] = Field(
         None,
         description="Put evalctl's fault proxy (evalctl canary) with this fault in front of every cache-on server: "

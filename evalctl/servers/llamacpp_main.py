@@ -34,6 +34,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache", choices=["on", "off"], default="on")
+    parser.add_argument(
+        "--cache-ram-mib", type=int, help="the cache-on server's host-RAM prompt cache; default: the build's (a cache-off one: 0)"
+    )
     parser.add_argument("--slot-save-path", required=True, help="enables the slot erase action used to flush")
     parser.add_argument("--speculative", help="speculative decoding: a COMMON_SPECULATIVE_TYPE_ name without the prefix (ngram_simple)")
     parser.add_argument("--draft-model", help="the draft model's GGUF (--speculative draft_simple)")
@@ -147,10 +150,11 @@ def main(argv: list[str] | None = None) -> None:
         "endpoint_metrics": True,
         "endpoint_slots": True,
         "slot_save_path": args.slot_save_path,
-        # The host-RAM prompt cache would refill erased slots; flushes must mean cold.
-        "cache_ram_mib": 0,
         "cache_prompt": args.cache == "on",
     }
+    # The host-RAM prompt cache refills erased slots: off on a cold server, as asked on a warm one (absent: the build's).
+    if args.cache == "off" or args.cache_ram_mib is not None:
+        settings["cache_ram_mib"] = 0 if args.cache == "off" else args.cache_ram_mib
     for item in args.param:
         name, _, value = item.partition("=")
         settings[name] = _coerce(value)

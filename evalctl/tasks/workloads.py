@@ -16,4 +16,6 @@ from evalctl.tasks.spec import Workload
 __all__ = ["WORKLOADS", "Workload"]  # a plug-in imports Workload from here
 
 
-WORKLOADS: Registry[Workload] = Registry("workload", ("evalctl.tasks.conversation:WORKLOAD",), key=lambda workload: workload.name)
+WORKLOADS: Registry[Workload] = Registry(
+    "workload", ("evalctl.tasks.conversation:WORKLOAD", "evalctl.tasks.hunt:WORKLOAD"), key=lambda workload: workload.name
+)

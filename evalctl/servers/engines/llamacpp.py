@@ -72,6 +72,12 @@ class LlamaCppSettings(EngineSettings):
     parallel: int = Field(4, ge=1, description="Concurrent request slots; default: 4, or a concurrency sweep's highest level.")
     threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores.")
     speculative: Speculation | None = Field(None, description="Speculative decoding (a launch setting of the server); default: none.")
+    cache_ram_mib: int | None = Field(
+        0,
+        ge=0,
+        description="The cache-on server's host-RAM prompt cache (MiB), which refills erased slots: 0 off, so a flush means"
+        " cold; null: the build's default (8192 in 2026 releases), as users serve (workload hunt's warm arm).",
+    )
 
     def with_slots(self, requests: int) -> LlamaCppSettings:
         return self if "parallel" in self.model_fields_set else self.model_copy(update={"parallel": max(self.parallel, requests)})
@@ -113,6 +119,7 @@ class LlamaCppAdapter(EngineAdapter):
             "--parallel", str(settings.parallel),
             "--threads", str(settings.threads or os.cpu_count() or 1),
             "--cache", cache.value,
+            *(["--cache-ram-mib", str(settings.cache_ram_mib)] if settings.cache_ram_mib is not None else []),
             "--slot-save-path", workdir,
             "--record", str(Path(workdir) / RECORD_FILE),
             *_speculation_argv(settings.speculative),

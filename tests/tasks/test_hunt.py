@@ -1,0 +1,59 @@
+"""The hunt workload without a server: the shape read when its config loads, and the histories generated from it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from test_conversation import PREFIX, questions, transcript
+
+from evalctl.config import config_from_dict
+from evalctl.schema import HuntConfig
+from evalctl.tasks.conversation import chains
+from evalctl.tasks.hunt import hunt_prompts
+
+SHAPE = HuntConfig(boundaries={"swa_window": 120, "swa_cache": 240, "kv_block": 16}, slots=1, chars_per_token=4.0, seed=3)
+
+
+def build(config: HuntConfig = SHAPE):
+    pool = questions()
+    return hunt_prompts(pool, transcript(pool), config)
+
+
+def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
+    requests = build()
+    assert requests == build() and [p.text for p in requests] != [p.text for p in build(SHAPE.model_copy(update={"seed": 4}))]
+    assert [p.doc_id for p in requests] == list(range(len(requests)))
+    conversations = chains(requests)
+    assert len(conversations) == 2  # one more than the slots: they evict each other's state
+    kinds = Counter(p.turn_kind for p in requests)
+    assert kinds["rewind"] and kinds["branch"] and kinds["extend"]
+    for group in conversations:
+        conv = [requests[i] for i in group]
+        assert conv[0].text.startswith(PREFIX)
+        returns = [len(p.text) / 4.0 for p in conv if p.turn_kind in ("rewind", "branch")]
+        assert len(returns) == 8  # four around each boundary a turn or more long (the 16-token block is not aimed at)
+        # the first three land around the first boundary: just before, on, just past (a turn is 30-130 tokens)
+        assert all(abs(r - 120) <= 130 for r in returns[:3]), returns
+        assert conv[-1].turn_kind == "extend" and conv[-1].turn == max(p.turn for p in conv)  # the last growth judged, not dropped
+    # the requests not judged are the history of the next judged one: sent warm only, each a prefix of what follows
+    for p in requests:
+        assert all(h.startswith(PREFIX) for h in p.history)
+
+
+def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
+    profile = {"name": "cpu", "model_path": "bundled:smollm2-135m", "engine": {"name": "llamacpp", "parallel": 2, "threads": 1}}
+    config = config_from_dict({"model": "m", "servers": [profile]}, {"workload": "hunt"}, "test")
+    assert config.hunt.slots == 2 and config.concurrency == 3
+    assert config.hunt.boundaries == {"ubatch": 512}  # SmolLM2 has no sliding window
+    assert "read: llama GGUF has no" in config.hunt.shape["swa_window"] and config.hunt.shape["ubatch"].startswith("assumed")
+    assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], True, "agreement-floor")
+    assert (config.generation.max_tokens, config.generation.top_logprobs) == (16, 5)
+    assert config.servers[0].engine.cache_ram_mib is None  # the warm arm keeps llama.cpp's host-RAM cache, as users serve
+    # recorded: the run's config loads to itself (a resume generates the same requests)
+    assert config_from_dict(config.model_dump(mode="json"), None, "test") == config
+    # what the config says wins
+    given = {**profile, "engine": {**profile["engine"], "cache_ram_mib": 0}}
+    config = config_from_dict(
+        {"model": "m", "servers": [given], "limit": 20, "hunt": {"boundaries": {"swa_window": 256}}}, {"workload": "hunt"}, "t"
+    )
+    assert (config.limit, config.hunt.boundaries, config.servers[0].engine.cache_ram_mib) == (20, {"swa_window": 256}, 0)

@@ -29,7 +29,7 @@ comes from the index (`models.gemma_270m`). The case runs evalctl as a user woul
 the conversation workload, cache on and off and the A/A arm, then `evalctl gate --policy
 agreement-floor` judging warm-vs-cold disagreement against the A/A floor: regression (exit 1) on
 each buggy build, pass (exit 0) on each fixed one; #20671's two every rotation, #24411's by hand
-(`EVALCTL_REALBUGS=1`: no slice has room). Measured (docs/conversations.md): b8352 28 of 30
+(`EVALCTL_REALBUGS=1`: no slice has room). Measured (docs/corpus.md): b8352 28 of 30
 regenerates flipped, regression; b9294 none, pass; b9538 12 of 30, regression; b9713 none, pass;
 6-7 min of one core a build.
 Then `evalctl bisect --find fix` over six releases from the buggy run names the first fixed one

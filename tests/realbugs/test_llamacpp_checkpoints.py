@@ -226,3 +226,35 @@ def test_llamacpp_20671_bisect_names_the_first_fixed_release(swept, tmp_path):
     print(f"\n#20671 bisect: {steps}; {state['message']}; {time.monotonic() - started:.0f} s")
     assert out.returncode == 0, out.stdout + out.stderr
     assert [state["builds"][i]["name"] for i in state["culprit"]] == [FIRST_FIXED]
+
+
+def hunt_config(out: Path, case: Case) -> dict:
+    """Nothing but the model, the server and the two builds: no workload written for the bug (`--workload hunt`)."""
+    return {
+        "model": "gemma3-270m",
+        "output_dir": str(out),
+        "servers": [{"name": "cpu", "engine": {"name": "llamacpp", **SETTINGS}, "model_path": str(gemma_270m())}],
+        "variants": [{"name": build.name, "pip": [build.pip]} for build in case.builds],
+    }
+
+
+# Issue 46: each case judged by `hunt` alone, one build a sweep of the case's one config. By hand until CI has room.
+@pytest.mark.rotating(slice=1)
+@OPT_IN
+@pytest.mark.parametrize(
+    ("case", "build"),
+    [pytest.param(case, build, id=f"{case.name}-{build.name}") for case in (CASE_20671, CASE_24411) for build in case.builds],
+)
+def test_hunt_judges_each_build_with_no_workload_written_for_its_bug(tmp_path, case, build):
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text(yaml.safe_dump(hunt_config(tmp_path / "out", case)))
+    started = time.monotonic()
+    out = evalctl("sweep", "--config", str(cfg), "--workload", "hunt", "--variants", build.name, timeout=3600)
+    assert out.returncode == 0, out.stderr + out.stdout
+    run = only_run(tmp_path / "out")
+    gate = evalctl("gate", str(run))  # the policy hunt recorded: agreement-floor, with the exact and divergence rungs
+    doc = json.loads((run / "gate.json").read_text())
+    fired = sorted({c["kind"] for c in doc["checks"] if c["status"] == "regression"})
+    rungs = {c["kind"]: (c["status"], c["b"], c["n"]) for c in doc["checks"] if c["kind"] in ("exact", "divergence", "agreement-floor")}
+    print(f"\nhunt {case.name} {build.name}: gate exit {gate.returncode}, rungs {rungs}, fired {fired}, {time.monotonic() - started:.0f} s")
+    assert gate.returncode == (ExitCode.REGRESSION if build.buggy else ExitCode.PASS), gate.stdout

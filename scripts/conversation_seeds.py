@@ -12,6 +12,10 @@ profiles of configs/smollm2-135m-engines.yaml; vLLM and SGLang need their venvs:
     EVALCTL_VLLM_PYTHON=... EVALCTL_SGLANG_PYTHON=... \\
     python scripts/conversation_seeds.py [--engines llamacpp,vllm,sglang] [--seeds 1,2,3,4,5] [--builds 2] [--output DIR]
 
+`--workload hunt` sweeps the config `hunt` is meant for instead: the model, the server and the builds, nothing
+else (its shape read from them, its seed `hunt.seed`; docs/conversations.md), judged by the exact, divergence
+and answer rungs.
+
 `--builds 2` (the default) serves the build twice, as two variants of one sweep (`a` the baseline,
 `b` the candidate), the form a release engineer signs a candidate off in: each judged against its
 own A/A floor and `b` as a differential against `a` (docs/gate.md). `--builds 1` is one build alone.
@@ -44,9 +48,13 @@ CONVERSATION = {
 }  # fmt: skip
 
 
-def sweep_config(engine: str, seed: int, out: Path, builds: int) -> dict:
+def sweep_config(engine: str, seed: int, out: Path, builds: int, workload: str = "conversation") -> dict:
     engines = yaml.safe_load(alias_path("smollm2-135m-engines").read_text())
     (server,) = [s for s in engines["servers"] if s["name"] == PROFILES[engine]]
+    variants = [{"name": chr(ord("a") + i)} for i in range(builds)]
+    if workload == "hunt":
+        return {"model": f"smollm2-135m-hunt-{engine}", "workload": "hunt", "hunt": {"seed": seed}, "output_dir": str(out),
+                "servers": [server], "variants": variants}  # fmt: skip
     return {
         "model": f"smollm2-135m-conversation-{engine}",
         "task": "prefix-recall",
@@ -61,16 +69,16 @@ def sweep_config(engine: str, seed: int, out: Path, builds: int) -> dict:
         "conversation": {**CONVERSATION, "seed": seed},
         "output_dir": str(out),
         "servers": [server],
-        "variants": [{"name": chr(ord("a") + i)} for i in range(builds)],
+        "variants": variants,
     }
 
 
-def one(engine: str, seed: int, root: Path, builds: int) -> dict:
+def one(engine: str, seed: int, root: Path, builds: int, workload: str = "conversation") -> dict:
     """Sweep and gate one (engine, seed): its verdict, requests, flips and the A/A's per build, and wall time."""
     folder = root / f"{engine}-seed-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "sweep.yaml"
-    config.write_text(yaml.safe_dump(sweep_config(engine, seed, folder / "out", builds)))
+    config.write_text(yaml.safe_dump(sweep_config(engine, seed, folder / "out", builds, workload)))
     started = time.monotonic()
     run = run_folder(folder / "out", [*EVALCTL, "sweep", "--config", str(config)])
     seconds = time.monotonic() - started
@@ -82,7 +90,7 @@ def one(engine: str, seed: int, root: Path, builds: int) -> dict:
         counts[variant] = (len(on), int((on.response != off.response.reindex(on.index)).sum()),
                            int((aa.response != off.response.reindex(aa.index)).sum()))  # fmt: skip
     gate = json.loads((run / "gate.json").read_text())
-    statuses = {c["status"] for c in gate["checks"] if c["kind"] in ("agreement-floor", "accuracy")}
+    statuses = {c["status"] for c in gate["checks"] if c["kind"] in ("agreement-floor", "accuracy", "exact", "divergence")}
     regressed = sorted({c["kind"] for c in gate["checks"] if c["status"] == "regression"})
     withheld = sum("busier with other work" in c["reason"] for c in gate["checks"])  # checks.throughput: host load
     return {"engine": engine, "seed": seed, "verdict": gate["verdict"], "judged": "/".join(sorted(statuses)),
@@ -98,6 +106,7 @@ def main() -> int:
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument("--builds", type=int, default=2, choices=(1, 2), help="the build as one variant, or twice as two")
     parser.add_argument("--output", type=Path, help="results root (default: a temporary folder)")
+    parser.add_argument("--workload", default="conversation", choices=("conversation", "hunt"))
     args = parser.parse_args()
     engines, seeds = args.engines.split(","), [int(s) for s in args.seeds.split(",")]
     if unknown := set(engines) - set(PROFILES):
@@ -108,7 +117,7 @@ def main() -> int:
     rows = []
     for engine in engines:
         for seed in seeds:
-            rows.append(row := one(engine, seed, root, args.builds))
+            rows.append(row := one(engine, seed, root, args.builds, args.workload))
             print(" ".join(f"{k}={v}" for k, v in row.items() if k != "run"), flush=True)
     table = pd.DataFrame(rows)
     (root / "conversation_seeds.csv").write_text(table.to_csv(index=False))

@@ -8,6 +8,8 @@ marked so; every figure's origin goes into the run's config (`hunt.shape`).
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evalctl.schema import ServerProfile
@@ -31,20 +33,60 @@ class Shape:
             self.sources[name] = source
 
 
+# GGUF metadata value types (the GGUF spec): fixed sizes by type id; 8 a string, 9 an array.
+_GGUF_FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def gguf_metadata(path: str, wanted: Callable[[str], bool]) -> dict[str, object]:
+    """The GGUF header's scalar values whose keys `wanted` accepts; arrays (the vocabulary) are skipped, not read."""
+    found: dict[str, object] = {}
+    with open(path, "rb") as f:
+
+        def read(fmt: str):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+
+        def string() -> str:
+            return f.read(read("Q")).decode("utf-8", "replace")
+
+        def skip(kind: int) -> None:
+            if kind == 8:
+                f.seek(read("Q"), 1)
+            elif kind == 9:
+                item, count = read("I"), read("Q")
+                if item in _GGUF_FIXED:
+                    f.seek(struct.calcsize("<" + _GGUF_FIXED[item]) * count, 1)
+                else:
+                    for _ in range(count):
+                        skip(item)
+            else:
+                f.seek(struct.calcsize("<" + _GGUF_FIXED[kind]), 1)
+
+        if f.read(4) != b"GGUF":
+            raise ValueError("not a GGUF file")
+        read("I")  # version
+        read("Q")  # tensors
+        for _ in range(read("Q")):
+            key, kind = string(), read("I")
+            if wanted(key) and kind in _GGUF_FIXED:
+                found[key] = read(_GGUF_FIXED[kind])
+            elif wanted(key) and kind == 8:
+                found[key] = string()
+            else:
+                skip(kind)
+    return found
+
+
 def _gguf_sliding_window(path: str) -> tuple[int | None, str]:
     """The model's SWA window from its GGUF metadata (None when it has none), and what was read."""
     try:
-        from gguf import GGUFReader
-
-        reader = GGUFReader(path)
-        arch_field = reader.get_field("general.architecture")
-        arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
-        window = reader.get_field(f"{arch}.attention.sliding_window")
-        if window is None:
-            return None, f"read: {arch} GGUF has no {arch}.attention.sliding_window"
-        return int(window.parts[window.data[0]][0]), f"read: GGUF {arch}.attention.sliding_window"
-    except Exception as exc:  # an unreadable or absent file: assume no SWA, and say why
+        meta = gguf_metadata(path, lambda key: key == "general.architecture" or key.endswith(".attention.sliding_window"))
+    except (OSError, ValueError, KeyError, struct.error) as exc:  # an unreadable file: assume no SWA, and say why
         return None, f"assumed none: GGUF metadata not read ({type(exc).__name__}: {exc})"
+    arch = meta.get("general.architecture")
+    window = meta.get(f"{arch}.attention.sliding_window")
+    if window is None:
+        return None, f"read: {arch} GGUF has no {arch}.attention.sliding_window"
+    return int(window), f"read: GGUF {arch}.attention.sliding_window"
 
 
 def read_shape(profile: ServerProfile) -> Shape:

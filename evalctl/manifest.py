@@ -61,6 +61,7 @@ class CellEntry(_Entry):
     flushed: bool = False
     prewarmed: bool = False
     shared_prefix_chars: int | None = None  # what a prefix cache can hold for the cell (the cache-engaged check)
+    shared_prefix_tokens: int | None = None  # the same, by the server's tokenizer (None: it has none)
     metrics_before: dict[str, Any] = Field(default_factory=dict)
     metrics_after: dict[str, Any] = Field(default_factory=dict)
     host_other_cpu: float | None = None  # share of the machine's CPUs other work used meanwhile (execution.host_load)

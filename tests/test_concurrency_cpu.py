@@ -4,7 +4,8 @@ requests the server was sent at once measured from the records. Behind `--canary
 arriving while another is in flight gets most of its prompt from the other's) the level-8 cells are a
 regression and the level-1 cells pass.
 
-Cut for CI: prefix-recall at 20 records (about 200 prompt tokens) and 30 questions a cell (min_n).
+Cut for CI: prefix-recall at 30 records (about 290 prompt tokens) and 30 questions a cell (min_n; a cell
+asks each record at most once, so no fewer records).
 The healthy sweep runs cache on only (2 cells); the canary's cache on and off (4 cells: the canary
 stands in front of the cache-on server, so cache off is its healthy control at both levels).
 """
@@ -20,11 +21,11 @@ from conftest import evalctl, only_run
 from evalctl.analysis.throughput import throughput_table
 
 pytestmark = pytest.mark.server
-QUESTIONS = 30  # min_n pairs
+QUESTIONS = 30  # min_n pairs, and the records of each prompt
 
 
 def concurrency_sweep(cpu_server: str, out, *extra: str) -> tuple[dict, pd.DataFrame]:
-    args = ["--url", cpu_server, "--shots", "20", "--limit", str(QUESTIONS), "--concurrency", "1,8", "--output", str(out), *extra]
+    args = ["--url", cpu_server, "--shots", str(QUESTIONS), "--limit", str(QUESTIONS), "--concurrency", "1,8", "--output", str(out), *extra]
     result = evalctl("sweep", "--model", "smollm2-135m", *args, timeout=1500)
     assert result.returncode in (0, 1), result.stdout + result.stderr  # 1: a regression
     run = only_run(out)

@@ -91,6 +91,7 @@ class CellRunner:
             prewarmed=prewarmed,
             # What a prefix cache can hold for this cell: the cache-engaged check's expectation.
             shared_prefix_chars=len(planned.shared_prefix),
+            shared_prefix_tokens=self._exact_tokens(server, planned.shared_prefix),
             metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
@@ -159,6 +160,15 @@ class CellRunner:
             counter = TokenCounter(http, server.request_model)
             for p in todo:
                 self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
+
+    def _exact_tokens(self, server: ManagedServer, text: str) -> int | None:
+        """`text`'s tokens by the server's tokenizer; None for no text or a server without one (not an estimate)."""
+        if not text:
+            return None
+        with server.http() as http:
+            counter = TokenCounter(http, server.request_model)
+            tokens = counter.count(text)
+        return tokens if counter.exact else None
 
     def _client(self, server: ManagedServer, cache: CacheMode, concurrency: int) -> CompletionClient:
         gen, adapter = self.config.generation, server.adapter

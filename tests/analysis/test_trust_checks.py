@@ -50,6 +50,19 @@ def test_healthy_cache_cells_are_engaged_and_the_comparisons_pass():
     assert result.verdict == "pass"
 
 
+def test_the_server_counted_shared_prefix_is_what_a_cache_on_cell_is_held_to():
+    df = cached_sweep()
+    df.loc[df.cache == "on", "cached_tokens"] = 20  # per-question prompts: a 20-token opening shared, held by the cache
+    estimated = manifest_with_cells(df, lambda shots: 50)  # its 200 chars at the requests' 4 chars a token: 50 expected
+    failed = [c for c in by_kind(evaluate(Run(Path("r"), estimated, df), GatePolicy()), "cache-engaged") if c.status != "pass"]
+    assert {c.cache for c in failed} == {"on"} and "engaged on too few tokens" in failed[0].reason
+    counted = estimated.model_copy(deep=True)
+    for cell in (cell for server in counted.servers for cell in server.cells):
+        cell.shared_prefix_tokens = 20  # the server's tokenizer: an opening of words, not digits
+    engaged = by_kind(evaluate(Run(Path("r"), counted, df), GatePolicy()), "cache-engaged")
+    assert all(c.status == "pass" for c in engaged), [c.reason for c in engaged]
+
+
 def test_a_cache_on_cell_that_never_engaged_makes_its_comparisons_inconclusive():
     df = cached_sweep()
     df.loc[(df.cache == "on") & (df.shots == 16), "cached_tokens"] = 0  # e.g. a proxy stripped the cache

@@ -6,8 +6,9 @@ meaningless: it compares cache off with cache off. So for each cell the sweep re
 few-shot prefix its prompts share (`servers[].cells[].shared_prefix_chars` in the manifest),
 and this module compares the tokens the engine reported as cached with that expectation:
 
-- expected cached tokens per request: its prompt tokens times the shared share of its
-  characters (the prefix is plain text; tokens per character are taken from the request);
+- expected cached tokens per request: the shared prefix's tokens as the server's tokenizer counted
+  them before the cell (`shared_prefix_tokens`); without that count, its prompt tokens times the
+  shared share of its characters (tokens per character taken from the request);
 - reported cached tokens: the records' `cached_tokens`, or, when the engine reports none
   per request, the delta of its `/metrics` cached-token counter over the cell;
 - a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block
@@ -71,7 +72,11 @@ def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
         ok_rows = group[group["error"].isna() & group["prompt_tokens"].notna() & (group["prompt_chars"] > 0)]
         if not shared or ok_rows.empty:
             continue  # nothing the plan expects the cache to hold
-        expected = float((ok_rows["prompt_tokens"].astype(float) * shared / ok_rows["prompt_chars"]).sum())
+        counted = entries[key].shared_prefix_tokens
+        # The server's own count of the prefix where recorded: a prompt's opening (instructions) and its body
+        # (records, exemplars) differ in tokens per character, so a share of the request's tokens misjudges a short one.
+        estimated = ok_rows["prompt_tokens"].astype(float) * shared / ok_rows["prompt_chars"]
+        expected = float(counted * len(ok_rows)) if counted else float(estimated.sum())
         cached = ok_rows["cached_tokens"].dropna()
         if len(cached):
             reported, source = float(cached.sum()), "records"

@@ -72,7 +72,6 @@ def benchmark_table(report: Any) -> pd.DataFrame:
         m = benchmark.metrics
         rows.append({
             "benchmark": str(benchmark.config.strategy),
-            "concurrency held": m.request_concurrency.successful.mean,
             "requests": m.request_totals.successful,
             "requests_per_s": m.requests_per_second.successful.mean,
             "goodput_per_s": m.request_goodput.successful.mean if m.request_goodput is not None else float("nan"),
@@ -83,6 +82,7 @@ def benchmark_table(report: Any) -> pd.DataFrame:
             "itl_p50_s": _ms(m.inter_token_latency_ms, "median"),
             "itl_p90_s": _ms(m.inter_token_latency_ms, "p90"),
             "itl_p99_s": _ms(m.inter_token_latency_ms, "p99"),
+            "in_flight_mean": m.request_concurrency.successful.mean,  # guidellm's time-weighted mean, as evalctl's
         })  # fmt: skip
     return pd.DataFrame(rows)
 

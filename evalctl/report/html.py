@@ -183,7 +183,7 @@ def _guidellm(run_dir: Path) -> dict | None:
     found = guidellm.section(run_dir)
     if found is None:
         return None
-    table = None if found.table is None else Table.of(throughput_view(found.table, ["benchmark", "concurrency held", "requests"]))
+    table = None if found.table is None else Table.of(throughput_view(found.table, ["benchmark", "requests"]))
     return {"file": found.file, "note": found.note, "table": table}
 
 

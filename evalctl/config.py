@@ -59,7 +59,7 @@ HUNT_MAX_TOKENS = 16
 
 def resolve_hunt(config: SweepConfig) -> SweepConfig:
     """A hunt's config complete: its defaults where unset, the first server's shape read (`servers.shape`) and recorded
-    in `hunt`, conversations in flight one more than its slots, llama.cpp's host-RAM prompt cache left on for the warm arm.
+    in `hunt`, as many conversations in flight as it has slots, llama.cpp's host-RAM prompt cache left on for the warm arm.
     Idempotent: a recorded config (a resume) is resolved to itself."""
     if config.workload != "hunt":
         return config
@@ -74,7 +74,9 @@ def resolve_hunt(config: SweepConfig) -> SweepConfig:
         )
     update["hunt"] = hunt
     if "concurrency" not in config.model_fields_set:
-        update["concurrency"] = [(hunt.slots or 1) + 1]
+        # One conversation a slot: interleaved on one slot, llama.cpp's RAM cache hands each return the exact state it
+        # saved, and no return meets the slot's checkpoints (b9538 hunted so: no return moved more than 0.093 nats).
+        update["concurrency"] = [hunt.slots or 1]
     update["servers"] = [_ram_cache_on(s) for s in config.servers]
     resolved = config.model_copy(update=update)
     resolved.model_fields_set.update(update)  # recorded as given: a resume keeps them

@@ -333,7 +333,7 @@ class HuntConfig(BaseModel):
     )
     slots: int | None = Field(None, ge=1, description="The server's request slots; default: read from its settings.")
     shape: dict[str, str] = Field(default_factory=dict, description="Where each figure came from: read (and from what) or assumed.")
-    conversations: int | None = Field(None, ge=1, description="Conversations a cell; default: slots + 1 (one more than the slots).")
+    conversations: int | None = Field(None, ge=1, description="Conversations a cell; default: slots + 1 (the last evicts a slot).")
     max_context: int = Field(1600, ge=64, description="Boundaries above this many tokens are left out: the cost bound.")
     judge_extensions: float = Field(
         0.25, ge=0.0, le=1.0, description="Share of the requests that only extend a conversation judged (the healthy reference);"

@@ -5,8 +5,8 @@ window, the SWA cache of window + ubatch cells, a prefill micro-batch, a KV bloc
 shape is read when the config is loaded (`config.resolve_hunt`: the model file's metadata, the
 server's settings; what could not be read is assumed and says so) and recorded in the run's config
 (`hunt.boundaries`, `hunt.slots`, `hunt.shape`). Each conversation (`hunt.conversations`, default
-one more than the server's slots, so conversations on one slot evict each other's state and come
-back to it), for each boundary B in turn, up to `max_context`:
+one more than the server's slots, one a slot at a time: the last evicts the first's slot), for each
+boundary B in turn, up to `max_context`:
 
 - grows turn by turn past B (each turn an `extend`: a warm request that only extends what the
   request before it cached, the healthy reference of the logprob rungs);
@@ -21,8 +21,10 @@ Transcripts answer every earlier question with its reference answer (`tasks.conv
 warm and cold sides send the same bytes and pair exactly. Every return is judged, and a share
 (`judge_extensions`) of the extensions; the others are history, sent warm only. Seeded per
 conversation. Not generated (yet): cuts of the model's own continuation (the transcript holds
-reference answers, fixed before any server answers) and an eviction phase sized to the host RAM
-cache (conversations past the slots evict slots, not the RAM cache).
+reference answers, fixed before any server answers) and an eviction phase that comes back: two
+conversations interleaved on one slot are each handed back the exact state llama.cpp's RAM cache
+saved, so their returns never meet the slot's checkpoints (where #24411 is); interleaving needs
+its own kind of return, judged as one.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
     assert requests == build() and [p.text for p in requests] != [p.text for p in build(SHAPE.model_copy(update={"seed": 4}))]
     assert [p.doc_id for p in requests] == list(range(len(requests)))
     conversations = chains(requests)
-    assert len(conversations) == 2  # one more than the slots: they evict each other's state
+    assert len(conversations) == 2  # one more than the slots: the last evicts a slot
     kinds = Counter(p.turn_kind for p in requests)
     assert kinds["rewind"] and kinds["branch"] and kinds["extend"]
     for group in conversations:
@@ -43,7 +43,7 @@ def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
 def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
     profile = {"name": "cpu", "model_path": "bundled:smollm2-135m", "engine": {"name": "llamacpp", "parallel": 2, "threads": 1}}
     config = config_from_dict({"model": "m", "servers": [profile]}, {"workload": "hunt"}, "test")
-    assert config.hunt.slots == 2 and config.concurrency == 3
+    assert config.hunt.slots == 2 and config.concurrency == 2  # one conversation a slot
     assert config.hunt.boundaries == {"ubatch": 512}  # SmolLM2 has no sliding window
     assert "read: llama GGUF has no" in config.hunt.shape["swa_window"] and config.hunt.shape["ubatch"].startswith("assumed")
     assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], True, "agreement-floor")

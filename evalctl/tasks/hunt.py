@@ -39,7 +39,9 @@ from evalctl.tasks.spec import Prompt, Workload
 
 # Turn counts are estimated from characters; a boundary smaller than a turn cannot be aimed at.
 SMALLEST_AIMED = 64
-RETURNS = ("before", "on", "past", "far")
+# How far back a return goes, in boundaries (lowest, highest): just before one, on it, just past it, far past it. A
+# return a window or more back is where an SWA checkpoint that holds only its last window must be restored.
+DISTANCES = ((0.6, 0.9), (0.95, 1.05), (1.1, 1.3), (1.6, 2.2))
 
 
 def boundaries(config: HuntConfig) -> list[int]:
@@ -63,7 +65,6 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
     path: Path = []
     requests: list[Prompt] = []
     history: list[str] = []
-    step = boundaries(config)[0]
 
     def tokens(upto: Path) -> float:
         return len(render(upto)) / config.chars_per_token if upto else 0.0
@@ -90,18 +91,16 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
             send("first" if len(path) == 1 else "extend")
 
     def nearest(target: float) -> int | None:
-        """The turn (1-based, not the last) whose end lies nearest `target` tokens."""
+        """The turn (1-based, not the last) whose end lies nearest `target` tokens (the first below the first's end)."""
         ends = [(abs(tokens(path[:t]) - target), t) for t in range(1, len(path))]
         return min(ends)[1] if ends else None
 
     last_point: int | None = None
     for boundary in boundaries(config):
         grow(boundary * rng.uniform(1.1, 1.5))
-        for where in RETURNS:
-            d = boundary * rng.uniform(0.05, 0.25)
-            target = {"before": boundary - d, "on": boundary, "past": boundary + d}.get(where, tokens(path) - step * rng.uniform(1.0, 1.5))
+        for low, high in DISTANCES:
             revisit = last_point is not None and last_point < len(path) and rng.random() < 0.5
-            point = last_point if revisit else nearest(target)
+            point = last_point if revisit else nearest(tokens(path) - boundary * rng.uniform(low, high))
             if point is None:
                 continue
             kind: TurnKind = "rewind" if revisit else rng.choice(("rewind", "branch"))

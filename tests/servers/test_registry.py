@@ -67,7 +67,8 @@ def test_engine_settings_validate_themselves_through_the_registrys_union():
     [
         (
             {"engine": {"name": "llamacpp", "tp": 2}},
-            "servers.0.engine.tp: not a setting of engine 'llamacpp' (its own settings: context_length, parallel, threads, speculative, cache_ram_mib)",
+            "servers.0.engine.tp: not a setting of engine 'llamacpp' "
+            "(its own settings: context_length, parallel, threads, speculative, cache_ram_mib)",
         ),
         ({"engine": {"name": "sglang", "parallel": 2}}, "engine.parallel: not a setting of engine 'sglang'"),
         ({"engine": {"name": "vllm", "kv_cache_space_gb": 2}}, "kv_cache_space_gb apply to device cpu only"),

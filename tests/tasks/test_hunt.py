@@ -48,7 +48,7 @@ def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
 def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
     profile = {"name": "cpu", "model_path": "bundled:smollm2-135m", "engine": {"name": "llamacpp", "parallel": 2, "threads": 1}}
     config = config_from_dict({"model": "m", "servers": [profile]}, {"workload": "hunt"}, "test")
-    assert config.hunt.slots == 2 and config.concurrency == 2  # one conversation a slot
+    assert config.hunt.slots == 2 and config.concurrency == [2]  # one conversation a slot
     assert config.hunt.boundaries == {"ubatch": 512}  # SmolLM2 has no sliding window
     assert "read: llama GGUF has no" in config.hunt.shape["swa_window"] and config.hunt.shape["ubatch"].startswith("assumed")
     assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], True, "agreement-floor")

@@ -96,6 +96,11 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=12)
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--cold-batched",
+        action="store_true",
+        help="the cold server as many slots and requests at a time as the warm one: what batching alone changes",
+    )
     parser.add_argument("--param", action="append", default=[], help="a CommonParams field for the warm server (kv_unified=true)")
     args = parser.parse_args()
     args.param = ["cache_ram_mib=8192", *args.param]  # the release's default, which evalctl's launcher turns off
@@ -108,10 +113,11 @@ def main() -> None:
             warm = list(pool.map(lambda p: warm_server.ask(p, args.max_tokens, True), prompts))
     finally:
         warm_server.stop()
-    args.param = []
-    cold_server = Server(args, logs / "cold.log", "off", 1)
+    args.param = [item for item in args.param if item.startswith("kv_unified") and args.cold_batched]
+    cold_server = Server(args, logs / "cold.log", "off", args.parallel if args.cold_batched else 1)
     try:
-        cold = [cold_server.ask(p, args.max_tokens, False) for p in prompts]
+        with ThreadPoolExecutor(args.concurrency if args.cold_batched else 1) as pool:
+            cold = list(pool.map(lambda p: cold_server.ask(p, args.max_tokens, False), prompts))
     finally:
         cold_server.stop()
 

@@ -46,7 +46,19 @@ def _resolved(config: SweepConfig, source: str) -> SweepConfig:
     # A concurrency sweep's servers get slots for its highest level (one level leaves the engine's own default).
     slotted = (lambda e: e.with_slots(levels[-1])) if len(levels) > 1 else (lambda e: e)
     servers = [s.model_copy(update={"engine": slotted(s.engine.seeded(seed))}) if s.engine else s for s in config.servers]
-    return resolve_hunt(config.model_copy(update={"variants": variants, "servers": servers}))
+    return resolve_hunt(implied(config.model_copy(update={"variants": variants, "servers": servers})))
+
+
+def implied(config: SweepConfig) -> SweepConfig:
+    """The settings others imply, where the config left them unset; set at load, so the manifest records them."""
+    workload = config.workload or ("conversation" if config.conversation is not None else None)
+    update: dict[str, Any] = {"workload": workload} if workload != config.workload else {}
+    if config.generation.top_logprobs is None:
+        update["generation"] = config.generation.model_copy(update={"top_logprobs": 5 if workload else 0})
+    if len(config.concurrency) > 1 and workload is None and config.fewshot != "sampled":
+        # One prefix shared by every request in flight: a slot leaking into another would not change an answer (docs/configs.md).
+        update["fewshot"] = "sampled"
+    return config.model_copy(update=update) if update else config
 
 
 # What `workload: hunt` sets when the config does not: one short cell of prefix-recall questions (4 records each), short

@@ -531,16 +531,8 @@ class SweepConfig(_Strict):
         unknown = [n for n in self.run_variants or [] if n not in known]
         if unknown:
             raise ValueError(f"run_variants: unknown variant(s) {unknown}; known: {', '.join(known)}")
-        if self.conversation is not None and self.workload is None:
-            self.workload = "conversation"
-        if self.generation.top_logprobs is None:
-            self.generation.top_logprobs = 5 if self.workload else 0
-        if self.workload is not None and self.stopping.mode is StoppingMode.sequential:
+        if (self.workload or self.conversation) is not None and self.stopping.mode is StoppingMode.sequential:
             raise ValueError("a workload runs whole conversations: sequential stopping cannot stop one mid-way")
-        if len(self.concurrency) > 1 and self.workload is None:
-            # One prefix shared by every request in flight: a slot leaking into another would not change an answer
-            # (docs/configs.md). Set here, so the manifest records the prompts the sweep sent.
-            self.fewshot = "sampled"
         if self.run_variants is not None and not self.run_variants:
             raise ValueError("run_variants must name at least one variant")
         return self

@@ -121,16 +121,21 @@ def _one(
             break
         point = last_point if last_point in candidates and rng.random() < config.revisit else rng.choice(candidates)
         kind: EventKind = config.first_event if event == 0 and config.first_event else rng.choice(config.kinds)
-        del path[point:]
-        if kind == "branch":
-            # an edit: another turn than the one it replaces (the same one would be a rewind)
-            edited = path[-1]
-            while path[-1] == edited and len(pool) > 1:
-                path[-1] = new_turn()
+        go_back(path, point, kind, new_turn, len(pool))
         send(kind)
         last_point = point
         grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
     return requests
+
+
+def go_back(path: Path, point: int, kind: str, new_turn: Callable[[], tuple[Prompt, ...]], choices: int) -> None:
+    """Cut `path` back to its first `point` turns; a branch then replaces the last one kept with another turn (an
+    edit: another than the one it replaces, since the same one would be a rewind)."""
+    del path[point:]
+    if kind == "branch":
+        edited = path[-1]
+        while path[-1] == edited and choices > 1:
+            path[-1] = new_turn()
 
 
 def _build(prompts: list[Prompt], transcript: Transcript, config: SweepConfig) -> list[Prompt]:

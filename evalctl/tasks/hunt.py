@@ -34,7 +34,7 @@ import random
 
 from evalctl.records import TurnKind
 from evalctl.schema import HuntConfig, SweepConfig
-from evalctl.tasks.conversation import Path, Transcript, renderer
+from evalctl.tasks.conversation import Path, Transcript, go_back, renderer
 from evalctl.tasks.spec import Prompt, Workload
 
 # Turn counts are estimated from characters; a boundary smaller than a turn cannot be aimed at.
@@ -104,11 +104,7 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
             if point is None:
                 continue
             kind: TurnKind = "rewind" if revisit else rng.choice(("rewind", "branch"))
-            del path[point:]
-            if kind == "branch":
-                edited = path[-1]
-                while path[-1] == edited and len(pool) > 1:
-                    path[-1] = new_turn()
+            go_back(path, point, kind, new_turn, len(pool))
             send(kind)
             last_point = point
             grow(tokens(path) + boundary * rng.uniform(0.2, 0.6))

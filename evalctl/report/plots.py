@@ -214,11 +214,11 @@ def _at_longest_prefix(tp: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return first[first["shots"] == shots], f"{shots}-shot"
 
 
-def _load_lines(tp: pd.DataFrame):
-    """(label, cache, rows by concurrency) per line of a load plot; lines with no rate left out."""
+def _load_lines(tp: pd.DataFrame, along: str = "concurrency"):
+    """(label, cache, rows in `along`'s order) per line of a load plot; lines with no rate left out."""
     drawn = tp.dropna(subset=["output_tokens_per_s"])
     for (profile, variant, cache), group in drawn.groupby(LOAD_SERIES, sort=True):
-        yield series_label(drawn, profile, variant, f"cache {cache}"), cache, group.sort_values("concurrency")
+        yield series_label(drawn, profile, variant, f"cache {cache}"), cache, group.sort_values(along)
 
 
 def _line_style(cache: str) -> dict:
@@ -226,7 +226,11 @@ def _line_style(cache: str) -> dict:
 
 
 def throughput_vs_concurrency(tp: pd.DataFrame, path: Path, title: str) -> Path:
-    """Aggregate output tokens/s against the requests in flight, one line per build and cache mode."""
+    """Aggregate output tokens/s against the requests in flight, one line per build and cache mode. A run of one
+    level and several lengths (the default sweep) draws it against the prefill length instead, the axis of the
+    accuracy plot beside it: one point per line would say nothing."""
+    if len(tp) and tp["concurrency"].nunique() == 1 and tp["shots"].nunique() > 1:
+        return _throughput_vs_prefill(tp[tp["pass_index"] == tp["pass_index"].min()], path, title)
     tp, cell = _at_longest_prefix(tp)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, cache, group in _load_lines(tp):
@@ -236,6 +240,17 @@ def throughput_vs_concurrency(tp: pd.DataFrame, path: Path, title: str) -> Path:
     ax.set_xticks(levels, [str(c) for c in levels])
     ax.set(xlabel="concurrency (requests in flight)", ylabel="output tokens/s, all requests")
     set_title(ax, f"{title}\nthroughput by load, {cell}")
+    ax.grid(alpha=0.3)
+    legend(ax)
+    return save_figure(fig, path)
+
+
+def _throughput_vs_prefill(tp: pd.DataFrame, path: Path, title: str) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, cache, group in _load_lines(tp, along="mean_prompt_tokens"):
+        ax.plot(group["mean_prompt_tokens"], group["output_tokens_per_s"], label=label, **_line_style(cache))
+    ax.set(xlabel="prompt tokens (cell mean)", ylabel="output tokens/s, all requests")
+    set_title(ax, f"{title}\nthroughput by prefill length, concurrency {int(tp['concurrency'].iloc[0])}")
     ax.grid(alpha=0.3)
     legend(ax)
     return save_figure(fig, path)

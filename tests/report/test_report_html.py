@@ -10,12 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 from analysis.frames import sample_frame
 from conftest import gate_doc
 from run_folders import cell_rows, make_run
 
 from evalctl.analysis.accuracy import accuracy_table
 from evalctl.errors import ExitCode
+from evalctl.report import plots
 from evalctl.report.html import write_report
 from evalctl.report.signoff import signoff_matrix
 from evalctl.runs import load_run
@@ -205,3 +207,21 @@ def test_the_header_names_each_build_by_its_pip_pins_or_revision(tmp_path):
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert "fixed @ xllamacpp==2026.6.9713; local @ -" in render(run)
     assert "default @ feedbeef" in render(paired_run(tmp_path / "again"))
+
+
+def test_a_run_of_one_load_level_draws_throughput_against_prefill_length(monkeypatch, tmp_path):
+    """One level and several lengths (the default sweep): the load plot's x axis is the prompt length, one point per
+    length; several levels: the requests in flight."""
+    drawn = {}
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.update(ax=fig.axes[0]) or path)
+    rows = [
+        {"profile": "cpu", "variant": "default", "cache": cache, "shots": shots, "concurrency": level, "pass_index": 1,
+         "output_tokens_per_s": 10.0 + shots, "mean_prompt_tokens": 9.0 * shots, "user_tokens_per_s": 2.0}
+        for cache in ("on", "off") for shots in (50, 60, 70) for level in (4,)
+    ]  # fmt: skip
+    plots.throughput_vs_concurrency(pd.DataFrame(rows), tmp_path / "p.png", "t")
+    assert drawn["ax"].get_xlabel().startswith("prompt tokens")
+    assert [len(line.get_xdata()) for line in drawn["ax"].get_lines()] == [3, 3]
+    levels = pd.DataFrame([r | {"concurrency": c} for r in rows for c in (1, 8)])
+    plots.throughput_vs_concurrency(levels, tmp_path / "p.png", "t")
+    assert drawn["ax"].get_xlabel().startswith("concurrency")

@@ -61,6 +61,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if self.path == "/tokenize":  # no tokenizer here: a count's text must not take a place in the round-robin of MODES
+            self._send(404, b'{"error": {"message": "not found"}}')
+            return
         prompt = str(body.get("prompt"))
         if prompt.startswith("salts "):  # HTTP 500 once, then the cache salts its attempts sent, as the text
             with _lock:  # kept out of the round-robin of MODES, so the other prompts' behaviours stay as documented

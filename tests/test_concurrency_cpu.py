@@ -4,8 +4,8 @@ requests the server was sent at once measured from the records. Behind `--canary
 arriving while another is in flight gets most of its prompt from another's) the level-8 cell is a
 regression, and against the healthy run as its baseline the level-1 cell passes and the level-8 cell does not.
 
-Cut for CI: cache on only, prefix-recall at 30 records (about 290 prompt tokens) and 30 questions a
-cell (min_n; a cell asks each record at most once, so no fewer records): two cells a sweep, two sweeps.
+Cut for CI: cache on only, prefix-recall at 40 records (about 380 prompt tokens) and 40 questions a
+cell (min_n 30 and room for a flip; a cell asks each record at most once, so no fewer records): two cells a sweep, two sweeps.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conftest import evalctl, only_run
 from evalctl.analysis.throughput import throughput_table
 
 pytestmark = pytest.mark.server
-QUESTIONS = 30  # min_n pairs, and the records of each prompt
+QUESTIONS = 40  # min_n pairs and room for one batch-variant flip at level 8 (30 with one ends inconclusive), and the records of each prompt
 
 
 def concurrency_sweep(cpu_server: str, out: Path, *extra: str) -> tuple[Path, dict, pd.DataFrame]:

@@ -229,28 +229,26 @@ def throughput_vs_concurrency(tp: pd.DataFrame, path: Path, title: str) -> Path:
     """Aggregate output tokens/s against the requests in flight, one line per build and cache mode. A run of one
     level and several lengths (the default sweep) draws it against the prefill length instead, the axis of the
     accuracy plot beside it: one point per line would say nothing."""
-    if len(tp) and tp["concurrency"].nunique() == 1 and tp["shots"].nunique() > 1:
-        return _throughput_vs_prefill(tp[tp["pass_index"] == tp["pass_index"].min()], path, title)
-    tp, cell = _at_longest_prefix(tp)
+    by_length = bool(len(tp)) and tp["concurrency"].nunique() == 1 and tp["shots"].nunique() > 1
+    if by_length:
+        tp = tp[tp["pass_index"] == tp["pass_index"].min()]
+        x, xlabel, subtitle = (
+            "mean_prompt_tokens",
+            "prompt tokens (cell mean)",
+            f"prefill length, concurrency {int(tp['concurrency'].iloc[0])}",
+        )
+    else:
+        tp, cell = _at_longest_prefix(tp)
+        x, xlabel, subtitle = "concurrency", "concurrency (requests in flight)", f"load, {cell}"
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, cache, group in _load_lines(tp):
-        ax.plot(group["concurrency"], group["output_tokens_per_s"], label=label, **_line_style(cache))
-    ax.set_xscale("log", base=2)
-    levels = sorted({int(c) for c in tp["concurrency"]}) if len(tp) else []
-    ax.set_xticks(levels, [str(c) for c in levels])
-    ax.set(xlabel="concurrency (requests in flight)", ylabel="output tokens/s, all requests")
-    set_title(ax, f"{title}\nthroughput by load, {cell}")
-    ax.grid(alpha=0.3)
-    legend(ax)
-    return save_figure(fig, path)
-
-
-def _throughput_vs_prefill(tp: pd.DataFrame, path: Path, title: str) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, cache, group in _load_lines(tp, along="mean_prompt_tokens"):
-        ax.plot(group["mean_prompt_tokens"], group["output_tokens_per_s"], label=label, **_line_style(cache))
-    ax.set(xlabel="prompt tokens (cell mean)", ylabel="output tokens/s, all requests")
-    set_title(ax, f"{title}\nthroughput by prefill length, concurrency {int(tp['concurrency'].iloc[0])}")
+    for label, cache, group in _load_lines(tp, along=x):
+        ax.plot(group[x], group["output_tokens_per_s"], label=label, **_line_style(cache))
+    if not by_length:
+        ax.set_xscale("log", base=2)
+        levels = sorted({int(c) for c in tp["concurrency"]}) if len(tp) else []
+        ax.set_xticks(levels, [str(c) for c in levels])
+    ax.set(xlabel=xlabel, ylabel="output tokens/s, all requests")
+    set_title(ax, f"{title}\nthroughput by {subtitle}")
     ax.grid(alpha=0.3)
     legend(ax)
     return save_figure(fig, path)

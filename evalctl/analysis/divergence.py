@@ -18,7 +18,8 @@ requests that only extend what the previous request cached (a conversation's `ex
 the *reference*; the *judged* requests are the returns (rewinds and branches; every warm request
 of a run with no conversation). A judged pair counts only when its cache engaged (cached tokens
 reported on the warm side > 0: the engagement guard), and a rung decides only with at least
-`min_positions` positions compared over its judged pairs.
+`min_positions` positions compared over its judged pairs. A run that collected no reference at all
+(no A/A arm and no judged extension) gets neither rung: the answer rung judges it alone.
 
 **Exact rung.** Applies where the reference shows the engine deterministic: at least
 `min_reference` reference pairs, every one exact. Then any judged pair that is not exact is a
@@ -232,9 +233,10 @@ def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) ->
 
 
 def exact_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> RungRow | None:
-    """The exact rung on one cell (None where the reference shows the engine not deterministic: it does not apply)."""
+    """The exact rung on one cell (None where it does not apply: the reference shows the engine not deterministic,
+    or the run collected no reference at all)."""
     judged, reference = split(pairs, aa)
-    if len(reference) >= settings.min_reference and not reference["exact"].all():
+    if reference.empty or (len(reference) >= settings.min_reference and not reference["exact"].all()):
         return None
     why = _guard(judged, reference, settings)
     if why:
@@ -249,9 +251,13 @@ def exact_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> Run
     return RungRow(status, reason, len(judged), len(parted), len(reference), 0.0, None, worst)
 
 
-def divergence_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> RungRow:
-    """The divergence rung on one cell (its p-value unadjusted: `with_holm_status` adjusts a build's cells)."""
+def divergence_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> RungRow | None:
+    """The divergence rung on one cell (its p-value unadjusted: `with_holm_status` adjusts a build's cells); None where
+    the run collected no reference at all (no A/A arm, no judged extension): the answer rung judges such a run alone,
+    where an inconclusive here would make every such run inconclusive by construction."""
     judged, reference = split(pairs, aa)
+    if reference.empty:
+        return None
     judged = judged[judged["divergence"].notna()]
     why = _guard(judged, reference, settings)
     if why:

@@ -120,3 +120,16 @@ def test_the_divergence_policy_section_sets_the_margin():
     checks = [c for c in evaluate(run_with(buggy, extend_shift=0.07), policy).checks if c.kind == "divergence"]
     assert [c.status for c in checks] == ["pass"]
     assert pd.notna(checks[0].threshold) and checks[0].threshold == pytest.approx(1.07)
+
+
+def test_a_run_that_collected_no_healthy_reference_gets_no_logprob_finding():
+    """No A/A arm and no judged extension (a conversation sweep without `noise`): the rungs do not apply, so they do not
+    make every such run inconclusive; with even one healthy pair they still judge (below their minimum: inconclusive)."""
+    run = run_with({doc: 0.5 for doc in range(N)}, replica=False)
+    returns = run.samples[run.samples["turn_kind"] == "rewind"]
+    bare = Run(Path("r"), manifest_for(returns), returns, run.noise)
+    assert not [c for c in evaluate(bare, POLICY).checks if c.kind in ("exact", "divergence")]
+    one_extension = run.samples[(run.samples["turn_kind"] == "rewind") | (run.samples["doc_id"] == N + 1)]
+    some = Run(Path("r"), manifest_for(one_extension), one_extension, run.noise)
+    (check,) = [c for c in evaluate(some, POLICY).checks if c.kind == "divergence"]
+    assert check.status == "inconclusive" and "no healthy spread" in check.reason

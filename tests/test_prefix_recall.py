@@ -55,6 +55,15 @@ def test_sampled_mode_draws_a_prefix_per_question():
     assert [d["record_index"] for d in docs] == spread_order(20)  # same positions asked as in shared mode
 
 
+def test_sampled_mode_asks_as_many_questions_as_the_cell_wants_each_its_own_list():
+    docs = documents(4, "sampled", 3, questions=10)
+    assert len({d["prompt"] for d in docs}) == 10 and docs[:4] == documents(4, "sampled", 3)  # the first are unchanged
+    assert [d["record_index"] for d in docs] == (spread_order(4) * 3)[:10]  # positions cycle, spread
+    assert len(documents(4, "shared", 3, questions=10)) == 4  # one list: each record asked once
+    prompts = LmEvalTask("prefix-recall", data_dir=None, fewshot="sampled", seed=1234).prompts(4, limit=10)
+    assert [p.text for p in prompts] == [d["prompt"] for d in documents(4, "sampled", 1234, questions=10)]
+
+
 @pytest.fixture(scope="module")
 def recall():
     return LmEvalTask("prefix-recall", data_dir=None, fewshot="shared", seed=1234)

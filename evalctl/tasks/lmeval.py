@@ -224,14 +224,15 @@ class LmEvalTask:
             where = self.data_source or config.get("dataset_path")
             raise ConfigError(f"cannot load task {self.name!r} data from {where}: {exc}") from exc
 
-    def _task_at(self, shots: int):
-        """The lm-eval task object that builds the prompts at `shots`."""
+    def _task_at(self, shots: int, limit: int | None):
+        """The lm-eval task object that builds the prompts at `shots`; a generated task is asked for
+        `limit` questions (one list per question can be asked more often than it has records)."""
         if not self.generated:
             self.task.set_config(key="num_fewshot", value=shots)
             return self.task
         if shots < 1:
             raise ConfigError(f"task {self.name!r} counts records as shots: every shot count must be >= 1, got {shots}")
-        task = self._configurable({**self.config, "metadata": {**self.config["metadata"], "records": shots}})
+        task = self._configurable({**self.config, "metadata": {**self.config["metadata"], "records": shots, "questions": limit}})
         task.set_config(key="num_fewshot", value=0)  # the records are the prefix; no exemplars on top
         return task
 
@@ -284,7 +285,7 @@ class LmEvalTask:
         """The task's own prompts at `shots`: one per test question."""
         key = (shots, limit)
         if key not in self._cache:
-            task = self._task_at(shots)
+            task = self._task_at(shots, limit)
             task.set_fewshot_seed(self.seed)  # same exemplars in every cell: runs stay paired
             # A generated task already orders its questions over the prefix (start/middle/end in
             # turn), so its first `limit` are the sample; a fixed test split is subsampled by seed.

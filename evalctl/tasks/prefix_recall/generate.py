@@ -7,7 +7,9 @@ the seed: the same (records, mode, seed) gives the same prompts in every cell an
 - `shared`: one prefix of `records` records; question j asks the record at position
   `spread_order(records)[j]`, so any first n questions cover start, middle and end alike.
 - `sampled`: question j gets its own prefix, drawn from (seed, j), and asks the record
-  at the same position as in `shared`.
+  at position `spread_order(records)[j % records]`. Each question has its own list, so a
+  cell may ask more questions than a list has records (`questions`): a short prompt the
+  model recalls well, asked many times, is what a paired test across load levels needs.
 """
 
 from __future__ import annotations
@@ -99,8 +101,9 @@ def _docs(records: list[tuple[str, str]], asked: list[int]) -> list[dict]:
     return docs
 
 
-def documents(records: int, mode: str, seed: int) -> list[dict]:
-    """The task's test documents, one question per record, in spread order."""
+def documents(records: int, mode: str, seed: int, questions: int | None = None) -> list[dict]:
+    """The task's test documents in spread order: one per record (`shared`), or `questions` of
+    them (`sampled`, default one per record)."""
     if records < 1:
         raise ValueError(f"prefix-recall needs at least one record per prefix, got {records}")
     if mode not in ("shared", "sampled"):
@@ -108,9 +111,10 @@ def documents(records: int, mode: str, seed: int) -> list[dict]:
     order = spread_order(records)
     if mode == "shared":
         return _docs(make_records(random.Random(f"prefix-recall:{seed}:{records}"), records), order)
-    return [_docs(make_records(random.Random(f"prefix-recall:{seed}:{records}:{j}"), records), [index])[0] for j, index in enumerate(order)]
+    count = records if questions is None else questions
+    return [_docs(make_records(random.Random(f"prefix-recall:{seed}:{records}:{j}"), records), [order[j % records]])[0] for j in range(count)]
 
 
-def dataset(records: int, mode: str = "shared", seed: int = 1234, **_: object) -> datasets.DatasetDict:
+def dataset(records: int, mode: str = "shared", seed: int = 1234, questions: int | None = None, **_: object) -> datasets.DatasetDict:
     """lm-eval's `custom_dataset` hook: the test split for one prefix size (metadata gives the arguments)."""
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(documents(records, mode, seed))})
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(documents(records, mode, seed, questions))})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -38,6 +39,9 @@ class CellPlan:
     key: CellKey
     prompts: tuple[Prompt, ...]
     send_order: tuple[Prompt, ...]
+    # What a prefix cache can hold: (prefix, how many prompts start with it), each its own few-shot list's;
+    # a workload's one shared opening (its histories are its own cache load, not the plan's expectation).
+    held: tuple[tuple[str, int], ...]
 
     @cached_property
     def shared_prefix(self) -> str:
@@ -68,6 +72,20 @@ def prompts_at(task: LmEvalTask, shots: int, limit: int | None) -> tuple[Prompt,
 def shared_prefix(prompts: tuple[Prompt, ...]) -> str:
     """The few-shot prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
     return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
+
+
+def held_prefixes(prompts: tuple[Prompt, ...]) -> tuple[tuple[str, int], ...]:
+    """Each prompt's longest prefix shared with another prompt (its neighbours in sorted order), cut back to a line's
+    end so the prompts of one list or exemplar block agree on it (not on the first letters of their questions), counted."""
+    texts = sorted(p.text for p in prompts)
+    if len(texts) < 2:
+        return ()
+    common = [len(os.path.commonprefix(pair)) for pair in zip(texts, texts[1:])]
+    held = Counter()
+    for i, text in enumerate(texts):
+        longest = text[: max(common[i - 1] if i else 0, common[i] if i < len(common) else 0)]
+        held[longest[: longest.rfind("\n") + 1]] += 1
+    return tuple((prefix, count) for prefix, count in held.items() if prefix)
 
 
 def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:
@@ -106,5 +124,9 @@ def build(config: SweepConfig) -> Plan:
     prompts = {shots: prompts_at(task, shots, config.limit) for shots in config.shots}
     order = {shots: tuple(task.in_send_order(list(p))) if p else () for shots, p in prompts.items()}
     launches = tuple(expand(config))
-    cells = {key: CellPlan(key, prompts[key.shots], order[key.shots]) for launch in launches for key in launch.cells}
+    held = {
+        shots: held_prefixes(p) if config.workload is None else ((shared_prefix(p), len(p)),) if shared_prefix(p) else ()
+        for shots, p in prompts.items()
+    }
+    cells = {key: CellPlan(key, prompts[key.shots], order[key.shots], held[key.shots]) for launch in launches for key in launch.cells}
     return Plan(config, task, launches, cells)

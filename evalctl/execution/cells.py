@@ -18,7 +18,7 @@ from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper
 from evalctl.manifest import CellEntry
-from evalctl.plan import Plan
+from evalctl.plan import CellPlan, Plan
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.resume import RequestKey, request_key
 from evalctl.schema import CacheMode
@@ -89,9 +89,9 @@ class CellRunner:
             pass_index=cell.pass_index,
             flushed=flushed,
             prewarmed=prewarmed,
-            # What a prefix cache can hold for this cell: the cache-engaged check's expectation.
-            shared_prefix_chars=len(planned.shared_prefix),
-            shared_prefix_tokens=self._exact_tokens(server, planned.shared_prefix),
+            # What a prefix cache can hold for this cell, a request's on average: the cache-engaged check's expectation.
+            shared_prefix_chars=round(sum(len(prefix) * n for prefix, n in planned.held) / len(planned.prompts)),
+            shared_prefix_tokens=self._held_tokens(server, planned),
             metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
@@ -161,14 +161,16 @@ class CellRunner:
             for p in todo:
                 self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
 
-    def _exact_tokens(self, server: ManagedServer, text: str) -> int | None:
-        """`text`'s tokens by the server's tokenizer; None for no text or a server without one (not an estimate)."""
-        if not text:
+    @staticmethod
+    def _held_tokens(server: ManagedServer, planned: CellPlan) -> int | None:
+        """The tokens a request's held prefix has on average, by the server's tokenizer; None for nothing held or a
+        server without a tokenizer (not an estimate)."""
+        if not planned.held:
             return None
         with server.http() as http:
             counter = TokenCounter(http, server.request_model)
-            tokens = counter.count(text)
-        return tokens if counter.exact else None
+            total = sum(counter.count(prefix) * n for prefix, n in planned.held)
+        return round(total / len(planned.prompts)) if counter.exact else None
 
     def _client(self, server: ManagedServer, cache: CacheMode, concurrency: int) -> CompletionClient:
         gen, adapter = self.config.generation, server.adapter

@@ -31,7 +31,7 @@ def prompts(shots: int, n: int = N) -> list[Prompt]:
 
 
 def planned(cell: CellKey, n: int = N) -> CellPlan:
-    return CellPlan(cell, tuple(sorted(prompts(cell.shots, n), key=lambda p: p.doc_id)), tuple(prompts(cell.shots, n)))
+    return CellPlan(cell, tuple(sorted(prompts(cell.shots, n), key=lambda p: p.doc_id)), tuple(prompts(cell.shots, n)), ())
 
 
 def stopper(candidate, decisions: list[CellDecision], saves: list[int], base=None) -> Stopper:

@@ -6,10 +6,12 @@ the seed: the same (records, mode, seed) gives the same prompts in every cell an
 
 - `shared`: one prefix of `records` records; question j asks the record at position
   `spread_order(records)[j]`, so any first n questions cover start, middle and end alike.
+  A cell asking more `questions` than a list has records gets more lists, each shared by
+  `records` questions in turn (question j asks list j // records): short prefixes, each
+  cached once and read back many times, without asking a record twice.
 - `sampled`: question j gets its own prefix, drawn from (seed, j), and asks the record
-  at position `spread_order(records)[j % records]`. Each question has its own list, so a
-  cell may ask more questions than a list has records (`questions`): a short prompt the
-  model recalls well, asked many times, is what a paired test across load levels needs.
+  at position `spread_order(records)[j % records]`: a short prompt the model recalls well,
+  asked as often as a paired test across load levels needs.
 """
 
 from __future__ import annotations
@@ -102,16 +104,17 @@ def _docs(records: list[tuple[str, str]], asked: list[int]) -> list[dict]:
 
 
 def documents(records: int, mode: str, seed: int, questions: int | None = None) -> list[dict]:
-    """The task's test documents in spread order: one per record (`shared`), or `questions` of
-    them (`sampled`, default one per record)."""
+    """The task's test documents in spread order: one per record, or `questions` of them when more."""
     if records < 1:
         raise ValueError(f"prefix-recall needs at least one record per prefix, got {records}")
     if mode not in ("shared", "sampled"):
         raise ValueError(f"prefix-recall mode must be shared or sampled, got {mode!r}")
     order = spread_order(records)
     if mode == "shared":
-        return _docs(make_records(random.Random(f"prefix-recall:{seed}:{records}"), records), order)
-    count = records if questions is None else questions
+        # The first list is drawn as it always was, so a cell of at most `records` questions keeps its prompts.
+        lists = [f"prefix-recall:{seed}:{records}"] + [f"prefix-recall:{seed}:{records}:list{k}" for k in range(1, -(-(questions or 0) // records))]
+        return [doc for draw in lists for doc in _docs(make_records(random.Random(draw), records), order)][: max(records, questions or 0)]
+    count = max(records, questions or 0)
     return [_docs(make_records(random.Random(f"prefix-recall:{seed}:{records}:{j}"), records), [order[j % records]])[0] for j in range(count)]
 
 

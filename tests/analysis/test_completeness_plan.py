@@ -1,7 +1,7 @@
 """Completeness reads what the plan gave each cell, not the most any cell holds.
 
-On prefix-recall a cell at k records asks at most k questions: under one `--limit` the cells
-at 1, 2, 8 and 50 records hold 1, 2, 8 and 10 questions. Expecting the largest of every cell
+On prefix-recall without a `--limit` a cell at k records asks k questions (one per record):
+the cells at 1, 2, 8 and 50 records hold 1, 2, 8 and 50 questions. Expecting the largest of every cell
 made the small ones "incomplete" forever (`--resume` had nothing to send).
 """
 
@@ -18,7 +18,7 @@ from evalctl.plan import build
 from evalctl.runs import Run
 from evalctl.schema import SweepConfig
 
-SHOTS, LIMIT = (1, 2, 8, 50), 10
+SHOTS, LIMIT = (1, 2, 8, 50), None
 
 
 def recall_config() -> SweepConfig:
@@ -35,8 +35,8 @@ def completeness(plan: list[PlannedCell], found: dict[int, int]) -> list:
     return [c for c in result.checks if c.kind == "completeness"]
 
 
-def test_the_plan_gives_each_recall_cell_as_many_questions_as_it_has_records_up_to_the_limit():
-    assert {c.shots: c.questions for c in build(recall_config()).record()} == {1: 1, 2: 2, 8: 8, 50: LIMIT}
+def test_the_plan_gives_each_recall_cell_as_many_questions_as_it_has_records_without_a_limit():
+    assert {c.shots: c.questions for c in build(recall_config()).record()} == {1: 1, 2: 2, 8: 8, 50: 50}
 
 
 def test_a_run_with_every_planned_question_is_complete_and_a_short_cell_is_named():
@@ -51,7 +51,7 @@ def test_a_run_with_every_planned_question_is_complete_and_a_short_cell_is_named
 
 
 def test_a_manifest_from_before_the_plan_record_is_judged_by_its_questions_per_shot_count():
-    df = sample_frame([dict(shots=s, doc_id=d, prompt_hash=f"{s}-{d}") for s in SHOTS for d in range(min(s, LIMIT))])
-    manifest = manifest_for(df, limit=LIMIT).model_copy(update={"questions": {s: min(s, LIMIT) for s in SHOTS}})
+    df = sample_frame([dict(shots=s, doc_id=d, prompt_hash=f"{s}-{d}") for s in SHOTS for d in range(s)])
+    manifest = manifest_for(df, limit=LIMIT).model_copy(update={"questions": {s: s for s in SHOTS}})
     result = evaluate(Run(Path("r"), manifest, df), GatePolicy(min_n=1))
     assert [c.status for c in result.checks if c.kind == "completeness"] == ["pass"]

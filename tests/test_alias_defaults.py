@@ -85,6 +85,8 @@ def shared_task(config: SweepConfig) -> LmEvalTask:
 
 def cell_questions(task: LmEvalTask, shots: int, limit: int | None, most: int) -> int:
     """The questions a cell at `shots` holds under `limit`, counted up to `most` (see the module docstring)."""
+    if task.generated:  # it makes as many questions as it is asked for: ask for the cell's own
+        return min(most, len(task.prompts(shots, limit)))
     return len(task.prompts(shots, most if limit is None else min(limit, most)))
 
 

@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # files only; no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.font_manager import FontProperties  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from evalctl.analysis.accuracy import table_metrics  # noqa: E402
 from evalctl.cell import CellKey  # noqa: E402
@@ -122,6 +123,7 @@ def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str, metric: str |
     for label, cache, group, place in _series(first_pass, metric):
         group = group.sort_values("shots")
         _errorbar(ax, group["shots"], group, label, cache, metric, (span, place))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # one shot count (a concurrency sweep) read 3.98, 3.99, ...
     return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, len(first_pass) > 0, metric)
 
 
@@ -130,6 +132,10 @@ def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None, metric: 
     for label, cache, group, place in _series(table, metric):
         group = group.sort_values("bin_lo")
         _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache, metric, (span, place))
+    if len(table):  # the view spans the bins, not only their centres: one bin's axis read 63.36, 63.40, ...
+        ax.update_datalim([(table["bin_lo"].min(), 0.5), (table["bin_hi"].max(), 0.5)])
+        ax.autoscale_view()
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     if chunked_prefill:
         ax.axvline(chunked_prefill, color="grey", linestyle=":", label=f"chunked prefill {chunked_prefill}")
 

@@ -137,3 +137,22 @@ def test_a_series_with_nothing_to_draw_is_not_in_the_legend(monkeypatch):
     )
     plots.history_trend(table, Path("unused.png"), "accuracy")
     assert shown["labels"] == ["cache on 8-shot"]  # one profile: named in the title, not in each label
+
+
+def test_a_concurrency_sweep_at_one_shot_count_labels_its_axis_with_whole_numbers(monkeypatch):
+    ticks = {}
+
+    def keep_ticks(fig, path):
+        fig.canvas.draw()
+        lo, hi = fig.axes[0].get_xlim()
+        ticks[path.name] = [t.get_text() for t in fig.axes[0].get_xticklabels() if lo <= t.get_position()[0] <= hi]
+        plt.close(fig)
+        return path
+
+    monkeypatch.setattr(plots, "save_figure", keep_ticks)
+    row = {"profile": "cpu", "variant": "default", "shots": 4, "pass_index": 1, "flexible_acc": 0.66, "flexible_lo": 0.53, "flexible_hi": 0.76}
+    table = pd.DataFrame([{**row, "cache": c, "concurrency": n} for c in ("on", "off") for n in (1, 8, 32)])
+    plots.accuracy_vs_shots(table, Path("shots.png"), "t", "flexible")
+    plots.accuracy_vs_prefill(table.assign(bin_lo=60, bin_hi=67), Path("prefill.png"), "t", metric="flexible")
+    assert ticks["shots.png"] == ["4"]  # six points dodged around it, not read as 3.98, 3.99, ...
+    assert all(label.lstrip("−-").isdigit() for label in ticks["prefill.png"]), ticks

@@ -172,7 +172,11 @@ SMALL = {
         ({}, {"max_accuracy_drop": 0.15}, []),
         ({}, {}, ["shots 64: 40 questions a cell; accuracy needs 103 (min_n 30; a cell with no flip)"]),
         ({}, {"max_accuracy_drop": 0.15, "max_first_attempt_failure_increase": 0.05}, ["shots 64: 40 questions a cell; first attempts"]),
-        ({"shots": [16, 64], "limit": None}, {"max_accuracy_drop": 0.15}, ["shots 16: 16 questions a cell; accuracy needs 30, first attempts needs 30,"]),
+        (
+            {"shots": [16, 64], "limit": None},
+            {"max_accuracy_drop": 0.15},
+            ["shots 16: 16 questions a cell; accuracy needs 30, first attempts needs 30,"],
+        ),
         ({"cache": ["on"]}, {"max_accuracy_drop": 0.15}, ["nothing to compare"]),
         ({}, {"max_accuracy_drop": 0.15, "metric": "exact"}, ["policy metric 'exact': task prefix-recall scores strict, flexible"]),
         ({}, {"metric": "agreement", "agreement_floor": "aa", "max_accuracy_drop": 0.15}, ["agreement floor without its A/A arm"]),

@@ -60,6 +60,7 @@ def test_sampled_mode_asks_as_many_questions_as_the_cell_wants_each_its_own_list
     assert len({d["prompt"] for d in docs}) == 10 and docs[:4] == documents(4, "sampled", 3)  # the first are unchanged
     assert [d["record_index"] for d in docs] == (spread_order(4) * 3)[:10]  # positions cycle, spread
 
+
 def test_shared_mode_opens_another_list_for_more_questions_than_records_asking_none_twice():
     docs = documents(4, "shared", 3, questions=10)
     assert len(docs) == 10 and docs[:4] == documents(4, "shared", 3)  # the first list unchanged

@@ -109,13 +109,13 @@ def documents(records: int, mode: str, seed: int, questions: int | None = None) 
         raise ValueError(f"prefix-recall needs at least one record per prefix, got {records}")
     if mode not in ("shared", "sampled"):
         raise ValueError(f"prefix-recall mode must be shared or sampled, got {mode!r}")
-    order = spread_order(records)
+    order, count = spread_order(records), max(records, questions or 0)
+    draw = f"prefix-recall:{seed}:{records}"
     if mode == "shared":
         # The first list is drawn as it always was, so a cell of at most `records` questions keeps its prompts.
-        lists = [f"prefix-recall:{seed}:{records}"] + [f"prefix-recall:{seed}:{records}:list{k}" for k in range(1, -(-(questions or 0) // records))]
-        return [doc for draw in lists for doc in _docs(make_records(random.Random(draw), records), order)][: max(records, questions or 0)]
-    count = max(records, questions or 0)
-    return [_docs(make_records(random.Random(f"prefix-recall:{seed}:{records}:{j}"), records), [order[j % records]])[0] for j in range(count)]
+        lists = [draw] + [f"{draw}:list{k}" for k in range(1, -(-count // records))]
+        return [doc for name in lists for doc in _docs(make_records(random.Random(name), records), order)][:count]
+    return [_docs(make_records(random.Random(f"{draw}:{j}"), records), [order[j % records]])[0] for j in range(count)]
 
 
 def dataset(records: int, mode: str = "shared", seed: int = 1234, questions: int | None = None, **_: object) -> datasets.DatasetDict:

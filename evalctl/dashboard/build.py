@@ -20,16 +20,17 @@ import pandas as pd
 from evalctl.analysis.checks.base import SEVERITY
 from evalctl.analysis.gate_document import GATE_FILE
 from evalctl.analysis.settings import server_settings, settings_diff_runs
+from evalctl.analysis.summary import run_summary
 from evalctl.dashboard.catalog import VERDICTS, Catalog, load_catalog
 from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
-from evalctl.records import SAMPLES_FILE
+from evalctl.records import SAMPLES_FILE, Metric
 from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env, throughput_section
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import settings_view
-from evalctl.runs import open_run
+from evalctl.runs import Run, open_run
 
 STATE_FILE = ".dashboard-state.json"
 REPORT_FILE = "report.html"
@@ -211,8 +212,16 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
 # ---- sign-off per release candidate ---------------------------------------------------------
 
 
+def _first_passes(run: Run, metric: Metric) -> pd.DataFrame:
+    """A run's first-pass cells at every load level, in the gate's metric: the catalog keeps each run's lowest level only
+    (its history), which folded a concurrency sweep's levels into one row."""
+    accuracy = run_summary(run, metric).accuracy
+    first = accuracy[accuracy["pass_index"] == 1]
+    return first.rename(columns={f"{metric}_{part}": f"accuracy_{part}" for part in ("acc", "lo", "hi")})
+
+
 def _side_by_side(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> Table:
-    keys = ["profile", "variant", "cache", "shots"]
+    keys = ["profile", "variant", "cache", "shots", "concurrency"]
 
     def view(cells: pd.DataFrame, label: str) -> pd.DataFrame:
         interval = [f"[{lo:.2f}, {hi:.2f}]" if n else "-" for lo, hi, n in zip(cells["accuracy_lo"], cells["accuracy_hi"], cells["n"])]
@@ -242,9 +251,12 @@ CHECK_COLUMNS = ["status", "name", "kind", "profile", "variant", "cache", "shots
 
 
 def _worst_first(checks: list[dict]) -> list[dict]:
-    """The gate's checks for people: what failed first, the columns that say where and why."""
+    """The gate's checks for people: what failed first, the columns that say where and why (the load level where a
+    run has several)."""
     ranked = sorted(checks, key=lambda c: SEVERITY.get(c.get("status"), SEVERITY["inconclusive"]))
-    return [{k: "-" if c.get(k) is None else c[k] for k in CHECK_COLUMNS} for c in ranked]
+    levels = len({c.get("concurrency") for c in checks} - {None}) > 1
+    columns = [*CHECK_COLUMNS[:-1], "concurrency", CHECK_COLUMNS[-1]] if levels else CHECK_COLUMNS
+    return [{k: "-" if c.get(k) is None else c[k] for k in columns} for c in ranked]
 
 
 def _who(folder: RunListing) -> list[tuple[str, str]]:
@@ -263,8 +275,10 @@ def _who(folder: RunListing) -> list[tuple[str, str]]:
 def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
     gate = catalog.gates[str(folder.path)]  # a sign-off page is built for gated runs only
     baseline = catalog.by_run_id(gate.baseline)
-    cells = catalog.cells_of(folder)
-    base_cells = catalog.cells_of(baseline) if baseline else None
+    run, base_run = open_run(folder.path), open_run(baseline.path) if baseline else None
+    metric = run.metric(gate.policy.metric)  # what the gate judged, as the run's report shows it
+    cells = _first_passes(run, metric)
+    base_cells = _first_passes(base_run, metric) if base_run else None
     checks = gate.check_rows()
     runs = catalog.runs[catalog.runs["folder"] == folder.path.name]
     return _env.get_template("signoff.html.j2").render(
@@ -276,11 +290,11 @@ def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
         baseline_who=_who(baseline) if baseline else None,
         baseline_report=reports.get(baseline.path.name) if baseline else None,
         side_by_side=_side_by_side(cells, base_cells),
-        matrix=signoff_matrix(cells.assign(pass_index=1), checks, "accuracy"),  # catalog cells are first passes
-        metric=shown_metric(cells),
+        matrix=signoff_matrix(cells, checks, "accuracy"),
+        metric=metric,
         checks=records_table(_worst_first(checks)) if checks else None,
         settings=settings_table(folder.manifest, baseline.manifest if baseline else None),
-        throughput=throughput_section(open_run(folder.path), open_run(baseline.path) if baseline else None, folder.model or "?"),
+        throughput=throughput_section(run, base_run, folder.model or "?"),
         report=reports.get(folder.path.name),
         fmt_acc=fmt_acc,
         generated=_now(),

@@ -160,3 +160,19 @@ def test_where_a_configuration_turns_to_regression_the_page_shows_both_revisions
     assert "models/m.html" in rebuilt.written  # a finished bisect changes the page
     page = (site / "models/m.html").read_text()
     assert 'Bisect culprit: <b class="regression">c0ffee00 Reuse cached state</b> (posterior probability 0.970, bisect-1)' in page
+
+
+def test_the_sign_off_page_of_a_concurrency_sweep_shows_every_level_in_the_gates_metric(tmp_path):
+    root, site = tmp_path / "results", tmp_path / "site"
+    rows = [r for level, ok in ((1, [True] * 4), (8, [True, False, False, True])) for r in cell_rows(ok, concurrency=level, cache="on")]
+    for r in rows:  # the gate's metric (flexible) differs from the run's primary (strict): the page shows the gate's
+        r["strict_correct"] = False
+    run = make_run(root, "m", DAY, rows)
+    check = {"kind": "accuracy", "name": "concurrency 8 vs 1", "profile": "cpu", "variant": "default", "cache": "on", "shots": 8}
+    checks = [{**check, "status": "regression", "concurrency": 8}, {**check, "status": "pass", "concurrency": 1}]
+    (run / "gate.json").write_text(gate_doc("regression", checks, run=run.name, policy={"metric": "flexible"}).to_json())
+    build_site(root, site)
+    page = (site / f"signoff/{run.name}.html").read_text()
+    side = page[page.index("Candidate beside baseline (flexible accuracy") : page.index("Gate checks")]
+    assert side.count("<tr") == 3 and "0.500" in side and "1.000" in side  # a header and a row per level, flexible
+    assert ">concurrency<" in page[page.index("Gate checks") :]  # the matrix and the checks name the level

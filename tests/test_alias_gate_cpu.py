@@ -1,8 +1,8 @@
 """Shipped aliases, swept as a user would against the shared CPU server, then gated with no extra flag.
 
-Issue 35: (1) prefix-recall cells hold as many questions as records, so `--shots 1,2,8 --limit 6`
-plans 1, 2 and 6 questions; the completeness check reads that from the plan and the gate judges
-the run instead of calling the small cells incomplete forever. (2) A `--sequential` sweep of an
+Issue 35: (1) the completeness check reads each cell's questions from the plan: `--shots 1,2,8
+--limit 6` plans 6 questions a cell (6, 3 and 1 record lists; before session 22 a list bounded a
+cell, 1, 2 and 6, and the small cells were called incomplete forever), and the gate judges the run. (2) A `--sequential` sweep of an
 alias takes its stopping rule's tolerance, alpha, metric and min_n from the alias's gate policy,
 so a plain `evalctl gate RUN` reads its decisions (before, the default `stopping:` values
 disagreed with cpu-smoke and the gate exited 4). Small on purpose: a few questions per cell.
@@ -27,13 +27,13 @@ CPU_ALIASES = [name for name in known() if {p.engine.name for p in load_config(m
 
 
 @pytest.mark.rotating(slice=0)
-def test_recall_cells_of_one_two_and_eight_records_under_one_limit_complete_and_are_judged(tmp_path, cpu_server):
+def test_recall_cells_of_one_two_and_eight_records_under_one_limit_are_planned_complete_and_judged(tmp_path, cpu_server):
     out = evalctl("sweep", "--model", "smollm2-135m", "--url", cpu_server, "--shots", "1,2,8", "--limit", "6",
                   "--output", str(tmp_path), timeout=1200)  # fmt: skip
     assert out.returncode in VERDICT_CODES, out.stderr + out.stdout
     run = only_run(tmp_path)
     planned = json.loads((run / "manifest.json").read_text())["plan"]  # each cell's planned questions
-    assert {cell["shots"]: cell["questions"] for cell in planned} == {1: 1, 2: 2, 8: 6}
+    assert {cell["shots"]: cell["questions"] for cell in planned} == {1: 6, 2: 6, 8: 6}
     gate = evalctl("gate", str(run), "--output", str(tmp_path / "gate"))
     assert gate.returncode in VERDICT_CODES, gate.stderr + gate.stdout
     checks = json.loads((tmp_path / "gate" / "gate.json").read_text())["checks"]

@@ -47,7 +47,7 @@ def test_a_conversation_sweep_sends_turns_in_order_and_pairs_each_with_its_cold_
     assert (off.cached_tokens.fillna(0) == 0).all()
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["conversation"]["boundaries"] == [64]
-    assert manifest["config"]["concurrency"] == 2
+    assert manifest["config"]["concurrency"] == [2]
 
 
 def test_judged_at_returns_only_returns_are_scored_and_the_warm_side_meets_their_history(tmp_path, cpu_server):

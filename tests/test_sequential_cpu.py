@@ -104,7 +104,7 @@ def test_lost_prefix_stops_early_as_a_regression_and_a_healthy_candidate_never_d
     assert not [c for c in verdicts if c["kind"] in ("accuracy", "sequential") and c["status"] == "regression"]
 
 
-SMALL, LARGE = 2, 40  # prefix-recall asks at most k questions at k records: two cells of different sizes
+SMALL, LARGE = 2, 40  # prefix-recall without a limit asks k questions at k records: two cells of different sizes
 
 
 def test_each_cell_is_stopped_by_its_own_planned_size_also_when_resumed(tmp_path, no_orphans, cpu_server):
@@ -113,7 +113,7 @@ def test_each_cell_is_stopped_by_its_own_planned_size_also_when_resumed(tmp_path
     Sized by the first cell's count, the 40-question cell sent 2 and ended there, short forever
     (a --resume had nothing to send either)."""
     cfg = write_sweep_config(
-        tmp_path, None, [cpu_profile()], task="prefix-recall", shots=[SMALL, LARGE], limit=LARGE, concurrency=2,
+        tmp_path, None, [cpu_profile()], task="prefix-recall", shots=[SMALL, LARGE], limit=None, concurrency=2,
         generation={"max_tokens": 5, "seed": SEED},
     )  # fmt: skip
     baseline, _ = sweep(cfg, cpu_server, tmp_path / "baseline")

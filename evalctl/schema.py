@@ -402,7 +402,9 @@ class SweepConfig(_Strict):
     cache: Annotated[list[CacheMode], CLI] = Field(
         default_factory=lambda: [CacheMode.on, CacheMode.off], description="Prefix-cache modes to run: on, off, or both."
     )
-    limit: Annotated[int | None, CLI] = Field(None, description="Questions per cell; default: the whole test split.")
+    limit: Annotated[int | None, CLI] = Field(
+        None, description="Questions per cell; default: the whole test split (prefix-recall: one per record, more lists for more)."
+    )
     limit_order: Annotated[Literal["shuffled", "head"], CLI] = Field(
         "shuffled", description="Which questions `limit` keeps: the first N of a seeded shuffle, or the first N (lm-eval's --limit)."
     )

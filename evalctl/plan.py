@@ -88,6 +88,14 @@ def held_prefixes(prompts: tuple[Prompt, ...]) -> tuple[tuple[str, int], ...]:
     return tuple((prefix, count) for prefix, count in held.items() if prefix)
 
 
+def _held(prompts: tuple[Prompt, ...], workload: str | None) -> tuple[tuple[str, int], ...]:
+    """`CellPlan.held`: each list's prefix; with a workload, only the opening every request shares."""
+    if workload is None:
+        return held_prefixes(prompts)
+    opening = shared_prefix(prompts)
+    return ((opening, len(prompts)),) if opening else ()
+
+
 def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:
     """The cells the A/A arm repeats on this launch's server: its reference cells (cache off when the sweep
     has it: what cache-on cells are compared with), every shot count, lowest concurrency, first pass; none without `noise`.
@@ -124,9 +132,6 @@ def build(config: SweepConfig) -> Plan:
     prompts = {shots: prompts_at(task, shots, config.limit) for shots in config.shots}
     order = {shots: tuple(task.in_send_order(list(p))) if p else () for shots, p in prompts.items()}
     launches = tuple(expand(config))
-    held = {
-        shots: held_prefixes(p) if config.workload is None else ((shared_prefix(p), len(p)),) if shared_prefix(p) else ()
-        for shots, p in prompts.items()
-    }
+    held = {shots: _held(p, config.workload) for shots, p in prompts.items()}
     cells = {key: CellPlan(key, prompts[key.shots], order[key.shots], held[key.shots]) for launch in launches for key in launch.cells}
     return Plan(config, task, launches, cells)

@@ -83,6 +83,6 @@ def test_what_a_cache_can_hold_is_each_list_a_cell_shares_and_only_the_opening_o
     assert all(prefix.endswith("\n") for prefix, _ in cell.held)
     assert len(cell.shared_prefix) < lists[0][0]  # the prewarm holds the opening the lists share, not one list
     _, sampled = held(fewshot="sampled")
-    assert sampled == [(len(cell.shared_prefix) - cell.shared_prefix[::-1].index("\n"), 30)]  # the instruction, to its line end
+    assert sampled == [(cell.shared_prefix.rfind("\n") + 1, 30)]  # the instruction, to its line end
     conversation, _ = held(workload="conversation", fewshot="sampled", shots=[4], limit=4)
     assert conversation.held == ((conversation.shared_prefix, len(conversation.prompts)),)  # histories are the workload's own

@@ -59,6 +59,8 @@ def test_sampled_mode_asks_as_many_questions_as_the_cell_wants_each_its_own_list
     docs = documents(4, "sampled", 3, questions=10)
     assert len({d["prompt"] for d in docs}) == 10 and docs[:4] == documents(4, "sampled", 3)  # the first are unchanged
     assert [d["record_index"] for d in docs] == (spread_order(4) * 3)[:10]  # positions cycle, spread
+    prompts = LmEvalTask("prefix-recall", data_dir=None, fewshot="sampled", seed=1234).prompts(4, limit=10)
+    assert [p.text for p in prompts] == [d["prompt"] for d in documents(4, "sampled", 1234, questions=10)]
 
 
 def test_shared_mode_opens_another_list_for_more_questions_than_records_asking_none_twice():
@@ -68,8 +70,8 @@ def test_shared_mode_opens_another_list_for_more_questions_than_records_asking_n
     assert [lists.index(text) for text in lists] == [0] * 4 + [4] * 4 + [8] * 2  # question j asks list j // 4
     assert len({(text, d["record_index"]) for text, d in zip(lists, docs)}) == 10
     assert [d["record_index"] for d in docs] == (spread_order(4) * 3)[:10]
-    prompts = LmEvalTask("prefix-recall", data_dir=None, fewshot="sampled", seed=1234).prompts(4, limit=10)
-    assert [p.text for p in prompts] == [d["prompt"] for d in documents(4, "sampled", 1234, questions=10)]
+    prompts = LmEvalTask("prefix-recall", data_dir=None, fewshot="shared", seed=1234).prompts(4, limit=10)
+    assert [p.text for p in prompts] == [d["prompt"] for d in documents(4, "shared", 1234, questions=10)]  # the task asks the cell's limit
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,8 @@ RECORD_KEYS = [*CELL_KEYS, "doc_id", "prompt_hash"]
 AnswerPosition = Literal["start", "middle", "end"]
 # conversation workloads (`tasks.conversation`): how a request got to its transcript.
 TurnKind = Literal["first", "extend", "rewind", "branch"]
+# A conversation's requests that only extend what the request before them cached (the rest go back: returns).
+EXTENDING: tuple[TurnKind, ...] = ("first", "extend")
 ANSWER_POSITIONS: tuple[str, ...] = get_args(AnswerPosition)
 
 

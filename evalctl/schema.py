@@ -335,9 +335,9 @@ class HuntConfig(BaseModel):
     shape: dict[str, str] = Field(default_factory=dict, description="Where each figure came from: read (and from what) or assumed.")
     conversations: int | None = Field(None, ge=1, description="Conversations a cell; default: slots + 1 (the last evicts a slot).")
     max_context: int = Field(1600, ge=64, description="Boundaries above this many tokens are left out: the cost bound.")
-    judge_extensions: float = Field(
-        0.25, ge=0.0, le=1.0, description="Share of the requests that only extend a conversation judged (the healthy reference);"
-        " the others are sent warm only, as history."
+    references: int = Field(
+        2, ge=1, description="Extensions judged per return, those nearest it in length: the healthy warm-vs-cold reference the"
+        " logprob rungs judge returns against; the other extensions are sent warm only, as history."
     )  # fmt: skip
     turn_questions: tuple[int, int] = Field((1, 3), description="Questions per turn (lowest, highest).")
     chars_per_token: float = Field(2.0, gt=0, description="For length estimates (the records keep the server's token counts).")

@@ -13,13 +13,16 @@ first divergent token and that one, the last with the same context on both sides
   side's chosen token (a token one side did not list counts at most its least listed logprob:
   a lower bound on the change).
 
-The healthy spread is measured in the same run: the A/A arm's cold-vs-cold pairs and the warm
-requests that only extend what the previous request cached (a conversation's `extend` turns),
-the *reference*; the *judged* requests are the returns (rewinds and branches; every warm request
-of a run with no conversation). A judged pair counts only when its cache engaged (cached tokens
-reported on the warm side > 0: the engagement guard), and a rung decides only with at least
-`min_positions` positions compared over its judged pairs. A run that collected no reference at all
-(no A/A arm and no judged extension) gets neither rung: the answer rung judges it alone.
+The healthy spread is measured in the same run, from pairs drawn like the judged ones: the warm
+requests that only extend what the previous request cached (a conversation's `extend` turns; `hunt`
+judges those nearest each return in length), the *reference*; the *judged* requests are the returns
+(rewinds and branches). The A/A arm's cold-vs-cold pairs are not a reference: they compare two cold
+paths, a law of their own (bitwise zero on llama.cpp, where healthy warm pairs drift 0.07-0.16 nats),
+and pooled with the returns they would make the p-value below too small. A judged pair counts only
+when its cache engaged (cached tokens reported on the warm side > 0: the engagement guard), and a
+rung decides only with at least `min_positions` positions compared over its judged pairs. A run with
+no judged extension (no conversation, or every extension sent as history) gets neither rung: the
+answer rung judges it alone.
 
 **Exact rung.** Applies where the reference shows the engine deterministic: at least
 `min_reference` reference pairs, every one exact. Then any judged pair that is not exact is a
@@ -64,11 +67,9 @@ from evalctl.analysis.pairing import Comparison, align
 from evalctl.cell import CellKey
 from evalctl.client import TokenLogprob
 from evalctl.probe.compare import compare
-from evalctl.records import CELL_KEYS, read_logprobs
+from evalctl.records import CELL_KEYS, EXTENDING, read_logprobs
 from evalctl.schema import CacheMode
 
-# A conversation's requests that only extend what the request before them cached: healthy warm drift.
-EXTENDING = ("first", "extend")
 PAIR_COLUMNS = [
     *CELL_KEYS,
     "doc_id",
@@ -151,20 +152,14 @@ def token_pairs(comparison: Comparison) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
-def cell_pairs(samples: pd.DataFrame, replica: pd.DataFrame) -> list[tuple[CellKey, pd.DataFrame, pd.DataFrame]]:
-    """Per cache-on cell with logprobs: its warm-vs-cold pairs and its server's cold-vs-cold (A/A) pairs."""
+def cell_pairs(samples: pd.DataFrame) -> list[tuple[CellKey, pd.DataFrame]]:
+    """Per cache-on cell with logprobs: its warm-vs-cold pairs."""
     if "logprobs" not in samples or not samples["logprobs"].notna().any():
         return []
     cold = samples[samples["cache"] == CacheMode.off.value]
     warm = token_pairs(Comparison("cache", "warm vs cold", cold, samples[samples["cache"] == CacheMode.on.value],
                                   tuple(CellKey.columns("cache")), "cache off"))  # fmt: skip
-    aa = token_pairs(Comparison("floor", "cold vs cold", cold, replica, tuple(CellKey.columns()), "A/A replica"))
-    same_server = ["profile", "variant", "shots"]
-    out = []
-    for cell, pairs in CellKey.groups(warm):
-        mine = (aa[same_server] == pd.Series({k: getattr(cell, k) for k in same_server})).all(axis=1) if len(aa) else []
-        out.append((cell, pairs, aa[mine] if len(aa) else aa))
-    return out
+    return list(CellKey.groups(warm))
 
 
 def exceedance_p(k: int, n: int, m: int) -> float:
@@ -182,7 +177,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     margin: float = Field(0.1, ge=0, description="Nats above the healthy pairs' largest divergence a return must reach to count.")
-    min_reference: int = Field(10, ge=1, description="Healthy pairs (A/A and extensions) a cell needs before a rung decides.")
+    min_reference: int = Field(10, ge=1, description="Healthy pairs (engaged extensions) a cell needs before a rung decides.")
     min_positions: int = Field(20, ge=1, description="Token positions compared over a cell's judged returns before a rung decides.")
 
 
@@ -207,17 +202,13 @@ class RungRow:
     worst: pd.DataFrame  # the judged pairs that decided, worst first
 
 
-def split(pairs: pd.DataFrame, aa: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(judged, reference) of one cache-on cell's warm-vs-cold `pairs` and its cold-vs-cold `aa` pairs.
-
-    Judged: the returns (every warm pair when no request is an extension), those whose cache engaged.
-    Reference: the A/A pairs and the engaged extensions (`EXTENDING`)."""
-    kinds = pairs["turn_kind"]
-    extending = kinds.isin(EXTENDING)
-    judged = pairs[~extending] if (~extending).any() else pairs
-    engaged = judged["cached_tokens"].fillna(0) > 0
-    reference = pd.concat([aa, pairs[extending & (pairs["cached_tokens"].fillna(0) > 0)]], ignore_index=True)
-    return judged[engaged], reference[reference["divergence"].notna()]
+def split(pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(judged, reference) of one cache-on cell's warm-vs-cold `pairs`: the engaged returns, and the engaged
+    extensions (`EXTENDING`) with a divergence."""
+    engaged = pairs["cached_tokens"].fillna(0) > 0
+    extending = pairs["turn_kind"].isin(EXTENDING)
+    reference = pairs[extending & engaged]
+    return pairs[~extending & engaged], reference[reference["divergence"].notna()]
 
 
 def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) -> str | None:
@@ -225,17 +216,17 @@ def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) ->
     if judged.empty:
         return "no judged request with cached tokens reported on the warm side: the cache never engaged on a return"
     if len(reference) < settings.min_reference:
-        healthy = f"{len(reference)} healthy pairs (A/A and extensions)"
+        healthy = f"{len(reference)} healthy pairs (engaged extensions)"
         return f"{healthy}, fewer than {settings.min_reference}: no healthy spread to judge against"
     if positions < settings.min_positions:
         return f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
     return None
 
 
-def exact_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> RungRow | None:
+def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
     """The exact rung on one cell (None where it does not apply: the reference shows the engine not deterministic,
     or the run collected no reference at all)."""
-    judged, reference = split(pairs, aa)
+    judged, reference = split(pairs)
     if reference.empty or (len(reference) >= settings.min_reference and not reference["exact"].all()):
         return None
     why = _guard(judged, reference, settings)
@@ -246,16 +237,16 @@ def exact_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> Run
     status = "regression" if len(parted) else "pass"
     reason = (
         f"{len(parted)} of {len(judged)} engaged returns differ from their cold twins, where all {len(reference)} reference pairs"
-        " (A/A and extensions) are bitwise identical"
+        " (extensions) are bitwise identical"
     )
     return RungRow(status, reason, len(judged), len(parted), len(reference), 0.0, None, worst)
 
 
-def divergence_rung(pairs: pd.DataFrame, aa: pd.DataFrame, settings: Settings) -> RungRow | None:
+def divergence_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
     """The divergence rung on one cell (its p-value unadjusted: `with_holm_status` adjusts a build's cells); None where
-    the run collected no reference at all (no A/A arm, no judged extension): the answer rung judges such a run alone,
+    the run collected no reference at all (no judged extension): the answer rung judges such a run alone,
     where an inconclusive here would make every such run inconclusive by construction."""
-    judged, reference = split(pairs, aa)
+    judged, reference = split(pairs)
     if reference.empty:
         return None
     judged = judged[judged["divergence"].notna()]

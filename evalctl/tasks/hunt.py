@@ -18,12 +18,14 @@ boundary B in turn, up to `max_context`:
   by 20-60% of B from where it returned.
 
 Transcripts answer every earlier question with its reference answer (`tasks.conversation`), so the
-warm and cold sides send the same bytes and pair exactly. Every return is judged, and a share
-(`judge_extensions`) of the extensions; the others are history, sent warm only. Seeded per
-conversation. Not generated (yet): cuts of the model's own continuation (the transcript holds
-reference answers, fixed before any server answers) and an eviction phase that comes back: two
-conversations interleaved on one slot are each handed back the exact state llama.cpp's RAM cache
-saved, so their returns never meet the slot's checkpoints (where #24411 is); interleaving needs
+warm and cold sides send the same bytes and pair exactly. Every return is judged, and for each return
+the `references` extensions nearest it in estimated length (the healthy warm-vs-cold reference of the
+logprob rungs, drawn like the returns it judges, chosen from the seed before any answer); the other
+requests are history, sent warm only, and those after a conversation's last judged request are not
+sent. Seeded per conversation. Not generated (yet): cuts of the model's own continuation (the
+transcript holds reference answers, fixed before any server answers) and an eviction phase that comes
+back: two conversations interleaved on one slot are each handed back the exact state llama.cpp's RAM
+cache saved, so their returns never meet the slot's checkpoints (where #24411 is); interleaving needs
 its own kind of return, judged as one.
 """
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from evalctl.records import TurnKind
+from evalctl.records import EXTENDING, TurnKind
 from evalctl.schema import HuntConfig, SweepConfig
 from evalctl.tasks.conversation import Path, Transcript, go_back, renderer
 from evalctl.tasks.spec import Prompt, Workload
@@ -50,6 +52,17 @@ def boundaries(config: HuntConfig) -> list[int]:
     return found or [min(512, config.max_context)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One request of a conversation as generated: its text, how it got there, its estimated length, turns, last question."""
+
+    text: str
+    kind: TurnKind
+    tokens: float
+    turn: int
+    last: Prompt
+
+
 def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConfig) -> list[Prompt]:
     """Every request of the hunt, in send order per conversation, numbered (`doc_id`) from 0."""
     if not prompts:
@@ -63,8 +76,7 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
 
 def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntConfig, render, transcript: Transcript, start: int):
     path: Path = []
-    requests: list[Prompt] = []
-    history: list[str] = []
+    steps: list[Step] = []
 
     def tokens(upto: Path) -> float:
         return len(render(upto)) / config.chars_per_token if upto else 0.0
@@ -72,18 +84,8 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
     def new_turn() -> tuple[Prompt, ...]:
         return tuple(rng.choice(pool) for _ in range(rng.randint(*config.turn_questions)))
 
-    def send(kind: TurnKind, judged: bool = False) -> None:
-        text, last = render(path), path[-1][-1]
-        if kind in ("first", "extend") and not judged and rng.random() >= config.judge_extensions:
-            history.append(text)  # sent warm only, before the next judged request
-            return
-        turn = {"conversation": c, "turn": len(path), "turn_kind": kind, "source_doc_id": last.doc_id, "history": tuple(history)}
-        requests.append(
-            dataclasses.replace(
-                last, doc_id=start + len(requests), text=text, prompt_hash=transcript.hash_text(text), answer_char_offset=None, **turn
-            )
-        )
-        history.clear()
+    def send(kind: TurnKind) -> None:
+        steps.append(Step(render(path), kind, tokens(path), len(path), path[-1][-1]))
 
     def grow(until: float) -> None:
         while not path or tokens(path) < until:
@@ -108,9 +110,37 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
             send(kind)
             last_point = point
             grow(tokens(path) + boundary * rng.uniform(0.2, 0.6))
-    if history:  # the last extension judged after all: a history with no request after it would never be sent
-        history.pop()
-        send("extend", judged=True)
+    return _requests(c, steps, _references(steps, config.references), transcript, start)
+
+
+def _references(steps: list[Step], per_return: int) -> set[int]:
+    """The steps judged: every return, and for each return the `per_return` extensions nearest it in length, so
+    the healthy reference is drawn like the returns it judges (chosen from the seed alone, before any answer)."""
+    returns = [i for i, step in enumerate(steps) if step.kind not in EXTENDING]
+    judged = set(returns)
+    for i in returns:
+        free = sorted((abs(s.tokens - steps[i].tokens), j) for j, s in enumerate(steps) if s.kind in EXTENDING and j not in judged)
+        judged.update(j for _, j in free[:per_return])
+    return judged
+
+
+def _requests(c: int, steps: list[Step], judged: set[int], transcript: Transcript, start: int) -> list[Prompt]:
+    """The judged steps as requests, each carrying the unjudged ones sent before it as its warm-only history; the
+    steps after the last judged one change nothing judged and are not sent."""
+    requests: list[Prompt] = []
+    history: list[str] = []
+    for i, step in enumerate(steps):
+        if i not in judged:
+            history.append(step.text)
+            continue
+        meta = {"conversation": c, "turn": step.turn, "turn_kind": step.kind, "source_doc_id": step.last.doc_id, "history": tuple(history)}
+        text = step.text
+        requests.append(
+            dataclasses.replace(
+                step.last, doc_id=start + len(requests), text=text, prompt_hash=transcript.hash_text(text), answer_char_offset=None, **meta
+            )
+        )
+        history.clear()
     return requests
 
 

@@ -1,7 +1,7 @@
 """The logprob rungs (`analysis.divergence`, checks `exact` and `divergence`) on hand-built conversation runs.
 
-A conversation cell of 40 returns and 40 extensions, cold, warm and the A/A replica, each answer 8
-tokens with their logprobs. The figures are llama.cpp #24411's: a healthy warm path drifts by up to
+A conversation cell of 40 returns and 40 extensions, cold, warm and the A/A replica (no reference for
+the logprob rungs), each answer 8 tokens with their logprobs. The figures are llama.cpp #24411's: a healthy warm path drifts by up to
 0.07 nats, a wrongly restored checkpoint moves a return's logprobs by 0.35-0.64.
 """
 
@@ -34,8 +34,8 @@ def tokens(shift: float = 0.0, flip_at: int | None = None) -> tuple[TokenLogprob
 
 
 def run_with(warm_shift: dict[int, float], extend_shift: float = 0.0, replica: bool = True, cached: int = 400) -> Run:
-    """Returns (docs 0..N-1, rewinds) and extensions (docs N..2N-1); the warm side shifted by `warm_shift[doc]`
-    (returns) or `extend_shift` (a small drift on every second extension)."""
+    """Returns (docs 0..N-1, rewinds; `cached` tokens reported warm) and extensions (docs N..2N-1, 400 cached); the warm
+    side shifted by `warm_shift[doc]` (returns) or `extend_shift` (a small drift on every second extension)."""
     rows = []
     for cache in ("off", "on"):
         for doc in range(2 * N):
@@ -43,7 +43,7 @@ def run_with(warm_shift: dict[int, float], extend_shift: float = 0.0, replica: b
             shift = (warm_shift.get(doc, 0.0) if doc < N else extend_shift * (doc % 2)) if cache == "on" else 0.0
             rows.append(
                 dict(cache=cache, doc_id=doc, prompt_hash=f"h{doc}", response=f"#### {doc}", conversation=doc % 10, turn=3,
-                     turn_kind=kind, prompt_tokens=600, cached_tokens=cached if cache == "on" else 0,
+                     turn_kind=kind, prompt_tokens=600, cached_tokens=(cached if doc < N else 400) if cache == "on" else 0,
                      logprobs=stored_logprobs(tokens(shift)))
             )  # fmt: skip
     samples = sample_frame(rows)
@@ -122,8 +122,17 @@ def test_the_divergence_policy_section_sets_the_margin():
     assert pd.notna(checks[0].threshold) and checks[0].threshold == pytest.approx(1.07)
 
 
+def test_the_aa_arm_is_no_reference_for_warm_pairs():
+    """Cold-vs-cold pairs are bitwise zero on llama.cpp while a healthy warm path drifts: pooled with the returns they
+    would call that drift a regression. With the A/A arm but no judged extension the logprob rungs do not apply."""
+    run = run_with({doc: 0.07 for doc in range(N)})
+    returns = run.samples[run.samples["turn_kind"] == "rewind"]
+    with_aa = Run(Path("r"), manifest_for(returns), returns, run.noise)
+    assert len(with_aa.noise) and not [c for c in evaluate(with_aa, POLICY).checks if c.kind in ("exact", "divergence")]
+
+
 def test_a_run_that_collected_no_healthy_reference_gets_no_logprob_finding():
-    """No A/A arm and no judged extension (a conversation sweep without `noise`): the rungs do not apply, so they do not
+    """No judged extension (a conversation sweep judging returns only): the rungs do not apply, so they do not
     make every such run inconclusive; with even one healthy pair they still judge (below their minimum: inconclusive)."""
     run = run_with({doc: 0.5 for doc in range(N)}, replica=False)
     returns = run.samples[run.samples["turn_kind"] == "rewind"]

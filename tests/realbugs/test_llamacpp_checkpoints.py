@@ -238,23 +238,32 @@ def hunt_config(out: Path, case: Case) -> dict:
     }
 
 
-# Issue 46: each case judged by `hunt` alone, one build a sweep of the case's one config. By hand until CI has room.
-@pytest.mark.rotating(slice=1)
-@OPT_IN
-@pytest.mark.parametrize(
-    ("case", "build"),
-    [pytest.param(case, build, id=f"{case.name}-{build.name}") for case in (CASE_20671, CASE_24411) for build in case.builds],
-)
-def test_hunt_judges_each_build_with_no_workload_written_for_its_bug(tmp_path, case, build):
+# Issue 46: each case judged by `hunt` from one config of the model, the server and the two builds as variants: no workload
+# written for its bug. #24411's in slice 0 (about 3.5 min of one core a build); #20671's is missed (docs/corpus.md: the
+# warm arm keeps llama.cpp's RAM prompt cache on, as users serve, and b8352's slot is handed the exact state it saved, so
+# no return meets the stale checkpoint), asserted by hand so a hunt that learns it is noticed.
+HUNT_CASES = [
+    pytest.param(CASE_24411, marks=pytest.mark.rotating(slice=0)),
+    pytest.param(CASE_20671, marks=[pytest.mark.rotating(slice=1), OPT_IN, pytest.mark.xfail(strict=True, reason="hunt misses #20671")]),
+]
+
+
+@pytest.mark.parametrize("case", HUNT_CASES, ids=lambda c: c.name)
+def test_hunt_judges_both_builds_with_no_workload_written_for_the_bug(tmp_path, case):
     cfg = tmp_path / "sweep.yaml"
     cfg.write_text(yaml.safe_dump(hunt_config(tmp_path / "out", case)))
     started = time.monotonic()
-    out = evalctl("sweep", "--config", str(cfg), "--workload", "hunt", "--variants", build.name, timeout=3600)
+    out = evalctl("sweep", "--config", str(cfg), "--workload", "hunt", timeout=3600)
     assert out.returncode == 0, out.stderr + out.stdout
     run = only_run(tmp_path / "out")
-    gate = evalctl("gate", str(run))  # the policy hunt recorded: agreement-floor, with the exact and divergence rungs
+    gate = evalctl("gate", str(run))  # the policy hunt recorded: the answer rung (agreement), with the exact and divergence rungs
     doc = json.loads((run / "gate.json").read_text())
-    fired = sorted({c["kind"] for c in doc["checks"] if c["status"] == "regression"})
-    rungs = {c["kind"]: (c["status"], c["b"], c["n"]) for c in doc["checks"] if c["kind"] in ("exact", "divergence", "agreement-floor")}
-    print(f"\nhunt {case.name} {build.name}: gate exit {gate.returncode}, rungs {rungs}, fired {fired}, {time.monotonic() - started:.0f} s")
-    assert gate.returncode == (ExitCode.REGRESSION if build.buggy else ExitCode.PASS), gate.stdout
+    rungs = {c["variant"]: (c["status"], c["b"], c["n"]) for c in doc["checks"] if c["kind"] == "divergence"}
+    print(f"\nhunt {case.name}: gate exit {gate.returncode}, divergence {rungs}, {time.monotonic() - started:.0f} s")
+    assert gate.returncode == ExitCode.REGRESSION, gate.stdout
+    assert {variant: status for variant, (status, _, _) in rungs.items()} == {
+        b.name: "regression" if b.buggy else "pass" for b in case.builds
+    }
+    fixed = next(b.name for b in case.builds if not b.buggy)
+    own = [c for c in doc["checks"] if c["variant"] == fixed and not (c["comparison"] or "").startswith("variant")]
+    assert all(c["status"] == "pass" for c in own), [(c["kind"], c["status"], c["reason"]) for c in own]

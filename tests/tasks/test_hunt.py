@@ -11,7 +11,7 @@ from evalctl.schema import HuntConfig
 from evalctl.tasks.conversation import chains
 from evalctl.tasks.hunt import hunt_prompts
 
-SHAPE = HuntConfig(boundaries={"swa_window": 120, "swa_cache": 240, "kv_block": 16}, slots=1, chars_per_token=4.0, seed=3)
+SHAPE = HuntConfig(boundaries={"swa_window": 120, "swa_cache": 240, "kv_block": 16}, slots=1, chars_per_token=4.0, seed=6, references=1)
 
 
 def build(config: HuntConfig = SHAPE):
@@ -21,7 +21,7 @@ def build(config: HuntConfig = SHAPE):
 
 def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
     requests = build()
-    assert requests == build() and [p.text for p in requests] != [p.text for p in build(SHAPE.model_copy(update={"seed": 4}))]
+    assert requests == build() and [p.text for p in requests] != [p.text for p in build(SHAPE.model_copy(update={"seed": 7}))]
     assert [p.doc_id for p in requests] == list(range(len(requests)))
     conversations = chains(requests)
     assert len(conversations) == 2  # one more than the slots: the last evicts a slot
@@ -39,7 +39,16 @@ def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
                 before = (*conv[j - 1].history, conv[j - 1].text, *r.history)
                 back.append((len(before[-1]) - len(r.text)) / 4.0)
         assert min(back) < 120 and max(back) > 240, back  # spread: short of the smaller boundary, past the larger
-        assert conv[-1].turn_kind == "extend"  # the last growth judged, not dropped
+        # each return's healthy reference: the `references` extensions nearest it in length, closer than the rest
+        judged_ext = [p for p in conv if p.turn_kind in ("first", "extend")]
+        unjudged = [h for p in conv for h in p.history]
+        assert len(judged_ext) == SHAPE.references * len(returns) or not unjudged  # fewer only when every one is judged
+
+        def gap(text: str, returns: list = returns) -> float:
+            return min(abs(len(text) - len(r.text)) for r in returns)
+
+        if unjudged:
+            assert sorted(gap(p.text) for p in judged_ext)[len(judged_ext) // 2] < sorted(map(gap, unjudged))[len(unjudged) // 2]
     # the requests not judged are the history of the next judged one: sent warm only, each a prefix of what follows
     for p in requests:
         assert all(h.startswith(PREFIX) for h in p.history)
@@ -51,7 +60,7 @@ def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
     assert config.hunt.slots == 2 and config.concurrency == [2]  # one conversation a slot
     assert config.hunt.boundaries == {"ubatch": 512}  # SmolLM2 has no sliding window
     assert "read: llama GGUF has no" in config.hunt.shape["swa_window"] and config.hunt.shape["ubatch"].startswith("assumed")
-    assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], True, "agreement-floor")
+    assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], False, "agreement")
     assert (config.generation.max_tokens, config.generation.top_logprobs) == (16, 5)
     assert config.servers[0].engine.cache_ram_mib is None  # the warm arm keeps llama.cpp's host-RAM cache, as users serve
     # recorded: the run's config loads to itself (a resume generates the same requests)

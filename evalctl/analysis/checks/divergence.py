@@ -21,7 +21,7 @@ class Divergence(GateCheck):
 
     def results(self, inputs: GateInputs) -> list[Check]:
         settings = self.settings_of(inputs.policy)
-        rows = {cell: divergence_rung(pairs, aa, settings) for cell, pairs, aa in cell_pairs(inputs.run.samples, inputs.run.noise)}
+        rows = {cell: divergence_rung(pairs, settings) for cell, pairs in cell_pairs(inputs.run.samples)}
         rows = {cell: row for cell, row in rows.items() if row is not None}
         checks = []
         for variant in sorted({cell.variant for cell in rows}):

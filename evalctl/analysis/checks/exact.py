@@ -21,8 +21,8 @@ class Exact(GateCheck):
     def results(self, inputs: GateInputs) -> list[Check]:
         settings = self.settings_of(inputs.policy)
         checks = []
-        for cell, pairs, aa in cell_pairs(inputs.run.samples, inputs.run.noise):
-            row = exact_rung(pairs, aa, settings)
+        for cell, pairs in cell_pairs(inputs.run.samples):
+            row = exact_rung(pairs, settings)
             if row is None:
                 continue
             worst = worst_requests(row.worst)

@@ -151,7 +151,7 @@ def nightly_regression(tmp_path_factory, cpu_server):
     assert not left, f"processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"
 
 
-@pytest.mark.rotating(slice=0)  # slice 2 holds the #20671 case's two-build sweep
+@pytest.mark.rotating(slice=1)  # slice 2 holds the #20671 case's two-build sweep, slice 0 #24411 judged by hunt
 def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(nightly_regression):
     world = nightly_regression
     shas, folder = world.shas, world.tmp / "bisect"
@@ -211,7 +211,7 @@ def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(
 
 
 # Nightly: the local bisect above proves the search; this one only adds that each step is a Slurm job.
-@pytest.mark.rotating(slice=0)  # with the local bisect: they share its nightly-regression set-up
+@pytest.mark.rotating(slice=1)  # with the local bisect: they share its nightly-regression set-up
 @pytest.mark.slurm
 @skip_without_slurm
 def test_bisect_on_slurm_runs_each_step_as_a_job(nightly_regression):

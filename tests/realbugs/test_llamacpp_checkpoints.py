@@ -239,9 +239,9 @@ def hunt_config(out: Path, case: Case) -> dict:
 
 
 # Issue 46: each case judged by `hunt` from one config of the model, the server and the two builds as variants: no workload
-# written for its bug. #24411's in slice 0 (about 3.5 min of one core a build); #20671's is missed (docs/corpus.md: the
-# warm arm keeps llama.cpp's RAM prompt cache on, as users serve, and b8352's slot is handed the exact state it saved, so
-# no return meets the stale checkpoint), asserted by hand so a hunt that learns it is noticed.
+# written for its bug. #24411's in slice 0 (about 3.5 min of one core a build). #20671's is missed (docs/corpus.md: hunt's
+# returns rarely make b8352 restore a checkpoint, and only a later conversation's return before its own first checkpoint
+# meets the stale one), asserted by hand so a hunt that learns it is noticed.
 HUNT_CASES = [
     pytest.param(CASE_24411, marks=pytest.mark.rotating(slice=0)),
     pytest.param(CASE_20671, marks=[pytest.mark.rotating(slice=1), OPT_IN, pytest.mark.xfail(strict=True, reason="hunt misses #20671")]),
@@ -265,5 +265,10 @@ def test_hunt_judges_both_builds_with_no_workload_written_for_the_bug(tmp_path, 
         b.name: "regression" if b.buggy else "pass" for b in case.builds
     }
     fixed = next(b.name for b in case.builds if not b.buggy)
-    own = [c for c in doc["checks"] if c["variant"] == fixed and not (c["comparison"] or "").startswith("variant")]
-    assert all(c["status"] == "pass" for c in own), [(c["kind"], c["status"], c["reason"]) for c in own]
+    own = [c for c in doc["checks"] if c["variant"] == fixed]
+    # the fixed build's rungs pass; nothing of it is a regression (its speeds may be withheld: the host's load varies)
+    rung_checks = [
+        c for c in own if c["kind"] in ("exact", "divergence") or c["comparison"] == "cache on vs off" and c["kind"] == "accuracy"
+    ]
+    assert [c["status"] for c in rung_checks] == ["pass"] * 2, [(c["kind"], c["reason"]) for c in rung_checks]
+    assert not [c for c in own if c["status"] == "regression"], [(c["kind"], c["reason"]) for c in own if c["status"] == "regression"]

@@ -86,14 +86,14 @@ def widest(header: str, cells: list[str], numeric: bool) -> int:
     return max((len(plain(t)) for t in (header, *cells)), default=1)
 
 
-def allot(columns: list[Column], width: int) -> list[int]:
-    """Column widths within `width`: each at least its narrowest; the space left goes first to the
-    columns that need least of it to stop wrapping. (Rich's own shrinking narrows the widest
-    column first, below its longest word, and so cuts values.)"""
+def allot(columns: list[Column], width: int, first: int | None = None) -> list[int]:
+    """Column widths within `width`: each at least its narrowest; the space left goes first to column `first` (the one
+    a reader reads, when given), then to the columns that need least of it to stop wrapping. (Rich's own shrinking
+    narrows the widest column first, below its longest word, and so cuts values.)"""
     low = [narrowest(*c) for c in columns]
     need = [widest(*c) - lo for c, lo in zip(columns, low)]
     spare = width - sum(low) - COLUMN_GAP * (len(columns) - 1)
-    for i in sorted(range(len(columns)), key=need.__getitem__):
+    for i in sorted(range(len(columns)), key=lambda i: (i != first, need[i])):
         grow = max(0, min(spare, need[i]))
         low[i], spare = low[i] + grow, spare - grow
     return low
@@ -104,12 +104,13 @@ class FittedTable:
     when they cannot all have that within the terminal, the table is split into parts, one below
     the other, each repeating the key columns that name the row (profile, cache, shots...)."""
 
-    def __init__(self, title: str, columns: list[Column], keys: int):
-        self.title, self.columns, self.keys = title, columns, keys
+    def __init__(self, title: str, columns: list[Column], keys: int, read: str | None = None):
+        self.title, self.columns, self.keys, self.read = title, columns, keys, read  # read: the column widened first
 
     def table(self, title: str, columns: list[Column], width: int) -> Table:
         table = narrow_table(title)
-        for (header, cells, numeric), size in zip(columns, allot(columns, width)):
+        first = next((i for i, (header, _, _) in enumerate(columns) if header == self.read), None)
+        for (header, cells, numeric), size in zip(columns, allot(columns, width, first)):
             add_column(table, header, cells, numeric, width=size)
         for row in zip(*(cells for _, cells, _ in columns)):
             table.add_row(*row)
@@ -216,7 +217,8 @@ def checks_table(checks: list[Check], title: str) -> FittedTable:
     """Every gate check: status (coloured), what was checked, where, and why."""
     cells = [[f"[{STATUS_STYLE[c.status]}]{c.status}[/]" for c in checks], [c.name for c in checks], [c.where for c in checks],
              [escape(c.reason) for c in checks]]  # fmt: skip
-    return FittedTable(title, [(h, col, False) for h, col in zip(("status", "check", "cell", "reason"), cells)], keys=0)
+    columns = [(h, col, False) for h, col in zip(("status", "check", "cell", "reason"), cells)]
+    return FittedTable(title, columns, keys=0, read="reason")
 
 
 def tolerance_note(policy: GatePolicy) -> str:

@@ -74,3 +74,16 @@ def test_every_summary_table_fits_without_cutting_a_value_or_header(runs, width,
     cut = sorted({word for table in tables for cell in cells_of(table) for word in cell.split() if word not in shown})
     too_wide = [line for line in lines if len(line) > width]
     assert not cut and not too_wide and "…" not in text, f"at {width} columns, cut: {cut}\n" + "\n".join(lines)
+
+
+def test_the_gate_table_gives_its_spare_width_to_the_reason():
+    """At 80 columns the reason (what a reader reads) gets the space the other columns do not need to stay unbroken:
+    a long check name wraps at its words rather than squeeze the reason into a sliver."""
+    from evalctl.analysis.checks.base import Check
+    from evalctl.report.terminal import allot, checks_table
+
+    check = Check("warm returns' logprobs against the healthy spread", "divergence", "regression", "word " * 60)
+    table = checks_table([check], "t")
+    status, name, _, reason = allot(table.columns, 80, first=3)
+    assert reason > 30 and name < len(check.name)
+    assert allot(table.columns, 80)[3] < reason  # without the preference the name stays whole and the reason narrows

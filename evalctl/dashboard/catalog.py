@@ -92,18 +92,11 @@ class Catalog:
     def _by_name(self) -> dict[str, RunListing]:
         return {f.path.name: f for f in self.folders}
 
-    @cached_property
-    def _cells_by_path(self) -> dict[str, pd.DataFrame]:
-        return {str(path): group for path, group in self.cells.groupby("path", sort=False)}
-
     def folder(self, name: str) -> RunListing:
         return self._by_name[name]
 
     def by_run_id(self, run_id: str | None) -> RunListing | None:
         return next((f for f in self.folders if f.run_id == run_id), None) if run_id else None
-
-    def cells_of(self, folder: RunListing) -> pd.DataFrame:
-        return self._cells_by_path.get(str(folder.path), self.cells.iloc[:0])
 
     def model_folders(self, model: str) -> list[RunListing]:
         return [f for f in self.folders if f.model == model]

@@ -333,7 +333,9 @@ class HuntConfig(BaseModel):
     )
     slots: int | None = Field(None, ge=1, description="The server's request slots; default: read from its settings.")
     shape: dict[str, str] = Field(default_factory=dict, description="Where each figure came from: read (and from what) or assumed.")
-    conversations: int | None = Field(None, ge=1, description="Conversations a cell; default: slots + 1 (the last evicts a slot).")
+    conversations: int | None = Field(
+        None, ge=1, description="Conversations a cell; default: slots + 1 (the last evicts a slot), more until 30 requests are judged."
+    )
     max_context: int = Field(1600, ge=64, description="Boundaries above this many tokens are left out: the cost bound.")
     references: int = Field(
         2, ge=1, description="Extensions judged per return, those nearest it in length: the healthy warm-vs-cold reference the"

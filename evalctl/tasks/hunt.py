@@ -5,7 +5,8 @@ window, the SWA cache of window + ubatch cells, a prefill micro-batch, a KV bloc
 shape is read when the config is loaded (`config.resolve_hunt`: the model file's metadata, the
 server's settings; what could not be read is assumed and says so) and recorded in the run's config
 (`hunt.boundaries`, `hunt.slots`, `hunt.shape`). Each conversation (`hunt.conversations`, default
-one more than the server's slots, one a slot at a time: the last evicts the first's slot), for each
+one more than the server's slots, one a slot at a time: the last evicts the first's slot; more until
+`MIN_JUDGED` requests are judged), for each
 boundary B in turn, up to `max_context`:
 
 - grows turn by turn past B (each turn an `extend`: a warm request that only extends what the
@@ -46,6 +47,12 @@ SMALLEST_AIMED = 64
 DISTANCES = ((0.6, 0.9), (0.95, 1.05), (1.1, 1.3), (1.6, 2.2))
 
 
+# The shipped policies' min_n: with fewer judged requests every answer and speed check is inconclusive by construction, so
+# by default a hunt adds conversations until it has this many (one boundary, as vLLM's and SGLang's shape, gives 12 a
+# conversation).
+MIN_JUDGED = 30
+
+
 def boundaries(config: HuntConfig) -> list[int]:
     """The boundaries a hunt aims at: distinct, at least a turn long, at most `max_context`, ascending."""
     found = sorted({b for b in (config.boundaries or {}).values() if SMALLEST_AIMED <= b <= config.max_context})
@@ -69,8 +76,10 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
         return []
     render = renderer(prompts, transcript)
     out: list[Prompt] = []
-    for c in range(config.conversations or (config.slots or 1) + 1):
+    c = 0
+    while c < (config.conversations or (config.slots or 1) + 1) or (config.conversations is None and len(out) < MIN_JUDGED):
         out.extend(_conversation(c, random.Random(f"hunt:{config.seed}:{c}"), prompts, config, render, transcript, len(out)))
+        c += 1
     return out
 
 

@@ -71,3 +71,13 @@ def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
         {"model": "m", "servers": [given], "limit": 20, "hunt": {"boundaries": {"swa_window": 256}}}, {"workload": "hunt"}, "t"
     )
     assert (config.limit, config.hunt.boundaries, config.servers[0].engine.cache_ram_mib) == (20, {"swa_window": 256}, 0)
+
+
+def test_a_hunt_of_one_boundary_adds_conversations_until_the_gate_can_decide():
+    """vLLM's and SGLang's shape is one aimed boundary: two conversations judge 24 requests, under the policies' min_n of
+    30, and every answer check would be inconclusive by construction; the hunt adds conversations until it has 30."""
+    one = SHAPE.model_copy(update={"boundaries": {"chunk": 240}, "references": 2})
+    requests = build(one)
+    assert len(requests) >= 30 and len(chains(requests)) > 2
+    given = build(one.model_copy(update={"conversations": 2}))  # what a config sets is kept
+    assert len(chains(given)) == 2 and len(given) < 30

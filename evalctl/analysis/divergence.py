@@ -273,6 +273,19 @@ def decide(rows: Mapping[object, RungRow], alpha: float) -> dict[object, tuple[s
     return out
 
 
+def near_ties(pairs: pd.DataFrame, threshold: float) -> str | None:
+    """Why a cell's moved answers are a healthy warm path's near ties, or None when they may not be: every request whose
+    tokens moved (judged or reference) parted with logprobs that changed no more than `threshold` (the divergence rung's
+    healthy largest + margin), where it passed."""
+    moved = pairs[pairs["first_divergence"].notna()]
+    if moved.empty or moved["divergence"].isna().any() or (moved["divergence"] > threshold).any():
+        return None
+    return (
+        f"the divergence rung passed this cell, and each of the {len(moved)} requests whose tokens moved parted within the"
+        f" healthy spread (largest {moved['divergence'].max():.3f} <= {threshold:.3f} nats): near ties, not a lost state"
+    )
+
+
 def worst_requests(worst: pd.DataFrame, count: int = 3) -> str:
     """The deciding requests for people: where warm and cold part, and what the cache held there."""
 

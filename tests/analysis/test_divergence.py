@@ -33,18 +33,22 @@ def tokens(shift: float = 0.0, flip_at: int | None = None) -> tuple[TokenLogprob
     return tuple(out)
 
 
-def run_with(warm_shift: dict[int, float], extend_shift: float = 0.0, replica: bool = True, cached: int = 400) -> Run:
+def run_with(
+    warm_shift: dict[int, float], extend_shift: float = 0.0, replica: bool = True, cached: int = 400, flipped: frozenset = frozenset()
+) -> Run:
     """Returns (docs 0..N-1, rewinds; `cached` tokens reported warm) and extensions (docs N..2N-1, 400 cached); the warm
-    side shifted by `warm_shift[doc]` (returns) or `extend_shift` (a small drift on every second extension)."""
+    side shifted by `warm_shift[doc]` (returns) or `extend_shift` (a small drift on every second extension); the warm
+    answers of `flipped` docs choose another token at position 3 (a near tie when their shift is small)."""
     rows = []
     for cache in ("off", "on"):
         for doc in range(2 * N):
             kind = "rewind" if doc < N else "extend"
             shift = (warm_shift.get(doc, 0.0) if doc < N else extend_shift * (doc % 2)) if cache == "on" else 0.0
+            moved = cache == "on" and doc in flipped
             rows.append(
-                dict(cache=cache, doc_id=doc, prompt_hash=f"h{doc}", response=f"#### {doc}", conversation=doc % 10, turn=3,
-                     turn_kind=kind, prompt_tokens=600, cached_tokens=(cached if doc < N else 400) if cache == "on" else 0,
-                     logprobs=stored_logprobs(tokens(shift)))
+                dict(cache=cache, doc_id=doc, prompt_hash=f"h{doc}", response=f"#### {doc}{'x' if moved else ''}", conversation=doc % 10,
+                     turn=3, turn_kind=kind, prompt_tokens=600, cached_tokens=(cached if doc < N else 400) if cache == "on" else 0,
+                     logprobs=stored_logprobs(tokens(shift, flip_at=3 if moved else None)))
             )  # fmt: skip
     samples = sample_frame(rows)
     aa = samples[samples["cache"] == "off"] if replica else samples.iloc[:0]
@@ -142,3 +146,18 @@ def test_a_run_that_collected_no_healthy_reference_gets_no_logprob_finding():
     some = Run(Path("r"), manifest_for(one_extension), one_extension, run.noise)
     (check,) = [c for c in evaluate(some, POLICY).checks if c.kind == "divergence"]
     assert check.status == "inconclusive" and "no healthy spread" in check.reason
+
+
+def test_an_undecided_answer_rung_is_a_warning_where_the_divergence_rung_passed_and_every_move_was_a_near_tie():
+    """The ladder: three answers moved at near ties (their logprobs within the healthy spread) leave a strict answer rung
+    undecided; the divergence rung passed the cell, so the finding is a warning that says why, and the verdict a pass.
+    A move beyond the spread keeps the answer rung's finding."""
+    strict = POLICY.model_copy(update={"max_accuracy_drop": 0.05})
+    healthy = run_with({}, extend_shift=0.07, flipped=frozenset({1, 2, 3}))
+    result = evaluate(healthy, strict)
+    (answers,) = [c for c in result.checks if c.kind == "accuracy" and c.comparison == "cache on vs off"]
+    assert answers.status == "warning" and "near ties" in answers.reason and result.verdict == "pass", answers.reason
+    beyond = run_with({1: 2.0}, extend_shift=0.07, flipped=frozenset({1, 2, 3}))
+    result = evaluate(beyond, strict)
+    (answers,) = [c for c in result.checks if c.kind == "accuracy" and c.comparison == "cache on vs off"]
+    assert answers.status == "inconclusive" and result.verdict != "pass"

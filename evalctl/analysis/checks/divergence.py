@@ -3,12 +3,21 @@
 The rule (Rosenbaum's exceedance count), its guarantee (false regression <= alpha under
 exchangeability, measured by `scripts/divergence_false_alarms.py`) and its guard: `analysis.divergence`.
 Runs on a run whose records carry logprobs; no finding otherwise.
+
+The ladder: where this rung passed a cache-on cell, the answer rung below it (that cell's cache on vs off
+accuracy check) no longer decides alone. If it could not decide (inconclusive: a few answers moved) and
+every request of the cell whose tokens moved parted within the healthy spread (`analysis.divergence.near_ties`),
+those moves are near ties a healthy warm path makes, and the finding becomes a warning that says so. A
+regression of the answer rung stands, and so does any move beyond the spread.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.divergence import Settings, cell_pairs, decide, divergence_rung, worst_requests
+from evalctl.analysis.divergence import Settings, cell_pairs, decide, divergence_rung, near_ties, worst_requests
+from evalctl.analysis.floor import CACHE_COMPARISON
 
 KIND = "divergence"
 
@@ -47,6 +56,23 @@ class Divergence(GateCheck):
                     )
                 )
         return checks
+
+    def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
+        """An undecided answer comparison of a cell this rung passed: a warning when every move was a near tie."""
+        settings = self.settings_of(inputs.policy)
+        passed = {}
+        for cell, pairs in cell_pairs(inputs.run.samples):
+            row = divergence_rung(pairs, settings)
+            if row is not None and row.status == "pass" and row.threshold is not None:
+                passed[cell] = near_ties(pairs, row.threshold)
+        out = []
+        undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
+        for check in earlier:
+            ties = passed.get(check.cell) if (check.kind, check.comparison, check.status) == undecided else None
+            if ties:
+                check = replace(check, status="warning", reason=f"{check.reason}; {ties}")
+            out.append(check)
+        return out
 
 
 CHECK = Divergence()  # listed in analysis.checks.CHECKS

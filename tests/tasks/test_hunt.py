@@ -60,7 +60,7 @@ def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
     assert config.hunt.slots == 2 and config.concurrency == [2]  # one conversation a slot
     assert config.hunt.boundaries == {"ubatch": 512}  # SmolLM2 has no sliding window
     assert "read: llama GGUF has no" in config.hunt.shape["swa_window"] and config.hunt.shape["ubatch"].startswith("assumed")
-    assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], False, "agreement")
+    assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], False, "hunt")
     assert (config.generation.max_tokens, config.generation.top_logprobs) == (16, 5)
     assert config.servers[0].engine.cache_ram_mib is None  # the warm arm keeps llama.cpp's host-RAM cache, as users serve
     # recorded: the run's config loads to itself (a resume generates the same requests)

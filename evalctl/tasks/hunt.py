@@ -76,9 +76,13 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
         return []
     render = renderer(prompts, transcript)
     out: list[Prompt] = []
+    least = config.conversations or (config.slots or 1) + 1
     c = 0
-    while c < (config.conversations or (config.slots or 1) + 1) or (config.conversations is None and len(out) < MIN_JUDGED):
-        out.extend(_conversation(c, random.Random(f"hunt:{config.seed}:{c}"), prompts, config, render, transcript, len(out)))
+    while c < least or (config.conversations is None and len(out) < MIN_JUDGED):
+        added = _conversation(c, random.Random(f"hunt:{config.seed}:{c}"), prompts, config, render, transcript, len(out))
+        if not added and c >= least:  # a shape no conversation can return around: more would add nothing
+            break
+        out.extend(added)
         c += 1
     return out
 

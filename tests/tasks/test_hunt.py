@@ -81,3 +81,10 @@ def test_a_hunt_of_one_boundary_adds_conversations_until_the_gate_can_decide():
     assert len(requests) >= 30 and len(chains(requests)) > 2
     given = build(one.model_copy(update={"conversations": 2}))  # what a config sets is kept
     assert len(chains(given)) == 2 and len(given) < 30
+
+
+def test_a_hunt_that_can_return_nowhere_ends():
+    """A shape whose conversations cannot go back (one turn longer than every boundary): no conversation adds a judged
+    request, and the hunt stops at its least count rather than adding conversations for ever."""
+    long_turns = SHAPE.model_copy(update={"boundaries": {"chunk": 64}, "max_context": 64, "turn_questions": (30, 30)})
+    assert build(long_turns) == []

@@ -63,8 +63,8 @@ def implied(config: SweepConfig) -> SweepConfig:
 
 # What `workload: hunt` sets when the config does not: one short cell of prefix-recall questions (4 records each), short
 # answers judged by their logprobs against the length-matched extensions, and answers judged warm vs cold on the same
-# bytes (the `hunt` policy, configs/gate/hunt.yaml: the answer rung, no speed check). No A/A arm: a cold-vs-cold pair is no reference for a warm one
-# (`analysis.divergence`), and it would cost a second cold pass.
+# bytes (the `hunt` policy, configs/gate/hunt.yaml: the answer rung, no speed check). No A/A arm: a cold-vs-cold pair
+# is no reference for a warm one (`analysis.divergence`), and it would cost a second cold pass.
 HUNT_DEFAULTS: dict[str, Any] = {
     "task": "prefix-recall", "fewshot": "sampled", "shots": [4], "limit": 40, "noise": False, "gate_policy": "hunt",
 }  # fmt: skip

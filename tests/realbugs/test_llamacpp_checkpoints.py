@@ -239,7 +239,7 @@ def hunt_config(out: Path, case: Case) -> dict:
 
 
 # Issue 46: each case judged by `hunt` from one config of the model, the server and the two builds as variants: no workload
-# written for its bug. #24411's in slice 0 (about 3.5 min of one core a build). #20671's is missed (docs/corpus.md: hunt's
+# written for its bug. #24411's in slice 0 (3 min 19 s a build alone, one thread). #20671's is missed (docs/corpus.md: hunt's
 # returns rarely make b8352 restore a checkpoint, and only a later conversation's return before its own first checkpoint
 # meets the stale one), asserted by hand so a hunt that learns it is noticed.
 HUNT_CASES = [

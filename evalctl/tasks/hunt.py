@@ -147,10 +147,14 @@ def _requests(c: int, steps: list[Step], judged: set[int], transcript: Transcrip
             history.append(step.text)
             continue
         meta = {"conversation": c, "turn": step.turn, "turn_kind": step.kind, "source_doc_id": step.last.doc_id, "history": tuple(history)}
-        text = step.text
         requests.append(
             dataclasses.replace(
-                step.last, doc_id=start + len(requests), text=text, prompt_hash=transcript.hash_text(text), answer_char_offset=None, **meta
+                step.last,
+                doc_id=start + len(requests),
+                text=step.text,
+                prompt_hash=transcript.hash_text(step.text),
+                answer_char_offset=None,
+                **meta,
             )
         )
         history.clear()

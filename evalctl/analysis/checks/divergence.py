@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pandas as pd
+
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.divergence import Settings, cell_pairs, decide, divergence_rung, near_ties, worst_requests
+from evalctl.analysis.divergence import RungRow, Settings, cell_pairs, decide, divergence_rung, near_ties, worst_requests
 from evalctl.analysis.floor import CACHE_COMPARISON
+from evalctl.cell import CellKey
 
 KIND = "divergence"
 
@@ -28,10 +31,14 @@ class Divergence(GateCheck):
     family = KIND
     settings = Settings
 
-    def results(self, inputs: GateInputs) -> list[Check]:
+    def _rungs(self, inputs: GateInputs) -> dict[CellKey, tuple[RungRow, pd.DataFrame]]:
+        """Per cache-on cell the rung applies to: its finding and its warm-vs-cold pairs, for `results` and `revise` alike."""
         settings = self.settings_of(inputs.policy)
-        rows = {cell: divergence_rung(pairs, settings) for cell, pairs in cell_pairs(inputs.run.samples)}
-        rows = {cell: row for cell, row in rows.items() if row is not None}
+        rungs = {cell: (divergence_rung(pairs, settings), pairs) for cell, pairs in cell_pairs(inputs.run.samples)}
+        return {cell: (row, pairs) for cell, (row, pairs) in rungs.items() if row is not None}
+
+    def results(self, inputs: GateInputs) -> list[Check]:
+        rows = {cell: row for cell, (row, _) in self._rungs(inputs).items()}
         checks = []
         for variant in sorted({cell.variant for cell in rows}):
             mine = {cell: row for cell, row in rows.items() if cell.variant == variant}
@@ -59,12 +66,7 @@ class Divergence(GateCheck):
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
         """An undecided answer comparison of a cell this rung passed: a warning when every move was a near tie."""
-        settings = self.settings_of(inputs.policy)
-        passed = {}
-        for cell, pairs in cell_pairs(inputs.run.samples):
-            row = divergence_rung(pairs, settings)
-            if row is not None and row.status == "pass" and row.threshold is not None:
-                passed[cell] = near_ties(pairs, row.threshold)
+        passed = {cell: near_ties(pairs, row.threshold) for cell, (row, pairs) in self._rungs(inputs).items() if row.status == "pass"}
         out = []
         undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
         for check in earlier:

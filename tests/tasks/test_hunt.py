@@ -27,18 +27,16 @@ def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
     assert len(conversations) == 2  # one more than the slots: the last evicts a slot
     kinds = Counter(p.turn_kind for p in requests)
     assert kinds["rewind"] and kinds["branch"] and kinds["extend"]
+    back = []  # how far each return goes back (estimated tokens): from the last text sent before it in its conversation
     for group in conversations:
         conv = [requests[i] for i in group]
         assert conv[0].text.startswith(PREFIX)
         returns = [p for p in conv if p.turn_kind in ("rewind", "branch")]
         assert len(returns) == 8  # four around each boundary a turn or more long (the 16-token block is not aimed at)
-        # how far each goes back (estimated tokens): from the last text sent before it in its conversation
-        back = []
         for j, r in enumerate(conv):
             if r.turn_kind in ("rewind", "branch"):
                 before = (*conv[j - 1].history, conv[j - 1].text, *r.history)
                 back.append((len(before[-1]) - len(r.text)) / 4.0)
-        assert min(back) < 120 and max(back) > 240, back  # spread: short of the smaller boundary, past the larger
         # each return's healthy reference: the `references` extensions nearest it in length, closer than the rest
         judged_ext = [p for p in conv if p.turn_kind in ("first", "extend")]
         unjudged = [h for p in conv for h in p.history]
@@ -49,6 +47,7 @@ def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
 
         if unjudged:
             assert sorted(gap(p.text) for p in judged_ext)[len(judged_ext) // 2] < sorted(map(gap, unjudged))[len(unjudged) // 2]
+    assert min(back) < 120 and max(back) > 240, back  # spread: short of the smaller boundary, past the larger
     # the requests not judged are the history of the next judged one: sent warm only, each a prefix of what follows
     for p in requests:
         assert all(h.startswith(PREFIX) for h in p.history)
@@ -88,3 +87,24 @@ def test_a_hunt_that_can_return_nowhere_ends():
     request, and the hunt stops at its least count rather than adding conversations for ever."""
     long_turns = SHAPE.model_copy(update={"boundaries": {"chunk": 64}, "max_context": 64, "turn_questions": (30, 30)})
     assert build(long_turns) == []
+
+
+def test_a_hunt_crosses_boundaries_in_long_turns_and_regenerates_each_edited_turn():
+    """Servers save state where a prompt ends, so a boundary crossed in one long turn has no saved state near it and a
+    return behind it must restore an older one; and each edit is regenerated (llama.cpp #20671 restored the old branch's
+    state there). Both from the generator's draws, over seeds: no answer is read."""
+    leaps = 0
+    shape = SHAPE.model_copy(update={"boundaries": {"swa_window": 400, "swa_cache": 800}})  # many turns long
+    for seed in range(6):
+        requests = build(shape.model_copy(update={"seed": seed}))
+        for group in chains(requests):
+            sent: list[tuple[str, str]] = []  # every text the conversation sends, in order, with its kind
+            for i in group:
+                sent += [(text, "history") for text in requests[i].history] + [(requests[i].text, requests[i].turn_kind)]
+            for (before, _), (after, kind) in zip(sent, sent[1:]):
+                crossed = len(before) / 4 < 800 < len(after) / 4 and len(after) - len(before) > 4 * 200  # no turn is that long
+                leaps += after.startswith(before) and kind in ("history", "extend") and crossed
+            returns = [(text, kind) for text, kind in sent if kind in ("rewind", "branch")]
+            for (text, kind), after in zip(returns, returns[1:]):
+                assert kind != "branch" or after == (text, "rewind")  # the edited turn's bytes sent again
+    assert leaps >= 3  # of 12 crossings of the 800-token boundary (six seeds, two conversations), each a leap by even chance

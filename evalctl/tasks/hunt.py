@@ -15,9 +15,12 @@ boundary B in turn, up to `max_context`:
 - then returns four times around B: to the turn ending nearest B - d, B and B + d (d drawn from
   5-25% of B: just before, on and just past the boundary), and once far back (a smallest boundary or
   more before the end); each return a regenerate (`rewind`, the same bytes again) or an edit
-  (`branch`, that turn replaced), and with even chance a regenerate of the previous return's turn
-  (an edited turn regenerated: llama.cpp #20671's history); after each, the conversation grows on
-  by 20-60% of B from where it returned.
+  (`branch`, that turn replaced); the return after an edit regenerates the edited turn (a user asks
+  again: llama.cpp #20671's history); after each, the conversation grows on by 20-60% of B from where
+  it returned.
+
+With even chance a conversation opens with one long turn past the smallest boundary (a document, a
+long system prompt), so that a return to its opening restores state saved past that boundary.
 
 Transcripts answer every earlier question with its reference answer (`tasks.conversation`), so the
 warm and cold sides send the same bytes and pair exactly. Every return is judged, and for each return

@@ -239,9 +239,9 @@ def hunt_config(out: Path, case: Case) -> dict:
 
 
 # Issue 46: each case judged by `hunt` from one config of the model, the server and the two builds as variants: no workload
-# written for its bug. #24411's in slice 0 (3 min 19 s a build alone, one thread). #20671's is missed (docs/corpus.md: hunt's
-# returns rarely make b8352 restore a checkpoint, and only a later conversation's return before its own first checkpoint
-# meets the stale one), asserted by hand so a hunt that learns it is noticed.
+# written for its bug. #24411's in slice 0 (3 min 19 s a build alone, one thread). #20671's is missed (docs/corpus.md: a
+# stale checkpoint is met once a conversation at most, in 0 to 2 of 12-16 returns a seed), asserted by hand so a
+# hunt that learns it is noticed.
 HUNT_CASES = [
     pytest.param(CASE_24411, marks=pytest.mark.rotating(slice=0)),
     pytest.param(CASE_20671, marks=[pytest.mark.rotating(slice=1), OPT_IN, pytest.mark.xfail(strict=True, reason="hunt misses #20671")]),

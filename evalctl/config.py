@@ -165,6 +165,12 @@ def config_from_dict(data: dict[str, Any], overrides: dict[str, Any] | None, sou
     # here, so a recorded config (manifest) holds the result and resuming it applies nothing again.
     task = (overrides or {}).get("task") or data.get("task", "gsm8k")
     data.update((data.pop("task_settings", None) or {}).get(task, {}))
+    if (overrides or {}).get("workload") == "hunt" and data.get("workload") != "hunt" and "hunt" not in data:
+        # A file not written for the hunt (an alias) chose these for its own sweep; the hunt given as an option brings its
+        # own, and the options still win.
+        for key in (*HUNT_DEFAULTS, "concurrency", "conversation"):
+            data.pop(key, None)
+        (data.get("generation") or {}).pop("max_tokens", None)
     for key, value in (overrides or {}).items():
         _override(data, key, value)
     try:

@@ -457,7 +457,8 @@ class SweepConfig(_Strict):
         None,
         description="How the task's questions are sent: conversation (as the `conversation:` block says) or hunt (histories"
         " generated from the server's and model's shape), docs/conversations.md; concurrency is then conversations in flight;"
-        " default: each question alone (conversation when the config has a `conversation:` block).",
+        " default: each question alone (conversation when the config has a `conversation:` block). --workload hunt on a file"
+        " not written for it (an alias) replaces the file's task, shots, limit, noise, policy and answer length by the hunt's.",
     )
     conversation: ConversationConfig | None = Field(
         None,

@@ -15,7 +15,7 @@ boundary B in turn, up to `max_context`:
 - then returns four times around B: to the turn ending nearest B - d, B and B + d (d drawn from
   5-25% of B: just before, on and just past the boundary), and once far back (a smallest boundary or
   more before the end); each return a regenerate (`rewind`, the same bytes again) or an edit
-  (`branch`, that turn replaced); the return after an edit regenerates the edited turn (a user asks
+  (`branch`, that turn replaced by as many other questions); the return after an edit regenerates the edited turn (a user asks
   again: llama.cpp #20671's history); after each, the conversation grows on by 20-60% of B from where
   it returned.
 
@@ -142,7 +142,8 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
             if point is None:
                 continue
             kind: TurnKind = "rewind" if revisit else rng.choice(("rewind", "branch"))
-            go_back(path, point, kind, new_turn, len(pool))
+            size = len(path[point - 1])  # an edit keeps its turn's size: an edited document is still one
+            go_back(path, point, kind, lambda size=size: tuple(rng.choice(pool) for _ in range(size)), len(pool))
             send(kind)
             edited = point if kind == "branch" else None
             grow(tokens(path) + boundary * rng.uniform(0.2, 0.6))

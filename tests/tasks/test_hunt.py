@@ -72,6 +72,22 @@ def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
     assert (config.limit, config.hunt.boundaries, config.servers[0].engine.cache_ram_mib) == (20, {"swa_window": 256}, 0)
 
 
+def test_a_hunt_given_as_an_option_replaces_what_the_file_chose_for_its_own_workload():
+    """`--model ALIAS --workload hunt`: the alias's task, shots, A/A arm, policy and answer length were chosen for its
+    own sweep, so the hunt's defaults replace them; an option still wins, and a file written for the hunt (`workload:
+    hunt`, a resumed run's recorded config, or a `hunt:` block) keeps its own values."""
+    alias = {
+        "model": "m", "task": "gsm8k", "shots": [8, 16], "limit": 10, "noise": True, "gate_policy": "agreement-floor",
+        "concurrency": [1], "conversation": {"conversations": 40}, "generation": {"max_tokens": 8, "seed": 7},
+        "servers": [{"name": "cpu", "model_path": "bundled:smollm2-135m", "engine": {"name": "llamacpp", "parallel": 1}}],
+    }  # fmt: skip
+    hunt = config_from_dict(alias, {"workload": "hunt"}, "test")
+    assert (hunt.task, hunt.shots, hunt.limit, hunt.noise, hunt.gate_policy) == ("prefix-recall", [4], 40, False, "hunt")
+    assert (hunt.conversation, hunt.concurrency, hunt.generation.max_tokens, hunt.generation.seed) == (None, [1], 16, 7)
+    assert config_from_dict(alias, {"workload": "hunt", "shots": [8]}, "test").shots == [8]
+    assert config_from_dict({**alias, "workload": "hunt", "conversation": None}, None, "test").shots == [8, 16]
+
+
 def test_a_hunt_of_one_boundary_adds_conversations_until_the_gate_can_decide():
     """vLLM's and SGLang's shape is one aimed boundary: two conversations judge 24 requests, under the policies' min_n of
     30, and every answer check would be inconclusive by construction; the hunt adds conversations until it has 30."""
@@ -108,3 +124,16 @@ def test_a_hunt_crosses_boundaries_in_long_turns_and_regenerates_each_edited_tur
             for (text, kind), after in zip(returns, returns[1:]):
                 assert kind != "branch" or after == (text, "rewind")  # the edited turn's bytes sent again
     assert leaps >= 3  # of 12 crossings of the 800-token boundary (six seeds, two conversations), each a leap by even chance
+
+
+def test_an_edit_keeps_its_turns_size():
+    """An edited turn is replaced by as many other questions (an edited document is still a document): the first turn,
+    edited but never cut away, holds as many questions in every request of its conversation."""
+    edited = 0
+    for seed in range(6):
+        requests = build(SHAPE.model_copy(update={"seed": seed}))
+        for group in chains(requests):
+            first = [requests[i] for i in group if requests[i].turn == 1]
+            edited += any(p.turn_kind == "branch" for p in first)
+            assert len({p.text.count("\nA:") for p in first}) == 1, [(p.turn_kind, p.text.count("\nA:")) for p in first]
+    assert edited >= 3

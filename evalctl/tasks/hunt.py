@@ -87,10 +87,7 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
     least = config.conversations or (config.slots or 1) + 1
     c = 0
     while c < least or (config.conversations is None and len(out) < MIN_JUDGED):
-        added = _conversation(c, random.Random(f"hunt:{config.seed}:{c}"), prompts, config, render, transcript, len(out))
-        if not added and c >= least:  # a shape no conversation can return around: more would add nothing
-            break
-        out.extend(added)
+        out.extend(_conversation(c, random.Random(f"hunt:{config.seed}:{c}"), prompts, config, render, transcript, len(out)))
         c += 1
     return out
 
@@ -109,7 +106,7 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
         steps.append(Step(render(path), kind, tokens(path), len(path), path[-1][-1]))
 
     def grow(until: float) -> None:
-        while not path or tokens(path) < until:
+        while len(path) < 2 or tokens(path) < until:  # two turns at least: a return needs one to go back to
             path.append(new_turn())
             send("first" if len(path) == 1 else "extend")
 

@@ -37,6 +37,7 @@ its own kind of return, judged as one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 
 from evalctl.records import EXTENDING, TurnKind
@@ -99,8 +100,9 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
     def tokens(upto: Path) -> float:
         return len(render(upto)) / config.chars_per_token if upto else 0.0
 
-    def new_turn() -> tuple[Prompt, ...]:
-        return tuple(rng.choice(pool) for _ in range(rng.randint(*config.turn_questions)))
+    def new_turn(size: int | None = None) -> tuple[Prompt, ...]:
+        """A turn of `size` questions, else of a number drawn from `turn_questions`."""
+        return tuple(rng.choice(pool) for _ in range(size or rng.randint(*config.turn_questions)))
 
     def send(kind: TurnKind) -> None:
         steps.append(Step(render(path), kind, tokens(path), len(path), path[-1][-1]))
@@ -135,8 +137,8 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
         for low, high in DISTANCES:
             point = edited or nearest(tokens(path) - boundary * rng.uniform(low, high))
             kind: TurnKind = "rewind" if edited else rng.choice(("rewind", "branch"))
-            size = len(path[point - 1])  # an edit keeps its turn's size: an edited document is still one
-            go_back(path, point, kind, lambda size=size: tuple(rng.choice(pool) for _ in range(size)), len(pool))
+            # an edit keeps its turn's size: an edited document is still one
+            go_back(path, point, kind, functools.partial(new_turn, len(path[point - 1])), len(pool))
             send(kind)
             edited = point if kind == "branch" else None
             grow(tokens(path) + boundary * rng.uniform(0.2, 0.6))

@@ -21,13 +21,12 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 import evalctl
 from evalctl.cell import CellKey
 from evalctl.errors import ManifestError
 from evalctl.fsio import write_atomic
-from evalctl.schema import SweepConfig
 from evalctl.venvs import PipVenv
 
 MANIFEST_FILE = "manifest.json"
@@ -96,8 +95,7 @@ class CellDecision(_Cell):
     seeded send order) are saved, not missing. A cell that reached its last look undecided is
     inconclusive."""
 
-    # Read as `reason` from manifests written before it was named for what it holds.
-    verdict: Literal["regression", "pass", "inconclusive"] = Field(validation_alias=AliasChoices("verdict", "reason"))
+    verdict: Literal["regression", "pass", "inconclusive"]
     look: int  # 1-based
     answered: int  # questions sent (and answered) up to that look
     planned: int
@@ -252,25 +250,6 @@ class Manifest(RunState):
     parts: dict[str, str] = Field(default_factory=dict)
     gate: GateSummary | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _cells_levelled(cls, data: Any) -> Any:
-        """A manifest from before concurrency named cells: each cell entry at the run's one level."""
-        config = data.get("config") if isinstance(data, dict) else None
-        level = single_level(config) if isinstance(config, dict) else None
-        if level is None:
-            return data
-
-        def listed(holder: Any, name: str) -> list:
-            found = holder.get(name) if isinstance(holder, dict) else None
-            return found if isinstance(found, list) else []
-
-        logged = [c for server in listed(data, "servers") for c in listed(server, "cells") + listed(server, "noise_cells")]
-        for entry in [*listed(data, "plan"), *listed(data, "decisions"), *logged]:
-            if isinstance(entry, dict):  # anything else is for validation to name
-                entry.setdefault("concurrency", level)
-        return data
-
     @field_serializer("host", "evalctl")
     def _as_recorded(self, value: BaseModel) -> dict[str, Any]:
         # Only what was recorded: an older manifest's host rewritten stays as it was.
@@ -284,12 +263,6 @@ class Manifest(RunState):
     def gate_policy(self) -> str | None:
         """The gate policy the run's config names (a policy name, see `config_files`, or a file); None: the built-in."""
         return self.config.get("gate_policy")
-
-
-def single_level(config: dict[str, Any]) -> int | None:
-    """The concurrency of a run with one level (all a run recorded before it was a cell key could have); None for several."""
-    level = config.get("concurrency", SweepConfig.model_fields["concurrency"].get_default(call_default_factory=True))
-    return level if isinstance(level, int) else level[0] if len(level) == 1 else None
 
 
 def new_run_id(model: str) -> str:

@@ -16,7 +16,7 @@ from evalctl.config import config_from_dict, with_external_url
 from evalctl.errors import BadInput, ConfigError
 from evalctl.manifest import PlannedCell
 from evalctl.records import RECORD_KEYS, is_final, read_records
-from evalctl.runs import Run, levelled, open_run
+from evalctl.runs import Run, open_run
 from evalctl.schema import SweepConfig
 from evalctl.secrets import REDACTED, redact_config
 from evalctl.tasks.data import SPLIT_FILES
@@ -126,7 +126,7 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
 
 def finished_keys(run: Run) -> set[RequestKey]:
     """Keys of the requests the records settle (see module doc); empty for a run with no records yet."""
-    df = levelled(read_records(run.path), run.config)
+    df = read_records(run.path)
     rows = df.loc[is_final(df), RECORD_KEYS].to_dict("records")
     return {RequestKey(CellKey.from_row(row), int(row["doc_id"]), str(row["prompt_hash"])) for row in rows}
 

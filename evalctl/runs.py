@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from evalctl.agreement import AGREEMENT, with_agreement
 from evalctl.errors import BadInput, ManifestError
-from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, read_manifest, single_level
+from evalctl.manifest import MANIFEST_FILE, STILL_WRITING, Manifest, read_manifest
 from evalctl.records import COLUMNS, SAMPLES_FILE, Metric, load_noise, load_samples, metric_names, primary_metric, record_files
 from evalctl.runlock import Holder, writers
 
@@ -75,7 +75,7 @@ class Run:
             return self.given_samples
         try:
             # A live run's parquet, if any, is an earlier compaction: its records are newer.
-            samples = levelled(load_samples(self.path, live=self.live), self.config)
+            samples = load_samples(self.path, live=self.live)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise_unless_missing(exc)
             raise BadInput(f"cannot read run folder {self.path}: {exc}") from None
@@ -90,7 +90,7 @@ class Run:
         if self.given_noise is not None:
             return self.given_noise
         try:
-            return levelled(load_noise(self.path), self.config)
+            return load_noise(self.path)
         except (OSError, ValueError) as exc:
             raise_unless_missing(exc)
             raise BadInput(f"cannot read the A/A records of {self.path}: {exc}") from None
@@ -115,15 +115,6 @@ class Run:
             if isinstance(size, int) and size > 0:
                 return size
         return None
-
-
-def levelled(frame: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
-    """Rows recorded before concurrency named cells (no `concurrency`) at the run's one level: every reader's frames pass here."""
-    level = single_level(config)
-    if level is None or not len(frame):
-        return frame
-    column = frame["concurrency"] if "concurrency" in frame else pd.Series(None, index=frame.index, dtype=float)
-    return frame.assign(concurrency=column.fillna(level).astype(int))
 
 
 def open_run(run_dir: Path) -> Run:

@@ -1,4 +1,4 @@
-"""The typed manifest: manifests written before it load; ones it cannot read fail with a clear error."""
+"""The typed manifest: fields a later version adds are kept; a manifest it cannot read fails with a clear error."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from evalctl.errors import ExitCode
 from evalctl.manifest import Manifest, ManifestError, read_manifest, write_manifest
 from evalctl.schema import CacheMode
 
-# A manifest as the untyped writer left it (a local run, one failed server), plus a field no version knows.
+# A manifest of a local run with one failed server, plus a field no version knows.
 OLD = {
     "run_id": "20261101-000000-smollm2-135m-abcdef",
     "created_at": "2026-11-01T00:00:00+00:00",
@@ -32,7 +32,7 @@ OLD = {
             "variant_git_revision": None,
             "restarts": 1,
             "restart_log": [{"at": "t", "cell": "c", "exit_code": -9}],
-            "cells": [{"shots": 1, "pass_index": 1, "flushed": True, "prewarmed": False, "metrics_before": {}}],
+            "cells": [{"shots": 1, "concurrency": 4, "pass_index": 1, "flushed": True, "prewarmed": False, "metrics_before": {}}],
             "status": "failed",
             "error": "died",
             "exit_code": -9,
@@ -45,7 +45,7 @@ OLD = {
 }
 
 
-def test_manifest_written_before_the_types_loads_and_keeps_unknown_fields(tmp_path):
+def test_a_manifest_loads_and_keeps_fields_a_later_version_wrote(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(OLD))
     manifest = read_manifest(tmp_path)
     assert manifest.executor == "local" and manifest.jobs == [] and manifest.gate is None
@@ -83,8 +83,8 @@ def test_cli_reports_an_unreadable_manifest_as_bad_input(tmp_path):
 
 
 def test_a_manifests_cells_are_cell_keys_and_their_json_stays_flat(tmp_path):
-    decision = {"profile": "cpu", "variant": "default", "cache": "on", "shots": 1, "pass_index": 1}
-    old = {**OLD, "decisions": [{**decision, "reason": "pass", "look": 2, "answered": 20, "planned": 50}]}
+    decision = {"profile": "cpu", "variant": "default", "cache": "on", "shots": 1, "concurrency": 4, "pass_index": 1}
+    old = {**OLD, "decisions": [{**decision, "verdict": "pass", "look": 2, "answered": 20, "planned": 50}]}
     (tmp_path / "manifest.json").write_text(json.dumps(old))
     manifest = read_manifest(tmp_path)
     cell = CellKey("cpu", "default", CacheMode.on, 1, 4, 1)

@@ -29,7 +29,13 @@ def manifest_with_cells(df, shared_tokens=lambda shots: 150 * shots - 60, metric
             "variant": "default",
             "cache": cache,
             "cells": [
-                {"shots": s, "pass_index": 1, "shared_prefix_chars": 4 * shared_tokens(s), **(metrics or {}).get((cache, s), {})}
+                {
+                    "shots": s,
+                    "concurrency": 4,
+                    "pass_index": 1,
+                    "shared_prefix_chars": 4 * shared_tokens(s),
+                    **(metrics or {}).get((cache, s), {}),
+                }
                 for s in SHOTS
             ],
         }

@@ -1,12 +1,9 @@
 """What runs inside the Slurm jobs of a run, and the table of those jobs.
 
-A part job runs one profile x variant into the shared run folder (`Sweep(part=...)`); a
-requeued or resubmitted one resumes from the records, so finished requests are not sent
-again. The aggregation job, after all parts ended however they ended, folds each part's
-state file into the manifest, compacts the records and finishes the run (outputs, gate).
-
-Locks (`runlock`): parts hold the run's lock shared and their own part's exclusively, so
-they run side by side; the aggregation job holds the run's lock exclusively. Both wait for
+A part job runs one profile x variant into the shared run folder (`Sweep(part=...)`); requeued or resubmitted,
+it resumes from the records. The aggregation job, once all parts ended however they ended, folds each part's state
+file into the manifest, compacts the records and finishes the run (outputs, gate). Parts hold the run's lock
+(`runlock`) shared and their own part's exclusively; the aggregation job holds the run's exclusively. Both wait for
 it (`LOCK_WAIT_S`) rather than refuse: the submitter holds it until every job is listed.
 """
 
@@ -39,11 +36,7 @@ LOCK_WAIT_S = 300.0
 
 
 class PartJob(submitit.helpers.Checkpointable):
-    """One profile x variant of a run, in a Slurm job.
-
-    Checkpointable: on submitit's preemption/time-limit signal it requeues itself with the
-    same arguments, and the requeued job resumes from the records.
-    """
+    """One profile x variant of a run, in a Slurm job; Checkpointable: preempted or timed out, it requeues itself."""
 
     def __call__(self, run_dir: str, config: SweepConfig, part: str) -> str:
         from evalctl.execution import Sweep

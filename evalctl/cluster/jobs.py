@@ -102,26 +102,22 @@ def fold_jobs(run_dir: Path, manifest: Manifest) -> None:
 
 def aggregate(run_dir: str) -> int:
     """The aggregation job: fold job states into the manifest, compact, finish the run; the gate's exit code."""
-    folder = Path(run_dir)
-    lock = RunLock(folder).acquire(AGGREGATE, LOCK_WAIT_S)
-    try:
-        return _aggregate(folder)
-    finally:
-        lock.release()
-
-
-def _aggregate(folder: Path) -> int:
     from evalctl.report.finish import finish_run
     from evalctl.runs import load_run
 
-    manifest = read_manifest(folder)
-    fold_jobs(folder, manifest)
-    write_manifest(folder, manifest)
-    compact(folder)
-    result = finish_run(load_run(folder))
-    manifest.gate = GateSummary(verdict=result.verdict, exit_code=result.exit_code)
-    for entry in manifest.jobs:
-        if entry.job_id == os.environ.get("SLURM_JOB_ID"):
-            entry.run_state = "complete"
-    write_manifest(folder, manifest)
-    return result.exit_code
+    folder = Path(run_dir)
+    lock = RunLock(folder).acquire(AGGREGATE, LOCK_WAIT_S)
+    try:
+        manifest = read_manifest(folder)
+        fold_jobs(folder, manifest)
+        write_manifest(folder, manifest)
+        compact(folder)
+        result = finish_run(load_run(folder))
+        manifest.gate = GateSummary(verdict=result.verdict, exit_code=result.exit_code)
+        for entry in manifest.jobs:
+            if entry.job_id == os.environ.get("SLURM_JOB_ID"):
+                entry.run_state = "complete"
+        write_manifest(folder, manifest)
+        return result.exit_code
+    finally:
+        lock.release()

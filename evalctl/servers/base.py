@@ -164,10 +164,6 @@ def interpreter(profile: ServerProfile, variant: Variant) -> str | None:
     return expand_text(profile.python, f"server profile {profile.name!r}: python") if profile.python else None
 
 
-# An engine's answer to "is it you?": a GET route and a test of its JSON body (servers.detect).
-DetectRoute = tuple[str, Callable[[dict], bool]]
-
-
 class EngineAdapter:
     """Engine-specific facts (the process lifecycle is `servers.process`); a subclass in the engine registry is the engine
     its `name` names. The base class itself is a server at a URL no engine recognises: OpenAI only, no cache switch or flush."""
@@ -175,8 +171,9 @@ class EngineAdapter:
     name: ClassVar[str | None] = None  # None: an engine evalctl does not know
     # Its `name` is the literal engine name: the discriminator of a profile's `engine:` mapping.
     Settings: ClassVar[type[EngineSettings]] = EngineSettings
-    # Routes that identify this engine behind a URL, tried in ascending `detect_rank` across engines.
-    detect_routes: ClassVar[tuple[DetectRoute, ...]] = ()
+    # GET routes and tests of their JSON body that identify this engine behind a URL (servers.detect), tried in
+    # ascending `detect_rank` across engines.
+    detect_routes: ClassVar[tuple[tuple[str, Callable[[dict], bool]], ...]] = ()
     detect_rank: ClassVar[int] = 100
     health_path = "/health"
     # The highest HTTP port the engine accepts (it may derive other ports from it).

@@ -36,10 +36,6 @@ class Submission:
     aggregate_job: str
 
 
-def part_name(profile: ServerProfile, variant: Variant) -> str:
-    return f"{profile.name}-{variant.name}"
-
-
 def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -> SweepConfig:
     """One job's share: one profile x variant, on the GPUs Slurm gives the job. Sequentially, it stops its cells at
     one over the parts of alpha (`analysis.sequential`): every part plans the same cells, so the run keeps its family-wise rate."""
@@ -114,7 +110,7 @@ def _submit_jobs(config: SweepConfig, run: PreparedRun, api_key: str | None) -> 
             if left is not None and (profile_name, variant_name) not in left:
                 continue
             profile, variant = profiles[profile_name], variants[variant_name]
-            part = part_name(profile, variant)
+            part = f"{profile_name}-{variant_name}"
             executor = part_executor(scripts, config, profile, part)
             jobs.append(executor.submit(PartJob(), str(folder.path), part_config(config, profile, variant), part))
             entries.append(JobEntry(part=part, job_id=jobs[-1].job_id, submitted_at=submitted_at))

@@ -1,28 +1,20 @@
 """Named faults: how the canary rewrites a prompt before the real server sees it. Pure functions.
 
-Each fault imitates a class of serving bug that is silent (no error, plausible usage):
-- `lost-prefix`: a request that shares a prefix with an earlier one is computed from the
-  part after the longest shared prefix only: the cached prefix is forgotten (the SGLang
-  Mamba bug that motivated evalctl).
-- `corrupt-cached-suffix`: on such a hit, the last `chars` characters of the shared prefix
-  arrive garbled (reversed): stale state at the end of the cached blocks.
-- `truncate-prompt`: every prompt longer than `chars` characters is cut from the left to
-  its last `chars` (silent context truncation); it hits cold and warm requests alike, so
-  the probe cannot see it, only accuracy by prompt length can.
-- `no-cache`: the prompt is left alone but every request is sent with prefix caching turned
-  off (`cache_prompt: false`, llama.cpp's per-request switch), and usage is passed on as the
-  server reports it: a cache that silently never engages.
-- `fail-on-hit`: a request that would hit the cache (as `lost-prefix` finds one) is answered
-  HTTP 500 on its first attempt; its retry is passed on unchanged (the proxy's memory of failed
-  prompts). Every answer is then right and no request fails: only the retries tell (the gate's
-  `first-attempt` check).
-- `cross-talk`: a request that arrives while another is in flight at the proxy is sent with the first
-  `chars` characters of its prompt (default: nine tenths) taken from the other's: one slot's or one
-  request's state leaking into another's (a llama.cpp server that answered one client from another
-  client's system prompt). One request at a time is never touched, so concurrency 1 is healthy and
-  only a concurrency sweep's higher levels lose answers.
-- `none`: nothing is changed: a pass-through, the healthy control (e.g. a good build in a
-  bisect test).
+Each imitates a class of serving bug that is silent (no error, plausible usage):
+- `lost-prefix`: a request sharing a prefix with an earlier one is computed from the part after the longest shared
+  prefix only: the cached prefix is forgotten (the SGLang Mamba bug that motivated evalctl).
+- `corrupt-cached-suffix`: on such a hit, the last `chars` characters of the shared prefix arrive garbled
+  (reversed): stale state at the end of the cached blocks.
+- `truncate-prompt`: a prompt longer than `chars` characters is cut from the left to its last `chars` (silent
+  context truncation); cold and warm requests alike, so the probe cannot see it, only accuracy by prompt length can.
+- `no-cache`: every request is sent with prefix caching off (`cache_prompt: false`, llama.cpp's per-request switch),
+  usage passed on as the server reports it: a cache that silently never engages.
+- `fail-on-hit`: a request that would hit the cache is answered HTTP 500 on its first attempt, its retry passed on
+  unchanged: every answer is right and no request fails; only the retries tell (the gate's `first-attempt` check).
+- `cross-talk`: a request arriving while another is in flight is sent with the first `chars` characters of its
+  prompt (default: nine tenths) taken from the other's: one request's state leaking into another's (a llama.cpp
+  server answered one client from another's system prompt). Concurrency 1 is healthy; a sweep's higher levels lose answers.
+- `none`: nothing is changed, the healthy control (e.g. a good build in a bisect test).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""A loopback HTTP proxy in front of a real OpenAI-compatible server that injects one fault.
+"""A loopback HTTP proxy in front of a real OpenAI-compatible server that injects one fault (`canary.faults`).
 
-A test aid: it shows that a sweep or probe catches a class of bug. `/v1/completions`
-prompts are rewritten by the fault, or their first attempt is failed (`fail-on-hit`: the proxy
-remembers the prompts it failed and passes each one's next attempt on unchanged); usage is patched so the response looks healthy
-(`prompt_tokens` of the full prompt, `cached_tokens` of the prefix it claims to have
-reused), in a whole answer or in the usage chunk of a streamed one. A streamed answer is
-relayed once complete, so its time to first token is its whole latency.
-Everything else (/health, /v1/models, /tokenize, /metrics, /slots, flush
-endpoints) passes through; a flush also empties the canary's memory of cached prompts.
+`/v1/completions` prompts are rewritten by the fault, or their first attempt is failed (the proxy remembers the
+prompts it failed and passes each one's next attempt on); usage is patched to look healthy (`prompt_tokens` of the
+full prompt, `cached_tokens` of the prefix it claims to have reused), in a whole answer or a stream's usage chunk. A
+stream is relayed once complete, so its time to first token is its whole latency. Everything else passes through;
+a flush also empties the canary's memory of cached prompts.
 """
 
 from __future__ import annotations
@@ -154,12 +151,6 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: CanaryServer
 
-    def do_GET(self) -> None:
-        self._relay()
-
-    def do_POST(self) -> None:
-        self._relay()
-
     def _relay(self) -> None:
         canary = self.server.canary
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -180,6 +171,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Evalctl-Canary", f"{canary.fault}; {note}")
         self.end_headers()
         self.wfile.write(content)
+
+    do_GET = do_POST = _relay
 
     def log_message(self, format: str, *args: object) -> None:
         if self.server.verbose:

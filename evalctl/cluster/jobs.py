@@ -1,12 +1,9 @@
 """What runs inside the Slurm jobs of a run, and the table of those jobs.
 
-A part job runs one profile x variant into the shared run folder (`Sweep(part=...)`); a
-requeued or resubmitted one resumes from the records, so finished requests are not sent
-again. The aggregation job, after all parts ended however they ended, folds each part's
-state file into the manifest, compacts the records and finishes the run (outputs, gate).
-
-Locks (`runlock`): parts hold the run's lock shared and their own part's exclusively, so
-they run side by side; the aggregation job holds the run's lock exclusively. Both wait for
+A part job runs one profile x variant into the shared run folder (`Sweep(part=...)`); requeued or resubmitted,
+it resumes from the records. The aggregation job, once all parts ended however they ended, folds each part's state
+file into the manifest, compacts the records and finishes the run (outputs, gate). Parts hold the run's lock
+(`runlock`) shared and their own part's exclusively; the aggregation job holds the run's exclusively. Both wait for
 it (`LOCK_WAIT_S`) rather than refuse: the submitter holds it until every job is listed.
 """
 
@@ -39,11 +36,7 @@ LOCK_WAIT_S = 300.0
 
 
 class PartJob(submitit.helpers.Checkpointable):
-    """One profile x variant of a run, in a Slurm job.
-
-    Checkpointable: on submitit's preemption/time-limit signal it requeues itself with the
-    same arguments, and the requeued job resumes from the records.
-    """
+    """One profile x variant of a run, in a Slurm job; Checkpointable: preempted or timed out, it requeues itself."""
 
     def __call__(self, run_dir: str, config: SweepConfig, part: str) -> str:
         from evalctl.execution import Sweep
@@ -109,26 +102,22 @@ def fold_jobs(run_dir: Path, manifest: Manifest) -> None:
 
 def aggregate(run_dir: str) -> int:
     """The aggregation job: fold job states into the manifest, compact, finish the run; the gate's exit code."""
-    folder = Path(run_dir)
-    lock = RunLock(folder).acquire(AGGREGATE, LOCK_WAIT_S)
-    try:
-        return _aggregate(folder)
-    finally:
-        lock.release()
-
-
-def _aggregate(folder: Path) -> int:
     from evalctl.report.finish import finish_run
     from evalctl.runs import load_run
 
-    manifest = read_manifest(folder)
-    fold_jobs(folder, manifest)
-    write_manifest(folder, manifest)
-    compact(folder)
-    result = finish_run(load_run(folder))
-    manifest.gate = GateSummary(verdict=result.verdict, exit_code=result.exit_code)
-    for entry in manifest.jobs:
-        if entry.job_id == os.environ.get("SLURM_JOB_ID"):
-            entry.run_state = "complete"
-    write_manifest(folder, manifest)
-    return result.exit_code
+    folder = Path(run_dir)
+    lock = RunLock(folder).acquire(AGGREGATE, LOCK_WAIT_S)
+    try:
+        manifest = read_manifest(folder)
+        fold_jobs(folder, manifest)
+        write_manifest(folder, manifest)
+        compact(folder)
+        result = finish_run(load_run(folder))
+        manifest.gate = GateSummary(verdict=result.verdict, exit_code=result.exit_code)
+        for entry in manifest.jobs:
+            if entry.job_id == os.environ.get("SLURM_JOB_ID"):
+                entry.run_state = "complete"
+        write_manifest(folder, manifest)
+        return result.exit_code
+    finally:
+        lock.release()

@@ -1,9 +1,8 @@
 """Ask Slurm about jobs: is it installed, what state is each job in, wait for one to end.
 
-States come from `squeue` (pending, running), then `scontrol show job` (ended jobs, kept
-for MinJobAge), then `sacct` where accounting is on. submitit's own `job.state` needs
-sacct, and `job.result()` can wait forever for a job killed before it wrote its result,
-so evalctl never relies on either.
+States come from `squeue` (pending, running), then `scontrol show job` (ended jobs, kept for MinJobAge), then
+`sacct` where accounting is on. evalctl never relies on submitit's `job.state` (it needs sacct) or `job.result()`
+(it can wait forever for a job killed before it wrote its result).
 """
 
 from __future__ import annotations
@@ -87,13 +86,18 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess | None:
         return None
 
 
+def _rows(argv: list[str], width: int) -> list[list[str]]:
+    """The `|`-separated lines a Slurm command prints, each padded to `width` fields; [] when it fails."""
+    out = _run(argv)
+    lines = out.stdout.splitlines() if out and out.returncode == 0 else []
+    return [(line.split("|") + [""] * width)[:width] for line in lines]
+
+
 def _squeue(ids: list[str]) -> dict[str, JobState]:
-    out = _run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%N|%r"])
-    states = {}
-    for line in out.stdout.splitlines() if out and out.returncode == 0 else []:
-        job_id, state, node, reason = (line.split("|") + ["", "", ""])[:4]
-        states[job_id] = JobState(job_id, state, node or None, None if reason in ("", "None") else reason)
-    return states
+    return {
+        job_id: JobState(job_id, state, node or None, None if reason in ("", "None") else reason)
+        for job_id, state, node, reason in _rows(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%N|%r"], 4)
+    }
 
 
 def _scontrol(job_id: str) -> JobState | None:
@@ -111,13 +115,11 @@ def _scontrol(job_id: str) -> JobState | None:
 def _sacct(ids: list[str]) -> dict[str, JobState]:
     if shutil.which("sacct") is None:
         return {}
-    out = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,State,NodeList"])
-    states = {}
-    for line in out.stdout.splitlines() if out and out.returncode == 0 else []:
-        job_id, state, node = (line.split("|") + ["", ""])[:3]
-        # "CANCELLED by 0" -> CANCELLED
-        states[job_id] = JobState(job_id, state.split()[0] if state else UNKNOWN, node if node not in ("", "None assigned") else None)
-    return states
+    # A state "CANCELLED by 0" is CANCELLED.
+    return {
+        job_id: JobState(job_id, state.split()[0] if state else UNKNOWN, node if node not in ("", "None assigned") else None)
+        for job_id, state, node in _rows(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,State,NodeList"], 3)
+    }
 
 
 def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
@@ -138,13 +140,11 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
 def partition_nodes(partition: str | None) -> list[NodeResources]:
     """What each node of `partition` (default: the cluster's default partition) has; [] when sinfo cannot say."""
     argv = ["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G"] + (["-p", partition] if partition else [])
-    out = _run(argv)
-    nodes = []
-    for line in out.stdout.splitlines() if out and out.returncode == 0 else []:
-        part, cpus, memory, gres = (line.split("|") + ["", "", ""])[:4]
-        if partition or part.endswith("*"):  # sinfo marks the default partition with *
-            nodes.append(NodeResources(int(cpus.rstrip("+")), int(memory.rstrip("+")), None if gres in ("", "(null)") else gres))
-    return nodes
+    return [
+        NodeResources(int(cpus.rstrip("+")), int(memory.rstrip("+")), None if gres in ("", "(null)") else gres)
+        for part, cpus, memory, gres in _rows(argv, 4)
+        if partition or part.endswith("*")  # sinfo marks the default partition with *
+    ]
 
 
 def fitting_cpus(partition: str | None, wanted: int) -> int:
@@ -154,10 +154,8 @@ def fitting_cpus(partition: str | None, wanted: int) -> int:
 
 
 def check_startable(job_ids: Iterable[str], partition: str | None, settle_s: float = 0.0) -> None:
-    """NeverStarts when any of the jobs is pending for a reason that never clears by itself.
-
-    `settle_s`: how long to wait for the scheduler to give fresh jobs a pending reason.
-    """
+    """NeverStarts when any of the jobs is pending for a reason that never clears by itself; `settle_s`: how long to
+    wait for the scheduler to give fresh jobs a pending reason."""
     ids = list(job_ids)
     deadline = time.monotonic() + settle_s
     while True:

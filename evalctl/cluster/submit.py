@@ -36,16 +36,9 @@ class Submission:
     aggregate_job: str
 
 
-def part_name(profile: ServerProfile, variant: Variant) -> str:
-    return f"{profile.name}-{variant.name}"
-
-
 def part_config(config: SweepConfig, profile: ServerProfile, variant: Variant) -> SweepConfig:
-    """One job's share: one profile x variant; its GPUs are the ones Slurm gives the job (CUDA_VISIBLE_DEVICES).
-
-    Sequentially, the job stops its own cells at its cells' share of alpha (`analysis.sequential`,
-    across families), so the run keeps its family-wise rate: every part plans the same cells (each
-    cache mode, shot count and pass), so the share is one over the parts."""
+    """One job's share: one profile x variant, on the GPUs Slurm gives the job. Sequentially, it stops its cells at
+    one over the parts of alpha (`analysis.sequential`): every part plans the same cells, so the run keeps its family-wise rate."""
     alone = profile.model_copy(update={"engine": profile.engine.unpinned() if profile.engine else None})
     update: dict = {"servers": [alone], "run_variants": [variant.name], "gpus": None}
     if config.stopping.mode is StoppingMode.sequential:
@@ -117,7 +110,7 @@ def _submit_jobs(config: SweepConfig, run: PreparedRun, api_key: str | None) -> 
             if left is not None and (profile_name, variant_name) not in left:
                 continue
             profile, variant = profiles[profile_name], variants[variant_name]
-            part = part_name(profile, variant)
+            part = f"{profile_name}-{variant_name}"
             executor = part_executor(scripts, config, profile, part)
             jobs.append(executor.submit(PartJob(), str(folder.path), part_config(config, profile, variant), part))
             entries.append(JobEntry(part=part, job_id=jobs[-1].job_id, submitted_at=submitted_at))

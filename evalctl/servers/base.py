@@ -10,11 +10,11 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from evalctl import venvs
 from evalctl.errors import ConfigError
@@ -54,11 +54,8 @@ MAX_SETTING_CHARS = 200
 
 
 def flat_settings(data: dict, skip: Iterable[str] = ()) -> dict[str, object]:
-    """Nested server settings as one level of `a.b.c` keys with JSON scalars, for the manifest and for diffs.
-
-    Lists become JSON text; text longer than MAX_SETTING_CHARS becomes `sha256:<12 hex> (<n> chars)`;
-    keys in `skip` (values that change on every start, such as random markers) are left out.
-    """
+    """Nested settings as one level of `a.b.c` keys with JSON scalars (lists as JSON text), for the manifest
+    and diffs; `skip` leaves out keys whose values change on every start (random markers)."""
     skipped = set(skip)
     out: dict[str, object] = {}
 
@@ -86,6 +83,8 @@ class GpuEngineSettings(EngineSettings):
 
     # Setting -> the engine's flag, in command-line order (`flags`): the one place a setting meets its engine.
     FLAGS: ClassVar[dict[str, str]] = {}
+    # Settings only the engine's CPU build (`device: cpu`) takes.
+    CPU_ONLY: ClassVar[tuple[str, ...]] = ()
 
     tp: int = Field(1, ge=1)
     dtype: str | None = None
@@ -102,6 +101,7 @@ class GpuEngineSettings(EngineSettings):
         default_factory=dict, description="Mamba options passed through as --mamba-<key> VALUE, e.g. {radix_cache_strategy: extra_buffer}."
     )
     devices: list[str] | None = Field(None, description="Pin these GPU ids (as many as tp); default: the next free contiguous set.")
+    device: Literal["cuda", "cpu"] = "cuda"
 
     @field_validator("devices", mode="before")
     @classmethod
@@ -124,8 +124,15 @@ class GpuEngineSettings(EngineSettings):
             raise ValueError(f"devices lists {len(devices)} GPUs but tp is {tp}")
         return devices
 
+    @model_validator(mode="after")
+    def _cpu_only(self) -> GpuEngineSettings:
+        used = [f for f in self.CPU_ONLY if getattr(self, f) is not None]
+        if self.device != "cpu" and used:
+            raise ValueError(f"{', '.join(used)} apply to device cpu only")
+        return self
+
     def gpus_needed(self) -> int:
-        return self.tp
+        return self.tp if self.device == "cuda" else 0
 
     def pinned_devices(self) -> list[str] | None:
         return self.devices
@@ -147,20 +154,6 @@ class GpuEngineSettings(EngineSettings):
         return optional_flags({f"--mamba-{key.replace('_', '-')}": value for key, value in self.mamba.items()})
 
 
-def cpu_only_fields(settings: EngineSettings, fields: tuple[str, ...]) -> None:
-    """ValueError naming those of `fields` set on a settings object whose device is not cpu."""
-    used = [f for f in fields if getattr(settings, f) is not None]
-    if getattr(settings, "device", "cuda") != "cpu" and used:
-        raise ValueError(f"{', '.join(used)} apply to device cpu only")
-
-
-def salted_cold(cache: CacheMode) -> dict:
-    """A cache salt of the request's own when cache is off: it enters the hash of the request's
-    cached prefix (vLLM's blocks, SGLang's radix tree), so nothing cached matches it and nothing
-    later reuses what it leaves. New for every attempt, so a retry finds nothing its failed try cached."""
-    return {"cache_salt": secrets.token_urlsafe(24)} if cache is CacheMode.off else {}
-
-
 def interpreter(profile: ServerProfile, variant: Variant) -> str | None:
     """The Python the engine runs under: the variant's build (its venv, or the venv made for its `pip`), else the
     profile's ($VAR expanded now: a profile not launched needs none); None: evalctl's own."""
@@ -171,49 +164,16 @@ def interpreter(profile: ServerProfile, variant: Variant) -> str | None:
     return expand_text(profile.python, f"server profile {profile.name!r}: python") if profile.python else None
 
 
-def preflight_converted(profile: ServerProfile, variant: Variant, install_script: str) -> None:
-    """Convert the bundled model a profile names (bundled:smollm2-135m-hf) with its engine venv's
-    interpreter, once, before the run folder exists; ConfigError if there is no interpreter to do it."""
-    name = converted_name(profile.model_path)
-    if name is None:
-        return
-    python = interpreter(profile, variant)
-    if not python:
-        raise ConfigError(
-            f"server profile {profile.name!r}: bundled:{name} is converted by the {profile.engine} venv's interpreter "
-            f"(torch, transformers): set the profile's (or the variant's) `python`; {install_script} makes the venv"
-        )
-    convert(name, python)
-
-
-def converted_model_args(profile: ServerProfile, model_flag: str, served_name: str) -> list[str]:
-    """`MODEL_FLAG PATH`, and for a converted bundled model its folder in the cache served under
-    `served_name` (`--served-model-name`): the name the engine's requests carry (`request_model`)."""
-    name = converted_name(profile.model_path)
-    if name is None:
-        return [model_flag, profile.model_path]
-    return [model_flag, str(converted_path(name)), "--served-model-name", served_name]
-
-
-# An engine's answer to "is it you?": a GET route and a test of its JSON body (servers.detect).
-DetectRoute = tuple[str, Callable[[dict], bool]]
-
-
 class EngineAdapter:
-    """Engine-specific facts; the process lifecycle lives in `servers.process`.
-
-    A subclass in the engine registry (`servers.registry`) is an engine of evalctl, named by its `name`:
-    its `Settings` what a profile's `engine:` takes, `metrics` the counters recorded before and
-    after each cell (`CACHED_TOKENS` marks the one the cache-engaged check reads), and
-    `engine_argv` / `request_fields` / `flush` its cache switches.
-    The base class itself is a server at a URL that no engine recognises: OpenAI only, no cache switch, flush or count.
-    """
+    """Engine-specific facts (the process lifecycle is `servers.process`); a subclass in the engine registry is the engine
+    its `name` names. The base class itself is a server at a URL no engine recognises: OpenAI only, no cache switch or flush."""
 
     name: ClassVar[str | None] = None  # None: an engine evalctl does not know
     # Its `name` is the literal engine name: the discriminator of a profile's `engine:` mapping.
     Settings: ClassVar[type[EngineSettings]] = EngineSettings
-    # Routes that identify this engine behind a URL, tried in ascending `detect_rank` across engines.
-    detect_routes: ClassVar[tuple[DetectRoute, ...]] = ()
+    # GET routes and tests of their JSON body that identify this engine behind a URL (servers.detect), tried in
+    # ascending `detect_rank` across engines.
+    detect_routes: ClassVar[tuple[tuple[str, Callable[[dict], bool]], ...]] = ()
     detect_rank: ClassVar[int] = 100
     health_path = "/health"
     # The highest HTTP port the engine accepts (it may derive other ports from it).
@@ -245,11 +205,8 @@ class EngineAdapter:
     def launch_spec(
         self, profile: ServerProfile, variant: Variant, cache: CacheMode, port: int | str, workdir: str, devices: Sequence[str] = ()
     ) -> LaunchSpec:
-        """The full command for one server: the variant's runner and interpreter around the engine's
-        command, extra args last (so they can override), environment merged engine < profile < variant.
-
-        `port` may be a placeholder string for display (`evalctl servers show`).
-        """
+        """The variant's runner and interpreter around the engine's command, extra args last (so they override),
+        environment merged engine < profile < variant. `port` may be a placeholder (`evalctl servers show`)."""
         # Behind a container runner, evalctl's own interpreter path means nothing.
         python = interpreter(profile, variant) or ("python3" if variant.command_prefix else sys.executable)
         argv = self.engine_argv(python, profile, cache, port, workdir)
@@ -295,10 +252,8 @@ class EngineAdapter:
             return {}
 
     def scrape_metrics(self, http: httpx.Client) -> dict[str, float]:
-        """The `metrics` this engine exports, from its Prometheus `/metrics`; {} when it lists none.
-
-        Counters are summed over label sets (ranks, cache sources); gauges averaged.
-        """
+        """The `metrics` this engine exports, from its Prometheus `/metrics`: counters summed over label sets (ranks,
+        cache sources), gauges averaged; {} when it lists none."""
         if not self.metrics:
             return {}
         response = http.get("/metrics")
@@ -317,3 +272,36 @@ class EngineAdapter:
     def prefill_chunk_tokens(self, http: httpx.Client, profile: ServerProfile | None) -> int | None:
         """Tokens the engine prefills in one step (its chunked-prefill size); None when unknown."""
         return None
+
+
+class GpuEngineAdapter(EngineAdapter):
+    """SGLang and vLLM: a bundled model served as its converted folder, and cache-off requests salted."""
+
+    install_script: ClassVar[str]  # makes the engine's CPU venv, whose interpreter converts a bundled model
+    model_flag: ClassVar[str]
+
+    def preflight(self, profile: ServerProfile, variant: Variant) -> None:
+        # A converted bundled model (bundled:smollm2-135m-hf) is made once by the engine venv's interpreter.
+        name = converted_name(profile.model_path)
+        if name is None:
+            return
+        python = interpreter(profile, variant)
+        if not python:
+            raise ConfigError(
+                f"server profile {profile.name!r}: bundled:{name} is converted by the {profile.engine} venv's interpreter "
+                f"(torch, transformers): set the profile's (or the variant's) `python`; {self.install_script} makes the venv"
+            )
+        convert(name, python)
+
+    def model_args(self, profile: ServerProfile) -> list[str]:
+        """`model_flag PATH`; a converted bundled model is its folder in the cache, served under the name requests carry."""
+        name = converted_name(profile.model_path)
+        if name is None:
+            return [self.model_flag, profile.model_path]
+        return [self.model_flag, str(converted_path(name)), "--served-model-name", self.request_model(profile.model_path)]
+
+    def fresh_fields(self, cache: CacheMode) -> dict:
+        """Cache off: a salt of the request's own, which enters the hash of its cached prefix (vLLM's blocks,
+        SGLang's radix tree), so nothing cached matches it and nothing later reuses what it leaves: `sweep --url
+        ... --cache off` is cold too. New for every attempt, so a retry finds nothing its failed try cached."""
+        return {"cache_salt": secrets.token_urlsafe(24)} if cache is CacheMode.off else {}

@@ -1,16 +1,11 @@
 """Build `bundled:tiny-hybrid`: a seeded, randomly initialised NemotronH (Mamba2 + attention) model.
 
-Runs as a script in the engine's venv (`python build_tiny_hybrid.py TOKENIZER_GGUF OUT_DIR`),
-never imported by evalctl: it needs torch and transformers. The same torch build and seed give
-the same bytes, so the folder's digest identifies the model.
-
-Random weights give near-uniform next-token distributions (logits of std ~0.2 over 49,152
-tokens), and greedy decoding would then hang on near-ties. The output head is therefore untied
-and drawn with a larger std (LM_HEAD_STD), so the top-1 token leads the runner-up by a clear
-margin (measured by the script and written to `tiny_hybrid.json`). transformers' Mamba
-initialisation adds the input straight to the output (D = 1) and decays the state within ~100
-tokens, so the cached state would barely matter; here D = 0 and the decays are slow, so each
-Mamba layer's output is its memory of the prefix, and a lost state changes what follows.
+Runs as a script in the engine's venv (`python build_tiny_hybrid.py TOKENIZER_GGUF OUT_DIR`), never imported by
+evalctl: it needs torch and transformers. The same torch build and seed give the same bytes, so the folder's digest
+identifies the model. Why the weights are drawn as they are (docs/hybrid-cpu.md): random weights give near-uniform
+logits, on which greedy decoding hangs on near-ties, so the output head is untied and sharp (LM_HEAD_STD; the
+margin is measured into `tiny_hybrid.json`); D = 0 and slow decays (transformers' D = 1 and ~100-token decays make
+the state barely matter), so each Mamba layer's output is its memory of the prefix and a lost state changes what follows.
 """
 
 from __future__ import annotations

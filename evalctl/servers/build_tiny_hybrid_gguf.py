@@ -1,17 +1,11 @@
-"""Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe as a GGUF that llama.cpp serves.
+"""Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe as a GGUF that llama.cpp serves (`nemotron_h`).
 
-A seeded, randomly initialised NemotronH (Mamba2 + attention + MLP, llama.cpp's `nemotron_h`),
-written with `gguf` and numpy in evalctl's own process (no torch), SmolLM2's tokenizer copied from
-the bundled GGUF. The same numpy and seed give the same bytes, so the file's digest identifies it.
-
-Why the weights are drawn as they are (docs/hybrid-cpu.md): `D = 0` and slow decays, so each Mamba
-layer's output is its memory of the prefix and a lost or stale state changes what follows;
-unit-scale input projections, so that state is far above the gated norm's epsilon; a sharp output
-head (std LM_HEAD_STD), so greedy decoding never hangs on near-ties. Random weights would also pick
-tokens whose bytes are not printable UTF-8 (a piece of a multi-byte character, a control token):
-answers would hold U+FFFD and some llama.cpp releases answer them with HTTP 500, the server's reply
-to our model rather than a cache bug. Their output-head rows are zero, so their logit is 0 while
-the top of the others is about +60: never chosen, never among the top alternatives.
+Written with `gguf` and numpy in evalctl's own process (no torch), SmolLM2's tokenizer copied from the bundled GGUF;
+the same numpy and seed give the same bytes, so the file's digest identifies it. The weights are drawn as in
+build_tiny_hybrid.py (docs/hybrid-cpu.md: D = 0, slow decays, unit-scale input projections, a sharp output head),
+with one addition: tokens whose bytes are not printable UTF-8 (a piece of a multi-byte character, a control token)
+would make answers hold U+FFFD, which some llama.cpp releases answer with HTTP 500 (the server's reply to our model,
+not a cache bug). Their output-head rows are zero, so their logit is 0 against the others' top of about +60: never chosen.
 """
 
 from __future__ import annotations

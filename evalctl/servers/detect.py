@@ -1,8 +1,5 @@
-"""Which engine serves a URL: each registered engine names routes the others lack (`detect_routes`).
-
-llama.cpp `/props` (its generation settings), SGLang `/server_info` (older builds
-`/get_server_info`: its server arguments), vLLM `/version`. Engines are asked in ascending
-`detect_rank`: SGLang before vLLM because vLLM in dev mode also has a `/server_info`.
+"""Which engine serves a URL: each registered engine names routes the others lack (`detect_routes`), asked in
+ascending `detect_rank` (SGLang's `/server_info` before vLLM's `/version`: vLLM in dev mode has a `/server_info` too).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""GPU assignment: each GPU-engine profile gets its own contiguous set of `tp` devices.
+"""GPU assignment: each GPU-engine profile gets its own contiguous set of `tp` devices, shared with no other profile.
 
-"Disjoint" means no two profiles of one sweep share a GPU. The local executor
-still launches one server at a time (and every variant and cache mode of a
-profile reuses that profile's GPUs), but giving profiles disjoint sets keeps
-each launch's command line identical whether its servers run one after another
-or at once (a parallel or Slurm executor), and it shows before anything starts
-whether the sweep fits the host.
+The local executor launches one server at a time (a profile's variants and cache modes reuse its GPUs), but disjoint
+sets keep each launch's command line the same whether servers run one after another or at once (Slurm), and show
+before anything starts whether the sweep fits the host.
 """
 
 from __future__ import annotations
@@ -39,11 +36,8 @@ def visible_gpus(configured: Sequence[str] | None = None, environ: Mapping[str, 
 
 
 def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], source: str = "visible GPUs") -> dict[str, list[str]]:
-    """Map each profile whose engine needs GPUs (sglang, vllm on cuda) to its devices; others get none.
-
-    Pinned `devices` are honoured first; the rest take the lowest free run of
-    as many consecutive ids as they need (tp), in the order the profiles are listed.
-    """
+    """Map each profile whose engine needs GPUs to its devices: pinned `devices` first, then for each other profile,
+    in the order listed, the lowest free run of as many consecutive ids as it needs (tp)."""
     gpu_profiles = [p for p in profiles if p.gpus_needed()]
     needed = sum(p.gpus_needed() for p in gpu_profiles)
     if needed > len(visible):
@@ -55,13 +49,13 @@ def assign_gpus(profiles: Sequence[ServerProfile], visible: Sequence[str], sourc
     owner: dict[str, str] = {}
     assigned: dict[str, list[str]] = {}
     for profile in (p for p in gpu_profiles if p.engine.pinned_devices()):
-        for device in profile.engine.pinned_devices() or []:
+        for device in profile.engine.pinned_devices():
             if device not in visible:
                 raise ConfigError(f"server profile {profile.name!r} pins GPU {device}, which is not visible ({source})")
             if device in owner:
                 raise ConfigError(f"server profiles {owner[device]!r} and {profile.name!r} both pin GPU {device}")
             owner[device] = profile.name
-        assigned[profile.name] = list(profile.engine.pinned_devices() or [])
+        assigned[profile.name] = list(profile.engine.pinned_devices())
     for profile in (p for p in gpu_profiles if not p.engine.pinned_devices()):
         n = profile.gpus_needed()
         start = next((i for i in range(len(visible) - n + 1) if not any(d in owner for d in visible[i : i + n])), None)

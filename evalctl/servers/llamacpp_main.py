@@ -87,12 +87,8 @@ def _fit(value: object, current: object) -> object:
 
 
 def apply(params: object, settings: dict[str, object]) -> tuple[dict[str, str], dict[str, str]]:
-    """Write each `settings` item (dotted field names, newest names) to the field of this build that holds it.
-
-    Returns (renamed: requested name -> the older or newer field it went to, unset: requested name ->
-    why not). A value of the wrong type for a field the build has is the caller's error, raised as the
-    binding raises it.
-    """
+    """Write each `settings` item (dotted field names, newest names) to the field of this build that holds it; returns
+    (renamed: name -> the older or newer field it went to, unset: name -> why not). A value of the wrong type raises."""
     renamed: dict[str, str] = {}
     unset: dict[str, str] = {}
     for name, value in settings.items():

@@ -275,21 +275,16 @@ def _stop_signals_blocked() -> Iterator[None]:
 
 
 def _in_child() -> None:
-    """Runs in the forked server before exec: undo the inherited mask, and die with evalctl.
-
-    PDEATHSIG kills the server when the evalctl thread that started it dies, even by
-    `kill -9`, so no server outlives its sweep (engines' own workers watch their parent).
-    """
+    """In the forked server before exec: undo the inherited mask, and die with the evalctl thread that started it,
+    even by `kill -9` (PDEATHSIG), so no server outlives its sweep (engines' own workers watch their parent)."""
     _unblock_signals()
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _start_reaper(pgid: int) -> subprocess.Popen:
-    """The group's reaper (servers.reaper): kills the group if evalctl dies without stopping it.
-
-    In a session of its own, so a terminal's Ctrl-C (sent to evalctl's group) leaves it to do its job.
-    """
+    """The group's reaper (servers.reaper), in a session of its own: a terminal's Ctrl-C (sent to evalctl's group)
+    leaves it to do its job."""
     return subprocess.Popen(
         [sys.executable, "-m", "evalctl.servers.reaper", str(os.getpid()), str(pgid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

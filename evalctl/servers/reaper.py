@@ -1,11 +1,9 @@
 """Kill a launched server's whole process group once evalctl is gone, even by `kill -9`.
 
-`python -m evalctl.servers.reaper EVALCTL_PID GROUP`, started by `servers.process` beside each
-server it launches. PDEATHSIG kills only the server's first process when evalctl dies; a
-multi-process engine's children outlive it (vLLM's EngineCore and Worker, 4 GB, were found
-orphaned after evalctl was killed), and no code of evalctl runs after SIGKILL. This process
-waits for its parent to change (evalctl gone, the orphan adopted), then SIGKILLs the group.
-A normal stop kills the reaper after the group.
+`python -m evalctl.servers.reaper EVALCTL_PID GROUP`, started beside each server (`servers.process`). PDEATHSIG
+kills only the server's first process; a multi-process engine's children outlive it (vLLM's EngineCore and Worker,
+4 GB, were found orphaned), and no code of evalctl runs after SIGKILL. This waits for its parent to change (evalctl
+gone), then SIGKILLs the group; a normal stop kills the reaper after the group.
 """
 
 from __future__ import annotations

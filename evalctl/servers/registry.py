@@ -1,10 +1,6 @@
-"""The engine registry: engine name -> adapter class (an `evalctl.registry.Registry`).
-
-The built-in engines' modules are imported on the first lookup (not at import of this module).
-An engine outside evalctl is a plug-in: an `evalctl.engines` entry point naming its adapter class,
-whose `name` is the engine's. The registry also builds the union of every engine's `Settings` that a
-profile's `engine:` name or mapping is validated by (`engine_settings`), and hands it to the schema
-(`EngineSettings.union`), a leaf that names no engine.
+"""The engine registry: engine name -> adapter class, the built-ins imported on the first lookup; a plug-in engine
+is an `evalctl.engines` entry point naming its adapter class. It hands the schema (a leaf that names no engine) the
+union of every engine's `Settings` that a profile's `engine:` is validated by (`EngineSettings.union`).
 """
 
 from __future__ import annotations

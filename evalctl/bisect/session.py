@@ -8,6 +8,7 @@ step is never run again, and the step in progress takes up its own run folder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
@@ -29,17 +30,13 @@ class StepRunner(Protocol):
         """Run (or take up) the one run folder of `config` under `root`; its path and launch failures."""
 
 
+@dataclass
 class Bisect:
-    def __init__(
-        self,
-        folder: Path,
-        state: BisectState,
-        regression: Regression,
-        runner: StepRunner,
-        *,
-        on_step: Callable[[Step], None] = lambda step: None,
-    ):
-        self.folder, self.state, self.regression, self.runner, self.on_step = folder, state, regression, runner, on_step
+    folder: Path
+    state: BisectState
+    regression: Regression
+    runner: StepRunner
+    on_step: Callable[[Step], None] = field(default=lambda step: None, kw_only=True)
 
     @property
     def builds(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -51,22 +51,13 @@ def _stop(prompt: ProbePrompt) -> dict:
     return {"stop": list(prompt.stop)} if prompt.stop else {}
 
 
+@dataclass
 class ProbeRunner:
-    def __init__(
-        self,
-        base_url: str,
-        adapter: EngineAdapter,
-        policy: ProbePolicy,
-        request: RequestSettings,
-        *,
-        on_step: Callable[[str], None] | None = None,
-    ):
-        """`request`: the model, key and timeout of every request; the probe sets how they are sampled."""
-        self.base_url = base_url
-        self.adapter = adapter
-        self.policy = policy
-        self.request = request
-        self.on_step = on_step or (lambda _msg: None)
+    base_url: str
+    adapter: EngineAdapter
+    policy: ProbePolicy
+    request: RequestSettings  # the model, key and timeout of every request; the probe sets how they are sampled
+    on_step: Callable[[str], None] = field(kw_only=True)
 
     def _client(self, cache: CacheMode) -> CompletionClient:
         """Greedy requests one at a time with the engine's `cache` switch, asking for the policy's top alternatives."""

@@ -1,8 +1,8 @@
 """The bisect loop: the reference, the bad endpoint, then the search's next build until a culprit or the budget.
 
-Every change is saved to bisect.json before and after each step, so an interrupted bisect
-(SIGINT, kill -9, a lost node) goes on with `--resume` from the step it was in: a finished
-step is never run again, and the step in progress takes up its own run folder.
+bisect.json is saved before and after each step, so an interrupted bisect (SIGINT, kill -9, a lost
+node) goes on with `--resume`: a finished step is never run again, the one in progress takes up its
+own run folder.
 """
 
 from __future__ import annotations

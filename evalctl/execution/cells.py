@@ -212,7 +212,6 @@ class CellRunner:
 
     def _record(self, cell: CellKey, prompt: Prompt, completion: Completion, prewarmed: bool) -> SampleRecord:
         score = self.task.score(prompt, completion.text) if completion.error is None else None
-        usage = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name not in ("text", "logprobs")}
         return SampleRecord(
             run_id=self.run_id,
             **cell.as_dict(),
@@ -222,13 +221,16 @@ class CellRunner:
             target=prompt.target,
             prewarmed=prewarmed,
             prompt_chars=len(prompt.text),
-            **usage,
-            response=completion.text,
-            first_error_kind=completion.first_error_kind,
-            logprobs=completion.logprobs,
+            **completion_columns(completion),
             answers=score.answers if score else dict.fromkeys(self.task.metric_names),
             correct=score.correct if score else dict.fromkeys(self.task.metric_names),
             answer_position=prompt.answer_position,
             answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
             **conversation_columns(prompt),
         )
+
+
+def completion_columns(completion: Completion) -> dict:
+    """A sample record's fields from the request's completion: usage, timing, the answer, every attempt."""
+    columns = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name not in ("text", "logprobs")}
+    return {**columns, "response": completion.text, "first_error_kind": completion.first_error_kind, "logprobs": completion.logprobs}

@@ -1,14 +1,13 @@
-"""Send the probe: each prompt generated greedily cold twice, then warm once.
+"""Send the probe, one request at a time (the order is what puts state in the cache): each prompt greedily cold
+twice, then warm once.
 
-Cold: the cache flushed (where the engine can) and switched off per request (where it
-can); the response must report no cached tokens. The second cold run measures the
-engine's own run-to-run disagreement: the baseline. Warm: after a flush, every prompt, longest
-prefix first, right after its prefix alone (one token generated), so the state at the prefix's
-end is the newest the server holds; the response must report cached tokens. A hybrid engine keeps
-a recurrent state only where a request ended (vLLM's `--mamba-cache-mode align`), and cannot trim
-one back to a shorter prefix (llama.cpp recomputes from token 0 instead): a prompt sent after
-another prompt or a longer prefix would find no state at its own prefix's end.
-Requests go one at a time: the order is what puts state in the cache.
+Cold: the cache flushed and switched off per request (where the engine can); the response must report no
+cached tokens. The second cold run measures the engine's own run-to-run disagreement: the baseline. Warm:
+after a flush, every prompt, longest prefix first, right after its prefix alone (one token generated), so
+the state at the prefix's end is the newest the server holds. A hybrid engine keeps a recurrent state only
+where a request ended (vLLM's `--mamba-cache-mode align`) and cannot trim one back to a shorter prefix
+(llama.cpp recomputes from token 0): a prompt sent after another or after a longer prefix would find no
+state at its own prefix's end.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""Per prompt comparisons -> per prefix-length bin verdicts: pure functions over DataFrames.
+"""Per prompt comparisons -> per prefix-length bin verdicts.
 
-A bin fails when warm generations depart from cold ones by more than cold ones depart
-from each other (the engine's own nondeterminism, measured, not assumed zero) plus the
-policy's tolerance. It is inconclusive when the cache use could not be verified
-(no cached tokens reported on the warm request) or a request failed.
+A bin fails when warm generations depart from cold ones by more than cold ones depart from each
+other (the engine's own nondeterminism, measured, not assumed zero) plus the policy's tolerance; it
+is inconclusive when a request failed or the warm request reported no cached tokens.
 """
 
 from __future__ import annotations

@@ -123,6 +123,13 @@ def run_build(build: Build, command: str, logs: Path) -> bool:
     return build.built
 
 
+def _check_listed(source: str, names: list[str], what: str, named: str) -> None:
+    if len(names) < 3:
+        raise BuildInputError(f"{source} lists {len(names)} {what}: need the good one, the bad one and one between")
+    if len(set(names)) != len(names):
+        raise BuildInputError(f"{source}: {named} repeat")
+
+
 class _BuildList(BaseModel):
     builds: list[Variant]
 
@@ -140,11 +147,7 @@ def listed_builds(path: Path) -> list[Build]:
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise BuildInputError(f"invalid builds file {path}: {where}") from None
-    if len(variants) < 3:
-        raise BuildInputError(f"builds file {path} lists {len(variants)} builds: need the good one, the bad one and one between")
-    names = [v.name for v in variants]
-    if len(set(names)) != len(names):
-        raise BuildInputError(f"builds file {path}: build names repeat")
+    _check_listed(f"builds file {path}", [v.name for v in variants], "builds", "build names")
     return [Build(name=v.name, variant=v, revision=v.git_revision) for v in variants]
 
 
@@ -159,10 +162,7 @@ def version_builds(spec: str, template: Variant) -> list[Build]:
             Version(version)
         except InvalidVersion:
             raise BuildInputError(f"--builds {spec!r}: {version!r} is not a version") from None
-    if len(versions) < 3:
-        raise BuildInputError(f"--builds {spec!r} lists {len(versions)} versions: need the good one, the bad one and one between")
-    if len(set(versions)) != len(versions):
-        raise BuildInputError(f"--builds {spec!r}: versions repeat")
+    _check_listed(f"--builds {spec!r}", versions, "versions", "versions")
     name = canonicalize_name(package)
     # The template's other requirements (an engine's companions, e.g. a pinned torch) stay with each version.
     others = [r for r in template.pip or [] if canonicalize_name(Requirement(r).name) != name]

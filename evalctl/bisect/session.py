@@ -112,7 +112,7 @@ class Bisect:
             return step
         self.save()  # the step is on record before it sends anything
         policy = self.regression.policy
-        reference = None if index == 0 else self._run_of(state.steps[0])
+        reference = None if index == 0 else load_run(state.steps[0].run_dir)
         endpoint = index in (0, self.builds - 1)
         tolerance = policy.max_accuracy_drop if endpoint else state.step_tolerance or policy.max_accuracy_drop
         config = step_config(
@@ -174,11 +174,6 @@ class Bisect:
         if index not in (0, self.builds - 1):
             return None
         return next((s for s in self.state.steps if s.build == index and s.verdict is not None and s.verdict is not Verdict.skipped), None)
-
-    @staticmethod
-    def _run_of(step: Step) -> Run:
-        assert step.run_dir is not None
-        return load_run(step.run_dir)
 
 
 def new_bisect(regression: Regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: str | None,

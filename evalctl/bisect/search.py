@@ -148,12 +148,6 @@ class Culprit:
     probability: float
 
 
-def best(probs: np.ndarray, blocked: set[int]) -> Culprit:
-    scored = [(float(probs[g].sum()), g) for g in groups(len(probs), blocked)]
-    probability, members = max(scored, key=lambda x: x[0])
-    return Culprit(members, probability)
-
-
 def next_build(probs: np.ndarray, observations: list[Observation], blocked: set[int]) -> int | None:
     """The testable, not yet decided build nearest the posterior median; None if no test can move the posterior."""
     decided = {o.build for o in observations if o.verdict in (Verdict.good, Verdict.bad, Verdict.unknown)}
@@ -179,7 +173,8 @@ def choose(builds: int, observations: list[Observation], failed_builds: set[int]
     probs = posterior(builds, observations, error)
     unknown = {o.build for o in observations if o.verdict is Verdict.unknown}
     blocked = untestable(observations, failed_builds) | unknown
-    culprit = best(probs, blocked)
+    probability, members = max(((float(probs[g].sum()), g) for g in groups(builds, blocked)), key=lambda x: x[0])
+    culprit = Culprit(members, probability)
     if culprit.probability >= target:
         return Next(None, culprit)
     return Next(next_build(probs, observations, blocked), culprit)

@@ -12,14 +12,12 @@ from collections.abc import Callable
 
 from evalctl.client import Completion, CompletionClient
 
-OnComplete = Callable[[int, Completion], None]
-
 
 class ServedLM:
     def __init__(
         self,
         make_client: Callable[[], CompletionClient],
-        on_complete: OnComplete | None = None,
+        on_complete: Callable[[int, Completion], None] | None = None,
         chains: list[list[int]] | None = None,
     ):
         """`chains`: indices into the requests, each chain sent one after another's answer (a conversation's turns)."""

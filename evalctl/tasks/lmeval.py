@@ -56,10 +56,8 @@ def prompt_hash(text: str) -> str:
 
 
 def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path, TaskSpec | None]:
-    """The task's name, its YAML file and its registered spec (None for a task of YAML alone).
-
-    Looked up in turn: a YAML path given as the task, the registry, `include_path`, lm-eval's own index.
-    """
+    """The task's name, its YAML file and its registered spec (None for a task of YAML alone), looked up in turn as a
+    YAML path given as the task, in the registry, in `include_path`, in lm-eval's own index."""
     from lm_eval.tasks import TaskManager
 
     if name.endswith((".yaml", ".yml")):
@@ -76,14 +74,9 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
             raise BadInput(f"task file {name} names no `task:`")
         name, include_path = declared, path.resolve().parent
     spec = registered_task(name)
-    if spec is not None:
-        folder = spec.yaml_dir
-    elif include_path is not None:
-        if not Path(include_path).is_dir():
-            raise BadInput(f"--include-path {include_path} is not a directory")
-        folder = Path(include_path)
-    else:
-        folder = None
+    folder = spec.yaml_dir if spec is not None else include_path
+    if spec is None and folder is not None and not Path(folder).is_dir():
+        raise BadInput(f"--include-path {include_path} is not a directory")
     # Index only the task's folder when known: scanning every lm-eval task takes seconds.
     manager = TaskManager(include_defaults=folder is None, include_path=str(folder) if folder else None)
     entry = manager.task_index.get(name)
@@ -92,7 +85,7 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
         raise BadInput(f"{name!r} is an lm-eval {kind} of tasks, not one task: evalctl runs one task per sweep; name one of its tasks")
     if entry is None or entry.yaml_path is None:
         where = f" in {folder}" if folder else " among evalctl's and lm-eval's tasks (or --include-path DIR of task YAML)"
-        known = sorted(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
+        known = list(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
         raise unknown_name("task", [name], sorted(set(known)), where)
     return name, Path(entry.yaml_path), spec
 
@@ -116,10 +109,8 @@ def _local_data_files(config: dict, yaml_dir: Path) -> None:
 
 
 def metric_names(config: dict, spec: TaskSpec | None) -> list[tuple[str, str]]:
-    """(filter name in the YAML, metric name in records) per filter, the primary first.
-
-    A task without filters is scored on its raw answer, named by its first metric.
-    """
+    """(filter name in the YAML, metric name in records) per filter, the primary first (no filters: the raw answer,
+    named by the first metric)."""
     aliases = spec.metric_names if spec else {}
     filters = [f["name"] for f in config.get("filter_list") or []]
     if not filters:

@@ -186,12 +186,9 @@ def new_bisect(regression: Regression, from_run: Path, repo: Path | None, good: 
     folder = output or from_run.resolve().parent / f"bisect-{stamp}"
     if (folder / STATE_FILE).exists():
         raise BadInput(f"{folder} already holds a bisect: go on with --resume {folder}, or choose another --output")
-    variants = {v.name: v for v in regression.config.variants}
-    template = variants[regression.cells.variant].model_copy(update={"git_revision": None})
-    if python is not None:
-        template = template.model_copy(update={"python": python})
-    if env:
-        template = template.model_copy(update={"env": {**template.env, **env}})
+    regressed = next(v for v in regression.config.variants if v.name == regression.cells.variant)
+    python = python if python is not None else regressed.python
+    template = regressed.model_copy(update={"git_revision": None, "python": python, "env": {**regressed.env, **env}})
     folder.mkdir(parents=True, exist_ok=True)
     if repo is not None:  # oldest first: a fix's buggy revision (--bad) is the older one
         older, newer = (good, bad) if find is Find.regression else (bad, good)

@@ -51,7 +51,7 @@ class RunFolder:
     lock: RunLock | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, plan: Plan, role: str = "sweep") -> RunFolder:
+    def create(cls, plan: Plan, role: str) -> RunFolder:
         config = plan.config
         run_id = new_run_id(config.model)
         path = Path(config.output_dir) / run_id
@@ -76,7 +76,7 @@ class RunFolder:
         return folder
 
     @classmethod
-    def take_up(cls, run: Run, part: str | None = None, role: str = "resume", wait_s: float = 0.0) -> RunFolder:
+    def take_up(cls, run: Run, part: str | None, role: str, wait_s: float) -> RunFolder:
         """Lock the run folder (BadInput if another writer holds it past `wait_s`), then read its state afresh."""
         lock = RunLock(run.path, part).acquire(role, wait_s)
         if part is None:

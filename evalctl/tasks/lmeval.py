@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,8 +47,8 @@ INVALID = "[invalid]"  # lm-eval's regex filter's answer when nothing matched
 class Score:
     """One response scored by every metric of the task: the extracted answer (None: none) and whether it is right."""
 
-    answers: dict[str, str | None] = field(default_factory=dict)
-    correct: dict[str, bool] = field(default_factory=dict)
+    answers: dict[str, str | None]
+    correct: dict[str, bool]
 
 
 def prompt_hash(text: str) -> str:

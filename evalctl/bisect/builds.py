@@ -1,13 +1,11 @@
 """The builds a bisect searches, in commit order: git commits as worktrees, a listed set of variants, or released versions.
 
-A build is a variant (schema.Variant: interpreter, environment, runner prefix) plus where it
-came from. From git, every commit on the path good..bad (`git rev-list --ancestry-path`,
-first-parent unless `all_commits`) gets a detached worktree; the template variant's
-`{worktree}` is replaced by its path (SGLang: `env: {PYTHONPATH: "{worktree}/python"}`, no
-build step). An optional build command runs in the worktree once per commit (cached by the
-commit, log kept); a failed build is skipped by the search, never called bad. Released versions
-(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (evalctl.venvs makes
-its venv when the build is first tested; a version pip cannot install is skipped too).
+From git, every commit on the path good..bad (`--ancestry-path`, first-parent unless `all_commits`)
+gets a detached worktree, its path filling the template variant's `{worktree}` (SGLang:
+`env: {PYTHONPATH: "{worktree}/python"}`, no build step). An optional build command runs in it once
+per commit (log kept); a failed build is skipped by the search, never called bad. Released versions
+(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (its venv made when first
+tested; a version pip cannot install is skipped too).
 """
 
 from __future__ import annotations
@@ -113,10 +111,7 @@ def checkout(repo: Path, build: Build) -> None:
 
 
 def run_build(build: Build, command: str, logs: Path) -> bool:
-    """Run `command` in the build's worktree (a shell), its output to logs/<revision>.log; True if it succeeded.
-
-    Cached by the revision: a build already run is not run again.
-    """
+    """Run `command` in the build's worktree (a shell), its output to logs/<name>.log; True if it succeeded (run once)."""
     if build.built is not None:
         return build.built
     logs.mkdir(parents=True, exist_ok=True)
@@ -126,6 +121,13 @@ def run_build(build: Build, command: str, logs: Path) -> bool:
         out.write(f"\n[evalctl bisect] build command exited {done.returncode}\n")
     build.built, build.build_log = done.returncode == 0, log
     return build.built
+
+
+def _check_listed(source: str, names: list[str], what: str, named: str) -> None:
+    if len(names) < 3:
+        raise BuildInputError(f"{source} lists {len(names)} {what}: need the good one, the bad one and one between")
+    if len(set(names)) != len(names):
+        raise BuildInputError(f"{source}: {named} repeat")
 
 
 class _BuildList(BaseModel):
@@ -145,11 +147,7 @@ def listed_builds(path: Path) -> list[Build]:
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise BuildInputError(f"invalid builds file {path}: {where}") from None
-    if len(variants) < 3:
-        raise BuildInputError(f"builds file {path} lists {len(variants)} builds: need the good one, the bad one and one between")
-    names = [v.name for v in variants]
-    if len(set(names)) != len(names):
-        raise BuildInputError(f"builds file {path}: build names repeat")
+    _check_listed(f"builds file {path}", [v.name for v in variants], "builds", "build names")
     return [Build(name=v.name, variant=v, revision=v.git_revision) for v in variants]
 
 
@@ -164,10 +162,7 @@ def version_builds(spec: str, template: Variant) -> list[Build]:
             Version(version)
         except InvalidVersion:
             raise BuildInputError(f"--builds {spec!r}: {version!r} is not a version") from None
-    if len(versions) < 3:
-        raise BuildInputError(f"--builds {spec!r} lists {len(versions)} versions: need the good one, the bad one and one between")
-    if len(set(versions)) != len(versions):
-        raise BuildInputError(f"--builds {spec!r}: versions repeat")
+    _check_listed(f"--builds {spec!r}", versions, "versions", "versions")
     name = canonicalize_name(package)
     # The template's other requirements (an engine's companions, e.g. a pinned torch) stay with each version.
     others = [r for r in template.pip or [] if canonicalize_name(Requirement(r).name) != name]

@@ -64,9 +64,8 @@ def accuracy_plot(state: BisectState, path: Path) -> Path:
     failed = [i for i, b in enumerate(state.builds) if b.built is False]
     if failed:
         ax.scatter(failed, [0.0] * len(failed), marker="x", color="black", label="build failed")
-    metric = "accuracy"
     order = "commit order" if state.settings.find is Find.regression else "newest first"
-    ax.set(xlabel=f"build ({order})", ylabel=metric, ylim=(-0.03, 1.03), xlim=(-0.5, len(state.builds) - 0.5))
+    ax.set(xlabel=f"build ({order})", ylabel="accuracy", ylim=(-0.03, 1.03), xlim=(-0.5, len(state.builds) - 0.5))
     ax.set_title("Regressed cells' accuracy across the builds tested", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")

@@ -23,14 +23,12 @@ def sweep_step(
     from evalctl.resume import resume_config
     from evalctl.runs import open_run
 
-    existing = run_folder(root)
+    existing, resumed = run_folder(root), None
     if existing is not None:
         run = open_run(existing)
         if run.manifest.status in ("complete", "failed"):
             return existing, list(run.manifest.failures)
         config, resumed = resume_config(existing, config, {})
-    else:
-        resumed = None
     result = Sweep(config, progress=progress, shutdown=shutdown, resume=resumed).run()
     return result.run_dir, result.failures
 

@@ -1,68 +1,59 @@
 """The noise-aware search: a posterior over which build is the culprit, and the next build to test.
 
-Builds 0..m-1 are in commit order; build 0 is the known-good endpoint (the reference), build
-m-1 the bad one. The unknown culprit C is the first bad build, C in 1..m-1, uniform a priori.
-A step tests build i and says *bad* (its regressed cells regress against the reference),
-*good* (they pass), *unknown* (the sequential rule ran out of questions) or *skipped* (the
-build or its launch failed).
+Builds 0..m-1 are in commit order: 0 the known-good endpoint (the reference), m-1 the bad one. The
+culprit C is the first bad build, C in 1..m-1, uniform a priori. A step on build i says *bad* (its
+regressed cells regress against the reference), *good* (they pass), *unknown* (the sequential rule
+ran out of questions) or *skipped* (the build or its launch failed).
 
-**Model.** Build i is truly bad iff i >= C (one culprit; its regression persists). A decided
-step errs with probability at most `error`, independently of the other steps given C: a truly
-good build is called bad with probability <= error, a truly bad one good with probability
-<= error. Unknown and skipped steps carry no information about C (their likelihood is taken
-equal on both sides: a launch fails, or a cell runs out of questions, for reasons of its own).
-The posterior after steps (i_t, v_t) is then
+**Model.** Build i is truly bad iff i >= C (one culprit; its regression persists). A decided step
+errs (good called bad, or bad called good) with probability at most `error`, independently of the
+other steps given C. Unknown and skipped steps carry no information about C (a launch fails, or a
+cell runs out of questions, for reasons of its own). The posterior is then
 
     P(C = j | data)  proportional to  prod_t  (1 - error) if v_t agrees with "i_t >= j", else error,
 
-over the decided steps: probabilistic bisection (Horstein 1963, "Sequential transmission using
-noiseless feedback", IEEE Trans. Inf. Theory; Waeber, Frazier & Henderson 2013, "Bisection
-search with noisy responses", SIAM J. Control Optim.), on a finite set as in Google's
-flake-aware culprit finding (Henderson et al., ICST 2023, "Flake Aware Culprit Finding") and
-git-bayesect.
+over the decided steps (i_t, v_t): probabilistic bisection (Horstein 1963, "Sequential transmission
+using noiseless feedback", IEEE Trans. Inf. Theory; Waeber, Frazier & Henderson 2013, "Bisection search
+with noisy responses", SIAM J. Control Optim.), on a finite set as in Google's flake-aware culprit
+finding (Henderson et al., ICST 2023, "Flake Aware Culprit Finding") and git-bayesect.
 
-**Next test.** The testable build i whose P(C <= i) is nearest 1/2 (the posterior median):
-with symmetric errors it maximises the expected information of the verdict, Horstein's rule.
-Each build is tested by at most one decided step: on a deterministic engine a second launch
-of one build repeats its answers, so the independence above would not hold for it. A build
-that failed to build, or to launch twice, is untestable; it cannot be told apart from the
-build after it, so the two are reported together (as `git bisect skip` does). A skipped build
-is never called bad.
+**Next test.** The testable build i whose P(C <= i) is nearest 1/2 (the posterior median): with
+symmetric errors it maximises the expected information of the verdict (Horstein's rule). Each build
+gets at most one decided step: on a deterministic engine a second launch repeats its answers, which
+would break the independence above. A build that failed to build, or to launch twice, is untestable
+and cannot be told from the build after it, so the two are reported together (as `git bisect skip`
+does); a skipped build is never called bad.
 
-**The steps' question.** A step asks which endpoint the build resembles. The bad endpoint is
-judged at the gate's tolerance (does the regression reproduce?); every later step tests, with
-the same sequential rule, against the tolerance `step_tolerance`: half the bad endpoint's
-drop (its 95% lower confidence bound, pooled over the regressed cells), never less than the
-gate's. A build without the culprit (drop near 0) and one with it (drop near the endpoint's)
-then sit on opposite sides, each half the regression away, so both verdicts come fast; with a
-regression barely beyond the gate's tolerance it is the gate's own question.
+**The steps' question.** Which endpoint does the build resemble? The bad endpoint is judged at the
+gate's tolerance (does the regression reproduce?); later steps, with the same sequential rule, at
+`step_tolerance`: half the bad endpoint's drop (its 95% lower bound, pooled over the regressed
+cells), never less than the gate's. Builds without the culprit (drop near 0) and with it (near the
+endpoint's) then sit each half the regression away, so both verdicts come fast; with a regression
+barely beyond the gate's tolerance it is the gate's own question.
 
-**A fix.** The search looks for the first build unlike the reference end. A bisect for the
-release that fixed a bug (`--find fix`) takes the builds newest first: the reference is the
-newest (fixed, good), the bad endpoint the oldest (buggy), and the first bad build in that order
-is the newest one still buggy; the fix is the build after it in release order (`answer`). The
-model and guarantee are the same, with "persists" read backwards: every build before the fix is
-buggy.
+**A fix.** `--find fix` takes the builds newest first: the reference is the newest (fixed, good),
+the bad endpoint the oldest (buggy), and the first bad build in that order is the newest one still
+buggy; the fix is the build after it in release order (`answer`). Same model and guarantee, with
+"persists" read backwards: every build before the fix is buggy.
 
-**Stopping and the guarantee.** Testing stops when one culprit (with the untestable builds
-just before it) holds posterior probability >= `target` (0.95), or when the budget of
-launches is spent, or when no build is left whose test could move the posterior. Under the
-model with a uniform prior, a culprit named at posterior >= target is wrong with probability
-<= 1 - target (averaged over culprit positions): the stopping rule reads only the posterior.
-**Assumptions**: one culprit and a persistent regression (i >= C all bad); per-step errors
-<= `error` and independent given C; unknown and skipped outcomes independent of C.
-`error` is the steps' alpha: the sequential rule (analysis/sequential.py) bounds both its
-false-regression and false-pass rates by alpha at the worst case, a drop exactly at the
-tolerance; at realistic drops (far beyond it, or none) the errors are far rarer, so the
-posterior is conservative there. For `target` to be reachable when the culprit's neighbours
-are each tested once, error/(1 - error) must be below (1 - target)/(2 target), i.e. about
-0.026 at 0.95: hence the steps' default alpha of 0.02 (`--step-alpha`).
-`scripts/bench_bisect.py` measures the culprit-found rate and the launches, beside plain
-bisection, with step verdicts drawn from the real sequential rule.
+**Stopping and the guarantee.** Testing stops when one culprit (with the untestable builds just
+before it) holds posterior probability >= `target` (0.95), when the launch budget is spent, or when
+no build is left whose test could move the posterior. Under the model with a uniform prior, a culprit
+named at posterior >= target is wrong with probability <= 1 - target (averaged over culprit
+positions): the stopping rule reads only the posterior. **Assumptions**: one culprit and a persistent
+regression; per-step errors <= `error` and independent given C; unknown and skipped outcomes
+independent of C. `error` is the steps' alpha: the sequential rule (analysis/sequential.py) bounds
+its false-regression and false-pass rates by alpha at the worst case, a drop exactly at the
+tolerance; at realistic drops errors are far rarer, so the posterior is conservative. For `target`
+to be reachable when the culprit's neighbours are each tested once, error/(1 - error) must be below
+(1 - target)/(2 target), about 0.026 at 0.95: hence the default `--step-alpha` 0.02.
+`scripts/bench_bisect.py` measures the culprit-found rate and the launches beside plain bisection,
+with step verdicts drawn from the real sequential rule.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -134,13 +125,10 @@ def step_tolerance(tolerance: float, b: int, c: int, n: int) -> float:
     return max(tolerance, float(drop_bounds(b, c, n, 0.05)[0]) / 2) if n else tolerance
 
 
-def untestable(builds: int, observations: list[Observation], failed_builds: set[int], launch_retries: int = LAUNCH_RETRIES) -> set[int]:
-    """Builds no step can judge: a failed build, or more failed launches than `launch_retries` allows."""
-    launches = {i: 0 for i in range(builds)}
-    for obs in observations:
-        if obs.verdict is Verdict.skipped:
-            launches[obs.build] += 1
-    return set(failed_builds) | {i for i, n in launches.items() if n > launch_retries}
+def untestable(observations: list[Observation], failed_builds: set[int]) -> set[int]:
+    """Builds no step can judge: a failed build, or more failed launches than `LAUNCH_RETRIES` allows."""
+    launches = Counter(obs.build for obs in observations if obs.verdict is Verdict.skipped)
+    return set(failed_builds) | {i for i, n in launches.items() if n > LAUNCH_RETRIES}
 
 
 def groups(builds: int, blocked: set[int]) -> list[list[int]]:
@@ -158,12 +146,6 @@ def groups(builds: int, blocked: set[int]) -> list[list[int]]:
 class Culprit:
     builds: list[int]  # the culprit, after the untestable builds it cannot be told apart from
     probability: float
-
-
-def best(probs: np.ndarray, blocked: set[int]) -> Culprit:
-    scored = [(float(probs[g].sum()), g) for g in groups(len(probs), blocked)]
-    probability, members = max(scored, key=lambda x: x[0])
-    return Culprit(members, probability)
 
 
 def next_build(probs: np.ndarray, observations: list[Observation], blocked: set[int]) -> int | None:
@@ -186,15 +168,13 @@ class Next:
 
 
 def choose(builds: int, observations: list[Observation], failed_builds: set[int], error: float, target: float = TARGET) -> Next:
-    """The posterior after `observations`, and the next build to test unless a culprit reached `target`.
-
-    A build left unknown is grouped with the next one, as an untestable one is: no later step
-    on it will decide it.
-    """
+    """The posterior after `observations`, and the next build to test unless a culprit reached `target`. A build left
+    unknown is grouped with the next one, as an untestable one is: no later step on it will decide it."""
     probs = posterior(builds, observations, error)
     unknown = {o.build for o in observations if o.verdict is Verdict.unknown}
-    blocked = untestable(builds, observations, failed_builds) | unknown
-    culprit = best(probs, blocked)
+    blocked = untestable(observations, failed_builds) | unknown
+    probability, members = max(((float(probs[g].sum()), g) for g in groups(builds, blocked)), key=lambda x: x[0])
+    culprit = Culprit(members, probability)
     if culprit.probability >= target:
         return Next(None, culprit)
     return Next(next_build(probs, observations, blocked), culprit)

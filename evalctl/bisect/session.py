@@ -1,13 +1,14 @@
 """The bisect loop: the reference, the bad endpoint, then the search's next build until a culprit or the budget.
 
-Every change is saved to bisect.json before and after each step, so an interrupted bisect
-(SIGINT, kill -9, a lost node) goes on with `--resume` from the step it was in: a finished
-step is never run again, and the step in progress takes up its own run folder.
+bisect.json is saved before and after each step, so an interrupted bisect (SIGINT, kill -9, a lost
+node) goes on with `--resume`: a finished step is never run again, the one in progress takes up its
+own run folder.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
@@ -29,17 +30,13 @@ class StepRunner(Protocol):
         """Run (or take up) the one run folder of `config` under `root`; its path and launch failures."""
 
 
+@dataclass
 class Bisect:
-    def __init__(
-        self,
-        folder: Path,
-        state: BisectState,
-        regression: Regression,
-        runner: StepRunner,
-        *,
-        on_step: Callable[[Step], None] = lambda step: None,
-    ):
-        self.folder, self.state, self.regression, self.runner, self.on_step = folder, state, regression, runner, on_step
+    folder: Path
+    state: BisectState
+    regression: Regression
+    runner: StepRunner
+    on_step: Callable[[Step], None] = field(default=lambda step: None, kw_only=True)
 
     @property
     def builds(self) -> int:
@@ -115,7 +112,7 @@ class Bisect:
             return step
         self.save()  # the step is on record before it sends anything
         policy = self.regression.policy
-        reference = None if index == 0 else self._run_of(state.steps[0])
+        reference = None if index == 0 else load_run(state.steps[0].run_dir)
         endpoint = index in (0, self.builds - 1)
         tolerance = policy.max_accuracy_drop if endpoint else state.step_tolerance or policy.max_accuracy_drop
         config = step_config(
@@ -178,11 +175,6 @@ class Bisect:
             return None
         return next((s for s in self.state.steps if s.build == index and s.verdict is not None and s.verdict is not Verdict.skipped), None)
 
-    @staticmethod
-    def _run_of(step: Step) -> Run:
-        assert step.run_dir is not None
-        return load_run(step.run_dir)
-
 
 def new_bisect(regression: Regression, from_run: Path, repo: Path | None, good: str | None, bad: str | None, builds: str | None,
                python: str | None, build: str | None, env: dict[str, str], all_commits: bool, output: Path | None,
@@ -194,12 +186,9 @@ def new_bisect(regression: Regression, from_run: Path, repo: Path | None, good: 
     folder = output or from_run.resolve().parent / f"bisect-{stamp}"
     if (folder / STATE_FILE).exists():
         raise BadInput(f"{folder} already holds a bisect: go on with --resume {folder}, or choose another --output")
-    variants = {v.name: v for v in regression.config.variants}
-    template = variants[regression.cells.variant].model_copy(update={"git_revision": None})
-    if python is not None:
-        template = template.model_copy(update={"python": python})
-    if env:
-        template = template.model_copy(update={"env": {**template.env, **env}})
+    regressed = next(v for v in regression.config.variants if v.name == regression.cells.variant)
+    python = python if python is not None else regressed.python
+    template = regressed.model_copy(update={"git_revision": None, "python": python, "env": {**regressed.env, **env}})
     folder.mkdir(parents=True, exist_ok=True)
     if repo is not None:  # oldest first: a fix's buggy revision (--bad) is the older one
         older, newer = (good, bad) if find is Find.regression else (bad, good)

@@ -1,8 +1,4 @@
-"""bisect.json: everything a bisect has decided, written atomically after every change, so `--resume` goes on.
-
-A step's run folder lives under `steps/<n>/` of the bisect folder; a step whose folder holds
-an unfinished run is taken up with the sweep's own resume (only unanswered requests are sent).
-"""
+"""bisect.json: everything a bisect has decided, written atomically after every change, so `--resume` goes on."""
 
 from __future__ import annotations
 

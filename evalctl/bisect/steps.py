@@ -1,12 +1,8 @@
 """One bisect step: an ordinary run folder of only the regressed cells of one build.
 
 `--from-run` (a run whose gate says regression) gives the cells, the task, the questions, the
-tolerance and the metric. The good build runs them first, fully, as the reference (a fixed-n
-run); every other step runs them with sequential stopping against that reference
-(`execution.stopping`, `analysis.sequential`), so a step ends once it is decided and goes on
-to the plan's limit of questions, on the same launch, while it is not. A step's verdict is
-its cells' decisions: any regression -> bad, every cell passed -> good, otherwise unknown;
-a launch that failed -> skipped.
+tolerance and the metric. The good build runs them first, fully, as the reference; every other step
+runs them with sequential stopping against it, so a step ends once it is decided.
 """
 
 from __future__ import annotations
@@ -19,11 +15,11 @@ import pandas as pd
 from evalctl.analysis.drop_rule import decide_drops
 from evalctl.analysis.gate import GatePolicy
 from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
-from evalctl.analysis.pairing import QUESTION_KEYS
 from evalctl.bisect.search import Verdict
 from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import config_from_dict
 from evalctl.errors import BadInput
+from evalctl.execution.stopping import right_answers
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run, open_run
 from evalctl.schema import SweepConfig, Variant
@@ -66,11 +62,8 @@ def regression_of(run_dir: Path) -> Regression:
 def step_config(
     regression: Regression, variant: Variant, root: Path, *, baseline: Path | None, tolerance: float, alpha: float
 ) -> SweepConfig:
-    """The from-run's config cut to the regressed cells and one build (`variant`, named as the regressed one).
-
-    Without `baseline` a run of every question (the endpoints); with it, a sequential run
-    against it at `tolerance` and `alpha`.
-    """
+    """The from-run's config cut to the regressed cells and one build (`variant`, named as the regressed one): every
+    question without `baseline` (the endpoints), else a sequential run against it at `tolerance` and `alpha`."""
     cells = regression.cells
     data = regression.config.model_dump(mode="json")
     data.update(
@@ -100,11 +93,6 @@ def run_folder(root: Path) -> Path | None:
     return found[0].parent if found else None
 
 
-def _right(samples: pd.DataFrame, metric: str) -> pd.Series:
-    keyed = samples.drop_duplicates([*CELL_KEYS, *QUESTION_KEYS], keep="last").set_index([*CELL_KEYS, *QUESTION_KEYS])
-    return keyed[f"{metric}_correct"].fillna(False).astype(bool)
-
-
 def measure(step: Step, run: Run, reference: Run | None, metric: str) -> None:
     """Fill in the step's questions and accuracy, beside the reference's on the same questions."""
     step.run_dir = run.path
@@ -113,10 +101,10 @@ def measure(step: Step, run: Run, reference: Run | None, metric: str) -> None:
     step.answered = sum(d.answered for d in decisions) if decisions else len(run.samples)
     if not len(run.samples):
         return
-    mine = _right(run.samples, metric)
+    mine = right_answers(run.samples, metric)
     step.accuracy = float(mine.mean())
     if reference is not None and len(reference.samples):
-        theirs = _right(reference.samples, metric)
+        theirs = right_answers(reference.samples, metric)
         shared = mine.index.intersection(theirs.index)
         step.reference_accuracy = float(theirs.loc[shared].mean()) if len(shared) else None
 
@@ -140,7 +128,7 @@ class EndpointJudgement:
 
 def endpoint_verdict(run: Run, reference: Run, metric: str, tolerance: float, alpha: float, min_n: int) -> EndpointJudgement:
     """The bad endpoint (every question) against the reference by the gate's fixed-n rule, cell by cell (Holm)."""
-    mine, theirs = _right(run.samples, metric), _right(reference.samples, metric)
+    mine, theirs = right_answers(run.samples, metric), right_answers(reference.samples, metric)
     shared = mine.index.intersection(theirs.index)
     pairs = pd.DataFrame({"ref": theirs.loc[shared], "cand": mine.loc[shared]})
     if pairs.empty:

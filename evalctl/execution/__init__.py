@@ -1,8 +1,7 @@
 """Run a plan: one server per launch, its cells against it, records as they complete.
 
-Three pieces, one job each: `folder` (the run folder: create, take up, save state),
-`launch` (a server: start, restart, stop) and `cells` (flush, prewarm, send, record);
-`Sweep` builds the plan (`plan.build`) once and runs them in order.
+`folder` (the run folder: create, take up, save state), `launch` (a server: start, restart, stop) and
+`cells` (flush, prewarm, send, record); `Sweep` builds the plan once and runs them in order.
 """
 
 from __future__ import annotations
@@ -40,14 +39,11 @@ class SweepResult:
 
 
 class Sweep:
-    """One run: a new run folder, or (`resume=`) the rest of an interrupted one.
+    """One run: a new run folder, or (`resume=`) the rest of an interrupted one; `part=` one slice of a run folder
+    (`execution.folder`), appending to its own records file and leaving compaction to whoever aggregates the parts.
 
-    `part=` runs one slice of a run folder (see `execution.folder`): it appends to its own
-    records file and leaves compaction to whoever aggregates the parts.
-
-    The run folder's writer lock is taken in `run` and held until `close` (or the end of a
-    `with` block), so what the caller writes after the sweep (gate files, report) is written
-    by the same one writer. `wait_for_lock_s`: how long to wait for another writer first.
+    The run folder's writer lock is taken in `run` and held until `close` (or the end of a `with` block), so what
+    the caller writes after the sweep (gate files, report) is written by the same one writer.
     """
 
     def __init__(
@@ -77,13 +73,11 @@ class Sweep:
         self.close()
 
     def close(self) -> None:
-        """Release the run folder's lock."""
         if self.prepared is not None:
             self.prepared.folder.release()
 
     @property
     def run_dir(self) -> Path | None:
-        """The run folder once the run has one."""
         return self.prepared.folder.path if self.prepared else None
 
     def run(self) -> SweepResult:
@@ -192,9 +186,8 @@ class Sweep:
     def _run_noise_arm(self, plan: ServerLaunch, launch: Launch, cells: CellRunner) -> None:
         """The A/A arm: the reference cells once more, cold, on this server; a failure costs the arm, not the run.
 
-        The replica is written beside its name and renamed when whole: a run killed mid-arm
-        leaves only the partial file, and --resume runs the arm again from its start (it must
-        be one cold pass, so a partial one is not continued)."""
+        The replica is renamed into place when whole: a run killed mid-arm leaves only the partial file, and --resume
+        runs the arm again from its start (it must be one cold pass)."""
         owed = self._noise_owed(plan)
         if not owed:
             return

@@ -30,12 +30,6 @@ from evalctl.tasks.lmeval import Prompt
 from evalctl.tokens import TokenCounter
 
 
-def _history_step_done(progress: SweepProgress, request: Request, completion: Completion) -> None:
-    """A history step gets no row of its own, but a failed one changes the state its return meets: say so."""
-    if completion.error is not None:
-        progress.warn(f"a history request of conversation {request.prompt.conversation} failed: {completion.error}")
-
-
 class CellRunner:
     """Sends the plan's cells' requests and writes their rows; remembers which requests are settled."""
 
@@ -69,10 +63,8 @@ class CellRunner:
         return to_send(list(self.plan.cells[cell].prompts), lambda p: request_key(cell, p) in self.finished)
 
     def run(self, cell: CellKey, server: ManagedServer, cell_log: list[CellEntry], replica: RecordWriter | None = None) -> bool:
-        """Send the cell's unfinished requests; False when the server died before they all got a row.
-
-        With `replica` (the A/A arm): every request of the cell once more, its rows written there.
-        """
+        """Send the cell's unfinished requests (`replica`, the A/A arm: every one once more, its rows written there);
+        False when the server died before they all got a row."""
         planned = self.plan.cells[cell]
         prompts = list(planned.prompts) if replica else self.unfinished(cell)
         if not prompts:
@@ -131,8 +123,10 @@ class CellRunner:
 
         def on_complete(index: int, completion: Completion) -> None:
             request, prompt = requests[index], requests[index].prompt
-            if not request.scored:
-                return _history_step_done(self.progress, request, completion)
+            if not request.scored:  # no row of its own, but a failed one changes the state its return meets: say so
+                if completion.error is not None:
+                    self.progress.warn(f"a history request of conversation {prompt.conversation} failed: {completion.error}")
+                return
             record = self._record(cell, prompt, completion, prewarmed)
             (replica or self.writer).write(record)
             settled = replica is None and record.error_kind not in RETRYABLE_ERROR_KINDS
@@ -163,8 +157,7 @@ class CellRunner:
 
     @staticmethod
     def _held_tokens(server: ManagedServer, planned: CellPlan) -> int | None:
-        """The tokens a request's held prefix has on average, by the server's tokenizer; None for nothing held or a
-        server without a tokenizer (not an estimate)."""
+        """A request's held prefix's tokens on average, by the server's tokenizer (None: nothing held, or no tokenizer)."""
         if not planned.held:
             return None
         with server.http() as http:
@@ -238,6 +231,6 @@ class CellRunner:
 
 
 def completion_columns(completion: Completion) -> dict:
-    """A sample record's fields that come from the request's completion: usage, timing, the answer, every attempt."""
+    """A sample record's fields from the request's completion: usage, timing, the answer, every attempt."""
     columns = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name not in ("text", "logprobs")}
     return {**columns, "response": completion.text, "first_error_kind": completion.first_error_kind, "logprobs": completion.logprobs}

@@ -1,12 +1,9 @@
 """The run folder a sweep writes: created new, or an interrupted one taken up; its state saved as it goes.
 
-A part (`part=`) is one slice of a run folder that other slices share at the same time (a
-cluster job, given a config of one profile x variant): it keeps its state in its own file
-(`manifest.write_part_state`), never touching the run's manifest.
-
-A RunFolder holds the folder's writer lock (`runlock`) from the moment it is created or taken
-up until `release`: the state a resumed run starts from is read only once the lock is held, so
-a writer that waited for another one sees everything that one wrote.
+A part (`part=`: a cluster job's slice, one profile x variant) keeps its state in its own file, never
+touching the run's manifest. A RunFolder holds the folder's writer lock from creation or take-up until
+`release`: a resumed run's state is read only once the lock is held, so a writer that waited for another
+sees everything that one wrote.
 """
 
 from __future__ import annotations
@@ -54,7 +51,7 @@ class RunFolder:
     lock: RunLock | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, plan: Plan, role: str = "sweep") -> RunFolder:
+    def create(cls, plan: Plan, role: str) -> RunFolder:
         config = plan.config
         run_id = new_run_id(config.model)
         path = Path(config.output_dir) / run_id
@@ -79,7 +76,7 @@ class RunFolder:
         return folder
 
     @classmethod
-    def take_up(cls, run: Run, part: str | None = None, role: str = "resume", wait_s: float = 0.0) -> RunFolder:
+    def take_up(cls, run: Run, part: str | None, role: str, wait_s: float) -> RunFolder:
         """Lock the run folder (BadInput if another writer holds it past `wait_s`), then read its state afresh."""
         lock = RunLock(run.path, part).acquire(role, wait_s)
         if part is None:
@@ -124,8 +121,7 @@ class PreparedRun:
 
 def prepare(plan: Plan, resume: Run | None = None, part: str | None = None, *, role: str | None = None, wait_s: float = 0.0) -> PreparedRun:
     """Create the run folder of a built plan (or take up the interrupted one) and hold its lock; nothing is launched.
-
-    `role` names the writer in the lock (default: sweep, or resume); `wait_s` is how long to wait for another writer."""
+    `role` names the writer in the lock; `wait_s` is how long to wait for another writer."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")
     if resume is None:

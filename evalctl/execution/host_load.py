@@ -1,12 +1,10 @@
 """How busy the machine was with other work while a cell ran: whether two cells' speeds compare.
 
-A throughput check compares requests timed in different cells, minutes apart, on one machine.
-When another job (a CI run, a neighbour's sweep) takes CPUs during one cell and not the other,
-the difference in speed is the neighbour's, not the build's. Each cell's manifest entry records
-`host_other_cpu`: the share of the machine's CPUs busy with processes other than evalctl and the
-servers it started, over the cell: the system's busy CPU time (psutil) minus this process
-tree's, over wall time times the CPU count. A server at a `url` gets none (it may run
-elsewhere; on this machine it would count as other work).
+A throughput check compares cells timed minutes apart on one machine: when another job takes CPUs
+during one cell and not the other, the difference in speed is the neighbour's, not the build's. Each
+cell records `host_other_cpu`: the system's busy CPU time minus this process tree's (evalctl and its
+servers), over wall time times the CPU count. A server at a `url` gets none (it may run elsewhere;
+here it would count as other work).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Sequential stopping during a sweep: waves at the design's looks, a decision after each.
 
-Every cell of the run is a candidate against the same cell of a baseline run (paired by
-question and prompt hash, as the gate pairs runs), sized and ordered by its planned prompts
-(`plan.CellPlan`). After each wave the flip counts at the looks reached so far go to
-`analysis.sequential.decide`; a cell it decides sends nothing more. Cells of one planned size
-share their looks and form one Holm family; cells of another size (prefix-recall at several shot
-counts) form their own, each at its share of the cells' alpha, as the parts of a Slurm run do
-(`analysis.sequential`, "Across families"). Every cell's decision (regression, pass, or
-inconclusive when its questions ran out) is written to the manifest's `decisions`, and is the
-cell's accuracy verdict in the gate.
+Every cell is a candidate against the same cell of a baseline run (paired by question and prompt
+hash, as the gate pairs runs). After each wave the flip counts at the looks reached go to
+`analysis.sequential.decide`; a cell it decides sends nothing more. Cells of one planned size share
+their looks and form one Holm family; cells of another size (prefix-recall at several shot counts)
+form their own, each at its share of the cells' alpha (`analysis.sequential`, "Across families").
+Each decision is written to the manifest's `decisions`: the cell's accuracy verdict in the gate.
 """
 
 from __future__ import annotations
@@ -36,11 +33,9 @@ VERDICTS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellSt
 
 
 def with_policy_settings(config: SweepConfig) -> SweepConfig:
-    """A sequential config with each decision setting its `stopping:` section leaves unset taken from
-    its gate policy (`gate_policy`: tolerance = max_accuracy_drop, alpha, metric, min_n), so the
-    manifest records the values the cells were stopped by and a plain `evalctl gate` agrees with
-    them. A fixed-n config is returned as it is. BadInput if the policy cannot be read, and
-    for the agreement metric, which compares a server with itself, not with a baseline.
+    """A sequential config with the decision settings its `stopping:` section leaves unset taken from its gate policy
+    (tolerance = max_accuracy_drop, alpha, metric, min_n), so the manifest records the values the cells were stopped
+    by and a plain `evalctl gate` agrees with them. BadInput if the policy cannot be read, and for the agreement metric.
     """
     stopping = config.stopping
     if stopping.mode is not StoppingMode.sequential:
@@ -76,15 +71,18 @@ def sequential_baseline(config: SweepConfig, cells: Iterable[CellKey] = ()) -> R
     return baseline
 
 
+def right_answers(samples: pd.DataFrame, metric: str) -> pd.Series:
+    """Whether each question of each cell (its last row) was answered right; a failed request is wrong, as in the gate."""
+    keys = [*CELL_KEYS, *QUESTION_KEYS]
+    return samples.drop_duplicates(keys, keep="last").set_index(keys)[f"{metric}_correct"].fillna(False).astype(bool)
+
+
 def _outcomes(samples: pd.DataFrame, metric: str) -> dict[CellKey, dict[QuestionKey, bool]]:
-    """Per cell and question, whether it was answered right (a failed request counts as wrong, as in the gate)."""
-    if samples.empty:
-        return {}
-    right = samples[f"{metric}_correct"].fillna(False).astype(bool)
-    rows = samples[[*CELL_KEYS, *QUESTION_KEYS]].assign(right=right).drop_duplicates([*CELL_KEYS, *QUESTION_KEYS], keep="last")
     out: dict[CellKey, dict[QuestionKey, bool]] = {}
-    for row in rows.to_dict("records"):
-        out.setdefault(CellKey.from_row(row), {})[(int(row["doc_id"]), row["prompt_hash"])] = bool(row["right"])
+    if samples.empty:
+        return out
+    for (*cell, doc_id, prompt_hash), right in right_answers(samples, metric).items():
+        out.setdefault(CellKey.from_row(dict(zip(CELL_KEYS, cell))), {})[(int(doc_id), prompt_hash)] = bool(right)
     return out
 
 
@@ -129,10 +127,9 @@ class Stopper:
     def _counts(self, key: CellKey) -> np.ndarray:
         """Flips b, c and pairs n at each look the cell has reached; NaN beyond.
 
-        Look k is reached once the first `look_sizes[k]` *paired* questions of the send order
-        (those the baseline holds) are answered, so n is the look's planned size and the
-        design's information fractions hold. A look the baseline's questions cannot fill is
-        never reached: the cell ends undecided (inconclusive in the gate), never an error.
+        Look k is reached once the first `look_sizes[k]` *paired* questions of the send order are answered, so n is
+        the look's planned size and the design's information fractions hold. A look the baseline's questions cannot
+        fill is never reached: the cell ends undecided (inconclusive in the gate), never an error.
         """
         sizes = self.look_sizes(key)
         counts = np.full((3, len(sizes)), np.nan)
@@ -147,8 +144,7 @@ class Stopper:
         return counts
 
     def check_recorded(self, cell: CellKey) -> None:
-        """Decide an undecided cell with nothing left to send (a run stopped after its last answer, before
-        its decision) on the answers recorded, look by look as the sweep would have."""
+        """Decide an undecided cell with nothing left to send (a run stopped before its decision), look by look."""
         for look in range(len(self.look_sizes(cell))):
             if self.decided(cell) or self.check(cell, look):
                 return

@@ -1,13 +1,9 @@
 """Probe prompts: a shared prefix of controlled length, then a test question.
 
-Two kinds of bins:
-- `N-shot`: the task's own few-shot prompt (the prefix is what every question at N shots
-  shares, i.e. what a prefix cache holds during a sweep);
-- `chunk-64`, `chunk+64`, `prefix-N`: synthetic prefixes cut from the exemplar text to a
-  token length, e.g. just below/above the engine's prefill chunk, where a cache hit hands
-  state across a chunk boundary.
-All prefixes are cut from the same exemplar text, so they nest: one cached copy of the
-longest prefix warms every bin.
+Bins: `N-shot`, the task's own few-shot prompt (the prefix every question at N shots shares, what a
+prefix cache holds during a sweep); `chunk-64`, `chunk+64`, `prefix-N`, synthetic prefixes cut from the
+exemplar text to a token length, e.g. just below/above the engine's prefill chunk, where a cache hit
+hands state across a chunk boundary. All are cut from the same exemplar text, so they nest.
 """
 
 from __future__ import annotations

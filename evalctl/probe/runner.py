@@ -1,21 +1,20 @@
-"""Send the probe: each prompt generated greedily cold twice, then warm once.
+"""Send the probe, one request at a time (the order is what puts state in the cache): each prompt greedily cold
+twice, then warm once.
 
-Cold: the cache flushed (where the engine can) and switched off per request (where it
-can); the response must report no cached tokens. The second cold run measures the
-engine's own run-to-run disagreement: the baseline. Warm: after a flush, every prompt, longest
-prefix first, right after its prefix alone (one token generated), so the state at the prefix's
-end is the newest the server holds; the response must report cached tokens. A hybrid engine keeps
-a recurrent state only where a request ended (vLLM's `--mamba-cache-mode align`), and cannot trim
-one back to a shorter prefix (llama.cpp recomputes from token 0 instead): a prompt sent after
-another prompt or a longer prefix would find no state at its own prefix's end.
-Requests go one at a time: the order is what puts state in the cache.
+Cold: the cache flushed and switched off per request (where the engine can); the response must report no
+cached tokens. The second cold run measures the engine's own run-to-run disagreement: the baseline. Warm:
+after a flush, every prompt, longest prefix first, right after its prefix alone (one token generated), so
+the state at the prefix's end is the newest the server holds. A hybrid engine keeps a recurrent state only
+where a request ended (vLLM's `--mamba-cache-mode align`) and cannot trim one back to a shorter prefix
+(llama.cpp recomputes from token 0): a prompt sent after another or after a longer prefix would find no
+state at its own prefix's end.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -51,22 +50,13 @@ def _stop(prompt: ProbePrompt) -> dict:
     return {"stop": list(prompt.stop)} if prompt.stop else {}
 
 
+@dataclass
 class ProbeRunner:
-    def __init__(
-        self,
-        base_url: str,
-        adapter: EngineAdapter,
-        policy: ProbePolicy,
-        request: RequestSettings,
-        *,
-        on_step: Callable[[str], None] | None = None,
-    ):
-        """`request`: the model, key and timeout of every request; the probe sets how they are sampled."""
-        self.base_url = base_url
-        self.adapter = adapter
-        self.policy = policy
-        self.request = request
-        self.on_step = on_step or (lambda _msg: None)
+    base_url: str
+    adapter: EngineAdapter
+    policy: ProbePolicy
+    request: RequestSettings  # the model, key and timeout of every request; the probe sets how they are sampled
+    on_step: Callable[[str], None] = field(kw_only=True)
 
     def _client(self, cache: CacheMode) -> CompletionClient:
         """Greedy requests one at a time with the engine's `cache` switch, asking for the policy's top alternatives."""

@@ -39,12 +39,18 @@ class ProbeResult:
     def failed_bins(self) -> list[str]:
         return list(self.bins.loc[self.bins["verdict"] == "fail", "bin"])
 
-    def to_dict(self) -> dict:
+    def summary(self) -> dict:
+        """What the manifest keeps of a sweep's probe (beside its file), and probe.json opens with."""
         return {
             "verdict": self.verdict,
             "failed_bins": self.failed_bins,
             "generated_tokens": self.generated_tokens,
             "wall_s": round(self.wall_s, 2),
+        }
+
+    def to_dict(self) -> dict:
+        return {
+            **self.summary(),
             **self.info,
             # to_json turns NaN into null
             "bins": json.loads(self.bins.to_json(orient="records")),
@@ -77,7 +83,7 @@ def probe_server(
             chunk = None
         prompts = build_prompts(task, shots, policy, counter, chunk)
     request = RequestSettings(model=model, api_key=api_key, timeout_s=timeout_s)
-    run = ProbeRunner(base_url, adapter, policy, request, on_step=on_step).run(prompts)
+    run = ProbeRunner(base_url, adapter, policy, request, on_step=on_step or (lambda _msg: None)).run(prompts)
     rows = sample_rows(run.samples)
     bins = bin_verdicts(rows, policy)
     info = {
@@ -173,10 +179,4 @@ def sweep_probe(
         return {"verdict": "inconclusive", "error": str(exc)}
     if result.verdict != "pass":
         warn(f"probe {result.verdict} on {server.profile.name}/{server.variant.name}: bins {', '.join(result.failed_bins) or '-'}")
-    return {
-        "file": name,
-        "verdict": result.verdict,
-        "failed_bins": result.failed_bins,
-        "generated_tokens": result.generated_tokens,
-        "wall_s": round(result.wall_s, 2),
-    }
+    return {"file": name, **result.summary()}

@@ -1,9 +1,8 @@
-"""Per prompt comparisons -> per prefix-length bin verdicts: pure functions over DataFrames.
+"""Per prompt comparisons -> per prefix-length bin verdicts.
 
-A bin fails when warm generations depart from cold ones by more than cold ones depart
-from each other (the engine's own nondeterminism, measured, not assumed zero) plus the
-policy's tolerance. It is inconclusive when the cache use could not be verified
-(no cached tokens reported on the warm request) or a request failed.
+A bin fails when warm generations depart from cold ones by more than cold ones depart from each
+other (the engine's own nondeterminism, measured, not assumed zero) plus the policy's tolerance; it
+is inconclusive when a request failed or the warm request reported no cached tokens.
 """
 
 from __future__ import annotations
@@ -62,23 +61,23 @@ def sample_rows(samples: Sequence[ProbeSample]) -> pd.DataFrame:
 
 
 def _bin_verdict(group: pd.DataFrame, policy: ProbePolicy) -> dict:
-    ok = group[group["error"].isna()] if "error" in group else group
     out = {
         "kind": group["kind"].iloc[0],
         "prefix_tokens": int(group["prefix_tokens"].min()),
         "prompts": len(group),
         "cached_tokens": group["warm_cached_tokens"].min(),
     }
-    if len(ok) < len(group):
-        return out | {"verdict": INCONCLUSIVE, "reason": f"request failed: {group['error'].dropna().iloc[0]}"}
-    mismatch = 1 - ok["cw_exact"].mean()
-    baseline = 1 - ok["cc_exact"].mean()
-    js, js_base = ok["cw_js_mean"].mean(), ok["cc_js_mean"].mean()
+    failed = group["error"].dropna()
+    if len(failed):
+        return out | {"verdict": INCONCLUSIVE, "reason": f"request failed: {failed.iloc[0]}"}
+    mismatch = 1 - group["cw_exact"].mean()
+    baseline = 1 - group["cc_exact"].mean()
+    js, js_base = group["cw_js_mean"].mean(), group["cc_js_mean"].mean()
     out |= {
         "mismatch": mismatch,
         "baseline_mismatch": baseline,
-        "first_divergence": ok["cw_first_divergence"].min(),
-        "top1_agreement": ok["cw_top1_agreement"].mean(),
+        "first_divergence": group["cw_first_divergence"].min(),
+        "top1_agreement": group["cw_top1_agreement"].mean(),
         "js": js,
         "baseline_js": js_base,
     }
@@ -90,7 +89,7 @@ def _bin_verdict(group: pd.DataFrame, policy: ProbePolicy) -> dict:
             why = f"warm request failed its first attempt ({retried.iloc[0]}) and its retry was served with no cached tokens"
             return out | {"verdict": INCONCLUSIVE, "reason": why}
         return out | {"verdict": INCONCLUSIVE, "reason": "warm request not served from cache (cached_tokens not > 0)"}
-    if ok["logprobs"].all():
+    if group["logprobs"].all():
         excess = js - js_base
         if excess > policy.max_divergence:
             return out | {"verdict": FAIL, "reason": f"top-k divergence exceeds baseline by {excess:.3f} > {policy.max_divergence}"}

@@ -1,19 +1,14 @@
 """Conversation workloads: any task's questions sent as conversations that grow, rewind and branch.
 
 docs/conversations.md says how a conversation is built and why the gate's guarantees hold unchanged.
-In short (`conversation_prompts`): turn 1 is a task prompt whole, each later turn appends a question,
-and every earlier turn is answered in the transcript by its reference answer, never the model's, so
-the cache-on and cache-off sides send the same bytes and stay paired prompt for prompt. The
-conversation grows past `grow_past` x the largest boundary; then each of `events` requests goes back
-at least the smallest boundary (`rewind`: the same bytes again; `branch`: that turn edited, with
-chance `revisit` to the previous event's turn) and grows again by `regrow` boundaries. Lengths are
-estimated as characters / `chars_per_token`. Each request is scored as its last turn's question.
+Every earlier turn is answered in the transcript by its reference answer, never the model's, so the
+cache-on and cache-off sides send the same bytes and stay paired prompt for prompt; each request is
+scored as its last turn's question.
 
 With `judge: returns` only the returns (rewinds and branches) are scored: the requests before each
 are its `history`, sent to a cache-on server first and never scored, and a cold server gets the
 return alone (with nothing cached, history changes nothing). One return per conversation
-(`events: 1`) gives the independent pairs the floor check assumes, and the cold sides cost one
-request per conversation instead of all of them.
+(`events: 1`) gives the independent pairs the floor check assumes.
 """
 
 from __future__ import annotations
@@ -64,9 +59,12 @@ def renderer(prompts: list[Prompt], transcript: Transcript) -> Callable[[Path], 
 
 
 def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: ConversationConfig) -> list[Prompt]:
-    """Every request of the workload, in send order per conversation, numbered (`doc_id`) from 0.
+    """Every request of the workload, in send order per conversation, numbered (`doc_id`) from 0: a `Prompt` of its
+    last question (its doc, target and stop), its text the transcript so far.
 
-    Each is a `Prompt` of its last question (its doc, target and stop), its text the transcript so far.
+    The conversation grows past `grow_past` x the largest boundary; then each of `events` requests goes back at
+    least the smallest boundary (`rewind`: the same bytes; `branch`: that turn edited, with chance `revisit` to the
+    previous event's turn) and grows again by `regrow` boundaries (lengths: characters / `chars_per_token`).
     """
     if not prompts:
         return []
@@ -96,10 +94,7 @@ def _one(
         if config.judge == "returns" and kind in ("first", "extend"):
             history.append(text)
             return
-        turn = {"conversation": c, "turn": len(path), "turn_kind": kind, "source_doc_id": last.doc_id, "history": tuple(history)}
-        requests.append(
-            dataclasses.replace(last, doc_id=start + len(requests), text=text, prompt_hash=hash_text(text), answer_char_offset=None, **turn)
-        )
+        requests.append(request(last, text, hash_text, start + len(requests), c, len(path), kind, history))
         history.clear()
 
     def grow(until: float) -> None:
@@ -126,6 +121,14 @@ def _one(
         last_point = point
         grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
     return requests
+
+
+def request(
+    last: Prompt, text: str, hash_text: Callable[[str], str], doc_id: int, c: int, turn: int, kind: TurnKind, history: list[str]
+) -> Prompt:
+    """Conversation `c`'s request asking `last` (its doc, target and stop) at `turn`: the transcript so far, `text`."""
+    meta = {"conversation": c, "turn": turn, "turn_kind": kind, "source_doc_id": last.doc_id, "history": tuple(history)}
+    return dataclasses.replace(last, doc_id=doc_id, text=text, prompt_hash=hash_text(text), answer_char_offset=None, **meta)
 
 
 def go_back(path: Path, point: int, kind: str, new_turn: Callable[[], tuple[Prompt, ...]], choices: int) -> None:

@@ -1,7 +1,6 @@
 """GSM8K, lm-eval's own task YAML with a pinned packaged copy of its data (evalctl/datasets/gsm8k).
 
-Its filters keep the names evalctl's records have always used (`strict`, `flexible`), so run
-folders written before the task registry read the same; the target is the number after `####`.
+Its filters keep the names evalctl's records have always used (`strict`, `flexible`), so older run folders read the same.
 """
 
 from __future__ import annotations

@@ -2,36 +2,31 @@
 
 A prefix-cache bug shows where a server restores state it saved: past a boundary of its shape (an SWA
 window, the SWA cache of window + ubatch cells, a prefill micro-batch, a KV block) and back again. The
-shape is read when the config is loaded (`config.resolve_hunt`: the model file's metadata, the
-server's settings; what could not be read is assumed and says so) and recorded in the run's config
-(`hunt.boundaries`, `hunt.slots`, `hunt.shape`). Each conversation (`hunt.conversations`, default
-one more than the server's slots, one a slot at a time: the last evicts the first's slot; more until
-`MIN_JUDGED` requests are judged), for each
-boundary B in turn, up to `max_context`:
+shape is read when the config loads (`config.resolve_hunt`; what could not be read is assumed and says
+so) and recorded in the run's config (`hunt.boundaries`, `hunt.slots`, `hunt.shape`). Each
+conversation (`hunt.conversations`, default one more than the server's slots, so the last evicts the
+first's slot; more until `MIN_JUDGED` requests are judged), for each boundary B in turn, up to
+`max_context`:
 
-- grows past B (each turn an `extend`: a warm request that only extends what the request before it
-  cached, the healthy reference of the logprob rungs): turn by turn, or with even chance from 55-85% of
-  B in one long turn (a pasted document), so that no prompt ends, and no state is saved, near B;
-- then returns four times around B: to the turn ending nearest B - d, B and B + d (d drawn from
-  5-25% of B: just before, on and just past the boundary), and once far back (a smallest boundary or
-  more before the end); each return a regenerate (`rewind`, the same bytes again) or an edit
-  (`branch`, that turn replaced by as many other questions); the return after an edit regenerates
-  the edited turn (a user asks again: llama.cpp #20671's history); after each, the conversation
-  grows on by 20-60% of B from where it returned.
+- grows past B in `extend` turns (warm requests that only extend what the one before cached: the
+  logprob rungs' healthy reference), turn by turn, or with even chance from 55-85% of B in one long
+  turn (a pasted document), so that no prompt ends, and no state is saved, near B;
+- returns four times around B: to the turn ending nearest B - d, B and B + d (d from 5-25% of B),
+  and once far back (a smallest boundary or more); each a regenerate (`rewind`, the same bytes) or
+  an edit (`branch`, that turn replaced); the return after an edit regenerates the edited turn (a
+  user asks again: llama.cpp #20671's history); after each it grows on by 20-60% of B.
 
 With even chance a conversation opens with one long turn past the smallest boundary (a document, a
 long system prompt), so that a return to its opening restores state saved past that boundary.
 
-Transcripts answer every earlier question with its reference answer (`tasks.conversation`), so the
-warm and cold sides send the same bytes and pair exactly. Every return is judged, and for each return
-the `references` extensions nearest it in estimated length (the healthy warm-vs-cold reference of the
-logprob rungs, drawn like the returns it judges, chosen from the seed before any answer); the other
-requests are history, sent warm only, and those after a conversation's last judged request are not
-sent. Seeded per conversation. Not generated (yet): cuts of the model's own continuation (the
-transcript holds reference answers, fixed before any server answers) and an eviction phase that comes
-back: two conversations interleaved on one slot are each handed back the exact state llama.cpp's RAM
-cache saved, so their returns never meet the slot's checkpoints (where #24411 is); interleaving needs
-its own kind of return, judged as one.
+Earlier questions are answered by their reference answers (`tasks.conversation`), so warm and cold
+sides send the same bytes and pair exactly. Every return is judged, with the `references` extensions
+nearest it in estimated length (drawn like the returns, from the seed alone); the other requests are
+history, sent warm only, and those after a conversation's last judged request are not sent. Not
+generated (yet): cuts of the model's own continuation (the transcript holds reference answers), and
+an eviction phase that comes back: two conversations interleaved on one slot are each handed back the
+exact state llama.cpp's RAM cache saved, so their returns never meet the slot's checkpoints (where
+#24411 is); interleaving needs its own kind of return, judged as one.
 """
 
 from __future__ import annotations
@@ -42,13 +37,13 @@ import random
 
 from evalctl.records import EXTENDING, TurnKind
 from evalctl.schema import HuntConfig, SweepConfig
-from evalctl.tasks.conversation import Path, Transcript, go_back, renderer
+from evalctl.tasks.conversation import Path, Transcript, go_back, renderer, request
 from evalctl.tasks.spec import Prompt, Workload
 
 # Turn counts are estimated from characters; a boundary smaller than a turn cannot be aimed at.
 SMALLEST_AIMED = 64
-# How far back a return goes, in boundaries (lowest, highest): just before one, on it, just past it, far past it. A
-# return a window or more back is where an SWA checkpoint that holds only its last window must be restored.
+# How far back a return goes, in boundaries: just before one, on it, just past it, far past it (where an SWA
+# checkpoint that holds only its last window must be restored).
 DISTANCES = ((0.6, 0.9), (0.95, 1.05), (1.1, 1.3), (1.6, 2.2))
 
 
@@ -56,9 +51,8 @@ DISTANCES = ((0.6, 0.9), (0.95, 1.05), (1.1, 1.3), (1.6, 2.2))
 # prompt ends (llama.cpp's checkpoints, SGLang's Mamba states): a return inside a long turn must restore an older one.
 LEAP = 0.5
 
-# The shipped policies' min_n: with fewer judged requests every answer and speed check is inconclusive by construction, so
-# by default a hunt adds conversations until it has this many (one boundary, as vLLM's and SGLang's shape, gives 12 a
-# conversation).
+# The shipped policies' min_n: with fewer judged requests every check is inconclusive, so a hunt adds conversations
+# until it has this many (one boundary, as vLLM's and SGLang's shape, gives 12 a conversation).
 MIN_JUDGED = 30
 
 
@@ -146,8 +140,7 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
 
 
 def _references(steps: list[Step], per_return: int) -> set[int]:
-    """The steps judged: every return, and for each return the `per_return` extensions nearest it in length, so
-    the healthy reference is drawn like the returns it judges (chosen from the seed alone, before any answer)."""
+    """Every return, and for each the `per_return` extensions nearest it in length (the reference drawn like the returns)."""
     returns = [i for i, step in enumerate(steps) if step.kind not in EXTENDING]
     judged = set(returns)
     for i in returns:
@@ -157,25 +150,14 @@ def _references(steps: list[Step], per_return: int) -> set[int]:
 
 
 def _requests(c: int, steps: list[Step], judged: set[int], transcript: Transcript, start: int) -> list[Prompt]:
-    """The judged steps as requests, each carrying the unjudged ones sent before it as its warm-only history; the
-    steps after the last judged one change nothing judged and are not sent."""
+    """The judged steps as requests, each with the unjudged ones before it as its warm-only history (the rest unsent)."""
     requests: list[Prompt] = []
     history: list[str] = []
     for i, step in enumerate(steps):
         if i not in judged:
             history.append(step.text)
             continue
-        meta = {"conversation": c, "turn": step.turn, "turn_kind": step.kind, "source_doc_id": step.last.doc_id, "history": tuple(history)}
-        requests.append(
-            dataclasses.replace(
-                step.last,
-                doc_id=start + len(requests),
-                text=step.text,
-                prompt_hash=transcript.hash_text(step.text),
-                answer_char_offset=None,
-                **meta,
-            )
-        )
+        requests.append(request(step.last, step.text, transcript.hash_text, start + len(requests), c, step.turn, step.kind, history))
         history.clear()
     return requests
 

@@ -12,27 +12,22 @@ from collections.abc import Callable
 
 from evalctl.client import Completion, CompletionClient
 
-OnComplete = Callable[[int, Completion], None]
-
 
 class ServedLM:
     def __init__(
         self,
         make_client: Callable[[], CompletionClient],
-        on_complete: OnComplete | None = None,
+        on_complete: Callable[[int, Completion], None] | None = None,
         chains: list[list[int]] | None = None,
     ):
-        """`chains` (indices into the requests `agenerate` gets): each chain sent in order, one request
-        after another's answer (a conversation's turns); default: every request on its own."""
+        """`chains`: indices into the requests, each chain sent one after another's answer (a conversation's turns)."""
         self.make_client = make_client
         self.chains = chains
         self.on_complete = on_complete
 
     async def agenerate(self, requests: list[tuple[str, dict]], stop: asyncio.Event | None = None) -> list[str]:
-        """Completions in request order; failures yield "" and reach `on_complete` as errors.
-
-        Once `stop` is set no new request is sent; unsent ones yield "" and no callback.
-        """
+        """Completions in request order; a failed or (once `stop` is set) unsent request yields "" (a failure reaches
+        `on_complete` as an error)."""
         texts = [""] * len(requests)
         async with self.make_client() as client:
             # A request's stop strings (the task's `until`) unless the settings fix them (the config's generation.stop).

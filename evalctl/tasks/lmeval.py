@@ -1,27 +1,17 @@
 """lm-eval's task machinery: prompts for each shot count, and scoring with the task's own filters.
 
-Any lm-eval `generate_until` task runs (`tasks.registry` says how one is named):
-- `gsm8k`: lm-eval's own; shots are train exemplars before each test question.
-- `prefix-recall`: evalctl's (`prefix_recall/`), generated from the seed; shots are the
-  records of the prefix, and every answer must be read back from them.
-- a task of the user's YAML (`--include-path DIR`, or the YAML's path as the task), its data
-  local through its own `dataset_path: json` and `data_files` (relative to the YAML's folder).
-Loglikelihood and multiple-choice tasks are refused: they score the server's log-probabilities
-of given continuations, which an OpenAI-style completion of generated text does not return.
+Any lm-eval `generate_until` task runs (`tasks.registry` says how one is named). Loglikelihood and
+multiple-choice tasks are refused: they score the server's log-probabilities of given continuations,
+which an OpenAI-style completion of generated text does not return.
 
-Metrics are the task's filters, named as the task names them (a registered task may rename
-them: gsm8k keeps `strict`/`flexible`); an answer is right when the task's first metric
-(`metric_list[0]`, e.g. exact_match) scores it 1. The first filter is the primary metric, the
-one the gate judges unless its policy names another.
+Metrics are the task's filters (a registered task may rename them); an answer is right when the
+task's first metric (`metric_list[0]`) scores it 1, and the first filter is the primary metric.
 
-Few-shot modes:
-- `shared`: one prefix for every question of a cell, lm-eval's `first_n` sampler (GSM8K: the
-  first k train examples). This is the default because it is what a prefix cache is for, and
-  what SGLang's own GSM8K check does: with one prefix per cell, cache on and off differ only in
-  whether the server reused it. prefix-recall: one list of k records, questions about keys
-  spread over its start, middle and end;
+Few-shot modes (exemplars from the few-shot split, scored questions from the test split):
+- `shared`: one prefix for every question of a cell (lm-eval's `first_n` sampler; prefix-recall:
+  one list of k records). The default: it is what a prefix cache is for, and what SGLang's own
+  GSM8K check does: cache on and off then differ only in whether the server reused the prefix;
 - `sampled`: a different prefix per question (lm-eval's default sampler).
-Exemplars always come from the task's few-shot split; scored questions from its test split.
 """
 
 from __future__ import annotations
@@ -31,7 +21,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,26 +47,20 @@ INVALID = "[invalid]"  # lm-eval's regex filter's answer when nothing matched
 class Score:
     """One response scored by every metric of the task: the extracted answer (None: none) and whether it is right."""
 
-    answers: dict[str, str | None] = field(default_factory=dict)
-    correct: dict[str, bool] = field(default_factory=dict)
+    answers: dict[str, str | None]
+    correct: dict[str, bool]
 
 
 def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _is_yaml_path(name: str) -> bool:
-    return name.endswith((".yaml", ".yml"))
-
-
 def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path, TaskSpec | None]:
-    """The task's name, its YAML file and its registered spec (None for a task of YAML alone).
-
-    Looked up in turn: a YAML path given as the task, the registry, `include_path`, lm-eval's own index.
-    """
+    """The task's name, its YAML file and its registered spec (None for a task of YAML alone), looked up in turn as a
+    YAML path given as the task, in the registry, in `include_path`, in lm-eval's own index."""
     from lm_eval.tasks import TaskManager
 
-    if _is_yaml_path(name):
+    if name.endswith((".yaml", ".yml")):
         path = Path(name)
         if not path.is_file():
             raise BadInput(f"task file {name} does not exist")
@@ -90,14 +74,9 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
             raise BadInput(f"task file {name} names no `task:`")
         name, include_path = declared, path.resolve().parent
     spec = registered_task(name)
-    if spec is not None:
-        folder = spec.yaml_dir
-    elif include_path is not None:
-        if not Path(include_path).is_dir():
-            raise BadInput(f"--include-path {include_path} is not a directory")
-        folder = Path(include_path)
-    else:
-        folder = None
+    folder = spec.yaml_dir if spec is not None else include_path
+    if spec is None and folder is not None and not Path(folder).is_dir():
+        raise BadInput(f"--include-path {include_path} is not a directory")
     # Index only the task's folder when known: scanning every lm-eval task takes seconds.
     manager = TaskManager(include_defaults=folder is None, include_path=str(folder) if folder else None)
     entry = manager.task_index.get(name)
@@ -106,7 +85,7 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
         raise BadInput(f"{name!r} is an lm-eval {kind} of tasks, not one task: evalctl runs one task per sweep; name one of its tasks")
     if entry is None or entry.yaml_path is None:
         where = f" in {folder}" if folder else " among evalctl's and lm-eval's tasks (or --include-path DIR of task YAML)"
-        known = sorted(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
+        known = list(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
         raise unknown_name("task", [name], sorted(set(known)), where)
     return name, Path(entry.yaml_path), spec
 
@@ -130,10 +109,8 @@ def _local_data_files(config: dict, yaml_dir: Path) -> None:
 
 
 def metric_names(config: dict, spec: TaskSpec | None) -> list[tuple[str, str]]:
-    """(filter name in the YAML, metric name in records) per filter, the primary first.
-
-    A task without filters is scored on its raw answer, named by its first metric.
-    """
+    """(filter name in the YAML, metric name in records) per filter, the primary first (no filters: the raw answer,
+    named by the first metric)."""
     aliases = spec.metric_names if spec else {}
     filters = [f["name"] for f in config.get("filter_list") or []]
     if not filters:
@@ -237,12 +214,8 @@ class LmEvalTask:
         return task
 
     def questions(self, limit: int | None) -> list[int] | None:
-        """The test questions (doc ids, ascending) `limit` keeps; None for all of them.
-
-        `shuffled`: the first `limit` of a permutation seeded by `limit_seed`, a random sample
-        of the test split, the same in every cell and run with that seed. `head`: the first
-        `limit`, which is what lm-eval's own --limit scores (kept to compare with it).
-        """
+        """The test questions (doc ids, ascending) `limit` keeps; None for all of them. `shuffled`: a random sample
+        seeded by `limit_seed`, the same in every cell and run; `head`: the first `limit`, as lm-eval's --limit."""
         total = len(self.task.eval_docs)
         if limit is None or limit >= total:
             return None
@@ -251,22 +224,14 @@ class LmEvalTask:
         return sorted(int(i) for i in np.random.default_rng(self.limit_seed).permutation(total)[:limit])
 
     def in_send_order(self, prompts: list[Prompt]) -> list[Prompt]:
-        """`prompts` in the order of the `limit_seed` permutation: any prefix is a random sample.
-
-        The sequential gate sends in this order, the same in every cell, so cells stopped at the
-        same look hold the same questions and stay paired. A fixed test split follows the
-        permutation `questions` takes its sample from; a generated task, whose questions are
-        numbered per shot count, a permutation of those numbers.
-        """
+        """`prompts` in the order of the `limit_seed` permutation (`questions`' own; a generated task's numbers per shot
+        count): any prefix is a random sample, and cells stopped at the same look hold the same questions."""
         total = max(p.doc_id for p in prompts) + 1 if self.generated else len(self.task.eval_docs)
         rank = np.argsort(np.random.default_rng(self.limit_seed).permutation(total))
         return sorted(prompts, key=lambda p: rank[p.doc_id])
 
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
-        """The scored prompts at `shots`; identical across cache modes and variants.
-
-        With a workload (`tasks.workloads`), its requests, built from the questions.
-        """
+        """The scored prompts at `shots`, identical across cache modes and variants: with a workload, its requests."""
         key = (shots, limit)
         if self.workload is None:
             return self.questions_at(shots, limit)

@@ -1,13 +1,10 @@
 """The task registry: the tasks evalctl knows by name, each registered by its own module.
 
-A task is an lm-eval `generate_until` task YAML. Three ways to name one:
-- a registered task (a `TaskSpec`): evalctl's own (`gsm8k`, `prefix-recall`) or a plug-in's (an
-  `evalctl.tasks` entry point naming its TaskSpec), which may add what YAML cannot say (metric
-  aliases, a packaged data copy);
-- a task in a folder of the user's YAML (`--include-path DIR`, lm-eval's `--include_path`), or
-  a task YAML path given as the task;
+A task is an lm-eval `generate_until` task YAML, named as one of:
+- a registered task (a `TaskSpec`: evalctl's own, or a plug-in's `evalctl.tasks` entry point), which may
+  add what YAML cannot say (metric aliases, a packaged data copy);
+- a task in a folder of the user's YAML (`--include-path DIR`), or a task YAML path given as the task;
 - any task lm-eval itself registers (its data from the hub, or a local copy via `--data-dir`).
-Only the first needs Python; the others are plain lm-eval task files.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["TASKS", "TaskSpec", "registered_task", "registered_tasks", "resolved_data_dir", "whole_target"]
 
 
-# evalctl's own tasks, imported on first look-up.
 TASKS: Registry[TaskSpec] = Registry(
     "task", ("evalctl.tasks.gsm8k:GSM8K", "evalctl.tasks.prefix_recall:PREFIX_RECALL"), key=lambda spec: spec.name
 )

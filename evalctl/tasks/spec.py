@@ -20,12 +20,8 @@ def whole_target(target: str) -> str:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What evalctl adds to a task's YAML.
-
-    `metric_names` renames the task's filters in records and reports (gsm8k keeps its run
-    folders' `strict`/`flexible`); unnamed filters keep the task's own name. A `generated` task
-    builds its documents from the seed and counts the prefix's records as shots (`min_shots` 1).
-    """
+    """What evalctl adds to a task's YAML: `metric_names` renames its filters in records and reports (unnamed ones
+    keep the task's name); a `generated` task builds its documents from the seed (no data files)."""
 
     name: str
     yaml_dir: Path  # the folder holding the task's YAML (lm-eval indexes only this folder)
@@ -59,8 +55,8 @@ class Prompt:
 
 @dataclass(frozen=True)
 class Workload:
-    """A named way to send a task's questions: `build(prompts, transcript, config)` -> the cell's requests, in send
-    order per conversation (`Prompt.conversation` groups what must go one after another's answer)."""
+    """A named way to send a task's questions: the cell's requests, in send order per conversation
+    (`Prompt.conversation` groups what must go one after another's answer)."""
 
     name: str
     summary: str

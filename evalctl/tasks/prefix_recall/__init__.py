@@ -1,7 +1,6 @@
 """prefix-recall: lm-eval task config (prefix-recall.yaml) and its seeded document generator (generate.py).
 
-Registered as a generated task: no data files, and the shots axis counts the prefix's records,
-so a prompt needs at least one record to ask about.
+The shots axis counts the prefix's records, so a prompt needs at least one record to ask about.
 """
 
 from pathlib import Path

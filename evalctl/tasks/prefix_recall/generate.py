@@ -1,17 +1,13 @@
 """Generated documents of the prefix-recall task: records in a prefix, questions about them.
 
-lm-eval loads this file by path (`custom_dataset: !function generate.dataset` in
-prefix-recall.yaml), so it imports nothing from evalctl. Everything is derived from
-the seed: the same (records, mode, seed) gives the same prompts in every cell and run.
+lm-eval loads this file by path (prefix-recall.yaml's `custom_dataset`), so it imports nothing from evalctl.
+The same (records, mode, seed) gives the same prompts in every cell and run.
 
-- `shared`: one prefix of `records` records; question j asks the record at position
-  `spread_order(records)[j]`, so any first n questions cover start, middle and end alike.
-  A cell asking more `questions` than a list has records gets more lists, each shared by
-  `records` questions in turn (question j asks list j // records): short prefixes, each
-  cached once and read back many times, without asking a record twice.
-- `sampled`: question j gets its own prefix, drawn from (seed, j), and asks the record
-  at position `spread_order(records)[j % records]`: a short prompt the model recalls well,
-  asked as often as a paired test across load levels needs.
+- `shared`: one prefix of `records` records; question j asks record `spread_order(records)[j]`, so any
+  first n questions cover start, middle and end alike. More `questions` than records get more lists
+  (question j asks list j // records): short prefixes, each cached once and read back many times.
+- `sampled`: question j gets its own prefix, drawn from (seed, j), and asks record
+  `spread_order(records)[j % records]`: a short prompt, asked as often as a paired test needs.
 """
 
 from __future__ import annotations
@@ -51,10 +47,8 @@ def _van_der_corput(n: int) -> list[int]:
 
 
 def spread_order(n: int) -> list[int]:
-    """Every record index once: start, middle and end in turn, each third spread evenly within.
-
-    So the first m questions of any prefix split equally over the thirds (to within one).
-    """
+    """Every record index once: start, middle and end in turn, each third spread evenly within (so any first m
+    questions split equally over the thirds, to within one)."""
     thirds = [[i for i in _van_der_corput(n) if position_bin(i, n) == p] for p in POSITIONS]
     return [i for turn in itertools.zip_longest(*thirds) for i in turn if i is not None]
 

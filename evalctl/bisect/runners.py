@@ -29,7 +29,8 @@ def sweep_step(
         if run.manifest.status in ("complete", "failed"):
             return existing, list(run.manifest.failures)
         config, resumed = resume_config(existing, config, {})
-    result = Sweep(config, progress=progress, shutdown=shutdown, resume=resumed).run()
+    with Sweep(config, progress=progress, shutdown=shutdown, resume=resumed) as sweep:  # the writer lock released after
+        result = sweep.run()
     return result.run_dir, result.failures
 
 

@@ -119,7 +119,7 @@ def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str,
             f"cannot resume {run_dir}: the config differs from the recorded one in {', '.join(changed)};"
             " records would mix incompatible settings (start a new run instead)"
         )
-    if manifest.data_fingerprint != data_fingerprint(resolved_data_dir(given)):
+    if manifest.data_fingerprint != data_fingerprint(resolved_data_dir(given.task, given.data_dir)):
         raise ConfigError(f"cannot resume {run_dir}: the dataset files differ from the ones the run started with")
     return given, run
 

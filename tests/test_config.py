@@ -97,7 +97,7 @@ def test_model_or_config_exactly_one(tmp_path):
 def test_data_dir_from_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path))
     cfg = load_config(config_file=write(tmp_path, MINIMAL))
-    assert resolved_data_dir(cfg) == tmp_path
+    assert resolved_data_dir(cfg.task, cfg.data_dir) == tmp_path
 
 
 def test_the_default_is_prefix_recall_and_gsm8k_brings_its_own_settings_under_the_cli():

@@ -58,7 +58,7 @@ def test_the_config_names_the_task_and_its_folder(my_tasks: Path):
         "test",
     )
     assert config.task == "capitals" and config.include_path == my_tasks
-    assert resolved_data_dir(config) is None  # the task reads the data its YAML names
+    assert resolved_data_dir(config.task, config.data_dir) is None  # the task reads the data its YAML names
 
 
 def test_loglikelihood_tasks_and_groups_are_refused_with_the_guides_error(my_tasks: Path):

@@ -24,8 +24,9 @@ def test_packaged_files_match_the_sha256_their_source_note_pins():
 def test_the_packaged_copy_is_the_default_and_the_hub_one_option_away(monkeypatch):
     monkeypatch.delenv("EVALCTL_DATA_DIR", raising=False)
     config = load_config(model="smollm2-135m", overrides={"task": "gsm8k"})
-    assert resolved_data_dir(config) == packaged_data_dir("gsm8k")
-    assert data_fingerprint(resolved_data_dir(config)) is not None  # what the manifest records
-    assert resolved_data_dir(load_config(model="smollm2-135m", overrides={"task": "gsm8k", "data_dir": "hub"})) is None
+    assert resolved_data_dir(config.task, config.data_dir) == packaged_data_dir("gsm8k")
+    assert data_fingerprint(resolved_data_dir(config.task, config.data_dir)) is not None  # what the manifest records
+    hub = load_config(model="smollm2-135m", overrides={"task": "gsm8k", "data_dir": "hub"})
+    assert resolved_data_dir(hub.task, hub.data_dir) is None
     monkeypatch.setenv("EVALCTL_DATA_DIR", "hub")
-    assert resolved_data_dir(load_config(model="smollm2-135m", overrides={"task": "gsm8k"})) is None
+    assert resolved_data_dir(config.task, config.data_dir) is None

@@ -122,4 +122,4 @@ def test_zero_records_is_refused():
 def test_generated_task_reads_no_data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_DATA_DIR", str(tmp_path / "missing"))
     cfg = config_from_dict({"model": "m", "task": "prefix-recall", "shots": [8], "servers": [{"name": "a", "model_path": "x"}]}, None, "t")
-    assert resolved_data_dir(cfg) is None  # no GSM8K fingerprint in a recall run's manifest
+    assert resolved_data_dir(cfg.task, cfg.data_dir) is None  # no GSM8K fingerprint in a recall run's manifest

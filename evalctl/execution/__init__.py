@@ -82,7 +82,7 @@ class Sweep:
 
     def run(self) -> SweepResult:
         # GPUs, task, data and prompts first: bad input fails before anything is written or launched.
-        gpus = gpu_assignment(self.config)
+        gpus = gpu_assignment(self.config.servers, self.config.gpus)
         plan = build(self.config)
         baseline = sequential_baseline(self.config, plan.cells)
         for variant in self.config.active_variants():

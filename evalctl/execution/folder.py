@@ -67,7 +67,7 @@ class RunFolder:
             evalctl=evalctl_info(),
             host=host_info(),
             config=redact_config(config.model_dump(mode="json")),
-            data_fingerprint=data_fingerprint(resolved_data_dir(config)),
+            data_fingerprint=data_fingerprint(resolved_data_dir(config.task, config.data_dir)),
             metrics=plan.task.metric_names,
             plan=plan.record(),
         )

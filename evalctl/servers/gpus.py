@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 
 from evalctl.errors import ConfigError
-from evalctl.schema import ServerProfile, SweepConfig
+from evalctl.schema import ServerProfile
 
 
 def visible_gpus(configured: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[list[str], str]:
@@ -74,9 +74,9 @@ def placeholder_gpus(profiles: Sequence[ServerProfile]) -> list[str]:
     return pinned + [f"$GPU{i}" for i in range(free)]
 
 
-def gpu_assignment(config: SweepConfig, environ: Mapping[str, str] | None = None) -> dict[str, list[str]]:
-    """The sweep's assignment; looks for GPUs only when a profile needs them."""
-    if not any(p.gpus_needed() for p in config.servers):
+def gpu_assignment(servers: list[ServerProfile], gpus: list[str] | None, environ: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """The sweep's assignment of its `gpus` (None: the visible ones) to its servers; looks for GPUs only when one needs them."""
+    if not any(p.gpus_needed() for p in servers):
         return {}
-    visible, source = visible_gpus(config.gpus, environ)
-    return assign_gpus(config.servers, visible, source)
+    visible, source = visible_gpus(gpus, environ)
+    return assign_gpus(servers, visible, source)

@@ -31,11 +31,11 @@ class LaunchPreview:
 def preview_launches(config: SweepConfig, launches: Iterable[ServerLaunch]) -> tuple[Iterator[LaunchPreview], str | None]:
     """Each launch's preview, made as it is read (one that fails comes after those before it), and a
     note when GPU ids are placeholders ($GPU0, ...: no GPU is visible here)."""
-    note = None
-    if config.gpus is None and any(p.gpus_needed() for p in config.servers) and not visible_gpus()[0]:
+    gpus, note = config.gpus, None
+    if gpus is None and any(p.gpus_needed() for p in config.servers) and not visible_gpus()[0]:
         # A preview is planned where there are no GPUs (laptop, login node): show where the ids go.
-        config, note = config.model_copy(update={"gpus": placeholder_gpus(config.servers)}), NO_GPU_NOTE
-    assignment = gpu_assignment(config)
+        gpus, note = placeholder_gpus(config.servers), NO_GPU_NOTE
+    assignment = gpu_assignment(config.servers, gpus)
     return (_preview(launch, assignment.get(launch.profile.name, [])) for launch in launches), note
 
 

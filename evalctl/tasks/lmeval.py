@@ -327,7 +327,7 @@ def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
     return LmEvalTask(
         config.task,
         include_path=config.include_path,
-        data_dir=resolved_data_dir(config),
+        data_dir=resolved_data_dir(config.task, config.data_dir),
         fewshot=fewshot or config.fewshot,
         seed=config.generation.seed,
         limit_order=config.limit_order,

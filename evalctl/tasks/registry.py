@@ -17,7 +17,7 @@ from evalctl.registry import Registry
 from evalctl.tasks.spec import TaskSpec, whole_target
 
 if TYPE_CHECKING:
-    from evalctl.schema import SweepConfig
+    pass
 
 # A plug-in imports TaskSpec (and whole_target) from here.
 __all__ = ["TASKS", "TaskSpec", "registered_task", "registered_tasks", "resolved_data_dir", "whole_target"]
@@ -41,16 +41,16 @@ DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
 
 
-def resolved_data_dir(config: SweepConfig) -> Path | None:
-    """The local copy the task reads (the packaged one unless another is named); None for the hub
-    and for generated tasks (built from the seed: no data files to read or fingerprint)."""
-    spec = registered_task(config.task)
+def resolved_data_dir(task: str, data_dir: Path | None) -> Path | None:
+    """The local copy `task` reads (the packaged one unless `data_dir` or the environment names another); None for the
+    hub and for generated tasks (built from the seed: no data files to read or fingerprint)."""
+    spec = registered_task(task)
     if spec is not None and spec.generated:
         return None
     # The environment's copy is for evalctl's registered tasks; a task of YAML reads what its YAML names.
-    chosen = config.data_dir if config.data_dir is not None else os.environ.get(DATA_DIR_ENV) if spec is not None else None
+    chosen = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) if spec is not None else None
     if chosen is None:
         from evalctl.datasets import packaged_data_dir
 
-        return packaged_data_dir(config.task) if spec is not None and spec.packaged_data else None
+        return packaged_data_dir(task) if spec is not None and spec.packaged_data else None
     return None if str(chosen) == HUB_DATA else Path(chosen)

@@ -63,6 +63,6 @@ def test_visible_gpus_sources(monkeypatch):
 
 def test_sweep_assignment_uses_physical_ids_from_the_environment():
     cfg = SweepConfig(model="m", servers=[profile("a", 2), profile("b", 1)])
-    assert gpu_assignment(cfg, {"CUDA_VISIBLE_DEVICES": "4,5,6"}) == {"a": ["4", "5"], "b": ["6"]}
+    assert gpu_assignment(cfg.servers, cfg.gpus, {"CUDA_VISIBLE_DEVICES": "4,5,6"}) == {"a": ["4", "5"], "b": ["6"]}
     cpu_only = SweepConfig(model="m", servers=[profile("cpu", engine="llamacpp")])
-    assert gpu_assignment(cpu_only, {"CUDA_VISIBLE_DEVICES": ""}) == {}
+    assert gpu_assignment(cpu_only.servers, cpu_only.gpus, {"CUDA_VISIBLE_DEVICES": ""}) == {}

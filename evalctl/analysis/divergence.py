@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -135,20 +135,7 @@ def token_pairs(comparison: Comparison) -> pd.DataFrame:
     rows = []
     for _, row in pairs.iterrows():
         pair = compare_tokens(read_logprobs(row["logprobs"]) or (), read_logprobs(row["logprobs_ref"]) or ())
-        rows.append(
-            {
-                **{k: row[k] for k in CELL_KEYS},
-                "doc_id": row["doc_id"],
-                "turn": row.get("turn"),
-                "turn_kind": row.get("turn_kind"),
-                "prompt_tokens": row["prompt_tokens"],
-                "cached_tokens": row["cached_tokens"],
-                "exact": pair.exact,
-                "first_divergence": pair.first_divergence,
-                "positions": pair.positions,
-                "divergence": pair.divergence,
-            }
-        )
+        rows.append({**{k: row.get(k) for k in PAIR_COLUMNS}, **asdict(pair)})  # turn, turn_kind: a conversation's
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 

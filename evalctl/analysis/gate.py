@@ -111,13 +111,9 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
     checks: list[Check] = []
     for check in registered_checks(inputs.policy):
         check.settings_of(inputs.policy)  # a bad section fails before any finding
-        mine = [c if c.family is not None else _with_family(c, check.family) for c in check.results(inputs)]
+        mine = [c if c.family is not None else replace(c, family=check.family) for c in check.results(inputs)]
         checks = check.revise(inputs, checks) + mine
     cliff_table = cliffs(run.samples, inputs.policy)  # where accuracy departs: described, never a verdict
     verdict = verdict_of(c.status for c in checks)
     evidence = deciding_evidence(verdict, checks, inputs.comparisons)
     return GateResult(verdict, inputs.policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table, evidence)
-
-
-def _with_family(check: Check, family: str | None) -> Check:
-    return replace(check, family=family) if family is not None else check

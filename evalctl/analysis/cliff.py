@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 
-from evalctl.analysis.lengths import length_bins
+from evalctl.analysis.lengths import length_bin
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_p
 from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
@@ -71,13 +70,12 @@ def paired_by_length(
     if pairs.empty:
         return pd.DataFrame(columns=BIN_COLUMNS)
     col = f"{primary_metric(pairs, metric)}_correct"
-    edges = length_bins(pairs[column], n_bins)
-    idx = np.clip(np.digitize(pairs[column].astype(float), edges) - 1, 0, len(edges) - 2)
+    bin_lo, bin_hi = length_bin(pairs[column], n_bins)
     data = pd.DataFrame(
         {
             **{k: pairs[k].to_numpy() for k in GROUP},
-            "bin_lo": edges[idx].astype(int),
-            "bin_hi": edges[idx + 1].astype(int),
+            "bin_lo": bin_lo,
+            "bin_hi": bin_hi,
             "tokens": pairs[column].astype(int).to_numpy(),
             "doc_id": pairs["doc_id"].to_numpy(),
             "ref": pairs[f"{col}_ref"].astype(bool).to_numpy(),

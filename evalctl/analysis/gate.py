@@ -75,16 +75,11 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
 
 
 def baseline_variant(manifest: Manifest) -> str | None:
-    """The config's first variant is the baseline the others are compared with."""
-    return _first_name(manifest, "variants")
+    return _first_named(manifest, "variants")
 
 
-def baseline_profile(manifest: Manifest) -> str | None:
-    """The config's first server profile is the reference the others are compared with."""
-    return _first_name(manifest, "servers")
-
-
-def _first_name(manifest: Manifest, section: str) -> str | None:
+def _first_named(manifest: Manifest, section: str) -> str | None:
+    """The config's first entry of `section` (variants, servers): the reference the others are compared with."""
     entries = manifest.config.get(section) or []
     return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
 
@@ -92,7 +87,7 @@ def _first_name(manifest: Manifest, section: str) -> str | None:
 def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateInputs:
     """What every check reads; the policy's metric resolved to the run's (default: its task's first)."""
     policy = policy.for_run(run)
-    comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_profile(run.manifest))
+    comparisons = within_run(run.samples, baseline_variant(run.manifest), _first_named(run.manifest, "servers"))
     if baseline is not None:
         baseline.metric(policy.metric)  # scored the same way (a derived metric's columns added)
         comparisons.append(between_runs(baseline.samples, run.samples))

@@ -22,6 +22,13 @@ def length_bins(tokens: pd.Series, n_bins: int = 6) -> np.ndarray:
     return edges if len(edges) > 1 else np.array([lo, hi + 1])
 
 
+def length_bin(tokens: pd.Series, n_bins: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """Each length's bin over `length_bins`' edges: its lower and upper (exclusive) edge."""
+    edges = length_bins(tokens, n_bins)
+    idx = np.clip(np.digitize(tokens.astype(float), edges) - 1, 0, len(edges) - 2)
+    return edges[idx].astype(int), edges[idx + 1].astype(int)
+
+
 def accuracy_by_length(
     df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None, metric: Metric | None = None
 ) -> pd.DataFrame:
@@ -30,10 +37,7 @@ def accuracy_by_length(
     data = df[df[column].notna()].copy()
     if data.empty:
         return accuracy_table(data.assign(bin=[], bin_lo=[], bin_hi=[]), by=[*by, "bin_lo", "bin_hi"], metric=metric)
-    edges = length_bins(data[column], n_bins)
-    idx = np.clip(np.digitize(data[column].astype(float), edges) - 1, 0, len(edges) - 2)
-    data["bin_lo"] = edges[idx].astype(int)
-    data["bin_hi"] = edges[idx + 1].astype(int)
+    data["bin_lo"], data["bin_hi"] = length_bin(data[column], n_bins)
     table = accuracy_table(data, by=[*by, "bin_lo", "bin_hi"], metric=metric)
     table.insert(len(by), "bin", [f"{lo}-{hi}" for lo, hi in zip(table["bin_lo"], table["bin_hi"])])
     return table

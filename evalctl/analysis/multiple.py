@@ -1,13 +1,6 @@
-"""Multiple-comparison adjustment of p-values.
-
-A sweep (few-shot counts x cache settings x tasks) runs many paired tests at
-once; at alpha = 0.05, twenty independent null comparisons produce one false
-"regression" on average. Adjusted p-values let the gate keep its error rate
-over the whole sweep rather than per cell.
-
-`holm` returns adjusted p-values in the input order, so they can be
-compared directly with alpha (reject where adjusted <= alpha).
-"""
+"""Holm's multiple-comparison adjustment: at alpha = 0.05, twenty independent null comparisons
+make one false "regression" on average; adjusted p-values (in input order, reject where
+adjusted <= alpha) keep the error rate over the whole sweep rather than per cell."""
 
 from __future__ import annotations
 
@@ -17,15 +10,10 @@ import numpy as np
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni step-down adjusted p-values (family-wise error rate).
+    """Holm-Bonferroni step-down adjusted p-values: the chance of even one false rejection stays <= alpha
+    under any dependence between the tests, uniformly more powerful than Bonferroni.
 
-    Use it when any single false regression verdict is costly: it controls the
-    probability of even one false rejection, under any dependence between the
-    tests, and is uniformly more powerful than plain Bonferroni.
-
-    With sorted p_(1) <= ... <= p_(m), adjusted_(i) = max_{j<=i} min(1,
-    (m - j + 1) p_(j)); the running maximum keeps the adjusted values in the
-    same order as the raw ones.
+    With sorted p_(1) <= ... <= p_(m), adjusted_(i) = max_{j<=i} min(1, (m - j + 1) p_(j)).
     """
     p = np.asarray(p_values, dtype=float)
     if p.ndim != 1:

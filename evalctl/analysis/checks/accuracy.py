@@ -99,17 +99,14 @@ def _differential_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
     return drop_reason(row, policy, tests, shares, "excess", "excess")
 
 
-def _is_differential(kind: str, cache: str, policy: GatePolicy) -> bool:
-    return kind == "variant" and cache == "on" and replaces_cache_accuracy(policy)
-
-
 def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataFrame:
     """The paired table of every comparison, each row with the tolerance it is judged at: the floor margin for a
     differential, else the task's; a variant's cache-off cells under an agreement floor left out (module docstring)."""
     table = paired_table(comparisons, policy.metric)
-    if replaces_cache_accuracy(policy):
+    floor = replaces_cache_accuracy(policy)
+    if floor:
         table = table[~((table["kind"] == "variant") & (table["cache"] == "off"))].reset_index(drop=True)
-    differential = [_is_differential(k, c, policy) for k, c in zip(table["kind"], table["cache"])]
+    differential = [floor and k == "variant" and c == "on" for k, c in zip(table["kind"], table["cache"])]
     tolerance = [policy.floor_margin if d else policy.max_accuracy_drop for d in differential]
     return with_drop_decisions(table.assign(differential=differential), tolerance, policy.alpha, policy.min_n)
 

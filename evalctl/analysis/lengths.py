@@ -29,15 +29,13 @@ def length_bin(tokens: pd.Series, n_bins: int = 6) -> tuple[np.ndarray, np.ndarr
     return edges[idx].astype(int), edges[idx + 1].astype(int)
 
 
-def accuracy_by_length(
-    df: pd.DataFrame, column: str = "prompt_tokens", n_bins: int = 6, by: list[str] | None = None, metric: Metric | None = None
-) -> pd.DataFrame:
-    """Accuracy per (group, length bin); `column` is prompt_tokens or cached_tokens."""
-    by = by or CellKey.columns("shots", "pass_index")
-    data = df[df[column].notna()].copy()
+def accuracy_by_length(df: pd.DataFrame, n_bins: int = 6, metric: Metric | None = None) -> pd.DataFrame:
+    """Accuracy per (profile, variant, cache, concurrency, prompt-token bin), over all shot counts and passes."""
+    by = CellKey.columns("shots", "pass_index")
+    data = df[df["prompt_tokens"].notna()].copy()
     if data.empty:
         return accuracy_table(data.assign(bin=[], bin_lo=[], bin_hi=[]), by=[*by, "bin_lo", "bin_hi"], metric=metric)
-    data["bin_lo"], data["bin_hi"] = length_bin(data[column], n_bins)
+    data["bin_lo"], data["bin_hi"] = length_bin(data["prompt_tokens"], n_bins)
     table = accuracy_table(data, by=[*by, "bin_lo", "bin_hi"], metric=metric)
     table.insert(len(by), "bin", [f"{lo}-{hi}" for lo, hi in zip(table["bin_lo"], table["bin_hi"])])
     return table

@@ -1,24 +1,18 @@
 """Did the prefix cache do what each cell's label says? The `cache-engaged` gate check.
 
-A "cache on" cell whose cache never engaged (a server started with it off, a proxy that
-strips it, blocks larger than the shared prefix) makes every comparison resting on it
-meaningless: it compares cache off with cache off. So for each cell the sweep recorded the
-few-shot prefix its prompts share (`servers[].cells[].shared_prefix_chars` in the manifest),
-and this module compares the tokens the engine reported as cached with that expectation:
+A "cache on" cell whose cache never engaged (a server started with it off, a proxy that strips it,
+blocks larger than the shared prefix) makes every comparison resting on it compare cache off with
+cache off. The manifest records each cell's shared few-shot prefix (`servers[].cells[].shared_prefix_chars`):
 
-- expected cached tokens per request: the shared prefix's tokens as the server's tokenizer counted
-  them before the cell (`shared_prefix_tokens`); without that count, its prompt tokens times the
-  shared share of its characters (tokens per character taken from the request);
-- reported cached tokens: the records' `cached_tokens`, or, when the engine reports none
-  per request, the delta of its `/metrics` cached-token counter over the cell;
-- a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block
-  granularity and the first cold requests); a cache-off cell must report at most
-  `MAX_OFF` x expected. A cache-on cell short of it names why: warm requests whose first
-  attempt failed and whose retry came back with no cached tokens (the records keep every
-  attempt), else a cache that did not engage at all, else one that engaged on too few tokens.
+- expected cached tokens per request: the prefix's tokens as the server's tokenizer counted them
+  (`shared_prefix_tokens`), else its prompt tokens times the prefix's share of its characters;
+- reported: the records' `cached_tokens`, else the delta of the engine's `/metrics` counter over the cell;
+- a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block granularity
+  and the first cold requests); a cache-off cell may report at most `MAX_OFF` x expected.
 
-A cell that fails is `inconclusive` with the reason, and so is every accuracy and throughput
-check of a comparison with that cell on either side (`rests_on_failed`): never a pass.
+A cell that fails is inconclusive, saying why (cold retries first, else no engagement, else too
+few tokens), and so is every accuracy and throughput check of a comparison with that cell on
+either side (`rests_on_failed`): never a pass.
 """
 
 from __future__ import annotations
@@ -38,11 +32,6 @@ from evalctl.schema import CacheMode
 MIN_ENGAGED = 0.5
 MAX_OFF = 0.05
 ENGAGEMENT_COLUMNS = [*CELL_KEYS, "expected_tokens", "reported_tokens", "source", "ok", "reason"]
-
-
-def _cell_entries(manifest: Manifest) -> dict[CellKey, CellEntry]:
-    """Each cell -> the manifest's log of it (last one wins, as after a restart)."""
-    return {server.cell_of(entry): entry for server in manifest.servers for entry in server.cells}
 
 
 def _metrics_delta(entry: CellEntry) -> float | None:
@@ -65,7 +54,7 @@ def _short_of_engaged(answered: pd.DataFrame, reported: float) -> str:
 
 def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """One row per cell with a shared prefix: expected and reported cached tokens, and whether the cell's label holds."""
-    entries = _cell_entries(manifest)
+    entries = {server.cell_of(entry): entry for server in manifest.servers for entry in server.cells}  # the last start's log
     rows = []
     for key, group in CellKey.groups(samples):
         shared = entries[key].shared_prefix_chars if key in entries else None

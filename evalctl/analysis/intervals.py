@@ -63,29 +63,24 @@ def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0
 def skew_corrected_score(
     b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0, skew: bool = True
 ) -> Any:
-    """Tango's score statistic with a Cornish-Fisher correction for the skew of b - c.
+    """Tango's score statistic with a Cornish-Fisher correction for the skew of b - c (`skew=False`: Tango's own).
 
-    The flip difference S = b - c is a sum of n outcomes X in {-1, 0, 1}; under H0: drop =
-    delta0, fitted as Tango does (constrained MLE, `constrained_flip_rate`), each has variance
-    v = D - delta0^2 and third cumulant k3 = delta0 (1 - 3 D + 2 delta0^2), D = p_b + p_c. The
-    one-term Cornish-Fisher expansion puts the z-quantile of S at n delta0 + sqrt(n v) z +
-    (k3 / v)(z^2 - 1) / 6, so the test rejects at z when the numerator b - c - n delta0 -
-    continuity exceeds sqrt(n v) z + g (z^2 - 1) / 6, g = k3 / v. The returned z* solves that
-    equality (the root on the branch that meets Tango's z as g -> 0), so comparing z* with
-    any critical value (a fixed-n z_alpha, a group-sequential boundary) applies the corrected
-    test at that level. This is the skewness correction Gart & Nam (1988, Biometrics 44:323)
-    brought to score tests for proportions, in Laud's (2017, Pharm Stat 16:334) form.
+    S = b - c sums n outcomes X in {-1, 0, 1}; under H0 drop = delta0, fitted as Tango does (constrained MLE,
+    `constrained_flip_rate`), each has variance v = D - delta0^2 and third cumulant k3 = delta0 (1 - 3 D +
+    2 delta0^2), D = p_b + p_c. The one-term Cornish-Fisher expansion puts S's z-quantile at n delta0 +
+    sqrt(n v) z + g (z^2 - 1) / 6, g = k3 / v, so the test rejects at z when b - c - n delta0 - continuity
+    exceeds sqrt(n v) z + g (z^2 - 1) / 6. z* solves that equality (the root on the branch that meets Tango's
+    z as g -> 0), so comparing z* with any critical value (a fixed-n z_alpha, a group-sequential boundary)
+    applies the corrected test at that level: Gart & Nam's (1988, Biometrics 44:323) skewness correction for
+    score tests of proportions, in Laud's (2017, Pharm Stat 16:334) form.
 
-    Without it the score test's upper tail is too light when the flips go one way (a
-    deterministic engine, D near delta0, g near 1): far in the tail, where Holm tests the
-    first of 20 cells at alpha / 20, its size was up to 1.9 times nominal. The correction
-    vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real root (a
-    numerator far out on the side the parabola bends away from, beyond any critical value
-    used) z* goes on linearly from the vertex, so it stays monotone in b - c.
-
-    Where the null variance vanishes (delta0 = +-1, or no flips at delta0 = 0) z* is +-inf by
-    the numerator's sign, 0 when the numerator vanishes too. `continuity` is subtracted from the
-    numerator. Scalars give a float; arrays broadcast.
+    Without it the upper tail is too light when the flips go one way (a deterministic engine, D near delta0,
+    g near 1): far in the tail, where Holm tests the first of 20 cells at alpha / 20, the size was up to 1.9
+    times nominal. The correction vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real
+    root (a numerator far out on the side the parabola bends away from, beyond any critical value used) z*
+    goes on linearly from the vertex, so it stays monotone in b - c. Where the null variance vanishes (delta0
+    = +-1, or no flips at delta0 = 0) z* is +-inf by the numerator's sign, 0 when that vanishes too. Scalars
+    give a float; arrays broadcast.
     """
     b, c, n, d = _counts(b, c, n_pairs, delta0)
     p_c = constrained_flip_rate(b, c, n, d)

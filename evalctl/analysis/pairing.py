@@ -1,16 +1,11 @@
 """Pair cells that answered the same questions, and test them with exact McNemar.
 
-A *comparison* names a reference and a candidate slice of a frame and the cell
-keys that must match between them: cache on vs off matches profile, variant,
-shots, concurrency and pass; a concurrency level vs the lowest, everything but the level;
-pass k vs pass 1 matches everything but the pass; profile vs the first profile
-(another engine or hardware on the same questions) everything but the profile. The same
-comparison serves sample frames (paired per question) and per-cell tables such
-as throughput (matched per cell), so the two never disagree on what is paired.
-
-After matching, the candidate's cell keys keep their names and the reference's
-differing keys get a `_ref` suffix, so every result row is labelled by the
-candidate cell it judges.
+A *comparison* names a reference and a candidate slice of a frame and the cell keys that must
+match between them (cache on vs off: all but the cache; a concurrency level vs the lowest: all but
+the level; and so on). The same comparison pairs sample frames per question and per-cell tables
+(throughput) per cell, so the two never disagree on what is paired. After matching, the
+candidate's columns keep their names and the reference's get a `_ref` suffix: every result row is
+labelled by the candidate cell it judges.
 """
 
 from __future__ import annotations

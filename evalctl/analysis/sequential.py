@@ -149,17 +149,12 @@ class Design:
 
 @dataclass(frozen=True)
 class Decisions:
-    """Per cell (arrays shaped like the counts without the looks axis), what `decide` found.
+    """Per cell (arrays shaped like the counts without the looks axis), what `decide` found."""
 
-    `look` is the look a cell was decided at (-1 while running); `by_e_process` says whether a
-    regression was shown by the e-process rather than the group-sequential bound; `drift` that
-    the homogeneity test found the drop changing along the send order by then (`drift_flags`).
-    """
-
-    status: np.ndarray
-    look: np.ndarray
-    by_e_process: np.ndarray
-    drift: np.ndarray
+    status: np.ndarray  # CellStatus
+    look: np.ndarray  # the look a cell was decided at (-1 while running)
+    by_e_process: np.ndarray  # a regression shown by the e-process rather than the group-sequential bound
+    drift: np.ndarray  # the drop seen changing along the send order by then (`drift_flags`)
 
 
 def spending(t: ArrayLike, alpha: float, gamma: float) -> np.ndarray:

@@ -1,11 +1,8 @@
 """Warm-vs-cold disagreement against the A/A arm's cold-vs-cold floor (policy `agreement_floor: aa`), a Holm family per build.
 
-The rule, its guarantee and what it assumes: `analysis.floor`. Off unless the policy asks for it.
-
-Each build (variant) is its own family: a build's floor verdict is the one it gets when swept alone,
-whatever other builds share its sweep (a candidate beside its baseline is signed off as it would be
-by itself). The price is stated in `analysis.gate`: alpha more of the run's false-regression bound
-per build judged.
+The rule, its guarantee and what it assumes: `analysis.floor`. Off unless the policy asks for it. A build's
+verdict is the one it gets when swept alone; the price (alpha more of the run's false-regression bound per
+build judged) is stated in `analysis.gate`.
 """
 
 from __future__ import annotations

@@ -10,22 +10,17 @@ from evalctl.cell import CellKey
 from evalctl.records import Metric
 
 
-def length_bins(tokens: pd.Series, n_bins: int = 6) -> np.ndarray:
-    """Bin edges over the observed prompt lengths, rounded to 64 tokens for readable labels."""
-    values = tokens.dropna().astype(float)
-    if values.empty:
-        return np.array([0.0, 1.0])
-    lo, hi = float(values.min()), float(values.max())
+def length_bin(tokens: pd.Series, n_bins: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """Each length's bin, its lower and upper (exclusive) edge; edges over the observed lengths, rounded to 64 tokens
+    for readable labels."""
+    values = tokens.astype(float)
+    lo, hi = (float(values.min()), float(values.max())) if values.notna().any() else (0.0, 0.0)
     edges = np.unique(np.round(np.linspace(lo, hi, n_bins + 1) / 64) * 64)
     edges[0] = min(edges[0], lo)
     edges[-1] = max(edges[-1], hi) + 1  # right-open bins must hold the maximum
-    return edges if len(edges) > 1 else np.array([lo, hi + 1])
-
-
-def length_bin(tokens: pd.Series, n_bins: int = 6) -> tuple[np.ndarray, np.ndarray]:
-    """Each length's bin over `length_bins`' edges: its lower and upper (exclusive) edge."""
-    edges = length_bins(tokens, n_bins)
-    idx = np.clip(np.digitize(tokens.astype(float), edges) - 1, 0, len(edges) - 2)
+    if len(edges) < 2:
+        edges = np.array([lo, hi + 1])
+    idx = np.clip(np.digitize(values, edges) - 1, 0, len(edges) - 2)
     return edges[idx].astype(int), edges[idx + 1].astype(int)
 
 

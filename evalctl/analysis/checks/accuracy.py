@@ -36,21 +36,27 @@ MDE_POWER = 0.8
 DIFFERENTIAL_METRIC = "agreement: warm-vs-cold disagreement beyond the baseline build's"
 
 
-def drop_figures(row: Any, min_n: int) -> dict[str, Any]:
-    """A drop-rule row's figures as a check reports them: the drop (b - c) / n, its tolerance, tests and flips, and
-    the interval that inverts the tests where the rule judged the cell (at least `min_n` pairs)."""
+def drop_check(row: Any, min_n: int, name: str, kind: str, status: str, reason: str, **fields: Any) -> Check:
+    """A drop-rule row's finding on its cell: the drop (b - c) / n, its tolerance, tests and flips, and the interval
+    that inverts the tests where the rule judged the cell (at least `min_n` pairs); `fields` the rest of the `Check`."""
     judged = row["n"] >= min_n
-    return {
-        "value": (int(row["b"]) - int(row["c"])) / int(row["n"]),
-        "threshold": float(row["tolerance"]),
-        "p_value": float(row["p_beyond"]),
-        "p_adjusted": float(row["p_adjusted"]),
-        "lower": float(row["rule_lower"]) if judged else None,
-        "upper": float(row["rule_upper"]) if judged else None,
-        "b": int(row["b"]),
-        "c": int(row["c"]),
-        "n": int(row["n"]),
-    }
+    return Check(
+        name,
+        kind,
+        status,
+        reason,
+        **CellKey.from_row(row).as_dict(),
+        value=(int(row["b"]) - int(row["c"])) / int(row["n"]),
+        threshold=float(row["tolerance"]),
+        p_value=float(row["p_beyond"]),
+        p_adjusted=float(row["p_adjusted"]),
+        lower=float(row["rule_lower"]) if judged else None,
+        upper=float(row["rule_upper"]) if judged else None,
+        b=int(row["b"]),
+        c=int(row["c"]),
+        n=int(row["n"]),
+        **fields,
+    )
 
 
 def drop_reason(row: pd.Series, policy: GatePolicy, tests: int, facts: str, value: str = "drop", subject: str = "drop") -> str:
@@ -143,18 +149,9 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
         status, reason = beyond_noise(status, reason, row["acc_drop"], row["tolerance"], policy.alpha, profile_noise)
         held = load.get((row["comparison"], CellKey.from_row(row)))
         reason = f"{reason}; {held}" if held else reason
-        checks.append(
-            Check(
-                f"{row['comparison']}: warm-vs-cold disagreement" if differential else row["comparison"],
-                "accuracy",
-                status,
-                reason,
-                **CellKey.from_row(row).as_dict(),
-                metric=DIFFERENTIAL_METRIC if differential else f"{policy.metric} accuracy drop",
-                **drop_figures(row, policy.min_n),
-                comparison=row["comparison"],
-            )
-        )
+        name = f"{row['comparison']}: warm-vs-cold disagreement" if differential else row["comparison"]
+        metric = DIFFERENTIAL_METRIC if differential else f"{policy.metric} accuracy drop"
+        checks.append(drop_check(row, policy.min_n, name, "accuracy", status, reason, metric=metric, comparison=row["comparison"]))
     for comp in comparisons:
         for _, row in unpaired_cells(comp, policy.metric).iterrows():
             cell = CellKey.from_row(row).as_dict()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT
-from evalctl.analysis.checks.accuracy import drop_figures, drop_reason
+from evalctl.analysis.checks.accuracy import drop_check, drop_reason
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
 from evalctl.analysis.gate_policy import GatePolicy
@@ -51,14 +51,14 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
     for variant, table in floor_table(comparison, policy.floor_margin, policy.alpha, policy.min_n):
         tests = int((table["n"] >= policy.min_n).sum())
         checks += [
-            Check(
+            drop_check(
+                row,
+                policy.min_n,
                 NAME,
                 KIND,
                 row["status"],
                 _reason(row, policy, tests),
-                **CellKey.from_row(row).as_dict(),
                 metric="agreement: warm minus cold-vs-cold disagreement",
-                **drop_figures(row, policy.min_n),
                 comparison=CACHE_COMPARISON,
                 family=f"{KIND} {variant}",
             )

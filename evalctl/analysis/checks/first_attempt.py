@@ -31,7 +31,7 @@ from collections import Counter
 
 import pandas as pd
 
-from evalctl.analysis.checks.accuracy import drop_figures, drop_reason
+from evalctl.analysis.checks.accuracy import drop_check, drop_reason
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
@@ -120,14 +120,14 @@ def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> l
     table = with_drop_decisions(first_attempt_table(comparisons), policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
     tests = int((table["n"] >= policy.min_n).sum())
     return [
-        Check(
+        drop_check(
+            row,
+            policy.min_n,
             f"{row['comparison']}: first attempts",
             KIND,
             row["status"],
             drop_reason(row, policy, tests, failures_named(row), "increase", "increase in first-attempt failures"),
-            **CellKey.from_row(row).as_dict(),
             metric="first-attempt failure rate increase",
-            **drop_figures(row, policy.min_n),
             comparison=row["comparison"],
         )
         for _, row in table.iterrows()

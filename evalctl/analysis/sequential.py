@@ -261,14 +261,11 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     fractions = design.fractions
     if seen > len(fractions):
         raise ValueError(f"{seen} looks given, the design has {len(fractions)}")
-    # A look with fewer than min_n pairs is a look not reached: such a cell is never passed or
-    # failed on it, as the fixed-n gate leaves it inconclusive (a cell whose questions end below
-    # min_n ends inconclusive at the last look).
+    # A look with fewer than min_n pairs is not reached: never passed or failed on, as in the fixed-n gate.
     reached_last = ~np.isnan(n[..., -1])
     small = n < design.min_n
     b, c, n = (np.where(small, np.nan, x) for x in (b, c, n))
-    # A cell whose drop drifts along the send order is decided at no look but its last, where
-    # the rule judges the whole population's drop: a look it is flagged at is a look not reached.
+    # Nor is a look flagged for drift: the cell is decided at its last, on the whole population's drop.
     drift = drift_flags(b, c, n, design)
     early_drift = drift & (np.arange(seen) < len(fractions) - 1)
     b, c, n = (np.where(early_drift, np.nan, x) for x in (b, c, n))
@@ -276,8 +273,7 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     first_pass = _first(z <= -upper_bounds(fractions, design.alpha, design.pass_gamma)[:seen])
     z = beyond_score(b, c, n, design.tolerance)
     log_e = np.fmax.accumulate(regression_log_e(b, c, n, design.tolerance), axis=-1) if design.e_share else None
-    # First look at which each cell's regression test rejects, at every Holm level a/(m - r),
-    # through the group-sequential bound and through the e-process.
+    # The first look each cell's regression test rejects at, by the bound and by the e-process, at every Holm level a/(m - r).
     first_bound, first_e = [], []
     for level in design.alpha * design.regression_share / (cells - np.arange(cells)):
         bound = upper_bounds(fractions, (1 - design.e_share) * level, design.regression_gamma)[:seen]

@@ -26,7 +26,6 @@ from evalctl.analysis.pairing import Comparison, match
 from evalctl.cell import CellKey
 from evalctl.manifest import CACHED_TOKENS, CellEntry, Manifest
 from evalctl.records import CELL_KEYS
-from evalctl.runs import Run
 from evalctl.schema import CacheMode
 
 MIN_ENGAGED = 0.5
@@ -98,11 +97,11 @@ def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[
     if failed.empty:
         return out
     for comp in comparisons:
-        sides = {}
-        for side in ("reference", "candidate"):
-            cells = getattr(comp, side)[CELL_KEYS].drop_duplicates()
-            sides[side] = cells.merge(failed, on=CELL_KEYS, how="left")
-        matched = match(replace(comp, reference=sides["reference"], candidate=sides["candidate"]))
+        sides = {
+            side: getattr(comp, side)[CELL_KEYS].drop_duplicates().merge(failed, on=CELL_KEYS, how="left")
+            for side in ("reference", "candidate")
+        }
+        matched = match(replace(comp, **sides))
         for _, row in matched.iterrows():
             why = [r for r in (row["reason"], row["reason_ref"]) if isinstance(r, str)]
             if why:
@@ -110,36 +109,30 @@ def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[
     return out
 
 
-def cache_engaged_checks(run: Run) -> tuple[list[Check], pd.DataFrame]:
-    """One check per cell with a shared prefix, and the engagement table they come from."""
-    table = engagement_table(run.samples, run.manifest)
-    checks = [
-        Check(
-            f"cache {row['cache']} as labelled",
-            "cache-engaged",
-            "pass" if row["ok"] else "inconclusive",
-            row["reason"],
-            **CellKey.from_row(row).as_dict(),
-            metric="cached / expected tokens",
-            value=row["reported_tokens"] / row["expected_tokens"]
-            if row["reported_tokens"] is not None and row["expected_tokens"]
-            else None,
-        )
-        for _, row in table.iterrows()
-    ]
-    return checks, table
-
-
 class CacheEngaged(GateCheck):
     kind = "cache-engaged"
     order = 50
 
     def results(self, inputs: GateInputs) -> list[Check]:
-        return cache_engaged_checks(inputs.run)[0]
+        """One check per cell with a shared prefix."""
+        return [
+            Check(
+                f"cache {row['cache']} as labelled",
+                "cache-engaged",
+                "pass" if row["ok"] else "inconclusive",
+                row["reason"],
+                **CellKey.from_row(row).as_dict(),
+                metric="cached / expected tokens",
+                value=row["reported_tokens"] / row["expected_tokens"]
+                if row["reported_tokens"] is not None and row["expected_tokens"]
+                else None,
+            )
+            for _, row in engagement_table(inputs.run.samples, inputs.run.manifest).iterrows()
+        ]
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
         """The comparisons resting on a cell that failed its cache label: inconclusive, never a pass."""
-        table = cache_engaged_checks(inputs.run)[1]
+        table = engagement_table(inputs.run.samples, inputs.run.manifest)
         failed = rests_on_failed(inputs.comparisons, table) if len(table) else {}
         out = []
         for check in earlier:

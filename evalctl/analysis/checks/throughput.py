@@ -109,7 +109,8 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostL
                 t_ref, t_cand = _time_scale(ref[measure], higher_better), _time_scale(cand[measure], higher_better)
                 if not (t_ref.size and t_cand.size):
                     continue
-                ratio = math.exp(np.median(t_cand) - np.median(t_ref)) ** (-1 if higher_better else 1)
+                ref_median, cand_median = (float(np.exp(np.median(t) * (-1 if higher_better else 1))) for t in (t_ref, t_cand))
+                ratio = cand_median / ref_median
                 rows.append(
                     {
                         "kind": comp.kind,
@@ -119,8 +120,8 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostL
                         "measure": measure,
                         "ref_requests": t_ref.size,
                         "cand_requests": t_cand.size,
-                        "ref_median": float(np.exp(np.median(t_ref) * (-1 if higher_better else 1))),
-                        "cand_median": float(np.exp(np.median(t_cand) * (-1 if higher_better else 1))),
+                        "ref_median": ref_median,
+                        "cand_median": cand_median,
                         "ratio": ratio,
                         "slowdown": 1 - ratio if higher_better else 1 - 1 / ratio,
                         "p_slower": float(mannwhitneyu(t_cand - shift, t_ref, alternative="greater").pvalue),

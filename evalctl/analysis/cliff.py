@@ -115,9 +115,8 @@ def find_cliffs(bins: pd.DataFrame, column: LengthColumn, tolerance: float, alph
     Reports the tail's pooled counts (n, b, c, drop) from the cliff bin on, its one-sided
     McNemar p and the Holm-adjusted p over all tails in `bins`.
     """
-    if bins.empty:
-        return pd.DataFrame(columns=CLIFF_COLUMNS)
-    bins = bins[bins["tail_questions"] >= min_questions]
+    if not bins.empty:
+        bins = bins[bins["tail_questions"] >= min_questions]
     if bins.empty:
         return pd.DataFrame(columns=CLIFF_COLUMNS)
     bins = bins.assign(p_adjusted=holm(bins["tail_p"].to_numpy(dtype=float)))

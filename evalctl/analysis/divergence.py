@@ -279,4 +279,4 @@ def worst_requests(worst: pd.DataFrame, count: int = 3) -> str:
 
 
 def _count(value: object) -> str:
-    return "?" if value is None or (isinstance(value, float) and np.isnan(value)) else str(int(value))
+    return "?" if pd.isna(value) else str(int(value))

@@ -223,7 +223,7 @@ def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
 
 
 def divergence_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
-    """The divergence rung on one cell (its p-value unadjusted: `with_holm_status` adjusts a build's cells); None where
+    """The divergence rung on one cell (its p-value unadjusted: `decide` adjusts a build's cells); None where
     the run collected no reference at all (no judged extension): the answer rung judges such a run alone,
     where an inconclusive here would make every such run inconclusive by construction."""
     judged, reference = split(pairs)
@@ -265,8 +265,8 @@ def near_ties(pairs: pd.DataFrame, threshold: float) -> str | None:
     )
 
 
-def worst_requests(worst: pd.DataFrame, count: int = 3) -> str:
-    """The deciding requests for people: where warm and cold part, and what the cache held there."""
+def worst_requests(worst: pd.DataFrame) -> str:
+    """The three deciding requests for people: where warm and cold part, and what the cache held there."""
 
     def one(row: pd.Series) -> str:
         kind = f"{row['turn_kind']} " if isinstance(row["turn_kind"], str) else ""
@@ -275,7 +275,7 @@ def worst_requests(worst: pd.DataFrame, count: int = 3) -> str:
         moved = "" if pd.isna(row["divergence"]) else f", {row['divergence']:.3f} nats"
         return f"doc {int(row['doc_id'])} ({kind}turn {_count(row['turn'])}): {parts}, {cached}{moved}"
 
-    return "; ".join(one(row) for _, row in worst.head(count).iterrows())
+    return "; ".join(one(row) for _, row in worst.head(3).iterrows())
 
 
 def _count(value: object) -> str:

@@ -70,8 +70,8 @@ def _int(value: object) -> int | None:
     return None if pd.isna(value) else int(value)
 
 
-def parted_requests(comparison: Comparison, cell: CellKey, worst: int = WORST) -> list[PartedRequest]:
-    """The `worst` requests of the candidate `cell` whose response differs from the comparison's
+def parted_requests(comparison: Comparison, cell: CellKey) -> list[PartedRequest]:
+    """The `WORST` requests of the candidate `cell` whose response differs from the comparison's
     reference, earliest first difference first, then most cached tokens (see the module docstring)."""
     candidate = comparison.candidate
     in_cell = (candidate[CELL_KEYS] == pd.Series(cell.as_dict())).all(axis=1)
@@ -88,7 +88,7 @@ def parted_requests(comparison: Comparison, cell: CellKey, worst: int = WORST) -
             first_difference=int(row["first_difference"]),
             turn_kind=row["turn_kind"] if "turn_kind" in row and pd.notna(row["turn_kind"]) else None,
         )
-        for _, row in ranked.head(worst).iterrows()
+        for _, row in ranked.head(WORST).iterrows()
     ]
 
 

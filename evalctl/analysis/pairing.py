@@ -227,7 +227,6 @@ def unpaired_cells(comparison: Comparison, metric: Metric | None = None) -> pd.D
     return missing[CELL_KEYS].assign(reason=reasons).reset_index(drop=True)
 
 
-def with_holm(table: pd.DataFrame, column: str = "p_two_sided") -> pd.DataFrame:
-    """`table` plus `<column>_holm`: the p-values Holm-adjusted over all its rows (one family)."""
-    adjusted = holm(table[column].to_numpy(dtype=float)) if len(table) else []
-    return table.assign(**{f"{column}_holm": adjusted})
+def with_holm(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` plus `p_two_sided_holm`: its two-sided p-values Holm-adjusted over all its rows (one family)."""
+    return table.assign(p_two_sided_holm=holm(table["p_two_sided"].to_numpy(dtype=float)) if len(table) else [])

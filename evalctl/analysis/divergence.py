@@ -266,7 +266,8 @@ def near_ties(pairs: pd.DataFrame, threshold: float) -> str | None:
 
 
 def worst_requests(worst: pd.DataFrame) -> str:
-    """The three deciding requests for people: where warm and cold part, and what the cache held there."""
+    """A reason's tail naming up to three deciding requests for people ("; worst: ...", "" for none): where warm and
+    cold part, and what the cache held there."""
 
     def one(row: pd.Series) -> str:
         kind = f"{row['turn_kind']} " if isinstance(row["turn_kind"], str) else ""
@@ -275,7 +276,7 @@ def worst_requests(worst: pd.DataFrame) -> str:
         moved = "" if pd.isna(row["divergence"]) else f", {row['divergence']:.3f} nats"
         return f"doc {int(row['doc_id'])} ({kind}turn {_count(row['turn'])}): {parts}, {cached}{moved}"
 
-    return "; ".join(one(row) for _, row in worst.head(3).iterrows())
+    return "; worst: " + "; ".join(one(row) for _, row in worst.head(3).iterrows()) if len(worst) else ""
 
 
 def _count(value: object) -> str:

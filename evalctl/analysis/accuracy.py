@@ -8,11 +8,6 @@ from evalctl.analysis.intervals import wilson_interval
 from evalctl.records import CELL_KEYS, Metric, metric_names, primary_metric
 
 
-def scored(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows that reached an answer (no request error)."""
-    return df[df["error"].isna()]
-
-
 def accuracy_columns(metrics: list[str]) -> list[str]:
     """`<metric>_acc`, `_lo`, `_hi` per metric, in order."""
     return [f"{m}_{part}" for m in metrics for part in ("acc", "lo", "hi")]
@@ -24,7 +19,7 @@ def table_metrics(table: pd.DataFrame) -> list[str]:
 
 
 def _accuracy_row(group: pd.DataFrame, metric: Metric, metrics: list[str]) -> pd.Series:
-    ok = scored(group)
+    ok = group[group["error"].isna()]  # scored: reached an answer
     n = len(ok)
     row = {"n": n, "errors": int(group["error"].notna().sum()), "invalid": int(ok[f"{metric}_answer"].isna().sum())}
     for name in metrics:

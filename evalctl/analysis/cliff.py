@@ -1,34 +1,28 @@
 """Where along the prompt does cache-on accuracy fall off? Paired accuracy by length bin, and the cliff.
 
-Cache-on and cache-off answers to the same question are paired and binned by the cache-on
-request's length: prompt tokens (how long the prompt was) or cached tokens (how much of it
-came from the cache). All shot counts of a (profile, variant, pass) pool into one axis,
-because the bug this exists for depends on length, not on the shot count as such.
+Cache-on and cache-off answers to the same question are paired and binned by the cache-on request's
+prompt tokens or cached tokens. All shot counts of a (profile, variant, pass) pool into one axis:
+the bug this exists for depends on length, not on the shot count as such.
 
-The cliff is the smallest bin from which on cache-on accuracy is below cache-off by more
-than the tolerance, significantly: the bin's own drop exceeds the tolerance, and the pooled
-pairs of that bin and every longer one show a drop above the tolerance with a one-sided
-exact McNemar p-value at or below alpha after Holm adjustment over every tail tested in the
-table, and hold at least the gate's `min_n` distinct questions.
+The cliff is the smallest bin from which on cache-on accuracy is below cache-off by more than the
+tolerance, significantly: the bin's own drop exceeds the tolerance, and the pooled pairs of that
+bin and every longer one (a noisy dip that longer prompts do not share makes no cliff; a real one
+gains power from everything past it) show a drop above the tolerance, a one-sided exact McNemar
+p <= alpha after Holm over every tail tested, and at least the gate's `min_n` distinct questions.
 
-The cliff is a description, never a verdict: the gate reports where accuracy departs and
-leaves the decision to its per-cell accuracy checks (one question, one pair, one Holm
-family). The tail's p-value treats one question asked at two shot counts as two pairs, which
-overstates the evidence when the same questions flip at every length (an audit simulated n=200
-without any drop: 4% false cliffs, 6% when a question's outcome repeats across lengths).
-
-Pooling the tail is what "beyond which" means: a noisy dip in one bin that longer prompts
-do not share makes no cliff, while a real cliff gains power from everything past it.
+A description, never a verdict (the per-cell accuracy checks decide): the tail's p-value counts one
+question asked at two shot counts as two pairs, which overstates the evidence when the same
+questions flip at every length (an audit at n=200 without any drop: 4% false cliffs, 6% when a
+question's outcome repeats across lengths).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
 import pandas as pd
 
-from evalctl.analysis.lengths import length_bins
+from evalctl.analysis.lengths import length_bin
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_p
 from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
@@ -60,9 +54,7 @@ BIN_COLUMNS = [
 CLIFF_COLUMNS = [*GROUP, "column", "bin", "bin_lo", "bin_hi", "min_tokens", "n", "b", "c", "acc_drop", "p_value", "p_adjusted"]
 
 
-def paired_by_length(
-    cache_comparison: Comparison, column: LengthColumn = "prompt_tokens", metric: Metric | None = None, n_bins: int = 6
-) -> pd.DataFrame:
+def paired_by_length(cache_comparison: Comparison, column: LengthColumn = "prompt_tokens", metric: Metric | None = None) -> pd.DataFrame:
     """Per (profile, variant, pass, length bin): pairs, flips, both accuracies, the bin's one-sided
     McNemar p, and the same for the tail (this bin and all longer ones). `min_tokens` is the
     shortest length seen in the bin, sharper than its lower edge."""
@@ -71,13 +63,12 @@ def paired_by_length(
     if pairs.empty:
         return pd.DataFrame(columns=BIN_COLUMNS)
     col = f"{primary_metric(pairs, metric)}_correct"
-    edges = length_bins(pairs[column], n_bins)
-    idx = np.clip(np.digitize(pairs[column].astype(float), edges) - 1, 0, len(edges) - 2)
+    bin_lo, bin_hi = length_bin(pairs[column])
     data = pd.DataFrame(
         {
             **{k: pairs[k].to_numpy() for k in GROUP},
-            "bin_lo": edges[idx].astype(int),
-            "bin_hi": edges[idx + 1].astype(int),
+            "bin_lo": bin_lo,
+            "bin_hi": bin_hi,
             "tokens": pairs[column].astype(int).to_numpy(),
             "doc_id": pairs["doc_id"].to_numpy(),
             "ref": pairs[f"{col}_ref"].astype(bool).to_numpy(),
@@ -114,8 +105,6 @@ def paired_by_length(
     table["tail_drop"] = (table["tail_b"] - table["tail_c"]) / table["tail_n"]
     table["tail_p"] = [mcnemar_p(int(b), int(c), "greater") for b, c in zip(table["tail_b"], table["tail_c"])]
     table["bin"] = [f"{lo}-{hi}" for lo, hi in zip(table["bin_lo"], table["bin_hi"])]
-    for name in ("n", "b", "c"):
-        table[name] = table[name].astype(int)
     return table[BIN_COLUMNS]
 
 
@@ -126,9 +115,8 @@ def find_cliffs(bins: pd.DataFrame, column: LengthColumn, tolerance: float, alph
     Reports the tail's pooled counts (n, b, c, drop) from the cliff bin on, its one-sided
     McNemar p and the Holm-adjusted p over all tails in `bins`.
     """
-    if bins.empty:
-        return pd.DataFrame(columns=CLIFF_COLUMNS)
-    bins = bins[bins["tail_questions"] >= min_questions]
+    if not bins.empty:
+        bins = bins[bins["tail_questions"] >= min_questions]
     if bins.empty:
         return pd.DataFrame(columns=CLIFF_COLUMNS)
     bins = bins.assign(p_adjusted=holm(bins["tail_p"].to_numpy(dtype=float)))

@@ -1,62 +1,61 @@
 """The logprob rungs of the oracle ladder: a warm request against its cold twin, token by token.
 
-A request sent to a cache-on server and the same bytes sent cold should generate the same tokens
-with the same logprobs; what a wrongly restored cache state does shows first in the logprobs (on
-llama.cpp #24411's buggy build a restored checkpoint moves a return's logprobs by 0.35-0.64 nats,
-against a healthy warm-vs-cold drift of about 0.07), long before it flips an answer. Per pair
-(`compare_tokens`; the positions compared are the probe's, `probe.compare`: those before the
-first divergent token and that one, the last with the same context on both sides):
+The same bytes sent to a cache-on server and sent cold should generate the same tokens with the
+same logprobs; a wrongly restored cache state shows first in the logprobs (on llama.cpp #24411's
+buggy build a restored checkpoint moves a return's logprobs by 0.35-0.64 nats, against a healthy
+warm-vs-cold drift of about 0.07), long before it flips an answer. Per pair (`compare_tokens`,
+over the positions `probe.compare` picks: those before the first divergent token and that one,
+the last with the same context on both sides):
 
 - exact: identical tokens, logprobs and top-k alternatives at every position;
 - first divergence: the first position whose tokens differ (None: none);
-- divergence (nats): the largest change, over the compared positions, in the logprob of either
-  side's chosen token (a token one side did not list counts at most its least listed logprob:
-  a lower bound on the change).
+- divergence (nats): the largest change over those positions in the logprob of either side's
+  chosen token (a token one side did not list counts at most its least listed logprob: a lower
+  bound on the change).
 
-The healthy spread is measured in the same run, from pairs drawn like the judged ones: the warm
-requests that only extend what the previous request cached (a conversation's `extend` turns; `hunt`
-judges those nearest each return in length), the *reference*; the *judged* requests are the returns
-(rewinds and branches). The A/A arm's cold-vs-cold pairs are not a reference: they compare two cold
-paths, a law of their own (bitwise zero on llama.cpp, where healthy warm pairs drift 0.07-0.16 nats),
-and pooled with the returns they would make the p-value below too small. A judged pair counts only
-when its cache engaged (cached tokens reported on the warm side > 0: the engagement guard), and a
-rung decides only with at least `min_positions` positions compared over its judged pairs. A run with
-no judged extension (no conversation, or every extension sent as history) gets neither rung: the
-answer rung judges it alone.
+The healthy spread comes from the same run, from pairs drawn like the judged ones: the
+*reference* is the warm requests that only extend what the previous request cached (a
+conversation's `extend` turns; `hunt` judges those nearest each return in length), the *judged*
+requests the returns (rewinds and branches). The A/A arm's cold-vs-cold pairs are no reference:
+two cold paths follow a law of their own (bitwise zero on llama.cpp, where healthy warm pairs
+drift 0.07-0.16 nats), and pooled with the returns they would make the p-value too small. A
+judged pair counts only when its cache engaged (cached tokens reported on the warm side > 0), and
+a rung decides only with at least `min_positions` positions compared over its judged pairs. A run
+with no judged extension (no conversation, or every extension sent as history) gets neither rung:
+the answer rung judges it alone.
 
-**Exact rung.** Applies where the reference shows the engine deterministic: at least
-`min_reference` reference pairs, every one exact. Then any judged pair that is not exact is a
-regression (the SGLang nightly's oracle: zero mismatches). Guarantee: none is needed beyond
-the one stated: on an engine whose every reference pair is bitwise identical, a healthy judged
-pair is too; where the reference is not all exact the rung does not apply and says so.
+**Exact rung.** Where the reference shows the engine deterministic (at least `min_reference`
+reference pairs, every one exact), any judged pair not exact is a regression (the SGLang
+nightly's oracle: zero mismatches). It needs no error rate: on an engine whose every reference
+pair is bitwise identical a healthy judged pair is too; where they are not all exact the rung
+does not apply and says so.
 
-**Divergence rung** (Rosenbaum 1954's exceedance statistic). Let m reference and n judged
-divergences be pooled; K counts the judged ones above the reference's largest by more than
-`margin` nats. The p-value is P(K >= k) when every one of the N = n + m values is exchangeable
-(no bug: a return's divergence is drawn like any other healthy pair's): the k largest of the N
-are all judged with probability C(n, k) / C(N, k) = prod_{i<k} (n - i) / (N - i). Regression
-when that p, Holm-adjusted over a build's cells, is <= alpha; pass when K = 0; inconclusive
-otherwise. Guarantee: false regression <= alpha for any continuous law of the divergences
-(exact, no asymptotics); ties at the reference's maximum and the margin only lower K, so the
-rate stays below alpha with them (zeros of a deterministic engine included).
+**Divergence rung** (Rosenbaum 1954's exceedance statistic). Of m reference and n judged
+divergences, K counts the judged ones above the reference's largest by more than `margin` nats.
+When all N = n + m values are exchangeable (no bug: a return diverges like any healthy pair) the
+k largest are all judged with probability C(n, k) / C(N, k) = prod_{i<k} (n - i) / (N - i), the
+p-value of K >= k. Regression when that p, Holm-adjusted over a build's cells, is <= alpha; pass
+when K = 0; inconclusive otherwise. Guarantee: false regression <= alpha for any continuous law
+of the divergences (exact, no asymptotics); ties at the reference's maximum and the margin only
+lower K, so the rate stays below alpha with them (a deterministic engine's zeros included).
 `scripts/divergence_false_alarms.py` measures the rate by simulation (exchangeable laws with
 ties, point masses and heavy tails) and fails above alpha.
 
 Assumptions: under no bug the judged divergences are exchangeable with the reference's; returns
-that restore saved state may drift a little more than extensions on a healthy build, and the
-margin (default 0.1 nats, above llama.cpp's 0.07) covers that. Requests of one conversation share
-their state, so they are not independent; exchangeability is what the p-value needs, and it is a
-statement about the build, not about independence.
+that restore saved state may drift a little more than extensions on a healthy build, which the
+margin (default 0.1 nats, above llama.cpp's 0.07) covers. Requests of one conversation share
+their state, so they are not independent; the p-value needs exchangeability, a statement about
+the build, not independence.
 
-Reference: S. Rosenbaum (1954), "Tables for a nonparametric test of location", Ann. Math. Statist.
-25(1):146-150 (the count of one sample's values above the other's largest).
+Reference: S. Rosenbaum (1954), "Tables for a nonparametric test of location", Ann. Math.
+Statist. 25(1):146-150 (the count of one sample's values above the other's largest).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -70,19 +69,6 @@ from evalctl.probe.compare import compare
 from evalctl.records import CELL_KEYS, EXTENDING, read_logprobs
 from evalctl.schema import CacheMode
 
-PAIR_COLUMNS = [
-    *CELL_KEYS,
-    "doc_id",
-    "turn",
-    "turn_kind",
-    "prompt_tokens",
-    "cached_tokens",
-    "exact",
-    "first_divergence",
-    "positions",
-    "divergence",
-]
-
 
 @dataclass(frozen=True)
 class TokenPair:
@@ -92,6 +78,10 @@ class TokenPair:
     first_divergence: int | None  # the first position whose tokens differ (None: the same tokens)
     positions: int  # positions compared: up to and including the first divergence
     divergence: float | None  # nats: the largest change in a chosen token's logprob (None: no logprobs)
+
+
+# A pair's request (turn, turn_kind: a conversation's) and how its tokens depart.
+PAIR_COLUMNS = [*CELL_KEYS, "doc_id", "turn", "turn_kind", "prompt_tokens", "cached_tokens", *(f.name for f in fields(TokenPair))]
 
 
 def _logprob_of(token: str, at: TokenLogprob) -> float | None:
@@ -135,20 +125,7 @@ def token_pairs(comparison: Comparison) -> pd.DataFrame:
     rows = []
     for _, row in pairs.iterrows():
         pair = compare_tokens(read_logprobs(row["logprobs"]) or (), read_logprobs(row["logprobs_ref"]) or ())
-        rows.append(
-            {
-                **{k: row[k] for k in CELL_KEYS},
-                "doc_id": row["doc_id"],
-                "turn": row.get("turn"),
-                "turn_kind": row.get("turn_kind"),
-                "prompt_tokens": row["prompt_tokens"],
-                "cached_tokens": row["cached_tokens"],
-                "exact": pair.exact,
-                "first_divergence": pair.first_divergence,
-                "positions": pair.positions,
-                "divergence": pair.divergence,
-            }
-        )
+        rows.append({**{k: row.get(k) for k in PAIR_COLUMNS}, **asdict(pair)})
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
@@ -211,16 +188,20 @@ def split(pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pairs[~extending & engaged], reference[reference["divergence"].notna()]
 
 
-def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) -> str | None:
+def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) -> RungRow | None:
+    """The inconclusive finding of a cell too thin to judge; None when a rung may decide."""
     positions = int(judged["positions"].sum())
     if judged.empty:
-        return "no judged request with cached tokens reported on the warm side: the cache never engaged on a return"
-    if len(reference) < settings.min_reference:
-        healthy = f"{len(reference)} healthy pairs (engaged extensions)"
-        return f"{healthy}, fewer than {settings.min_reference}: no healthy spread to judge against"
-    if positions < settings.min_positions:
-        return f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
-    return None
+        why = "no judged request with cached tokens reported on the warm side: the cache never engaged on a return"
+    elif len(reference) < settings.min_reference:
+        why = (
+            f"{len(reference)} healthy pairs (engaged extensions), fewer than {settings.min_reference}: no healthy spread to judge against"
+        )
+    elif positions < settings.min_positions:
+        why = f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
+    else:
+        return None
+    return RungRow("inconclusive", why, len(judged), 0, len(reference), None, None, judged.head(0))
 
 
 def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
@@ -229,9 +210,8 @@ def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
     judged, reference = split(pairs)
     if reference.empty or (len(reference) >= settings.min_reference and not reference["exact"].all()):
         return None
-    why = _guard(judged, reference, settings)
-    if why:
-        return RungRow("inconclusive", why, len(judged), 0, len(reference), None, None, judged.head(0))
+    if undecided := _guard(judged, reference, settings):
+        return undecided
     parted = judged[~judged["exact"].astype(bool)]
     worst = parted.sort_values(["first_divergence", "divergence"], ascending=[True, False], na_position="last")
     status = "regression" if len(parted) else "pass"
@@ -243,16 +223,15 @@ def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
 
 
 def divergence_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
-    """The divergence rung on one cell (its p-value unadjusted: `with_holm_status` adjusts a build's cells); None where
+    """The divergence rung on one cell (its p-value unadjusted: `decide` adjusts a build's cells); None where
     the run collected no reference at all (no judged extension): the answer rung judges such a run alone,
     where an inconclusive here would make every such run inconclusive by construction."""
     judged, reference = split(pairs)
     if reference.empty:
         return None
     judged = judged[judged["divergence"].notna()]
-    why = _guard(judged, reference, settings)
-    if why:
-        return RungRow("inconclusive", why, len(judged), 0, len(reference), None, None, judged.head(0))
+    if undecided := _guard(judged, reference, settings):
+        return undecided
     count, threshold, p = exceedances(judged["divergence"].to_numpy(float), reference["divergence"].to_numpy(float), settings.margin)
     beyond = judged[judged["divergence"] > threshold].sort_values("divergence", ascending=False)
     reason = (
@@ -286,8 +265,9 @@ def near_ties(pairs: pd.DataFrame, threshold: float) -> str | None:
     )
 
 
-def worst_requests(worst: pd.DataFrame, count: int = 3) -> str:
-    """The deciding requests for people: where warm and cold part, and what the cache held there."""
+def worst_requests(worst: pd.DataFrame) -> str:
+    """A reason's tail naming up to three deciding requests for people ("; worst: ...", "" for none): where warm and
+    cold part, and what the cache held there."""
 
     def one(row: pd.Series) -> str:
         kind = f"{row['turn_kind']} " if isinstance(row["turn_kind"], str) else ""
@@ -296,8 +276,8 @@ def worst_requests(worst: pd.DataFrame, count: int = 3) -> str:
         moved = "" if pd.isna(row["divergence"]) else f", {row['divergence']:.3f} nats"
         return f"doc {int(row['doc_id'])} ({kind}turn {_count(row['turn'])}): {parts}, {cached}{moved}"
 
-    return "; ".join(one(row) for _, row in worst.head(count).iterrows())
+    return "; worst: " + "; ".join(one(row) for _, row in worst.head(3).iterrows()) if len(worst) else ""
 
 
 def _count(value: object) -> str:
-    return "?" if value is None or (isinstance(value, float) and np.isnan(value)) else str(int(value))
+    return "?" if pd.isna(value) else str(int(value))

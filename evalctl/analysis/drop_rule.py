@@ -1,61 +1,56 @@
 """The gate's accuracy rule: is a paired drop beyond the tolerance, within it, or neither?
 
-A reference and a candidate answer the same n questions; b counts right->wrong flips and c
-wrong->right ones. The drop is delta = p_b - p_c (reference minus candidate accuracy),
-estimated by (b - c) / n. With a tolerance `tol` two one-sided tests are run on each cell,
-both with the skew-corrected score statistic z*(tol) (`intervals.skew_corrected_score`):
-Tango's (1998) score statistic, whose variance comes from the cell probabilities fitted
-under the null (constrained MLE), with the Cornish-Fisher skewness correction of Gart & Nam
-(1988) and a continuity correction toward not rejecting:
+A reference and a candidate answer the same n questions; b counts right->wrong flips, c
+wrong->right ones; the drop delta = p_b - p_c (reference minus candidate accuracy) is estimated
+by (b - c) / n. Each cell gets two one-sided tests at tolerance `tol`, both with the
+skew-corrected score z*(tol) (`intervals.skew_corrected_score`: Tango's 1998 score, its variance
+from the cell probabilities fitted under the null (constrained MLE), with Gart & Nam's 1988
+Cornish-Fisher skewness correction and a continuity correction toward not rejecting):
 
-- beyond (regression): H0: delta <= tol against H1: delta > tol; p = 1 - Phi(z*), z* with
-  b - c lowered by three quarters of a flip;
-- within (pass): H0: delta >= tol against H1: delta < tol; p = Phi(z*), z* with b - c raised
-  by half a flip. This is the matched-pairs non-inferiority test of Nam (1997) and Tango
-  (1998), corrected the same way.
+- beyond (regression): H0 delta <= tol vs H1 delta > tol; p = 1 - Phi(z*), b - c lowered by
+  three quarters of a flip;
+- within (pass): H0 delta >= tol vs H1 delta < tol; p = Phi(z*), b - c raised by half a flip
+  (the matched-pairs non-inferiority test of Nam 1997 and Tango 1998, corrected the same way).
 
-Why both corrections. When the flips go one way (a deterministic engine: no flips besides
-the drop) b - c is a binomial count with a right tail heavier than the normal's; Holm tests
-the first of m cells at alpha / m, far in that tail. Tango's z with half a flip off had an
-exact family-wise rate up to 9.6% (n = 400, 18 cells, any dependence) and 6.7% with 13
-independent cells; a whole flip off still 6.2% (n = 1319, 20 cells). The skew term is the
-size of that tail's excess, level by level, and costs little where flips go both ways.
+Why both corrections: when the flips go one way (a deterministic engine: no flips besides the
+drop) b - c is a binomial count with a right tail heavier than the normal's, and Holm tests the
+first of m cells at alpha / m, far in that tail. Tango's z with half a flip off had an exact
+family-wise rate up to 9.6% (n = 400, 18 cells, any dependence) and 6.7% with 13 independent
+cells; a whole flip off still 6.2% (n = 1319, 20 cells). The skew term is the size of that
+tail's excess, level by level, and costs little where flips go both ways.
 
-`drop_bounds` inverts the same two tests: the lower bound is the smallest drop delta0 the
-beyond-test at level alpha does not reject, the upper bound the largest the within-test
-does not. z* decreases in delta0, so the lower bound is above tol exactly when the
-beyond-p is <= alpha, and the upper bound below tol exactly when the cell passes: the
-printed interval and the decision cannot disagree (tests/analysis/test_drop_rule.py checks
-every (b, c) at several n).
+`drop_bounds` inverts the two tests: the lower bound is the smallest delta0 the beyond-test at
+level alpha does not reject, the upper the largest the within-test does not. z* decreases in
+delta0, so the lower bound is above tol exactly when the beyond-p is <= alpha, and the upper
+below tol exactly when the cell passes: interval and decision cannot disagree
+(tests/analysis/test_drop_rule.py checks every (b, c) at several n).
 
 `decide_drops` applies the rule to a family of cells (all accuracy checks of one gate):
+regression where the beyond-p, Holm-adjusted over the family (Holm 1979), is <= alpha; pass where
+the cell's within-p is <= alpha (the gate passes only when every cell does: an intersection-union
+test, Berger 1982, which needs no adjustment); inconclusive otherwise, and for cells with fewer
+than `min_n` pairs, which stay out of the family.
 
-- regression: the beyond-p, Holm-adjusted over the family (Holm 1979), is <= alpha;
-- pass: the within-p is <= alpha in the cell (reported per cell; the gate passes only when
-  every cell passes, an intersection-union test, Berger 1982, which needs no adjustment);
-- inconclusive otherwise, and for cells with fewer than `min_n` pairs, which stay out of
-  the family.
+Guarantees, proven by exact enumeration (`scripts/exact_gate.py`, no simulation) for alpha =
+0.05, tolerance 0.03, every n from 30 to 5,000, every extra discordance 2 p_c from 0 to 0.3 (a
+grid refined around its worst points), 1 to 20 cells:
+- family-wise false-regression rate <= alpha: whenever every cell's true drop is <= tol, the
+  chance that any cell is called a regression is at most alpha, under any dependence between
+  cells (they share questions and servers). The script bounds it by m0 * size(alpha / m0), the
+  Bonferroni bound Holm's first step obeys, m0 the cells whose null holds, and reports the worst
+  case beside the rule before this one;
+- false acceptance <= alpha: whenever some cell's true drop is >= tol, the chance that the cell,
+  hence the gate, passes is at most alpha.
+The worst case over the null is at a drop of exactly tol: given c, the rejection region is an
+upper set in b, and b | c ~ Bin(n - c, p_b / (1 - p_c)) grows stochastically with p_b (the pass
+side mirrors it). Other tolerances and alphas are approximate unless the script is run for them
+(`--tolerance`, `--alpha`).
 
-Guarantees, proven by exact enumeration (`scripts/exact_gate.py`, no simulation), for
-alpha = 0.05, tolerance 0.03, every n from 30 to 5,000, every extra discordance 2 p_c from
-0 to 0.3 (a grid refined around its worst points), 1 to 20 cells:
-- family-wise false-regression rate <= alpha: whenever every cell's true drop is <= tol,
-  the chance that any cell of the gate is called a regression is at most alpha, under any
-  dependence between cells (they share questions and servers). The script bounds it by
-  m0 * size(alpha / m0), the Bonferroni bound Holm's first step obeys, m0 the cells whose
-  null holds; the worst case is reported beside the rule before this one;
-- false acceptance <= alpha: whenever some cell's true drop is >= tol, the chance that the
-  cell passes, hence that the gate passes, is at most alpha.
-The worst case over the null is at a drop of exactly tol: given c, the rejection region is
-an upper set in b, and b | c ~ Bin(n - c, p_b / (1 - p_c)) grows stochastically with p_b
-(the pass side mirrors it). Other tolerances and alphas are approximate unless the script
-is run for them (`--tolerance`, `--alpha`).
-
-Assumptions: questions are independent draws from the population the run stands for, each
-giving one (reference, candidate) outcome pair. The gate's `min_n` floor keeps tiny cells
-out. References: Tango 1998, Stat Med 17:891; Nam 1997, Biometrics 53:1422; Gart & Nam 1988,
-Biometrics 44:323; Laud 2017, Pharm Stat 16:334; Fagerland, Lydersen & Laake 2014, Stat Med
-33:2850; Holm 1979, Scand J Stat 6:65; Berger 1982, Technometrics 24:295.
+Assumptions: questions are independent draws from the population the run stands for, each giving
+one (reference, candidate) outcome pair; the `min_n` floor keeps tiny cells out. References: Tango
+1998, Stat Med 17:891; Nam 1997, Biometrics 53:1422; Gart & Nam 1988, Biometrics 44:323; Laud
+2017, Pharm Stat 16:334; Fagerland, Lydersen & Laake 2014, Stat Med 33:2850; Holm 1979, Scand J
+Stat 6:65; Berger 1982, Technometrics 24:295.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """Which evidence decided the gate's verdict: the deciding checks, their counts, and the requests that show it.
 
-A regression rests on the checks that found one and an inconclusive verdict on the checks that
-could not decide; a pass rests on every check alike, so it names none. Each deciding check comes
-with its counts (b right->wrong, c wrong->right, n pairs; what a check that pairs nothing lacks).
-
-For a check that pairs answers (an accuracy check of a comparison, the agreement floor) the next
-question is which requests: the candidate cell's requests whose response differs from its
-reference's on the same doc_id and prompt_hash (a cache-on cell: the same server's cache-off
-answer; a variant: the baseline variant's at the same cell keys; a run: its baseline run's), worst
+A regression rests on the checks that found one, an inconclusive verdict on those that could not
+decide, each with its counts (b, c, n); a pass rests on every check alike and names none. For a
+check that pairs answers (an accuracy check, the agreement floor) the requests shown are the
+candidate cell's whose response differs from its reference's (same doc_id and prompt_hash), worst
 first: the earliest first difference (a response that parts at its first character never saw its
-context; one that parts after the answer only reworded its tail), then the most cached tokens (the
-most of the prompt served from the cache). Pairs with a request error on either side have no two
-responses to compare: the error-rate check counts them, and b counts the candidate's.
-
-Positions are in characters: the records hold each response's text, not its tokens (`records.SampleRecord`).
+context; one that parts after the answer only reworded its tail), then the most cached tokens.
+Pairs with a request error on either side have no two responses to compare (the error-rate check
+counts them, b the candidate's). Positions are in characters: the records hold each response's
+text, not its tokens.
 """
 
 from __future__ import annotations
@@ -75,8 +70,8 @@ def _int(value: object) -> int | None:
     return None if pd.isna(value) else int(value)
 
 
-def parted_requests(comparison: Comparison, cell: CellKey, worst: int = WORST) -> list[PartedRequest]:
-    """The `worst` requests of the candidate `cell` whose response differs from the comparison's
+def parted_requests(comparison: Comparison, cell: CellKey) -> list[PartedRequest]:
+    """The `WORST` requests of the candidate `cell` whose response differs from the comparison's
     reference, earliest first difference first, then most cached tokens (see the module docstring)."""
     candidate = comparison.candidate
     in_cell = (candidate[CELL_KEYS] == pd.Series(cell.as_dict())).all(axis=1)
@@ -93,7 +88,7 @@ def parted_requests(comparison: Comparison, cell: CellKey, worst: int = WORST) -
             first_difference=int(row["first_difference"]),
             turn_kind=row["turn_kind"] if "turn_kind" in row and pd.notna(row["turn_kind"]) else None,
         )
-        for _, row in ranked.head(worst).iterrows()
+        for _, row in ranked.head(WORST).iterrows()
     ]
 
 

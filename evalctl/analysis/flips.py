@@ -54,7 +54,7 @@ def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list
 def regressed_cell_flips(samples: pd.DataFrame, checks: list, metric: str) -> pd.DataFrame:
     """The cache off -> on flips of the cells a per-cell gate check found regressed (`checks`: the gate's)."""
     # Any per-cell check that regressed (accuracy, or an invalid-answer cap a forgotten prefix also trips) names a cell.
-    named = ("profile", "variant", "shots", "concurrency", "pass_index")
+    named = CellKey.columns("cache")
     cells = {tuple(getattr(c, k) for k in named) for c in checks if c.shots is not None and c.status == "regression"}
     chosen = samples[[k in cells for k in zip(*(samples[k] for k in named))]]
-    return flipped_questions(chosen[chosen.cache == "off"], chosen[chosen.cache == "on"], CellKey.columns("cache"), metric)
+    return flipped_questions(chosen[chosen.cache == "off"], chosen[chosen.cache == "on"], named, metric)

@@ -1,28 +1,24 @@
 """The gate: every registered check on a run (and optionally a baseline run) and one verdict.
 
-Each kind of check is its own module under `analysis.checks` (the registry and its interface), its
-rule and guarantee in its docstring (the accuracy rule's in `drop_rule`; docs/gate.md and
-docs/statistics.md for people); `evaluate` walks them in order.
+Each kind of check is its own module under `analysis.checks`, its rule and guarantee in its
+docstring (the accuracy rule's in `drop_rule`; docs/gate.md and docs/statistics.md for people).
+Verdicts, by precedence (exit statuses: `errors.ExitCode`): *regression* when any check found one;
+*inconclusive* when none did but some check could not decide (too few questions, data that neither
+show the drop beyond the tolerance nor exclude it, an incomplete run, a comparison with nothing to
+pair: never left out silently); *pass* only when every check passed. *Warnings* (a cache that saved
+no time, resolved settings that differ from the baseline's) are shown but change no verdict. The
+result names the evidence a regression or an inconclusive verdict rests on (`analysis.evidence`).
 
-Verdicts, in order of precedence (exit statuses: `errors.ExitCode`): *regression* when any
-check found one; *inconclusive* when none did but some check could not decide (too few questions,
-data that neither show the drop beyond the tolerance nor exclude it, an incomplete run, a
-comparison with nothing to pair: never left out silently); *pass* only when every check passed.
-*Warnings* (a cache that saved no time, resolved server settings that differ from the baseline's)
-are shown but do not change the verdict. The result names the evidence a regression or an
-inconclusive verdict rests on (`analysis.evidence`).
-
-Guarantees (asymptotic; questions independent, see `drop_rule`): when every true drop is
-<= tol, the chance of any false accuracy regression in the gate is <= alpha (Holm 1979,
-any dependence between cells); when some true drop is >= tol, the chance of a pass is
-<= alpha (Berger 1982). Holm, not Benjamini-Hochberg: a verdict blocks a merge or a
-release, so one false "regression" anywhere is the error that costs; BH bounds only the
-expected share of false flags, the right trade for exploration (`evalctl analyze`).
-Throughput and first-attempt checks are Holm families of their own, so a gate keeps its
-any-false-regression rate <= 3 alpha, plus alpha for each build the agreement floor judges
-(`analysis.floor`: one family a build, so a build's floor verdict is the same alone or beside
-others in one sweep). The A/A noise margin (`analysis.noise`) only turns would-be regressions
-into inconclusive; the length cliff (`cliff`) is described, never judged.
+Guarantees (asymptotic; questions independent, see `drop_rule`): when every true drop is <= tol,
+the chance of any false accuracy regression is <= alpha (Holm 1979, any dependence between cells);
+when some true drop is >= tol, the chance of a pass is <= alpha (Berger 1982). Holm, not
+Benjamini-Hochberg: a verdict blocks a merge or a release, so one false "regression" anywhere is the
+error that costs; BH bounds only the expected share of false flags, the right trade for exploration
+(`evalctl analyze`). Throughput and first-attempt checks are Holm families of their own, so a gate
+keeps its any-false-regression rate <= 3 alpha, plus alpha for each build the agreement floor judges
+(`analysis.floor`: one family a build, so its verdict is the same alone or beside others). The A/A
+noise margin (`analysis.noise`) only turns would-be regressions into inconclusive; the length cliff
+(`cliff`) is described, never judged.
 """
 
 from __future__ import annotations
@@ -75,16 +71,11 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
 
 
 def baseline_variant(manifest: Manifest) -> str | None:
-    """The config's first variant is the baseline the others are compared with."""
-    return _first_name(manifest, "variants")
+    return _first_named(manifest, "variants")
 
 
-def baseline_profile(manifest: Manifest) -> str | None:
-    """The config's first server profile is the reference the others are compared with."""
-    return _first_name(manifest, "servers")
-
-
-def _first_name(manifest: Manifest, section: str) -> str | None:
+def _first_named(manifest: Manifest, section: str) -> str | None:
+    """The config's first entry of `section` (variants, servers): the reference the others are compared with."""
     entries = manifest.config.get(section) or []
     return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
 
@@ -92,7 +83,7 @@ def _first_name(manifest: Manifest, section: str) -> str | None:
 def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateInputs:
     """What every check reads; the policy's metric resolved to the run's (default: its task's first)."""
     policy = policy.for_run(run)
-    comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_profile(run.manifest))
+    comparisons = within_run(run.samples, baseline_variant(run.manifest), _first_named(run.manifest, "servers"))
     if baseline is not None:
         baseline.metric(policy.metric)  # scored the same way (a derived metric's columns added)
         comparisons.append(between_runs(baseline.samples, run.samples))
@@ -111,13 +102,9 @@ def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateR
     checks: list[Check] = []
     for check in registered_checks(inputs.policy):
         check.settings_of(inputs.policy)  # a bad section fails before any finding
-        mine = [c if c.family is not None else _with_family(c, check.family) for c in check.results(inputs)]
+        mine = [c if c.family is not None else replace(c, family=check.family) for c in check.results(inputs)]
         checks = check.revise(inputs, checks) + mine
     cliff_table = cliffs(run.samples, inputs.policy)  # where accuracy departs: described, never a verdict
     verdict = verdict_of(c.status for c in checks)
     evidence = deciding_evidence(verdict, checks, inputs.comparisons)
     return GateResult(verdict, inputs.policy, run.run_id, baseline.run_id if baseline else None, checks, cliff_table, evidence)
-
-
-def _with_family(check: Check, family: str | None) -> Check:
-    return replace(check, family=family) if family is not None else check

@@ -73,27 +73,20 @@ class GateDocument(BaseModel):
         return self.model_dump_json(indent=2)
 
 
-def parse_gate(text: str, where: str) -> GateDocument:
-    """A gate document from its JSON text; GateFileError naming `where` and the first problem."""
+def read_gate(run_dir: Path) -> GateDocument | None:
+    """The gate document stored in a run folder; None when the run was never gated; GateFileError naming the first problem."""
+    path = run_dir / GATE_FILE
     try:
-        data = json.loads(text)
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise GateFileError(f"{path} is unreadable: {exc}") from None
     except ValueError as exc:
-        raise GateFileError(f"{where} is not JSON: {exc}") from None
+        raise GateFileError(f"{path} is not JSON: {exc}") from None
     try:
         return GateDocument.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         place = ".".join(str(p) for p in first["loc"]) or "document"
-        raise GateFileError(f"{where} is not a gate document: {place}: {first['msg']}") from None
-
-
-def read_gate(run_dir: Path) -> GateDocument | None:
-    """The gate document stored in a run folder; None when the run was never gated."""
-    path = run_dir / GATE_FILE
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise GateFileError(f"{path} is unreadable: {exc}") from None
-    return parse_gate(text, str(path))
+        raise GateFileError(f"{path} is not a gate document: {place}: {first['msg']}") from None

@@ -1,10 +1,9 @@
 """Requests the server held at once, measured from the records' timings (not the level the client was asked for).
 
-A request is in flight from its send (`started_at`) to its last byte (`started_at + latency_s`). A sweep
-over those intervals gives, over a cell's wall-clock window (first send to last finish), the
-time-weighted mean number in flight and the most at any instant. A level of 32 against a server
-with 4 slots still shows 32 here: queued requests are in flight to the client. What the engine batched
-is bounded by its slots (the manifest's `parallel` / `max_running_requests`); a client that cannot keep
+A request is in flight from its send (`started_at`) to its last byte (`started_at + latency_s`); over a
+cell's window (first send to last finish) this gives the time-weighted mean and the most at any instant.
+Queued requests count: a level of 32 against a server with 4 slots still shows 32 (what the engine batched
+is bounded by its slots, the manifest's `parallel` / `max_running_requests`); a client that cannot keep
 the level up (too few requests, a slow client) shows a lower mean.
 """
 

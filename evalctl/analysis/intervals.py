@@ -51,60 +51,42 @@ def constrained_flip_rate(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0
 
 
 def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0) -> Any:
-    """Tango (1998) score statistic for H0: drop = delta0 in paired data.
+    """Tango (1998) score statistic for H0: drop = delta0 in paired data: `skew_corrected_score` without the skew term.
 
-    The drop is ``p_b - p_c``: the probability of a right->wrong flip minus
-    that of a wrong->right flip, i.e. reference minus candidate accuracy.
-    The variance is evaluated at the maximum-likelihood cell probabilities
-    *constrained* to the null, which is what keeps the interval sensible at
-    zero flips (where a Wald interval collapses to a point). At delta0 = 0 it
-    reduces to McNemar's z, (b - c) / sqrt(b + c).
-
-    Where the null variance vanishes (delta0 = +-1, or no flips at
-    delta0 = 0) it returns -inf / +inf by the sign of the numerator, and 0
-    when the numerator vanishes too (the data agree exactly with the null).
-    Scalars in, a float out; arrays broadcast and give an array (the gate's
-    simulation tests thousands of cells at once). `continuity` is subtracted
-    from the numerator b - c - n delta0: 0.5 is the half-unit correction for
-    an upper-tail test.
+    The drop is p_b - p_c (reference minus candidate accuracy). The variance at the cell
+    probabilities fitted under the null keeps the interval sensible at zero flips, where a Wald
+    interval collapses to a point; at delta0 = 0 it is McNemar's z, (b - c) / sqrt(b + c).
     """
-    b, c, n, d = _counts(b, c, n_pairs, delta0)
-    p_c = constrained_flip_rate(b, c, n, d)
-    numerator = b - c - n * d - continuity
-    variance = n * (2.0 * p_c + d * (1.0 - d))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(variance > 0.0, numerator / np.sqrt(np.where(variance > 0.0, variance, 1.0)), np.sign(numerator) * np.inf)
-    z = np.where((variance <= 0.0) & (numerator == 0), 0.0, z)
-    return float(z) if z.ndim == 0 else z
+    return skew_corrected_score(b, c, n_pairs, delta0, continuity, skew=False)
 
 
-def skew_corrected_score(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0) -> Any:
-    """Tango's score statistic with a Cornish-Fisher correction for the skew of b - c.
+def skew_corrected_score(
+    b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0, skew: bool = True
+) -> Any:
+    """Tango's score statistic with a Cornish-Fisher correction for the skew of b - c (`skew=False`: Tango's own).
 
-    The flip difference S = b - c is a sum of n outcomes X in {-1, 0, 1}; under H0: drop =
-    delta0, fitted as Tango does (constrained MLE, `constrained_flip_rate`), each has variance
-    v = D - delta0^2 and third cumulant k3 = delta0 (1 - 3 D + 2 delta0^2), D = p_b + p_c. The
-    one-term Cornish-Fisher expansion puts the z-quantile of S at n delta0 + sqrt(n v) z +
-    (k3 / v)(z^2 - 1) / 6, so the test rejects at z when the numerator b - c - n delta0 -
-    continuity exceeds sqrt(n v) z + g (z^2 - 1) / 6, g = k3 / v. The returned z* solves that
-    equality (the root on the branch that meets Tango's z as g -> 0), so comparing z* with
-    any critical value (a fixed-n z_alpha, a group-sequential boundary) applies the corrected
-    test at that level. This is the skewness correction Gart & Nam (1988, Biometrics 44:323)
-    brought to score tests for proportions, in Laud's (2017, Pharm Stat 16:334) form.
+    S = b - c sums n outcomes X in {-1, 0, 1}; under H0 drop = delta0, fitted as Tango does (constrained MLE,
+    `constrained_flip_rate`), each has variance v = D - delta0^2 and third cumulant k3 = delta0 (1 - 3 D +
+    2 delta0^2), D = p_b + p_c. The one-term Cornish-Fisher expansion puts S's z-quantile at n delta0 +
+    sqrt(n v) z + g (z^2 - 1) / 6, g = k3 / v, so the test rejects at z when b - c - n delta0 - continuity
+    exceeds sqrt(n v) z + g (z^2 - 1) / 6. z* solves that equality (the root on the branch that meets Tango's
+    z as g -> 0), so comparing z* with any critical value (a fixed-n z_alpha, a group-sequential boundary)
+    applies the corrected test at that level: Gart & Nam's (1988, Biometrics 44:323) skewness correction for
+    score tests of proportions, in Laud's (2017, Pharm Stat 16:334) form.
 
-    Without it the score test's upper tail is too light when the flips go one way (a
-    deterministic engine, D near delta0, g near 1): far in the tail, where Holm tests the
-    first of 20 cells at alpha / 20, its size was up to 1.9 times nominal. The correction
-    vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real root (a
-    numerator far out on the side the parabola bends away from, beyond any critical value
-    used) z* goes on linearly from the vertex, so it stays monotone in b - c. Array inputs
-    broadcast.
+    Without it the upper tail is too light when the flips go one way (a deterministic engine, D near delta0,
+    g near 1): far in the tail, where Holm tests the first of 20 cells at alpha / 20, the size was up to 1.9
+    times nominal. The correction vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real
+    root (a numerator far out on the side the parabola bends away from, beyond any critical value used) z*
+    goes on linearly from the vertex, so it stays monotone in b - c. Where the null variance vanishes (delta0
+    = +-1, or no flips at delta0 = 0) z* is +-inf by the numerator's sign, 0 when that vanishes too. Scalars
+    give a float; arrays broadcast.
     """
     b, c, n, d = _counts(b, c, n_pairs, delta0)
     p_c = constrained_flip_rate(b, c, n, d)
     v = np.maximum(2.0 * p_c + d * (1.0 - d), 0.0)  # = D - delta0^2, Tango's variance per pair
     with np.errstate(divide="ignore", invalid="ignore"):
-        g = np.where(v > 0.0, d * (1.0 - 3.0 * (2.0 * p_c + d) + 2.0 * d * d) / np.where(v > 0.0, v, 1.0), 0.0)
+        g = np.where((v > 0.0) & skew, d * (1.0 - 3.0 * (2.0 * p_c + d) + 2.0 * d * d) / np.where(v > 0.0, v, 1.0), 0.0)
     sigma = np.sqrt(n * v)
     numerator = b - c - n * d - continuity
     # g z^2 / 6 + sigma z - (numerator + g / 6) = 0, solved in the form without cancellation.

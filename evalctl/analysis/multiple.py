@@ -1,13 +1,6 @@
-"""Multiple-comparison adjustment of p-values.
-
-A sweep (few-shot counts x cache settings x tasks) runs many paired tests at
-once; at alpha = 0.05, twenty independent null comparisons produce one false
-"regression" on average. Adjusted p-values let the gate keep its error rate
-over the whole sweep rather than per cell.
-
-`holm` returns adjusted p-values in the input order, so they can be
-compared directly with alpha (reject where adjusted <= alpha).
-"""
+"""Holm's multiple-comparison adjustment: at alpha = 0.05, twenty independent null comparisons
+make one false "regression" on average; adjusted p-values (in input order, reject where
+adjusted <= alpha) keep the error rate over the whole sweep rather than per cell."""
 
 from __future__ import annotations
 
@@ -16,27 +9,15 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def _as_pvalues(p_values: Sequence[float]) -> np.ndarray:
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni step-down adjusted p-values: the chance of even one false rejection stays <= alpha
+    under any dependence between the tests, uniformly more powerful than Bonferroni.
+
+    With sorted p_(1) <= ... <= p_(m), adjusted_(i) = max_{j<=i} min(1, (m - j + 1) p_(j)).
+    """
     p = np.asarray(p_values, dtype=float)
     if p.ndim != 1:
         raise ValueError(f"p_values must be one-dimensional, got shape {p.shape}")
-    if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
-        raise ValueError("p_values must lie in [0, 1] and contain no NaN")
-    return p
-
-
-def holm(p_values: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni step-down adjusted p-values (family-wise error rate).
-
-    Use it when any single false regression verdict is costly: it controls the
-    probability of even one false rejection, under any dependence between the
-    tests, and is uniformly more powerful than plain Bonferroni.
-
-    With sorted p_(1) <= ... <= p_(m), adjusted_(i) = max_{j<=i} min(1,
-    (m - j + 1) p_(j)); the running maximum keeps the adjusted values in the
-    same order as the raw ones.
-    """
-    p = _as_pvalues(p_values)
     return holm_rows(p[np.newaxis, :], np.ones((1, p.size), dtype=bool))[0]
 
 
@@ -52,14 +33,14 @@ def holm_rows(p_values: np.ndarray, tested: np.ndarray) -> np.ndarray:
     if p.ndim != 2 or p.shape != tested.shape:
         raise ValueError(f"p_values and tested must be 2-D of one shape, got {p.shape} and {tested.shape}")
     if ((p < 0) | ((p > 1) & tested) | np.isnan(p)).any():
-        raise ValueError("tested p_values must lie in [0, 1]")
+        raise ValueError("tested p_values must lie in [0, 1] and contain no NaN")
     m = tested.sum(axis=1, keepdims=True)
     rank = np.arange(p.shape[1])
     order = np.argsort(p, axis=1, kind="stable")
     ranked = np.take_along_axis(p, order, axis=1)
-    scaled = np.where(rank < m, (m - rank) * np.where(rank < m, ranked, 0.0), np.nan)
-    adjusted_sorted = np.minimum(1.0, np.maximum.accumulate(np.nan_to_num(scaled, nan=-1.0), axis=1))
-    adjusted_sorted = np.where(rank < m, adjusted_sorted, np.nan)
-    out = np.empty_like(adjusted_sorted)
-    np.put_along_axis(out, order, adjusted_sorted, axis=1)
+    in_family = rank < m
+    scaled = np.where(in_family, (m - rank) * np.where(in_family, ranked, 0.0), -1.0)
+    adjusted = np.where(in_family, np.minimum(1.0, np.maximum.accumulate(scaled, axis=1)), np.nan)
+    out = np.empty_like(adjusted)
+    np.put_along_axis(out, order, adjusted, axis=1)
     return out

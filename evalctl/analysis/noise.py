@@ -1,36 +1,27 @@
 """The engine's own noise: an A/A arm, the reference cell run twice, cold, on the same server.
 
-With nothing changed, any question whose outcome differs between the two runs is noise:
-GPU engines are not batch-invariant, so the order and company a request is batched with
-change its numerics. The arm (`noise: true`, records in `noise-<profile>-<variant>.jsonl`) yields per profile (its builds pooled):
+With nothing changed, a question whose outcome differs between the two runs is noise (GPU
+engines are not batch-invariant: a request's batch changes its numerics). Per profile, builds
+pooled, the arm (`noise: true`, records in `noise-<profile>-<variant>.jsonl`) gives the
+discordance (b0 + c0) / n0 and the noise drop (b0 - c0) / n0, the accuracy lost to noise alone:
+noise is not symmetric, as mostly-right answers have more right ones to break than wrong to fix.
 
-- discordance: the share of questions that flipped, (b0 + c0) / n0;
-- asymmetry (the noise drop): (b0 - c0) / n0, the accuracy lost to noise alone. Noise is
-  not symmetric in general: when most answers are right, a perturbation has more right
-  answers to break than wrong ones to fix.
+The gate (`checks.accuracy`) calls a regression only when the paired drop, beyond passing the
+regression test (`drop_rule`), is above `max_accuracy_drop + max(0, U)`, U the one-sided
+(1 - alpha) upper bound on the noise drop (normal approximation: drop + z sqrt(((b0 + c0)/n0 -
+drop^2) / n0); no flips give U = 0, the plain rule, as on CPU llama.cpp, which is deterministic).
 
-How the gate uses it (`gate.accuracy_checks`): a regression must exceed the tolerance *and*
-the measured noise: besides the gate's regression test (`drop_rule`), the paired drop must
-be above `max_accuracy_drop + max(0, U)`, U the one-sided (1 - alpha) upper
-bound on the noise drop (normal approximation: drop + z * sqrt(((b0 + c0)/n0 - drop^2) / n0);
-zero flips give U = 0, so a deterministic engine gets the plain rule). Error rates:
-
-- false regression: the extra condition only turns would-be regressions into inconclusive,
-  so the family-wise rate stays <= alpha wherever the gate's null holds (a true drop <= the
-  tolerance with no engine change; `drop_rule`). Noise breaks that null on its own: when most
-  answers are right, a re-run has more right answers to break than wrong ones to fix, so the
-  candidate loses accuracy against the reference run with nothing changed (0.6 q at accuracy
-  0.8 and q flips each way), and the tolerance-shifted test alone calls that a regression,
-  ever more surely as n grows. Subtracting the noise drop's point estimate is not enough (the
-  arm underestimates it half the time); its upper bound brings the rate back under alpha.
-  `scripts/sim_noise_rule.py` simulates the gate's test (`drop_rule.p_beyond_tolerance`) with
-  no margin, with the point estimate and with this rule, at 0-15% flips each way, n = 200.
-  Assumptions: the arm's noise is the comparison's (same engine, same kind of cell), and
-  n0 large enough for the normal approximation (tens of flips).
-- false pass: the pass rule (upper bound on the drop below the tolerance) is unchanged, so
-  its rate is unchanged; the price is power: more inconclusive verdicts on a noisy engine.
-
-On CPU llama.cpp is deterministic: the arm finds no flips, and the rule is the plain one.
+- False regression: the margin only turns would-be regressions into inconclusive, so the rate
+  stays <= alpha wherever the gate's null holds (true drop <= tolerance, no engine change). Noise
+  breaks that null on its own: the candidate loses 0.6 q against the reference run with nothing
+  changed (accuracy 0.8, q flips each way), which the tolerance-shifted test alone calls a
+  regression ever more surely as n grows. The point estimate is not enough (the arm
+  underestimates it half the time); the upper bound brings the rate back under alpha
+  (`scripts/sim_noise_rule.py`: the gate's test with no margin, the point estimate and this rule,
+  0-15% flips each way, n = 200). Assumptions: the arm's noise is the comparison's (same engine,
+  same kind of cell); n0 large enough for the normal approximation (tens of flips).
+- False pass: the pass rule is unchanged, so is its rate; the price is power (more inconclusive
+  verdicts on a noisy engine).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Pair cells that answered the same questions, and test them with exact McNemar.
 
-A *comparison* names a reference and a candidate slice of a frame and the cell
-keys that must match between them: cache on vs off matches profile, variant,
-shots, concurrency and pass; a concurrency level vs the lowest, everything but the level;
-pass k vs pass 1 matches everything but the pass; profile vs the first profile
-(another engine or hardware on the same questions) everything but the profile. The same
-comparison serves sample frames (paired per question) and per-cell tables such
-as throughput (matched per cell), so the two never disagree on what is paired.
-
-After matching, the candidate's cell keys keep their names and the reference's
-differing keys get a `_ref` suffix, so every result row is labelled by the
-candidate cell it judges.
+A *comparison* names a reference and a candidate slice of a frame and the cell keys that must
+match between them (cache on vs off: all but the cache; a concurrency level vs the lowest: all but
+the level; and so on). The same comparison pairs sample frames per question and per-cell tables
+(throughput) per cell, so the two never disagree on what is paired. After matching, the
+candidate's columns keep their names and the reference's get a `_ref` suffix: every result row is
+labelled by the candidate cell it judges.
 """
 
 from __future__ import annotations
@@ -46,20 +41,18 @@ class Comparison:
     reference_label: str  # how the reference cell differs: "cache off"
 
 
-def _each_against_reference(df: pd.DataFrame, kind: Literal["variant", "profile"], preferred: str | None) -> list[Comparison]:
-    """Each value of column `kind` vs the reference value (`preferred` if present, else the first)."""
-    values = sorted(set(df[kind]))
-    reference = preferred if preferred in values else (values[0] if values else None)
+def _against(df: pd.DataFrame, kind: ComparisonKind, column: str, reference: object) -> list[Comparison]:
+    """Each other value of `column` vs `reference`: "pass 2 vs 1", its reference labelled "pass 1"."""
     return [
         Comparison(
             kind,
             f"{kind} {value} vs {reference}",
-            df[df[kind] == reference],
-            df[df[kind] == value],
-            tuple(CellKey.columns(kind)),
+            df[df[column] == reference],
+            df[df[column] == value],
+            tuple(CellKey.columns(column)),
             f"{kind} {reference}",
-        )  # fmt: skip
-        for value in values
+        )
+        for value in sorted(set(df[column]))
         if value != reference
     ]
 
@@ -71,44 +64,12 @@ def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_p
     `baseline_variant` and `baseline_profile` default to the alphabetically first; callers pass the config's first.
     Comparisons whose slices are empty (a run with one cache mode) are left out.
     """
-    out = []
-    if {"on", "off"} <= set(df["cache"]):
-        out.append(
-            Comparison(
-                "cache",
-                "cache on vs off",
-                df[df["cache"] == "off"],
-                df[df["cache"] == "on"],
-                tuple(CellKey.columns("cache")),
-                "cache off",
-            )
-        )
+    out = _against(df, "cache", "cache", "off") if {"on", "off"} <= set(df["cache"]) else []
     for kind, preferred in (("variant", baseline_variant), ("profile", baseline_profile)):
-        out.extend(_each_against_reference(df, kind, preferred))
-    for pass_index in sorted(set(df["pass_index"]) - {1}):
-        out.append(
-            Comparison(
-                "pass",
-                f"pass {pass_index} vs 1",
-                df[df["pass_index"] == 1],
-                df[df["pass_index"] == pass_index],
-                tuple(CellKey.columns("pass_index")),
-                "pass 1",
-            )
-        )
-    levels = sorted(set(df["concurrency"]))
-    for level in levels[1:]:
-        out.append(
-            Comparison(
-                "concurrency",
-                f"concurrency {level} vs {levels[0]}",
-                df[df["concurrency"] == levels[0]],
-                df[df["concurrency"] == level],
-                tuple(CellKey.columns("concurrency")),
-                f"concurrency {levels[0]}",
-            )
-        )
-    return out
+        values = sorted(set(df[kind]))
+        out += _against(df, kind, kind, preferred if preferred in values else values[0]) if values else []
+    out += _against(df, "pass", "pass_index", 1)
+    return out + (_against(df, "concurrency", "concurrency", min(df["concurrency"])) if len(df) else [])
 
 
 RUN_VS_BASELINE = "run vs baseline"
@@ -266,7 +227,6 @@ def unpaired_cells(comparison: Comparison, metric: Metric | None = None) -> pd.D
     return missing[CELL_KEYS].assign(reason=reasons).reset_index(drop=True)
 
 
-def with_holm(table: pd.DataFrame, column: str = "p_two_sided") -> pd.DataFrame:
-    """`table` plus `<column>_holm`: the p-values Holm-adjusted over all its rows (one family)."""
-    adjusted = holm(table[column].to_numpy(dtype=float)) if len(table) else []
-    return table.assign(**{f"{column}_holm": adjusted})
+def with_holm(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` plus `p_two_sided_holm`: its two-sided p-values Holm-adjusted over all its rows (one family)."""
+    return table.assign(p_two_sided_holm=holm(table["p_two_sided"].to_numpy(dtype=float)) if len(table) else [])

@@ -1,16 +1,7 @@
-"""How large a regression a run can detect, and whether it can rule one out.
+"""How large a regression a run can detect (the minimum detectable effect, MDE): a paired test that
+finds nothing reassures only if the run was large enough to find a drop that matters.
 
-A paired test that finds nothing is only reassuring if the run was large
-enough to find a regression that matters. These functions answer the two
-questions a gate needs before it may say "pass":
-
-* before a run: the minimum detectable effect (MDE) at a given size;
-* after a run: whether the data exclude a drop larger than the tolerated one.
-  If they neither show a significant regression nor exclude one, the honest
-  verdict is "inconclusive", not "pass".
-
-All tests here are one-sided: the gate looks for drops, not improvements.
-Effects are accuracy drops as fractions (0.02 = 2 points).
+One-sided throughout (the gate looks for drops); effects are accuracy drops as fractions (0.02 = 2 points).
 """
 
 from __future__ import annotations
@@ -27,11 +18,8 @@ from evalctl.analysis.intervals import constrained_flip_rate
 
 @dataclass(frozen=True)
 class PairedMDE:
-    """Smallest paired accuracy drop detectable with the given power.
-
-    ``mde`` is ``math.inf`` when no drop is detectable: the run is too small
-    even if every discordant pair went the wrong way.
-    """
+    """Smallest paired accuracy drop detectable with the given power; `mde` is inf when none is (the run is
+    too small even if every discordant pair went the wrong way)."""
 
     n: int
     discordance_rate: float
@@ -43,30 +31,20 @@ class PairedMDE:
 def _z_values(alpha: float, power: float) -> tuple[float, float]:
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    if not 0.5 <= power < 1.0:
-        # Below 0.5 the design is powered to miss the effect it names; the
-        # closed forms below also assume z_beta >= 0.
+    if not 0.5 <= power < 1.0:  # below 0.5 a design is powered to miss its effect; the closed forms need z_beta >= 0
         raise ValueError(f"power must lie in [0.5, 1), got {power}")
     return float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))
 
 
 def mde_paired(n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> PairedMDE:
-    """Minimum detectable accuracy drop for a paired (McNemar) comparison.
+    """Minimum detectable accuracy drop for a paired (McNemar) comparison: Connor's (1987) sample size
+    n = (z_a sqrt(pd) + z_b sqrt(pd - d^2))^2 / d^2 inverted in closed form,
 
-    Inverts Connor's (1987) normal-approximation sample size for McNemar's
-    test, n = (z_a sqrt(pd) + z_b sqrt(pd - d^2))^2 / d^2, in closed form:
+        d = sqrt(pd) (sqrt(n) z_a + z_b sqrt(n + z_b^2 - z_a^2)) / (n + z_b^2)   (the root with d sqrt(n) >= z_a sqrt(pd)).
 
-        d = sqrt(pd) (sqrt(n) z_a + z_b sqrt(n + z_b^2 - z_a^2)) / (n + z_b^2)
-
-    (square d sqrt(n) - z_a sqrt(pd) = z_b sqrt(pd - d^2) and take the root
-    with d sqrt(n) >= z_a sqrt(pd)).
-
-    Assumptions: pairs are independent questions; the discordance rate
-    ``pd`` (share of questions where exactly one run is right) is known, so
-    take it from a previous run, (b + c) / n, or use the default 0.1; the
-    normal approximation holds, which needs a few dozen expected discordant
-    pairs (n * pd), so for small runs this is optimistic. The power is that
-    of the asymptotic test; the exact McNemar test is slightly less powerful.
+    Assumptions: independent questions; a known discordance rate pd (share of questions exactly one run gets
+    right: a previous run's (b + c) / n, or 0.1); the normal approximation, which needs a few dozen expected
+    discordant pairs (n pd), so small runs get an optimistic figure. The exact McNemar test is slightly less powerful.
     """
     z_a, z_b = _z_values(alpha, power)
     pd = discordance_rate
@@ -86,19 +64,15 @@ def mde_paired(n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power
 def mde_beyond_tolerance(
     n: int, noise_discordance: float, tolerance: float, alpha: float = 0.05, power: float = 0.8, tests: int = 1
 ) -> float:
-    """Smallest true drop the gate's regression rule (`drop_rule`) flags with the given power.
+    """Smallest true drop the gate's regression rule (`drop_rule`) flags with the given power, at Holm's first
+    step (level alpha / tests: one regressing cell among `tests` accuracy checks).
 
-    The rule rejects H0: drop <= tolerance with Tango's score test at Holm's first step,
-    level alpha / tests, which is what one regressing cell among `tests` accuracy checks
-    faces. The model: questions flip both ways at random with probability
-    noise_discordance / 2 each (cache or engine noise), and a true drop d adds d to the
-    right->wrong direction, so p_b = q + d and p_c = q, and the discordance grows with d
-    (unlike `mde_paired`, which holds it fixed and so has no answer for d above it).
-
-    Power is from the normal approximation of the continuity-corrected score statistic,
-    Phi((sqrt(n) (d - tol) - c / sqrt(n) - z sqrt(V0)) / sqrt(V1)), with c = 1/2, V0 the
-    null variance at the constrained MLE and V1 = p_b + p_c - d^2, solved for d. `scripts/bench_gate.py`
-    compares it with the simulated rule.
+    Model: questions flip each way at random with probability noise_discordance / 2 (= q), and a true drop d adds
+    to right->wrong: p_b = q + d, p_c = q, so the discordance grows with d (`mde_paired` holds it fixed and has no
+    answer above it). Power is the normal approximation of the continuity-corrected score statistic,
+    Phi((sqrt(n) (d - tol) - c / sqrt(n) - z sqrt(V0)) / sqrt(V1)), c the rule's continuity correction, V0 the
+    null variance at the constrained MLE, V1 = p_b + p_c - d^2, solved for d. `scripts/bench_gate.py` compares it
+    with the simulated rule.
     """
     if not 0.0 <= noise_discordance < 1.0:
         raise ValueError(f"noise_discordance must lie in [0, 1), got {noise_discordance}")

@@ -1,98 +1,83 @@
 """The sequential gate: stop a cell's questions once its verdict is known, at no cost in validity.
 
-Questions go out in one seeded permutation shared by every cell, so the first n of them are a
-random sample and the cells stay paired. At planned *looks* (after n_1 < ... < n_K = N paired
-questions: n_1 = `min_n`, then `growth` times more each look, N the planned total) each
-candidate cell is tested against its reference on what it has so far, with the rule of the
-fixed-n gate and the same tolerance `tol` on both sides:
+Questions go out in one seeded permutation shared by every cell, so the first n are a random
+sample and the cells stay paired. At planned *looks* (n_1 = `min_n` paired questions, then
+`growth` times more each look, up to the planned total N) each candidate cell is tested against
+its reference with the fixed-n gate's rule and its tolerance `tol` on both sides:
 
-- regression: evidence that the drop d = p_b - p_c (reference minus candidate accuracy; p_b is
-  P(reference right, candidate wrong), p_c the reverse) *exceeds* `tol`: H0 d <= tol rejected,
-  one-sided, Holm across the cells;
-- pass: evidence that the drop is *below* `tol`: H0 d >= tol rejected in every cell (an
-  intersection-union test, no adjustment);
-- otherwise the cell goes on; when its questions run out it is inconclusive, as today.
+- regression: H0 d <= tol rejected, one-sided, Holm across the cells, d = p_b - p_c the drop
+  (reference minus candidate accuracy; p_b = P(reference right, candidate wrong), p_c the reverse);
+- pass: H0 d >= tol rejected in every cell (an intersection-union test, no adjustment);
+- otherwise the cell goes on, and is inconclusive when its questions run out.
 
-A decided cell sends no more questions. Both tests act on the paired outcome of question i,
-X_i = ref_i - cand_i in {-1, 0, 1}, with mean d. Each is built to keep its level whenever the
-cell stops, for whichever reason, at any of the looks.
+A decided cell sends no more questions. Both tests act on X_i = ref_i - cand_i in {-1, 0, 1}
+(mean d) and keep their level whenever, for whichever reason, the cell stops at a look.
 
-**Group-sequential part** (both sides). At look k the statistic is the fixed-n gate's
-skew-corrected score statistic Z_k = z*(b_k, c_k, n_k; tol) (`drop_rule.beyond_score` and
-`within_score`: Tango's score with the Gart-Nam skewness correction and its continuity
-corrections; b_k, c_k the right->wrong and wrong->right flips among the first n_k paired
-questions). z* is built to be compared with any critical value, a boundary c_k included.
-Under d = tol, (Z_1, ..., Z_K) is asymptotically multivariate normal with
-cov(Z_j, Z_k) = sqrt(t_j / t_k), t_k = n_k / N (Brownian motion on the information scale;
-Jennison & Turnbull 2000, ch. 3). Boundaries c_1..c_K come from an alpha-spending function
-(Lan & DeMets 1983), the Hwang, Shih & DeCani (1990) family
+**Group-sequential part** (both sides). At look k, Z_k = z*(b_k, c_k, n_k; tol), the fixed-n
+gate's skew-corrected Tango score (`drop_rule.beyond_score`, `within_score`; b_k, c_k the
+right->wrong and wrong->right flips among the first n_k pairs), built to be compared with any
+critical value. Under d = tol, (Z_1, ..., Z_K) is asymptotically multivariate normal with
+cov(Z_j, Z_k) = sqrt(t_j / t_k), t_k = n_k / N (Jennison & Turnbull 2000, ch. 3). The
+boundaries spend alpha (Lan & DeMets 1983) by the Hwang, Shih & DeCani (1990) function
 
     a(t) = a (1 - exp(-gamma t)) / (1 - exp(-gamma)),    gamma != 0 (a t at gamma = 0),
 
 solved look by look so that P(Z_1 < c_1, ..., Z_{k-1} < c_{k-1}, Z_k >= c_k) = a(t_k) - a(t_{k-1})
 under H0, by recursive numerical integration of the score process (Armitage, McPherson & Rowe
-1969; Jennison & Turnbull 2000, ch. 19). gamma = -4 (the regression side's default) behaves like
-O'Brien-Fleming: almost no alpha early, so the last boundary stays close to the fixed-n z_a and a
-5-point drop loses little power; the pass side's gamma = -2 spends a little more early, which
-stops healthy cells sooner. The looks are fixed in advance by question count, never by the data;
-the last look spends what is left.
-Regression rejects when Z_k >= c_k(a_R); pass when Z_k <= -c_k(a) (the mirror test of
-H0 d >= tol at level a).
+1969; Jennison & Turnbull, ch. 19); the last look spends what is left. gamma = -4 (the
+regression default) spends almost nothing early, like O'Brien-Fleming, so the last boundary stays
+near the fixed-n z_a and a 5-point drop loses little power; the pass side's -2 spends a little
+more early and stops healthy cells sooner. Looks are fixed in advance by question count, never by
+the data. Regression rejects when Z_k >= c_k(a_R); pass when Z_k <= -c_k(a), the mirror test of
+H0 d >= tol at level a.
 
-**E-process part** (regression side only). The group-sequential z is an approximation, and
-early, with a handful of flips, its right tail is too light; yet a 20-point collapse should stop
-within a few dozen pairs. A share `e_share` of each cell's regression level goes to a betting
-e-process that is exact for any distribution of X with mean <= tol, at every question
-(Shafer & Vovk; Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables by
-betting", JRSS-B):
+**E-process part** (regression side only). Early, with a handful of flips, the z's right tail is
+too light, yet a 20-point collapse should stop within a few dozen pairs. A share `e_share` of
+each cell's regression level goes to a betting e-process, exact for any law of X with mean <= tol
+at every question (Shafer & Vovk; Waudby-Smith & Ramdas 2023, "Estimating means of bounded
+random variables by betting", JRSS-B):
 
     E_n = (1/J) sum_j prod_{i<=n} (1 + lambda_j (X_i - tol)),  lambda_j = j / ((J + 1)(1 + tol)),
 
-a uniform mixture of J constant bets; with b, c flips among n pairs
-prod_i = (1 + l(1 - tol))^b (1 - l(1 + tol))^c (1 - l tol)^(n - b - c). Each product is a
-nonnegative supermartingale under H0 (lambda_j < 1/(1 + tol) keeps every factor positive), so
-is their mean, and Ville's inequality gives P(sup_n E_n >= 1/eps) <= eps. The cell rejects on
-the e-process side when its running maximum reaches 1 / (e_share * a_R).
+with b, c flips among n pairs prod_i = (1 + l(1 - tol))^b (1 - l(1 + tol))^c (1 - l tol)^(n - b - c).
+Each product is a nonnegative supermartingale under H0 (lambda_j < 1/(1 + tol) keeps every factor
+positive), so is their mean, and Ville's inequality gives P(sup_n E_n >= 1/eps) <= eps. The cell
+rejects on this side when E's running maximum reaches 1 / (e_share * a_R).
 
-**One cell's regression test** at level a_R rejects when either part does: the e-process at
-e_share * a_R or the group-sequential bound at (1 - e_share) * a_R; by the union bound its
-error is at most a_R, at any stopping among the looks. **Across cells**, Holm: with r cells
-already rejected, the others are tested at a_R = alpha / (m - r) on their whole history so far,
-the sequentially rejective procedure of Maurer & Bretz (2013, "Multiple testing in group
-sequential trials using graphical approaches"), valid because each cell's test is monotone in
-its level. **Across families** (the parts of a Slurm run, each a job that stops its own cells):
-family f runs Holm at `regression_share` w_f * alpha, w_f its share of the run's cells, sum 1;
-a false regression anywhere needs one in some family, so the run's family-wise rate is at most
-sum_f w_f alpha = alpha (weighted Bonferroni over the parts, Holm within each). The pass side
-is per cell and needs no split. A cell stopped for pass keeps its pass. Stopping for pass is non-binding for the
-regression side and vice versa: each side's boundaries are computed as if the other never
-stopped the cell, so stopping only removes chances to err.
+**One cell's regression test** at level a_R rejects when either part does, the e-process at
+e_share * a_R or the bound at (1 - e_share) * a_R: by the union bound its error is at most a_R
+at any stopping among the looks. **Across cells**, Holm: with r cells rejected, the others are
+tested at a_R = alpha / (m - r) on their whole history so far (Maurer & Bretz 2013, "Multiple
+testing in group sequential trials using graphical approaches"), valid because each cell's test
+is monotone in its level. **Across families** (the parts of a Slurm run, each a job stopping its
+own cells): family f runs Holm at `regression_share` w_f * alpha, w_f its share of the run's
+cells (sum 1), so the run's family-wise rate is at most sum_f w_f alpha = alpha (weighted
+Bonferroni over the parts, Holm within each). The pass side is per cell and needs no split; a
+cell stopped for pass keeps its pass. Each side's boundaries are computed as if the other never
+stopped the cell (non-binding), so stopping only removes chances to err.
 
 **Edges.** A look is reached only with at least `min_n` pairs (`execution.stopping` counts a
 look's pairs among the questions the baseline holds, so n_k is the planned size); a cell whose
-questions end below `min_n` is inconclusive at its last look, never passed or failed, as in the
-fixed-n gate.
+questions end below `min_n` is inconclusive at its last look, as in the fixed-n gate.
 
 **Drift** (`drift_flags`). At every look the pairs are split at the look with half of them and
-the two halves' drops compared (a two-sided homogeneity test at level 0.1). Where they differ
-the look counts as not reached: the cell is decided at no look but its last, on all its
-questions, as the fixed-n gate decides it, and its reason says so.
+the halves' drops compared (a two-sided homogeneity test at level 0.1). Where they differ the
+look counts as not reached: the cell is decided only at its last look, on all its questions, as
+the fixed-n gate decides it, and its reason says so.
 
 **Guarantees.** Family-wise probability of any false regression (a cell called a regression
 whose true drop is <= tol) <= alpha; probability that a cell whose true drop is >= tol passes
-<= alpha, hence a run with such a cell passes with probability <= alpha. The e-process part is
-exact; the group-sequential part rests on the normal approximation of the score process, checked
-by simulation (`scripts/bench_sequential.py`, 10,000 runs: at a true drop of exactly tol, with
-flips both ways and with flips one way only, both rates within Monte Carlo error of alpha and
-at most the fixed-n gate's). **Assumptions**: the cell's pairs are exchangeable draws from the
-question population: the shared seeded permutation makes every prefix a uniform sample of the
-*questions*, but not of the *time* they were asked in, so an engine whose accuracy changes
-during the run (a cache that degrades once it fills) breaks it. The drift test catches that
-once both halves are seen; a decision made before the change shows cannot be protected: a
-rule that stops on the first half alone cannot know the second (the benchmark's step changes:
-docs/statistics.md; where such drift is expected, run `stopping.mode: fixed`). Look times must not
-depend on the outcomes. With one look at n = N and e_share = 0 the rule is the fixed-n gate exactly.
-Why both procedures, and what each buys: docs/sequential-stopping.md.
+<= alpha, hence that a run with such a cell passes. The e-process part is exact; the
+group-sequential part rests on the normal approximation of the score process, checked by
+simulation (`scripts/bench_sequential.py`, 10,000 runs at a true drop of exactly tol, flips both
+ways and one way only: both rates within Monte Carlo error of alpha, at most the fixed-n gate's).
+**Assumptions**: a cell's pairs are exchangeable draws from the question population. The shared
+permutation makes every prefix a uniform sample of the *questions*, not of the *time* they were
+asked in, so an engine whose accuracy changes during the run (a cache that degrades once it
+fills) breaks it. The drift test catches that once both halves are seen; a decision made before
+the change shows cannot be protected (docs/statistics.md; where such drift is expected, run
+`stopping.mode: fixed`). Look times must not depend on the outcomes. With one look at n = N and
+e_share = 0 the rule is the fixed-n gate exactly. Why both procedures: docs/sequential-stopping.md.
 """
 
 from __future__ import annotations
@@ -164,17 +149,12 @@ class Design:
 
 @dataclass(frozen=True)
 class Decisions:
-    """Per cell (arrays shaped like the counts without the looks axis), what `decide` found.
+    """Per cell (arrays shaped like the counts without the looks axis), what `decide` found."""
 
-    `look` is the look a cell was decided at (-1 while running); `by_e_process` says whether a
-    regression was shown by the e-process rather than the group-sequential bound; `drift` that
-    the homogeneity test found the drop changing along the send order by then (`drift_flags`).
-    """
-
-    status: np.ndarray
-    look: np.ndarray
-    by_e_process: np.ndarray
-    drift: np.ndarray
+    status: np.ndarray  # CellStatus
+    look: np.ndarray  # the look a cell was decided at (-1 while running)
+    by_e_process: np.ndarray  # a regression shown by the e-process rather than the group-sequential bound
+    drift: np.ndarray  # the drop seen changing along the send order by then (`drift_flags`)
 
 
 def spending(t: ArrayLike, alpha: float, gamma: float) -> np.ndarray:
@@ -281,14 +261,11 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     fractions = design.fractions
     if seen > len(fractions):
         raise ValueError(f"{seen} looks given, the design has {len(fractions)}")
-    # A look with fewer than min_n pairs is a look not reached: such a cell is never passed or
-    # failed on it, as the fixed-n gate leaves it inconclusive (a cell whose questions end below
-    # min_n ends inconclusive at the last look).
+    # A look with fewer than min_n pairs is not reached: never passed or failed on, as in the fixed-n gate.
     reached_last = ~np.isnan(n[..., -1])
     small = n < design.min_n
     b, c, n = (np.where(small, np.nan, x) for x in (b, c, n))
-    # A cell whose drop drifts along the send order is decided at no look but its last, where
-    # the rule judges the whole population's drop: a look it is flagged at is a look not reached.
+    # Nor is a look flagged for drift: the cell is decided at its last, on the whole population's drop.
     drift = drift_flags(b, c, n, design)
     early_drift = drift & (np.arange(seen) < len(fractions) - 1)
     b, c, n = (np.where(early_drift, np.nan, x) for x in (b, c, n))
@@ -296,8 +273,7 @@ def decide(b: ArrayLike, c: ArrayLike, n: ArrayLike, design: Design) -> Decision
     first_pass = _first(z <= -upper_bounds(fractions, design.alpha, design.pass_gamma)[:seen])
     z = beyond_score(b, c, n, design.tolerance)
     log_e = np.fmax.accumulate(regression_log_e(b, c, n, design.tolerance), axis=-1) if design.e_share else None
-    # First look at which each cell's regression test rejects, at every Holm level a/(m - r),
-    # through the group-sequential bound and through the e-process.
+    # The first look each cell's regression test rejects at, by the bound and by the e-process, at every Holm level a/(m - r).
     first_bound, first_e = [], []
     for level in design.alpha * design.regression_share / (cells - np.arange(cells)):
         bound = upper_bounds(fractions, (1 - design.e_share) * level, design.regression_gamma)[:seen]

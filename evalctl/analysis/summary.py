@@ -51,14 +51,9 @@ def run_summary(run: Run, metric: Metric | None = None) -> RunSummary:
     metric = run.metric(metric)
     computed = _SUMMARIES.setdefault(run, {})
     if metric not in computed:
-        computed[metric] = summarize(run.samples, metric, run_slo(run))
+        stated = run.config.get("slo")  # the latency objective goodput counts
+        computed[metric] = summarize(run.samples, metric, SloConfig.model_validate(stated) if stated else None)
     return computed[metric]
-
-
-def run_slo(run: Run) -> SloConfig | None:
-    """The latency objective the run's config states, if any."""
-    stated = run.config.get("slo")
-    return SloConfig.model_validate(stated) if stated else None
 
 
 @dataclass(frozen=True)

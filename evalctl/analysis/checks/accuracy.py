@@ -36,21 +36,27 @@ MDE_POWER = 0.8
 DIFFERENTIAL_METRIC = "agreement: warm-vs-cold disagreement beyond the baseline build's"
 
 
-def drop_figures(row: Any, min_n: int) -> dict[str, Any]:
-    """A drop-rule row's figures as a check reports them: the drop (b - c) / n, its tolerance, tests and flips, and
-    the interval that inverts the tests where the rule judged the cell (at least `min_n` pairs)."""
+def drop_check(row: Any, min_n: int, name: str, kind: str, status: str, reason: str, **fields: Any) -> Check:
+    """A drop-rule row's finding on its cell: the drop (b - c) / n, its tolerance, tests and flips, and the interval
+    that inverts the tests where the rule judged the cell (at least `min_n` pairs); `fields` the rest of the `Check`."""
     judged = row["n"] >= min_n
-    return {
-        "value": (int(row["b"]) - int(row["c"])) / int(row["n"]),
-        "threshold": float(row["tolerance"]),
-        "p_value": float(row["p_beyond"]),
-        "p_adjusted": float(row["p_adjusted"]),
-        "lower": float(row["rule_lower"]) if judged else None,
-        "upper": float(row["rule_upper"]) if judged else None,
-        "b": int(row["b"]),
-        "c": int(row["c"]),
-        "n": int(row["n"]),
-    }
+    return Check(
+        name,
+        kind,
+        status,
+        reason,
+        **CellKey.from_row(row).as_dict(),
+        value=(int(row["b"]) - int(row["c"])) / int(row["n"]),
+        threshold=float(row["tolerance"]),
+        p_value=float(row["p_beyond"]),
+        p_adjusted=float(row["p_adjusted"]),
+        lower=float(row["rule_lower"]) if judged else None,
+        upper=float(row["rule_upper"]) if judged else None,
+        b=int(row["b"]),
+        c=int(row["c"]),
+        n=int(row["n"]),
+        **fields,
+    )
 
 
 def drop_reason(row: pd.Series, policy: GatePolicy, tests: int, facts: str, value: str = "drop", subject: str = "drop") -> str:
@@ -99,17 +105,14 @@ def _differential_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
     return drop_reason(row, policy, tests, shares, "excess", "excess")
 
 
-def _is_differential(kind: str, cache: str, policy: GatePolicy) -> bool:
-    return kind == "variant" and cache == "on" and replaces_cache_accuracy(policy)
-
-
 def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataFrame:
     """The paired table of every comparison, each row with the tolerance it is judged at: the floor margin for a
     differential, else the task's; a variant's cache-off cells under an agreement floor left out (module docstring)."""
     table = paired_table(comparisons, policy.metric)
-    if replaces_cache_accuracy(policy):
+    floor = replaces_cache_accuracy(policy)
+    if floor:
         table = table[~((table["kind"] == "variant") & (table["cache"] == "off"))].reset_index(drop=True)
-    differential = [_is_differential(k, c, policy) for k, c in zip(table["kind"], table["cache"])]
+    differential = [floor and k == "variant" and c == "on" for k, c in zip(table["kind"], table["cache"])]
     tolerance = [policy.floor_margin if d else policy.max_accuracy_drop for d in differential]
     return with_drop_decisions(table.assign(differential=differential), tolerance, policy.alpha, policy.min_n)
 
@@ -146,18 +149,9 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
         status, reason = beyond_noise(status, reason, row["acc_drop"], row["tolerance"], policy.alpha, profile_noise)
         held = load.get((row["comparison"], CellKey.from_row(row)))
         reason = f"{reason}; {held}" if held else reason
-        checks.append(
-            Check(
-                f"{row['comparison']}: warm-vs-cold disagreement" if differential else row["comparison"],
-                "accuracy",
-                status,
-                reason,
-                **CellKey.from_row(row).as_dict(),
-                metric=DIFFERENTIAL_METRIC if differential else f"{policy.metric} accuracy drop",
-                **drop_figures(row, policy.min_n),
-                comparison=row["comparison"],
-            )
-        )
+        name = f"{row['comparison']}: warm-vs-cold disagreement" if differential else row["comparison"]
+        metric = DIFFERENTIAL_METRIC if differential else f"{policy.metric} accuracy drop"
+        checks.append(drop_check(row, policy.min_n, name, "accuracy", status, reason, metric=metric, comparison=row["comparison"]))
     for comp in comparisons:
         for _, row in unpaired_cells(comp, policy.metric).iterrows():
             cell = CellKey.from_row(row).as_dict()

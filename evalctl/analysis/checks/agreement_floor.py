@@ -1,11 +1,8 @@
 """Warm-vs-cold disagreement against the A/A arm's cold-vs-cold floor (policy `agreement_floor: aa`), a Holm family per build.
 
-The rule, its guarantee and what it assumes: `analysis.floor`. Off unless the policy asks for it.
-
-Each build (variant) is its own family: a build's floor verdict is the one it gets when swept alone,
-whatever other builds share its sweep (a candidate beside its baseline is signed off as it would be
-by itself). The price is stated in `analysis.gate`: alpha more of the run's false-regression bound
-per build judged.
+The rule, its guarantee and what it assumes: `analysis.floor`. Off unless the policy asks for it. A build's
+verdict is the one it gets when swept alone; the price (alpha more of the run's false-regression bound per
+build judged) is stated in `analysis.gate`.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT
-from evalctl.analysis.checks.accuracy import drop_figures, drop_reason
+from evalctl.analysis.checks.accuracy import drop_check, drop_reason
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
 from evalctl.analysis.gate_policy import GatePolicy
@@ -54,14 +51,14 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
     for variant, table in floor_table(comparison, policy.floor_margin, policy.alpha, policy.min_n):
         tests = int((table["n"] >= policy.min_n).sum())
         checks += [
-            Check(
+            drop_check(
+                row,
+                policy.min_n,
                 NAME,
                 KIND,
                 row["status"],
                 _reason(row, policy, tests),
-                **CellKey.from_row(row).as_dict(),
                 metric="agreement: warm minus cold-vs-cold disagreement",
-                **drop_figures(row, policy.min_n),
                 comparison=CACHE_COMPARISON,
                 family=f"{KIND} {variant}",
             )

@@ -1,24 +1,18 @@
 """Did the prefix cache do what each cell's label says? The `cache-engaged` gate check.
 
-A "cache on" cell whose cache never engaged (a server started with it off, a proxy that
-strips it, blocks larger than the shared prefix) makes every comparison resting on it
-meaningless: it compares cache off with cache off. So for each cell the sweep recorded the
-few-shot prefix its prompts share (`servers[].cells[].shared_prefix_chars` in the manifest),
-and this module compares the tokens the engine reported as cached with that expectation:
+A "cache on" cell whose cache never engaged (a server started with it off, a proxy that strips it,
+blocks larger than the shared prefix) makes every comparison resting on it compare cache off with
+cache off. The manifest records each cell's shared few-shot prefix (`servers[].cells[].shared_prefix_chars`):
 
-- expected cached tokens per request: the shared prefix's tokens as the server's tokenizer counted
-  them before the cell (`shared_prefix_tokens`); without that count, its prompt tokens times the
-  shared share of its characters (tokens per character taken from the request);
-- reported cached tokens: the records' `cached_tokens`, or, when the engine reports none
-  per request, the delta of its `/metrics` cached-token counter over the cell;
-- a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block
-  granularity and the first cold requests); a cache-off cell must report at most
-  `MAX_OFF` x expected. A cache-on cell short of it names why: warm requests whose first
-  attempt failed and whose retry came back with no cached tokens (the records keep every
-  attempt), else a cache that did not engage at all, else one that engaged on too few tokens.
+- expected cached tokens per request: the prefix's tokens as the server's tokenizer counted them
+  (`shared_prefix_tokens`), else its prompt tokens times the prefix's share of its characters;
+- reported: the records' `cached_tokens`, else the delta of the engine's `/metrics` counter over the cell;
+- a cache-on cell is engaged when reported >= `MIN_ENGAGED` x expected (room for block granularity
+  and the first cold requests); a cache-off cell may report at most `MAX_OFF` x expected.
 
-A cell that fails is `inconclusive` with the reason, and so is every accuracy and throughput
-check of a comparison with that cell on either side (`rests_on_failed`): never a pass.
+A cell that fails is inconclusive, saying why (cold retries first, else no engagement, else too
+few tokens), and so is every accuracy and throughput check of a comparison with that cell on
+either side (`rests_on_failed`): never a pass.
 """
 
 from __future__ import annotations
@@ -32,17 +26,11 @@ from evalctl.analysis.pairing import Comparison, match
 from evalctl.cell import CellKey
 from evalctl.manifest import CACHED_TOKENS, CellEntry, Manifest
 from evalctl.records import CELL_KEYS
-from evalctl.runs import Run
 from evalctl.schema import CacheMode
 
 MIN_ENGAGED = 0.5
 MAX_OFF = 0.05
 ENGAGEMENT_COLUMNS = [*CELL_KEYS, "expected_tokens", "reported_tokens", "source", "ok", "reason"]
-
-
-def _cell_entries(manifest: Manifest) -> dict[CellKey, CellEntry]:
-    """Each cell -> the manifest's log of it (last one wins, as after a restart)."""
-    return {server.cell_of(entry): entry for server in manifest.servers for entry in server.cells}
 
 
 def _metrics_delta(entry: CellEntry) -> float | None:
@@ -65,7 +53,7 @@ def _short_of_engaged(answered: pd.DataFrame, reported: float) -> str:
 
 def engagement_table(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """One row per cell with a shared prefix: expected and reported cached tokens, and whether the cell's label holds."""
-    entries = _cell_entries(manifest)
+    entries = {server.cell_of(entry): entry for server in manifest.servers for entry in server.cells}  # the last start's log
     rows = []
     for key, group in CellKey.groups(samples):
         shared = entries[key].shared_prefix_chars if key in entries else None
@@ -109,11 +97,11 @@ def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[
     if failed.empty:
         return out
     for comp in comparisons:
-        sides = {}
-        for side in ("reference", "candidate"):
-            cells = getattr(comp, side)[CELL_KEYS].drop_duplicates()
-            sides[side] = cells.merge(failed, on=CELL_KEYS, how="left")
-        matched = match(replace(comp, reference=sides["reference"], candidate=sides["candidate"]))
+        sides = {
+            side: getattr(comp, side)[CELL_KEYS].drop_duplicates().merge(failed, on=CELL_KEYS, how="left")
+            for side in ("reference", "candidate")
+        }
+        matched = match(replace(comp, **sides))
         for _, row in matched.iterrows():
             why = [r for r in (row["reason"], row["reason_ref"]) if isinstance(r, str)]
             if why:
@@ -121,36 +109,30 @@ def rests_on_failed(comparisons: list[Comparison], table: pd.DataFrame) -> dict[
     return out
 
 
-def cache_engaged_checks(run: Run) -> tuple[list[Check], pd.DataFrame]:
-    """One check per cell with a shared prefix, and the engagement table they come from."""
-    table = engagement_table(run.samples, run.manifest)
-    checks = [
-        Check(
-            f"cache {row['cache']} as labelled",
-            "cache-engaged",
-            "pass" if row["ok"] else "inconclusive",
-            row["reason"],
-            **CellKey.from_row(row).as_dict(),
-            metric="cached / expected tokens",
-            value=row["reported_tokens"] / row["expected_tokens"]
-            if row["reported_tokens"] is not None and row["expected_tokens"]
-            else None,
-        )
-        for _, row in table.iterrows()
-    ]
-    return checks, table
-
-
 class CacheEngaged(GateCheck):
     kind = "cache-engaged"
     order = 50
 
     def results(self, inputs: GateInputs) -> list[Check]:
-        return cache_engaged_checks(inputs.run)[0]
+        """One check per cell with a shared prefix."""
+        return [
+            Check(
+                f"cache {row['cache']} as labelled",
+                "cache-engaged",
+                "pass" if row["ok"] else "inconclusive",
+                row["reason"],
+                **CellKey.from_row(row).as_dict(),
+                metric="cached / expected tokens",
+                value=row["reported_tokens"] / row["expected_tokens"]
+                if row["reported_tokens"] is not None and row["expected_tokens"]
+                else None,
+            )
+            for _, row in engagement_table(inputs.run.samples, inputs.run.manifest).iterrows()
+        ]
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
         """The comparisons resting on a cell that failed its cache label: inconclusive, never a pass."""
-        table = cache_engaged_checks(inputs.run)[1]
+        table = engagement_table(inputs.run.samples, inputs.run.manifest)
         failed = rests_on_failed(inputs.comparisons, table) if len(table) else {}
         out = []
         for check in earlier:

@@ -1,11 +1,7 @@
-"""Completeness: a run (and its baseline) that stopped early or is short of questions is not a pass.
-
-Did a run record every question of every cell its config planned?
-
-A gate must not pass a run that stopped early: the missing cells may be the ones that
-regress. The planned cells and their questions are the plan the manifest recorded (a manifest
-from before it: re-expanded from its config), so a cell that never started counts as missing,
-not as absent from the comparison.
+"""Completeness: a run (and its baseline) that stopped early or is short of questions is not a pass:
+the missing cells may be the ones that regress. The planned cells and questions are the plan the
+manifest recorded (an older manifest: re-expanded from its config), so a cell that never started
+counts as missing, not as absent from the comparison.
 """
 
 from __future__ import annotations

@@ -44,13 +44,12 @@ class Divergence(GateCheck):
             mine = {cell: row for cell, row in rows.items() if cell.variant == variant}
             for cell, (status, p_adjusted) in decide(mine, inputs.policy.alpha).items():
                 row = mine[cell]
-                worst = worst_requests(row.worst)
                 checks.append(
                     Check(
                         "warm returns' logprobs against the healthy spread",
                         KIND,
                         status,
-                        row.reason + (f"; worst: {worst}" if worst else ""),
+                        row.reason + worst_requests(row.worst),
                         **cell.as_dict(),
                         metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
                         value=float(row.worst["divergence"].max()) if len(row.worst) else None,

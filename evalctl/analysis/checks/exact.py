@@ -25,13 +25,12 @@ class Exact(GateCheck):
             row = exact_rung(pairs, settings)
             if row is None:
                 continue
-            worst = worst_requests(row.worst)
             checks.append(
                 Check(
                     "warm returns exactly as cold",
                     KIND,
                     row.status,
-                    row.reason + (f"; worst: {worst}" if worst else ""),
+                    row.reason + worst_requests(row.worst),
                     **cell.as_dict(),
                     metric="returns not bitwise identical to their cold twins",
                     value=float(row.exceeding),

@@ -1,31 +1,28 @@
 """Retries are evidence: did more requests fail their first attempt on one side of a comparison? One Holm family.
 
-The client retries 5xx answers, timeouts and dropped connections, and a retried answer is scored like any
-other. So a build that fails a request whenever it hits the prefix cache and serves the retry from scratch
-looks healthy by its answers: accuracy holds, the error rate counts nothing, and the cached tokens it never
-served read as a cache that did not engage (`checks.cache_engaged` names the retries instead). This check
-reads what the records keep of every attempt (`records.SampleRecord.first_error_kind`, `attempts`).
+The client retries 5xx answers, timeouts and dropped connections, and a retried answer is scored like
+any other. So a build that fails a request whenever it hits the prefix cache, and serves the retry from
+scratch, looks healthy by its answers (accuracy holds, the error rate counts nothing; `checks.cache_engaged`
+names the retries rather than a cache that did not engage). The records keep every attempt
+(`records.SampleRecord.first_error_kind`, `attempts`).
 
-For each paired comparison the gate has (cache on vs off, variant vs baseline variant, pass k vs 1, profile
-vs the reference profile, run vs baseline run: `pairing.Comparison`), the requests are paired question by
-question (`pairing.align`) and each side scored "right" when the request was answered at its first attempt
-(no error, one attempt). b counts requests answered at once by the reference but not by the candidate, c
-the reverse; the "drop" is then the increase in the first-attempt failure rate, candidate minus reference,
-judged by the gate's paired drop rule (`analysis.drop_rule.with_drop_decisions`) at the policy's
-`max_first_attempt_failure_increase`, with its own Holm family.
+Per comparison (`pairing.Comparison`) the requests are paired question by question (`pairing.align`),
+each side "right" when answered at its first attempt (no error, one attempt): b counts requests answered
+at once by the reference only, c by the candidate only, so the "drop" is the increase in the first-attempt
+failure rate, judged by the paired drop rule (`drop_rule.with_drop_decisions`) at
+`max_first_attempt_failure_increase`.
 
-Guarantee: the drop rule's, proven by exact enumeration (`scripts/exact_gate.py --tolerance 0.10 --max-n
-1500`: at alpha 0.05 and n from 30 to 1,500 the worst false regression is 4.78%, the worst false pass 4.99%;
+Guarantee: the drop rule's, by exact enumeration (`scripts/exact_gate.py --tolerance 0.10 --max-n 1500`:
+at alpha 0.05 and n from 30 to 1,500 the worst false regression is 4.78%, the worst false pass 4.99%;
 other tolerances hold only if the script is run for them): when every cell's true increase is at most the
-tolerance, the chance of any false first-attempt regression in this family is at most alpha under any
-dependence between cells (Holm); when a cell's true increase is at least the tolerance, the chance it passes
-is at most alpha. Assumption, as there:
-each question gives one independent (reference, candidate) pair of outcomes. Failures that come in bursts
-(a server restarting, a neighbour's load spike) break it, toward more false regressions; the reason names
-the kinds, so a burst of timeouts reads as what it is.
+tolerance, the chance of any false regression in this family is at most alpha under any dependence
+between cells (Holm); when a cell's true increase is at least the tolerance, the chance it passes is at
+most alpha. Assumption: each question gives one independent (reference, candidate) pair. Failures in
+bursts (a server restarting, a neighbour's load spike) break it, toward more false regressions; the
+reason names the kinds, so a burst of timeouts reads as what it is.
 
-It runs after `cache-engaged` (order 55), which makes a comparison resting on a cell whose cache label failed
-inconclusive: a build whose retries come back cold fails that label, and this finding must still stand.
+It runs after `cache-engaged` (order 55), which makes a comparison resting on a cell whose cache label
+failed inconclusive: a build whose retries come back cold fails that label, and this finding must stand.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from collections import Counter
 
 import pandas as pd
 
-from evalctl.analysis.checks.accuracy import drop_figures, drop_reason
+from evalctl.analysis.checks.accuracy import drop_check, drop_reason
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
@@ -123,14 +120,14 @@ def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> l
     table = with_drop_decisions(first_attempt_table(comparisons), policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
     tests = int((table["n"] >= policy.min_n).sum())
     return [
-        Check(
+        drop_check(
+            row,
+            policy.min_n,
             f"{row['comparison']}: first attempts",
             KIND,
             row["status"],
             drop_reason(row, policy, tests, failures_named(row), "increase", "increase in first-attempt failures"),
-            **CellKey.from_row(row).as_dict(),
             metric="first-attempt failure rate increase",
-            **drop_figures(row, policy.min_n),
             comparison=row["comparison"],
         )
         for _, row in table.iterrows()

@@ -1,12 +1,10 @@
 """Caps per cell: the share of requests that failed, and of answers with nothing the metric could extract.
 
-A cap is a fixed share, not a test, so a handful of answers cannot prove it broken: below the
-policy's `min_n` a cell regresses only when its count already exceeds what `min_n` answers
-would tolerate (more than `cap x min_n`), and is inconclusive otherwise. One unlucky answer of
-three is not a regression; four of four failed requests at a 10% cap is.
-In a run that did not finish, a request whose last attempt hit a retryable error (the server
-went away, a timeout) is pending, not failed: `--resume` sends it again, and the completeness
-check already reports it.
+A cap is a fixed share, not a test, so a handful of answers cannot prove it broken: below `min_n` a cell
+regresses only when its count already exceeds what `min_n` answers would tolerate (more than `cap x
+min_n`), and is inconclusive otherwise (one unlucky answer of three is no regression; four of four failed
+requests at a 10% cap is). In an unfinished run a request whose last attempt hit a retryable error is
+pending, not failed: `--resume` sends it again, and the completeness check reports it.
 """
 
 from __future__ import annotations

@@ -29,20 +29,16 @@ def stopping_policy_mismatch(run: Run, policy: GatePolicy) -> list[str]:
 
 
 def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
-    """A sequential run's accuracy verdicts: per cell, its decision against the baseline run,
-    when it was made and the requests it saved (`execution.stopping`).
+    """A sequential run's accuracy verdicts: per cell, its decision against the baseline run, when it was
+    made and the requests it saved (`execution.stopping`).
 
-    These replace the fixed-n accuracy checks: the fixed-n rule is not valid on a sample whose
-    size the data chose, and a cell that ran to its last look was judged there by the same
-    sequential rule, whose error rates hold over all looks together (`analysis.sequential`).
-    A cell with rows but no decision (it failed before its last look, or the baseline lacks
-    questions its looks need) is inconclusive. As every paired check, a regression must also
-    exceed the engine's own A/A noise (`noise.drop_margin`) at the look it was decided.
-
-    The decisions were made with the run's `stopping:` tolerance, alpha, metric and min_n, so
-    a policy that differs is refused (bad input) rather than printed beside them: a sequential
-    verdict cannot be re-judged at other values (where the cell stopped depended on them), and
-    judging "by the stricter" would mix two rules whose error rates were never proven together.
+    They replace the fixed-n checks, not valid on a sample whose size the data chose; a cell that ran to
+    its last look was judged there by the sequential rule, whose error rates hold over all looks together
+    (`analysis.sequential`). A cell with rows but no decision (it failed before its last look, or the
+    baseline lacks questions its looks need) is inconclusive; a regression must also exceed the engine's
+    A/A noise (`noise.drop_margin`) at its look. A policy whose tolerance, alpha, metric or min_n differ
+    from the run's `stopping:` is refused (bad input): where a cell stopped depended on them, and judging
+    "by the stricter" would mix two rules whose error rates were never proven together.
     """
     differ = stopping_policy_mismatch(run, policy)
     if differ:

@@ -1,36 +1,29 @@
 """Per-request throughput: a slowdown beyond `max_throughput_drop`, by rank tests, Holm over its own family.
 
-Is a candidate cell slower than its reference beyond the tolerance?
+The comparisons are accuracy's (`pairing.Comparison`), so a throughput verdict belongs to the cell
+whose accuracy is judged. A ratio of two cell-wide figures is one draw of a noisy measurement (a
+shared machine, a neighbour's burst); a cell's requests are many draws, so the check tests them.
 
-The comparisons are the same `pairing.Comparison`s as for accuracy, so a throughput verdict
-always belongs to the cell whose accuracy is judged. One ratio of two cell-wide figures is
-one draw of a noisy measurement (a shared machine, a neighbour's burst); the requests of a
-cell are many draws, so the check tests them.
+Each measure goes on a log "time" scale, t = log(latency) or -log(rate), where a slowdown by the
+tolerated fraction s (rate times 1 - s, latency divided by 1 - s) is a shift of -log(1 - s). Two
+one-sided Wilcoxon-Mann-Whitney tests (`scipy.stats.mannwhitneyu`) of the candidate's t, shifted
+back by that amount, against the reference's:
 
-Each measure is put on a log "time" scale, t = log(latency) or -log(rate), where a slowdown
-by the tolerated fraction s (rate times 1 - s, latency divided by 1 - s) is a shift of
--log(1 - s). Two one-sided Wilcoxon-Mann-Whitney tests of the candidate's t, shifted back by
-that amount, against the reference's t (`scipy.stats.mannwhitneyu`):
+- slower (regression): H0 shift <= -log(1 - s); small p says the slowdown exceeds s;
+- within (pass): H0 shift >= -log(1 - s); small p says it is below s.
 
-- slower (regression): H0: shift <= -log(1 - s); small p says the slowdown exceeds s;
-- within (pass): H0: shift >= -log(1 - s); small p says it is below s.
+Inverting them gives the rank-based (Hodges-Lehmann) bounds on the ratio, so "p <= alpha" is "the
+interval excludes the threshold". Assumptions: requests are independent, and the candidate's
+distribution is the reference's scaled by a factor; concurrency and a shared machine weaken the
+first, so the median ratio is a description and the p-values are approximate.
 
-Inverting them gives the rank-based (Hodges-Lehmann) confidence bounds on the ratio, so
-"the p-value is <= alpha" is "the interval excludes the threshold". Assumptions: requests
-are independent, and the candidate's distribution is the reference's scaled by a factor
-(a shift on the log scale); concurrency and a shared machine weaken the first, so the
-reported median ratio is a description and the p-values are approximate.
-
-The two cells are timed minutes apart; another job on the machine during one of them moves
-speed more than any build does. Each cell records the share of the machine's CPUs other
-processes used (`execution.host_load`), so the share they left free. When the candidate's cell
-had less than 1 - `max_host_cpu_loss` of its reference's free share, the load alone could
-explain a slowdown that large: a regression is not concluded (inconclusive, the reason says
-why); when the reference's had that much less, a pass is not either (the reference was slowed,
-a slowdown could hide). Conclusions the load could not have produced stand. On 2 cores a
-neighbour going from 53% to 73% of the CPUs leaves 43% less for the server: a 2x slowdown of
-a healthy build was seen there (scripts/conversation_seeds.py), which an absolute difference
-in load (20 points) hides.
+The two cells are timed minutes apart, and another job on the machine moves speed more than any
+build does. Each cell records the share of the CPUs other processes used (`execution.host_load`).
+When the candidate's cell had less than 1 - `max_host_cpu_loss` of its reference's free share, the
+load alone could explain the slowdown: no regression is concluded (inconclusive, saying why); when
+the reference's had that much less, no pass either (a slowdown could hide). Relative, not absolute:
+on 2 cores a neighbour going from 53% to 73% of the CPUs leaves 43% less for the server, and a 2x
+slowdown of a healthy build was seen there (scripts/conversation_seeds.py).
 """
 
 from __future__ import annotations
@@ -116,7 +109,8 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostL
                 t_ref, t_cand = _time_scale(ref[measure], higher_better), _time_scale(cand[measure], higher_better)
                 if not (t_ref.size and t_cand.size):
                     continue
-                ratio = math.exp(np.median(t_cand) - np.median(t_ref)) ** (-1 if higher_better else 1)
+                ref_median, cand_median = (float(np.exp(np.median(t) * (-1 if higher_better else 1))) for t in (t_ref, t_cand))
+                ratio = cand_median / ref_median
                 rows.append(
                     {
                         "kind": comp.kind,
@@ -126,8 +120,8 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostL
                         "measure": measure,
                         "ref_requests": t_ref.size,
                         "cand_requests": t_cand.size,
-                        "ref_median": float(np.exp(np.median(t_ref) * (-1 if higher_better else 1))),
-                        "cand_median": float(np.exp(np.median(t_cand) * (-1 if higher_better else 1))),
+                        "ref_median": ref_median,
+                        "cand_median": cand_median,
                         "ratio": ratio,
                         "slowdown": 1 - ratio if higher_better else 1 - 1 / ratio,
                         "p_slower": float(mannwhitneyu(t_cand - shift, t_ref, alternative="greater").pvalue),

@@ -231,7 +231,7 @@ class CompletionClient:
         ttft = itl = None
         body = b""
         try:
-            if _is_event_stream(response):
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
                 data, choice, text, first, times, tokens = await _read_events(response)
                 ttft = first - t0
                 itl = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
@@ -265,21 +265,12 @@ class CompletionClient:
             itl_s=itl,
         )
 
-    async def map(
-        self, prompts: Iterable[tuple[object, str, dict]], stop: asyncio.Event | None = None
-    ) -> AsyncIterator[tuple[object, Completion]]:
-        """Run (key, prompt, params) items with bounded concurrency, yielding as each completes.
-
-        Once `stop` is set no new request starts; those in flight still finish and are yielded.
-        """
-        async for item in self.map_chains([[item] for item in prompts], stop):
-            yield item
-
     async def map_chains(
         self, chains: Iterable[list[tuple[object, str, dict]]], stop: asyncio.Event | None = None
     ) -> AsyncIterator[tuple[object, Completion]]:
-        """As `map`, over chains: each chain's items in order, one after another's answer (a conversation's
-        turns); at most `concurrency` chains at once."""
+        """Run chains of (key, prompt, params) items, yielding each answer as it comes: each chain's items in order, one
+        after another's answer (a conversation's turns); at most `concurrency` chains at once. Once `stop` is set no new
+        request starts; those in flight still finish and are yielded."""
         queue: asyncio.Queue = asyncio.Queue()
         items = [chain for chain in chains if chain]
         for item in items:
@@ -317,10 +308,6 @@ class CompletionClient:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-
-
-def _is_event_stream(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
 
 
 def _json_object(raw: bytes | str, what: str) -> dict:

@@ -120,14 +120,11 @@ class SampleRecord:
         metrics = [k[: -len(CORRECT_SUFFIX)] for k in row if k.endswith(CORRECT_SUFFIX)]
         plain = {k: v for k, v in row.items() if k in COLUMNS}
         answers = {m: row.get(m + ANSWER_SUFFIX) for m in metrics}
-        attempts = _failed_attempts(plain.pop("failed_attempts", None))
+        # `failed_attempts` as read back: a JSON list, parquet's array of dicts, or None.
+        stored = plain.pop("failed_attempts", None)
+        attempts = tuple(FailedAttempt(**a) for a in stored) if stored is not None else ()
         plain["logprobs"] = read_logprobs(plain.pop("logprobs", None))
         return cls(**plain, failed_attempts=attempts, answers=answers, correct={m: row[m + CORRECT_SUFFIX] for m in metrics})
-
-
-def _failed_attempts(stored: Iterable[Mapping] | None) -> tuple[FailedAttempt, ...]:
-    """A row's `failed_attempts` as read back (a JSON list, parquet's array of dicts, or None) as typed attempts."""
-    return tuple(FailedAttempt(**a) for a in stored) if stored is not None else ()
 
 
 def stored_logprobs(tokens: Iterable[TokenLogprob] | None) -> list[dict] | None:
@@ -180,7 +177,8 @@ class RecordWriter:
     within `SYNC_INTERVAL_S`, and all of them once the writer closes."""
 
     def __init__(self, run_dir: Path, part: str | None = None, file: str | None = None):
-        self.path = run_dir / (file or records_file(part))
+        # The run's own file, or its part's: no two writers share a file.
+        self.path = run_dir / (file or (RECORDS_FILE if part is None else f"records-{part}.jsonl"))
         try:
             _drop_torn_tail(self.path)
             self._fh = open(self.path, "a", encoding="utf-8")
@@ -228,11 +226,6 @@ def _drop_torn_tail(path: Path) -> None:
             os.fsync(fh.fileno())
 
 
-def records_file(part: str | None = None) -> str:
-    """The JSONL file a sweep appends to: the run's own, or its part's (no two writers share a file)."""
-    return RECORDS_FILE if part is None else f"records-{part}.jsonl"
-
-
 def record_files(run_dir: Path) -> list[Path]:
     """Every records file of a run: the run's own first, then one per part."""
     return [p for p in [run_dir / RECORDS_FILE, *sorted(run_dir.glob(PART_RECORDS_GLOB))] if p.is_file()]
@@ -253,13 +246,9 @@ def read_jsonl(path: Path) -> pd.DataFrame:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-    return with_columns(pd.DataFrame(rows))
-
-
-def with_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` with every base column (empty where missing), base columns first, then the metrics' in order."""
-    extra = [c for c in df.columns if c not in COLUMNS]
-    return df.reindex(columns=[*COLUMNS, *extra])
+    # Every base column (empty where missing), base columns first, then the metrics' in order.
+    df = pd.DataFrame(rows)
+    return df.reindex(columns=[*COLUMNS, *(c for c in df.columns if c not in COLUMNS)])
 
 
 def load_samples(run_dir: Path, live: bool = False) -> pd.DataFrame:

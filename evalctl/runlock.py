@@ -79,10 +79,6 @@ class FolderLock:
         self.path = path
         self._fd: int | None = None
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def acquire(self, role: str, *, shared: bool = False, wait_s: float = 0.0) -> bool:
         """Take the lock (waiting up to `wait_s`, at least `GRACE_S`); False if another process holds it still."""
         try:
@@ -100,19 +96,16 @@ class FolderLock:
                     return False
                 time.sleep(_POLL_S)
         self._fd = fd
-        if not shared:  # shared holders (parts) say who they are in their own part lock
-            self._say(Holder(role=role, host=socket.gethostname(), pid=os.getpid(), command=_command(), since=now()))
-        return True
-
-    def _say(self, holder: Holder) -> None:
-        assert self._fd is not None
-        data = holder.model_dump_json().encode()
+        if shared:  # shared holders (parts) say who they are in their own part lock
+            return True
+        holder = Holder(role=role, host=socket.gethostname(), pid=os.getpid(), command=_command(), since=now())
         try:
-            os.ftruncate(self._fd, 0)
-            os.pwrite(self._fd, data, 0)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, holder.model_dump_json().encode(), 0)
         except OSError as exc:  # a full disk still lets the lock work; only the message loses its name
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise disk_error(exc, self.path) from exc
+        return True
 
     def release(self) -> None:
         if self._fd is None:
@@ -149,10 +142,6 @@ def run_lock_path(run_dir: Path) -> Path:
     return run_dir / LOCK_FILE
 
 
-def part_lock_path(run_dir: Path, part: str) -> Path:
-    return run_dir / PARTS_DIR / f"{part}{PART_LOCK_SUFFIX}"
-
-
 def writers(run_dir: Path) -> list[Holder]:
     """Who is writing the run folder now: its exclusive writer, or the Slurm parts running in it; empty if nobody."""
     found = [h for h in [holder_of(run_lock_path(run_dir))] if h is not None]
@@ -166,7 +155,7 @@ class RunLock:
     def __init__(self, run_dir: Path, part: str | None = None):
         self.run_dir, self.part = run_dir, part
         self._run = FolderLock(run_lock_path(run_dir))
-        self._part = FolderLock(part_lock_path(run_dir, part)) if part is not None else None
+        self._part = FolderLock(run_dir / PARTS_DIR / f"{part}{PART_LOCK_SUFFIX}") if part is not None else None
 
     def acquire(self, role: str, wait_s: float = 0.0) -> RunLock:
         """Take the locks, or raise BadInput naming who holds them."""

@@ -57,16 +57,12 @@ class PipVenv(BaseModel):
         return self.path / "bin" / "python"
 
 
-def cache_root() -> Path:
-    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl" / "venvs"
-    return Path(root)
-
-
 def venv_dir(requirements: Sequence[str]) -> Path:
     """The cache folder for these requirements (built or not): readable name, then a digest of the whole key."""
+    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl" / "venvs"
     key = json.dumps([list(requirements), sys.base_prefix, list(sys.version_info[:2]), BUILDER_VERSION])
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(requirements)).strip("-")[:60]
-    return cache_root() / f"pip-{slug}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return Path(root) / f"pip-{slug}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def python_of(requirements: Sequence[str]) -> Path:

@@ -1,32 +1,26 @@
 """Agreement with the cache-off answer: a paired measure for a model whose task accuracy means nothing.
 
-A model with random weights (bundled:tiny-hybrid) answers every question wrong, cache on or
-off, so a paired test of task accuracy sees no flip whatever the cache does. What a correct
-engine guarantees is stronger and needs no right answer: with greedy decoding, a request
-computes the same function whether its prefix came from the cache or not, so it gives the
-same text. `agreement` scores each answer by that: a row is "right" when its response is the
-response the cache-off cell of the same server gave to the same prompt (same profile, variant,
-shots, doc and prompt hash; that cell's first pass at the sweep's lowest concurrency, so an answer
-changed by load disagrees too). The cache-off rows are the reference and
-agree with themselves.
+A model with random weights (bundled:tiny-hybrid) answers every question wrong, cache on or off, so a paired test of
+task accuracy sees no flip whatever the cache does. A correct engine guarantees more, with no right answer needed:
+under greedy decoding a request gives the same text whether its prefix came from the cache or not. So a row is
+"right" when its response is the one the cache-off cell of the same server gave to the same prompt (same profile,
+variant, shots, doc and prompt hash; that cell's first pass at the sweep's lowest concurrency, so an answer changed
+by load disagrees too). The cache-off rows are the reference and agree with themselves.
 
-Through the gate's paired test (`analysis.drop_rule`) this turns into a test on the disagreement
-rate: the reference is right on every pair, so b counts the disagreements, c is 0, and the
-drop is the disagreement share, with the rule's guarantees unchanged (they hold for any
-paired binary outcome). A variant or run comparison at cache on compares disagreement shares
-(a faulty build's cache-on answers disagree with its own cache-off ones; a real build's do
-not). Noise: the A/A replica (the cache-off cell run again, cold) is scored against the same
-first run, so its flips are cold-vs-cold disagreements, the engine's own nondeterminism.
+Through the gate's paired test (`analysis.drop_rule`) this becomes a test on the disagreement rate: the reference is
+right on every pair, so b counts the disagreements, c is 0, and the drop is the disagreement share; the rule's
+guarantees hold unchanged (they hold for any paired binary outcome). A variant or run comparison at cache on
+compares disagreement shares (a faulty build's cache-on answers disagree with its own cache-off ones; a real
+build's do not). Noise: the A/A replica (the cache-off cell run again, cold) is scored against the first run, so
+its flips are cold-vs-cold disagreements, the engine's own nondeterminism.
 
-Sound only where the engine is meant to be deterministic: greedy decoding (temperature 0) and
-numerics that do not depend on batching; the A/A arm measures the latter, and its noise widens
-the gate's margin (`analysis.noise`). It cannot compare servers with each other (each server is
-scored against its own cache-off answers): judge profiles by a task metric.
+Sound only where the engine is meant to be deterministic: greedy decoding (temperature 0) and numerics independent
+of batching; the A/A arm measures the latter, and its noise widens the gate's margin (`analysis.noise`). It cannot
+compare servers (each is scored against its own cache-off answers): judge profiles by a task metric.
 
-Not recorded: derived from the samples when asked for (a gate policy's `metric: agreement`,
-`Run.metric`). A row whose reference got no answer scores None (nothing to agree with); in a
-comparison that counts as the candidate's request error, i.e. wrong, which errs toward a
-regression, never a pass.
+Not recorded: derived from the samples when asked for (a gate policy's `metric: agreement`, `Run.metric`). A row
+whose reference got no answer scores None; in a comparison that counts as the candidate's request error, i.e.
+wrong: it errs toward a regression, never a pass.
 """
 
 from __future__ import annotations

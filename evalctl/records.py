@@ -22,6 +22,7 @@ import pandas as pd
 
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind, FailedAttempt, TokenLogprob
+from evalctl.errors import BadInput
 from evalctl.fsio import atomic_path, disk_error
 
 RECORDS_FILE = "records.jsonl"
@@ -155,8 +156,6 @@ def primary_metric(df: pd.DataFrame, requested: str | None = None) -> str:
 
     Samples without rows hold no metric columns: then `requested`, or NO_METRIC, names the (empty) tables.
     """
-    from evalctl.errors import BadInput
-
     known = metric_names(df)
     if not known:
         return requested or NO_METRIC

@@ -1,30 +1,23 @@
 """One writer per run folder: the lock a writing process holds, and how readers see who is writing.
 
-The lock is `fcntl.flock` on `<run>/.writer.lock`. The process that writes the run holds it
-exclusively for as long as it writes: a sweep (new or `--resume`), the Slurm submitter while it
-creates the folder and lists the jobs, the aggregation job. The operating system releases a
-flock when the process dies, however it dies (kill -9 included), so there is never a stale
-lock to clean up. A second writer gets a `BadInput` error (the usage exit code) naming the
-holder, or waits for the lock (`--wait-for-lock SECONDS`).
+The lock is `fcntl.flock` on `<run>/.writer.lock`, held exclusively for as long as the process writes the run: a
+sweep (new or `--resume`), the Slurm submitter while it creates the folder and lists the jobs, the aggregation job.
+The OS releases a flock when its process dies, however it dies (kill -9 included): no stale lock to clean up. A
+second writer gets a `BadInput` (the usage exit code) naming the holder, or waits (`--wait-for-lock SECONDS`).
 
-Slurm parts of one run write at the same time, each its own records file and state file: each
-holds the run lock *shared* (so no exclusive writer, such as a local `--resume` or a second
-submission, can take the run while they run) and its own `jobs/<part>.lock` exclusively (so a
-part never runs twice at once). What they share, the manifest, is written only by exclusive
-holders.
+Slurm parts of one run write at once, each its own records and state file: each holds the run lock *shared* (no
+exclusive writer, such as a local `--resume` or a second submission, can take the run meanwhile) and its own
+`jobs/<part>.lock` exclusively (a part never runs twice at once). The manifest is written only by exclusive holders.
 
-The holder writes who it is (host, PID, command, role, since) into the lock file it holds;
-that text is only believed while the lock is held. Readers never take a lock for longer than a
-non-blocking probe (`writers`), shared, on a file opened read-only: they work on a read-only
-share, and a writer that meets a probe retries for `GRACE_S` before it refuses.
+The holder writes who it is (host, PID, command, role, since) into its lock file, believed only while the lock is
+held. Readers only probe, non-blocking and shared, on a file opened read-only (`writers`: a read-only share works);
+a writer that meets a probe retries for `GRACE_S` before it refuses.
 
-Shared filesystems: on Linux, flock on NFS (client 2.6.12 and later, NFSv3 with lockd or
-NFSv4) is carried out as a whole-file POSIX lock on the server, so it excludes across nodes.
-What this relies on there: the share is not mounted with `local_lock=flock` or `nolock` (then
-flock is only per node); a process that dies releases its lock at once, but a node that dies
-holds it until the server reclaims it (the NFSv4 lease, 90 s by default; NFSv3 when the node's
-statd reports the reboot). Lustre needs the `flock` mount option (`localflock` is per node);
-GPFS/Spectrum Scale and local disks need nothing.
+Shared filesystems: on Linux, flock on NFS (client 2.6.12 and later, NFSv3 with lockd or NFSv4) is a whole-file
+POSIX lock on the server, so it excludes across nodes, unless the share is mounted with `local_lock=flock` or
+`nolock` (then only per node). A dead process releases its lock at once; a dead node holds it until the server
+reclaims it (the NFSv4 lease, 90 s by default; NFSv3 when the node's statd reports the reboot). Lustre needs the
+`flock` mount option (`localflock` is per node); GPFS/Spectrum Scale and local disks need nothing.
 """
 
 from __future__ import annotations

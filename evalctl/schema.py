@@ -1,13 +1,11 @@
 """The sweep config's schema: pydantic models, and nothing that looks anything up.
 
-A config names *what* to measure (task, shots, cache modes, passes) and *where*
-(server profiles x variants). Everything downstream reads the resolved model;
-nothing re-reads YAML. Loading (aliases, overrides, task checks) is `evalctl.config`.
+A config names *what* to measure (task, shots, cache modes, passes) and *where* (server profiles x variants).
+Everything downstream reads the resolved model; nothing re-reads YAML. Loading is `evalctl.config`.
 
-This module is a leaf: of evalctl it imports only the errors, and it looks nothing up. A profile's
-engine settings are typed by the open base `EngineSettings`; a name or mapping is validated by the
-union of the registered engines' models, which the engine registry hands over (`EngineSettings.union`):
-the registry imports every engine, and every engine reads this schema.
+A leaf: of evalctl it imports only the errors. A profile's engine settings are typed by the open base
+`EngineSettings` and validated by the union of the registered engines' models, which the engine registry hands over
+(`EngineSettings.union`): the registry imports every engine, and every engine reads this schema.
 """
 
 from __future__ import annotations

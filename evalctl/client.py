@@ -11,6 +11,7 @@ the non-streamed answer's (usage comes from the final chunk, asked for with
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -114,8 +115,7 @@ class _BadResponse(ValueError):
 @dataclass(frozen=True)
 class RequestSettings:
     """What every request to one server carries, made once per server and cache mode by each sender (a sweep's
-    cells, the probe): the model it names, the key, timeout and retries, the sampling, the engine's own fields
-    (its cache switch), streaming. `body` is the one place a request's fields are put together."""
+    cells, the probe); `body` is the one place a request's fields are put together."""
 
     model: str
     api_key: str | None = None
@@ -271,10 +271,7 @@ class CompletionClient:
         """Run chains of (key, prompt, params) items, yielding each answer as it comes: each chain's items in order, one
         after another's answer (a conversation's turns); at most `concurrency` chains at once. Once `stop` is set no new
         request starts; those in flight still finish and are yielded."""
-        queue: asyncio.Queue = asyncio.Queue()
-        items = [chain for chain in chains if chain]
-        for item in items:
-            queue.put_nowait(item)
+        queue = collections.deque(chain for chain in chains if chain)  # workers take from it between awaits: no race
         done: asyncio.Queue = asyncio.Queue()
         finished = object()
 
@@ -283,19 +280,15 @@ class CompletionClient:
 
         async def worker() -> None:
             try:
-                while not stopped():
-                    try:
-                        chain = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        return
-                    for key, prompt, params in chain:
+                while queue and not stopped():
+                    for key, prompt, params in queue.popleft():
                         if stopped():
                             return
                         await done.put((key, await self.complete(prompt, **params)))
             finally:
                 done.put_nowait(finished)
 
-        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(items)))]
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(queue)))]
         running = len(workers)
         try:
             while running:

@@ -172,8 +172,7 @@ def locked(run_dir: Path, holders: list[Holder], waited_s: float) -> BadInput:
     """The error for a run folder another process is writing, naming who."""
     who = "; ".join(h.describe() for h in holders) or "another process (it has not said who yet)"
     waited = f" (waited {waited_s:g} s)" if waited_s > GRACE_S else ""
-    message = (
+    return BadInput(
         f"run folder {run_dir} is being written by {who}{waited}. One writer at a time: let it finish, "
         "or wait for it with --wait-for-lock SECONDS"
     )
-    return BadInput(message)

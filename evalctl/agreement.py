@@ -39,15 +39,6 @@ def _answered(df: pd.DataFrame) -> pd.Series:
     return df["error"].isna() & df["response"].notna()
 
 
-def reference_answers(samples: pd.DataFrame) -> pd.DataFrame:
-    """Each question's cache-off answer (first pass, lowest concurrency), keyed by `REFERENCE_KEYS`, as column `reference_response`."""
-    first = (samples["pass_index"] == 1) & (samples["concurrency"] == samples["concurrency"].min())
-    off = samples[(samples["cache"] == CacheMode.off.value) & first & _answered(samples)]
-    return off.drop_duplicates(REFERENCE_KEYS, keep="last")[[*REFERENCE_KEYS, "response"]].rename(
-        columns={"response": "reference_response"}
-    )
-
-
 def with_agreement(rows: pd.DataFrame, samples: pd.DataFrame | None = None) -> pd.DataFrame:
     """`rows` plus the agreement metric's columns: `agreement_answer` (the response, None when there was
     none) and `agreement_correct` (the response equals the cache-off one; None without a cache-off answer).
@@ -58,8 +49,12 @@ def with_agreement(rows: pd.DataFrame, samples: pd.DataFrame | None = None) -> p
     columns = (AGREEMENT + ANSWER_SUFFIX, AGREEMENT + CORRECT_SUFFIX)
     if rows.empty:
         return rows.assign(**{c: pd.Series(dtype=object) for c in columns})
-    reference = reference_answers(rows if samples is None else samples)
-    expected = rows[REFERENCE_KEYS].merge(reference, on=REFERENCE_KEYS, how="left")["reference_response"].to_numpy()
+    samples = rows if samples is None else samples
+    # Each question's cache-off answer: first pass, lowest concurrency.
+    first = (samples["pass_index"] == 1) & (samples["concurrency"] == samples["concurrency"].min())
+    off = samples[(samples["cache"] == CacheMode.off.value) & first & _answered(samples)]
+    reference = off.drop_duplicates(REFERENCE_KEYS, keep="last")[[*REFERENCE_KEYS, "response"]]
+    expected = rows[REFERENCE_KEYS].merge(reference, on=REFERENCE_KEYS, how="left")["response"].to_numpy()
     answered = _answered(rows).to_numpy()
     # A row with no answer, or no cache-off answer to hold it to, has nothing to score (None).
     correct = [bool(got == want) if ok and isinstance(want, str) else None for got, want, ok in zip(rows["response"], expected, answered)]

@@ -33,12 +33,6 @@ RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"http_try_later", "http
 TRY_LATER_STATUS = {408, 429}
 
 
-def http_error_kind(status: int) -> ErrorKind:
-    if status >= 500:
-        return "http_5xx"
-    return "http_try_later" if status in TRY_LATER_STATUS else "http_4xx"
-
-
 def auth_headers(api_key: str | None) -> dict[str, str]:
     """The bearer header every request to a server carries when a key is given."""
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -217,8 +211,9 @@ class CompletionClient:
             except _BadResponse as exc:
                 error, kind = f"malformed response: {exc}", "bad_response"
             else:
-                kind = http_error_kind(response.status_code)
-                error = f"HTTP {response.status_code}: {_server_message(response)}"
+                status = response.status_code
+                kind = "http_5xx" if status >= 500 else "http_try_later" if status in TRY_LATER_STATUS else "http_4xx"
+                error = f"HTTP {status}: {_server_message(response)}"
             failures.append(FailedAttempt(kind, error, time.perf_counter() - sent))
             if kind not in RETRYABLE_ERROR_KINDS or attempt > self.settings.max_retries:
                 return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt, tuple(failures))

@@ -40,11 +40,6 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
-
-
 @contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """A temporary path to write `path`'s new content to (by any writer: pandas, matplotlib, a copy);
@@ -54,7 +49,8 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         yield tmp
-        _fsync_file(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except BaseException as exc:

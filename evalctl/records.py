@@ -10,6 +10,7 @@ run at once on different nodes (cluster jobs) each append to their own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -200,11 +201,9 @@ class RecordWriter:
         self._synced = time.monotonic()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a refusal here loses no row a running machine keeps: each was written through
             self._sync()
             self._fh.close()
-        except OSError:
-            pass  # a refusal here loses no row a running machine keeps: each was written through at `write`
 
     def __enter__(self) -> RecordWriter:
         return self

@@ -22,6 +22,7 @@ reclaims it (the NFSv4 lease, 90 s by default; NFSv3 when the node's statd repor
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -103,10 +104,8 @@ class FolderLock:
     def release(self) -> None:
         if self._fd is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             os.ftruncate(self._fd, 0)  # no stale name for a reader to show
-        except OSError:
-            pass
         os.close(self._fd)  # closing the last descriptor releases the flock
         self._fd = None
 

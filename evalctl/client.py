@@ -11,6 +11,7 @@ the non-streamed answer's (usage comes from the final chunk, asked for with
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import json
@@ -30,12 +31,6 @@ import httpx
 ErrorKind = Literal["http_4xx", "http_try_later", "http_5xx", "timeout", "connection", "bad_response", "server_died"]
 RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"http_try_later", "http_5xx", "timeout", "connection", "server_died"})
 TRY_LATER_STATUS = {408, 429}
-
-
-def http_error_kind(status: int) -> ErrorKind:
-    if status >= 500:
-        return "http_5xx"
-    return "http_try_later" if status in TRY_LATER_STATUS else "http_4xx"
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -114,8 +109,7 @@ class _BadResponse(ValueError):
 @dataclass(frozen=True)
 class RequestSettings:
     """What every request to one server carries, made once per server and cache mode by each sender (a sweep's
-    cells, the probe): the model it names, the key, timeout and retries, the sampling, the engine's own fields
-    (its cache switch), streaming. `body` is the one place a request's fields are put together."""
+    cells, the probe); `body` is the one place a request's fields are put together."""
 
     model: str
     api_key: str | None = None
@@ -217,8 +211,9 @@ class CompletionClient:
             except _BadResponse as exc:
                 error, kind = f"malformed response: {exc}", "bad_response"
             else:
-                kind = http_error_kind(response.status_code)
-                error = f"HTTP {response.status_code}: {_server_message(response)}"
+                status = response.status_code
+                kind = "http_5xx" if status >= 500 else "http_try_later" if status in TRY_LATER_STATUS else "http_4xx"
+                error = f"HTTP {status}: {_server_message(response)}"
             failures.append(FailedAttempt(kind, error, time.perf_counter() - sent))
             if kind not in RETRYABLE_ERROR_KINDS or attempt > self.settings.max_retries:
                 return Completion.failed(error, kind, started, time.perf_counter() - t0, attempt, tuple(failures))
@@ -231,7 +226,7 @@ class CompletionClient:
         ttft = itl = None
         body = b""
         try:
-            if _is_event_stream(response):
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
                 data, choice, text, first, times, tokens = await _read_events(response)
                 ttft = first - t0
                 itl = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
@@ -265,25 +260,13 @@ class CompletionClient:
             itl_s=itl,
         )
 
-    async def map(
-        self, prompts: Iterable[tuple[object, str, dict]], stop: asyncio.Event | None = None
-    ) -> AsyncIterator[tuple[object, Completion]]:
-        """Run (key, prompt, params) items with bounded concurrency, yielding as each completes.
-
-        Once `stop` is set no new request starts; those in flight still finish and are yielded.
-        """
-        async for item in self.map_chains([[item] for item in prompts], stop):
-            yield item
-
     async def map_chains(
         self, chains: Iterable[list[tuple[object, str, dict]]], stop: asyncio.Event | None = None
     ) -> AsyncIterator[tuple[object, Completion]]:
-        """As `map`, over chains: each chain's items in order, one after another's answer (a conversation's
-        turns); at most `concurrency` chains at once."""
-        queue: asyncio.Queue = asyncio.Queue()
-        items = [chain for chain in chains if chain]
-        for item in items:
-            queue.put_nowait(item)
+        """Run chains of (key, prompt, params) items, yielding each answer as it comes: each chain's items in order, one
+        after another's answer (a conversation's turns); at most `concurrency` chains at once. Once `stop` is set no new
+        request starts; those in flight still finish and are yielded."""
+        queue = collections.deque(chain for chain in chains if chain)  # workers take from it between awaits: no race
         done: asyncio.Queue = asyncio.Queue()
         finished = object()
 
@@ -292,19 +275,15 @@ class CompletionClient:
 
         async def worker() -> None:
             try:
-                while not stopped():
-                    try:
-                        chain = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        return
-                    for key, prompt, params in chain:
+                while queue and not stopped():
+                    for key, prompt, params in queue.popleft():
                         if stopped():
                             return
                         await done.put((key, await self.complete(prompt, **params)))
             finally:
                 done.put_nowait(finished)
 
-        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(items)))]
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(queue)))]
         running = len(workers)
         try:
             while running:
@@ -317,10 +296,6 @@ class CompletionClient:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-
-
-def _is_event_stream(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
 
 
 def _json_object(raw: bytes | str, what: str) -> dict:

@@ -35,7 +35,7 @@ def _resolved(config: SweepConfig, source: str) -> SweepConfig:
     if config.canary is not None and config.canary not in FAULTS:
         problems.append(f"canary: unknown fault {config.canary!r}; known: {', '.join(FAULTS)}")
     # Variants that will run get their paths resolved now, so a missing $VAR stops the sweep before any launch.
-    active = set(config.active_variant_names())
+    active = {v.name for v in config.active_variants()}
     try:
         variants = [v.expanded() if v.name in active else v for v in config.variants]
     except ConfigError as exc:

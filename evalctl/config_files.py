@@ -39,16 +39,11 @@ def packaged_dir() -> Path:
     return Path(str(resources.files("evalctl.configs")))
 
 
-def search_folders() -> list[tuple[Path, str]]:
-    """(folder, source) in search order: the user's EVALCTL_CONFIG_PATH folders, then the packaged one."""
-    user = [Path(p).expanduser() for p in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep) if p.strip()]
-    return [(folder, str(folder)) for folder in user] + [(packaged_dir(), PACKAGED)]
-
-
 def known(kind: str = "") -> dict[str, Found]:
     """Every name of a kind ("" for model aliases, POLICY_FOLDER for gate policies); the first folder wins."""
+    user = [Path(p).expanduser() for p in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep) if p.strip()]
     found: dict[str, Found] = {}
-    for folder, source in search_folders():
+    for folder, source in [(folder, str(folder)) for folder in user] + [(packaged_dir(), PACKAGED)]:
         for path in sorted((folder / kind).glob("*.yaml")):
             first = found.get(path.stem)
             found[path.stem] = replace(first, shadows=(*first.shadows, source)) if first else Found(path.stem, path, source)

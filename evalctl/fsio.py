@@ -1,18 +1,12 @@
 """Writing files so that neither a reader nor a crash ever sees half of one, and naming the file when the disk refuses.
 
-Every file evalctl writes whole (manifests, part states, samples.parquet, summaries, plots, gate
-files, reports, dashboard pages) goes through `atomic_path` / `write_atomic`: the content is
-written under a hidden temporary name in the target's own folder (so the rename never crosses a
-filesystem), fsynced, renamed over the target, and then the folder is fsynced so the rename
-itself survives a power cut. A reader opening the target sees the old file or the new one,
-never a mix; on NFS a rename inside one directory is atomic too. The temporary name carries the
-writer's PID and a random suffix, so two processes writing the same target never share one.
+Every file evalctl writes whole goes through `atomic_path` / `write_atomic`: a hidden temporary in the target's
+own folder (the rename never crosses a filesystem; on NFS a rename inside one directory is atomic too), named by
+the writer's PID and a random suffix (two processes never share one), fsynced, renamed over the target, then
+the folder fsynced so the rename survives a power cut. Append-only files (records.jsonl): `records.RecordWriter`.
 
-Append-only files (records.jsonl) are not rewritten: `records.RecordWriter` fsyncs each line.
-
-A write refused by the disk (`DISK_ERRNOS`: full, over quota, read-only, no permission) is
-raised as `DiskError` naming the file, so the command that failed can say which file and what
-is still safe.
+A write the disk refuses (`DISK_ERRNOS`) is a `DiskError` naming the file, so the command can say which file and
+what is still safe.
 """
 
 from __future__ import annotations
@@ -46,11 +40,6 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
-
-
 @contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """A temporary path to write `path`'s new content to (by any writer: pandas, matplotlib, a copy);
@@ -60,7 +49,8 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         yield tmp
-        _fsync_file(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
     except BaseException as exc:

@@ -33,7 +33,6 @@ MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "jobs"
 
 RunStatus = Literal["running", "complete", "failed", "interrupted", "submitted", "incomplete"]
-PartStatus = Literal["running", "complete", "failed", "interrupted"]
 # A run in these states is still being written (locally, or by its cluster jobs): no samples.parquet yet is normal.
 STILL_WRITING: tuple[RunStatus, ...] = ("running", "submitted")
 
@@ -189,7 +188,7 @@ class RunState(_Entry):
 class PartState(RunState):
     """`jobs/<part>.json`: one cluster job's share of a run (empty before the part first ran)."""
 
-    status: PartStatus | Literal["not started"] = "not started"
+    status: Literal["running", "complete", "failed", "interrupted", "not started"] = "not started"
     part: str | None = None
     job_id: str | None = None
     node: str | None = None
@@ -295,12 +294,8 @@ def evalctl_info() -> EvalctlInfo:
     return EvalctlInfo(version=evalctl.__version__, git_revision=git_revision(Path(evalctl.__file__).parent))
 
 
-def _write_json(path: Path, state: BaseModel) -> None:
-    write_atomic(path, state.model_dump_json(indent=2))
-
-
 def write_manifest(run_dir: Path, manifest: Manifest) -> None:
-    _write_json(run_dir / MANIFEST_FILE, manifest)
+    write_atomic(run_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2))
 
 
 def part_state_path(run_dir: Path, part: str) -> Path:
@@ -309,7 +304,7 @@ def part_state_path(run_dir: Path, part: str) -> Path:
 
 def write_part_state(run_dir: Path, part: str, state: PartState) -> None:
     (run_dir / PARTS_DIR).mkdir(exist_ok=True)
-    _write_json(part_state_path(run_dir, part), state)
+    write_atomic(part_state_path(run_dir, part), state.model_dump_json(indent=2))
 
 
 def read_part_state(run_dir: Path, part: str) -> PartState:
@@ -324,29 +319,23 @@ def part_states(run_dir: Path) -> dict[str, PartState]:
     return {p.stem: read_part_state(run_dir, p.stem) for p in sorted((run_dir / PARTS_DIR).glob("*.json"))}
 
 
-def parse_manifest(text: str, where: str | Path) -> Manifest:
-    """A manifest from its JSON text; ManifestError naming what is wrong."""
+def read_manifest(run_dir: Path) -> Manifest:
+    """The run's manifest; ManifestError naming what is wrong."""
+    path = run_dir / MANIFEST_FILE
     try:
-        data = json.loads(text)
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, NotADirectoryError):
+        raise ManifestError(f"{run_dir} has no {MANIFEST_FILE}: not a run folder") from None
     except json.JSONDecodeError as exc:
-        raise ManifestError(f"{where} is corrupt: {exc}") from None
+        raise ManifestError(f"{path} is corrupt: {exc}") from None
+    # Any other OSError is the disk's, not the user's: it propagates (exit 5).
     if not isinstance(data, dict):
-        raise ManifestError(f"{where} is corrupt: not a JSON object")
+        raise ManifestError(f"{path} is corrupt: not a JSON object")
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(map(str, first["loc"])) or "(top level)"
         raise ManifestError(
-            f"{where} is not an evalctl manifest this version can read: {field}: {first['msg']} ({exc.error_count()} error(s))"
+            f"{path} is not an evalctl manifest this version can read: {field}: {first['msg']} ({exc.error_count()} error(s))"
         ) from None
-
-
-def read_manifest(run_dir: Path) -> Manifest:
-    path = run_dir / MANIFEST_FILE
-    try:
-        text = path.read_text()
-    except (FileNotFoundError, NotADirectoryError):
-        raise ManifestError(f"{run_dir} has no {MANIFEST_FILE}: not a run folder") from None
-    # Any other OSError is the disk's, not the user's: it propagates (exit 5).
-    return parse_manifest(text, path)

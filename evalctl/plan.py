@@ -13,6 +13,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import product
 
 from evalctl.cell import CellKey
 from evalctl.manifest import PlannedCell
@@ -111,18 +112,13 @@ def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...
 
 def expand(config: SweepConfig) -> list[ServerLaunch]:
     """The launches and their cells, without prompts (all `evalctl servers show` needs)."""
-    launches = []
-    for profile in config.servers:
-        for variant in config.active_variants():
-            for cache in config.cache:
-                cells = tuple(
-                    CellKey(profile.name, variant.name, cache, shots, level, pass_index)
-                    for shots in config.shots
-                    for level in config.concurrency
-                    for pass_index in range(1, config.passes + 1)
-                )
-                launches.append(ServerLaunch(profile, variant, cache, cells))
-    return launches
+    cells = list(product(config.shots, config.concurrency, range(1, config.passes + 1)))
+    return [
+        ServerLaunch(profile, variant, cache, tuple(CellKey(profile.name, variant.name, cache, *cell) for cell in cells))
+        for profile in config.servers
+        for variant in config.active_variants()
+        for cache in config.cache
+    ]
 
 
 def build(config: SweepConfig) -> Plan:

@@ -10,6 +10,7 @@ run at once on different nodes (cluster jobs) each append to their own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -22,6 +23,7 @@ import pandas as pd
 
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, ErrorKind, FailedAttempt, TokenLogprob
+from evalctl.errors import BadInput
 from evalctl.fsio import atomic_path, disk_error
 
 RECORDS_FILE = "records.jsonl"
@@ -120,14 +122,11 @@ class SampleRecord:
         metrics = [k[: -len(CORRECT_SUFFIX)] for k in row if k.endswith(CORRECT_SUFFIX)]
         plain = {k: v for k, v in row.items() if k in COLUMNS}
         answers = {m: row.get(m + ANSWER_SUFFIX) for m in metrics}
-        attempts = _failed_attempts(plain.pop("failed_attempts", None))
+        # `failed_attempts` as read back: a JSON list, parquet's array of dicts, or None.
+        stored = plain.pop("failed_attempts", None)
+        attempts = tuple(FailedAttempt(**a) for a in stored) if stored is not None else ()
         plain["logprobs"] = read_logprobs(plain.pop("logprobs", None))
         return cls(**plain, failed_attempts=attempts, answers=answers, correct={m: row[m + CORRECT_SUFFIX] for m in metrics})
-
-
-def _failed_attempts(stored: Iterable[Mapping] | None) -> tuple[FailedAttempt, ...]:
-    """A row's `failed_attempts` as read back (a JSON list, parquet's array of dicts, or None) as typed attempts."""
-    return tuple(FailedAttempt(**a) for a in stored) if stored is not None else ()
 
 
 def stored_logprobs(tokens: Iterable[TokenLogprob] | None) -> list[dict] | None:
@@ -158,8 +157,6 @@ def primary_metric(df: pd.DataFrame, requested: str | None = None) -> str:
 
     Samples without rows hold no metric columns: then `requested`, or NO_METRIC, names the (empty) tables.
     """
-    from evalctl.errors import BadInput
-
     known = metric_names(df)
     if not known:
         return requested or NO_METRIC
@@ -180,7 +177,8 @@ class RecordWriter:
     within `SYNC_INTERVAL_S`, and all of them once the writer closes."""
 
     def __init__(self, run_dir: Path, part: str | None = None, file: str | None = None):
-        self.path = run_dir / (file or records_file(part))
+        # The run's own file, or its part's: no two writers share a file.
+        self.path = run_dir / (file or (RECORDS_FILE if part is None else f"records-{part}.jsonl"))
         try:
             _drop_torn_tail(self.path)
             self._fh = open(self.path, "a", encoding="utf-8")
@@ -203,11 +201,9 @@ class RecordWriter:
         self._synced = time.monotonic()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a refusal here loses no row a running machine keeps: each was written through
             self._sync()
             self._fh.close()
-        except OSError:
-            pass  # a refusal here loses no row a running machine keeps: each was written through at `write`
 
     def __enter__(self) -> RecordWriter:
         return self
@@ -226,11 +222,6 @@ def _drop_torn_tail(path: Path) -> None:
         if end != len(data):
             fh.truncate(end)
             os.fsync(fh.fileno())
-
-
-def records_file(part: str | None = None) -> str:
-    """The JSONL file a sweep appends to: the run's own, or its part's (no two writers share a file)."""
-    return RECORDS_FILE if part is None else f"records-{part}.jsonl"
 
 
 def record_files(run_dir: Path) -> list[Path]:
@@ -253,13 +244,9 @@ def read_jsonl(path: Path) -> pd.DataFrame:
                 rows.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-    return with_columns(pd.DataFrame(rows))
-
-
-def with_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` with every base column (empty where missing), base columns first, then the metrics' in order."""
-    extra = [c for c in df.columns if c not in COLUMNS]
-    return df.reindex(columns=[*COLUMNS, *extra])
+    # Every base column (empty where missing), base columns first, then the metrics' in order.
+    df = pd.DataFrame(rows)
+    return df.reindex(columns=[*COLUMNS, *(c for c in df.columns if c not in COLUMNS)])
 
 
 def load_samples(run_dir: Path, live: bool = False) -> pd.DataFrame:

@@ -1,13 +1,11 @@
 """The one registry: a name -> T mapping of the engines, the tasks or the gate checks, and the one way plug-ins are found.
 
-Every entry is named by a `"module:attribute"` reference to the object itself (an entry, or a tuple
-of entries), imported on the registry's first look-up, not when it is defined: the registry's module
-stays cheap to import, and a module that defines entries need not import its registry (no import
-cycle). evalctl's own are the registry's `builtins`. A plug-in is an entry point of an installed
-distribution in the group of its kind, `evalctl.<kind>s` (`evalctl.engines`, `evalctl.tasks`,
-`evalctl.checks`, `evalctl.workloads`): `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`.
-The registry is complete after that first look-up. A name no entry has is bad input (exit 4), its
-message listing the known names (`unknown_name`).
+Entries are `"module:attribute"` references (to an entry, or a tuple of them), imported on the first look-up, which
+completes the registry, not when defined: the registry's module stays cheap to import, and a module defining entries
+need not import its registry (no import cycle). evalctl's own are the `builtins`; a plug-in is an entry point of an
+installed distribution in the group `evalctl.<kind>s` (`evalctl.engines`, `evalctl.tasks`, `evalctl.checks`,
+`evalctl.workloads`): `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`. A name no entry
+has is bad input (exit 4), listing the known names (`unknown_name`).
 """
 
 from __future__ import annotations

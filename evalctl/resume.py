@@ -74,10 +74,7 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
         items = ((str(i), v) for i, v in enumerate(value))
     else:
         return {prefix: value}
-    flat: dict[str, Any] = {}
-    for key, item in items:
-        flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
+    return {name: v for key, item in items for name, v in _flatten(item, f"{prefix}.{key}" if prefix else str(key)).items()}
 
 
 def differing_fields(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
@@ -87,12 +84,8 @@ def differing_fields(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[s
 
 
 def resume_config(run_dir: Path, given: SweepConfig | None, overrides: dict[str, Any], url: str | None = None) -> tuple[SweepConfig, Run]:
-    """The config to finish `run_dir` with, and the run as it stopped; ConfigError when it would mix runs.
-
-    `given` is the config named on the command line (optional: the manifest's is used
-    otherwise, with `overrides` applied); `url` points it at an external server. Either
-    way its meaning must equal the recorded one.
-    """
+    """The config to finish `run_dir` with (`given` on the command line, else the manifest's with `overrides`; `url`: at
+    an external server), and the run as it stopped; ConfigError when its meaning differs from the recorded one."""
     try:
         run = open_run(run_dir)
     except BadInput as exc:

@@ -1,34 +1,28 @@
 """One writer per run folder: the lock a writing process holds, and how readers see who is writing.
 
-The lock is `fcntl.flock` on `<run>/.writer.lock`. The process that writes the run holds it
-exclusively for as long as it writes: a sweep (new or `--resume`), the Slurm submitter while it
-creates the folder and lists the jobs, the aggregation job. The operating system releases a
-flock when the process dies, however it dies (kill -9 included), so there is never a stale
-lock to clean up. A second writer gets a `BadInput` error (the usage exit code) naming the
-holder, or waits for the lock (`--wait-for-lock SECONDS`).
+The lock is `fcntl.flock` on `<run>/.writer.lock`, held exclusively for as long as the process writes the run: a
+sweep (new or `--resume`), the Slurm submitter while it creates the folder and lists the jobs, the aggregation job.
+The OS releases a flock when its process dies, however it dies (kill -9 included): no stale lock to clean up. A
+second writer gets a `BadInput` (the usage exit code) naming the holder, or waits (`--wait-for-lock SECONDS`).
 
-Slurm parts of one run write at the same time, each its own records file and state file: each
-holds the run lock *shared* (so no exclusive writer, such as a local `--resume` or a second
-submission, can take the run while they run) and its own `jobs/<part>.lock` exclusively (so a
-part never runs twice at once). What they share, the manifest, is written only by exclusive
-holders.
+Slurm parts of one run write at once, each its own records and state file: each holds the run lock *shared* (no
+exclusive writer, such as a local `--resume` or a second submission, can take the run meanwhile) and its own
+`jobs/<part>.lock` exclusively (a part never runs twice at once). The manifest is written only by exclusive holders.
 
-The holder writes who it is (host, PID, command, role, since) into the lock file it holds;
-that text is only believed while the lock is held. Readers never take a lock for longer than a
-non-blocking probe (`writers`), shared, on a file opened read-only: they work on a read-only
-share, and a writer that meets a probe retries for `GRACE_S` before it refuses.
+The holder writes who it is (host, PID, command, role, since) into its lock file, believed only while the lock is
+held. Readers only probe, non-blocking and shared, on a file opened read-only (`writers`: a read-only share works);
+a writer that meets a probe retries for `GRACE_S` before it refuses.
 
-Shared filesystems: on Linux, flock on NFS (client 2.6.12 and later, NFSv3 with lockd or
-NFSv4) is carried out as a whole-file POSIX lock on the server, so it excludes across nodes.
-What this relies on there: the share is not mounted with `local_lock=flock` or `nolock` (then
-flock is only per node); a process that dies releases its lock at once, but a node that dies
-holds it until the server reclaims it (the NFSv4 lease, 90 s by default; NFSv3 when the node's
-statd reports the reboot). Lustre needs the `flock` mount option (`localflock` is per node);
-GPFS/Spectrum Scale and local disks need nothing.
+Shared filesystems: on Linux, flock on NFS (client 2.6.12 and later, NFSv3 with lockd or NFSv4) is a whole-file
+POSIX lock on the server, so it excludes across nodes, unless the share is mounted with `local_lock=flock` or
+`nolock` (then only per node). A dead process releases its lock at once; a dead node holds it until the server
+reclaims it (the NFSv4 lease, 90 s by default; NFSv3 when the node's statd reports the reboot). Lustre needs the
+`flock` mount option (`localflock` is per node); GPFS/Spectrum Scale and local disks need nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -79,10 +73,6 @@ class FolderLock:
         self.path = path
         self._fd: int | None = None
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def acquire(self, role: str, *, shared: bool = False, wait_s: float = 0.0) -> bool:
         """Take the lock (waiting up to `wait_s`, at least `GRACE_S`); False if another process holds it still."""
         try:
@@ -100,27 +90,22 @@ class FolderLock:
                     return False
                 time.sleep(_POLL_S)
         self._fd = fd
-        if not shared:  # shared holders (parts) say who they are in their own part lock
-            self._say(Holder(role=role, host=socket.gethostname(), pid=os.getpid(), command=_command(), since=now()))
-        return True
-
-    def _say(self, holder: Holder) -> None:
-        assert self._fd is not None
-        data = holder.model_dump_json().encode()
+        if shared:  # shared holders (parts) say who they are in their own part lock
+            return True
+        holder = Holder(role=role, host=socket.gethostname(), pid=os.getpid(), command=_command(), since=now())
         try:
-            os.ftruncate(self._fd, 0)
-            os.pwrite(self._fd, data, 0)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, holder.model_dump_json().encode(), 0)
         except OSError as exc:  # a full disk still lets the lock work; only the message loses its name
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise disk_error(exc, self.path) from exc
+        return True
 
     def release(self) -> None:
         if self._fd is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             os.ftruncate(self._fd, 0)  # no stale name for a reader to show
-        except OSError:
-            pass
         os.close(self._fd)  # closing the last descriptor releases the flock
         self._fd = None
 
@@ -149,10 +134,6 @@ def run_lock_path(run_dir: Path) -> Path:
     return run_dir / LOCK_FILE
 
 
-def part_lock_path(run_dir: Path, part: str) -> Path:
-    return run_dir / PARTS_DIR / f"{part}{PART_LOCK_SUFFIX}"
-
-
 def writers(run_dir: Path) -> list[Holder]:
     """Who is writing the run folder now: its exclusive writer, or the Slurm parts running in it; empty if nobody."""
     found = [h for h in [holder_of(run_lock_path(run_dir))] if h is not None]
@@ -166,7 +147,7 @@ class RunLock:
     def __init__(self, run_dir: Path, part: str | None = None):
         self.run_dir, self.part = run_dir, part
         self._run = FolderLock(run_lock_path(run_dir))
-        self._part = FolderLock(part_lock_path(run_dir, part)) if part is not None else None
+        self._part = FolderLock(run_dir / PARTS_DIR / f"{part}{PART_LOCK_SUFFIX}") if part is not None else None
 
     def acquire(self, role: str, wait_s: float = 0.0) -> RunLock:
         """Take the locks, or raise BadInput naming who holds them."""
@@ -190,8 +171,7 @@ def locked(run_dir: Path, holders: list[Holder], waited_s: float) -> BadInput:
     """The error for a run folder another process is writing, naming who."""
     who = "; ".join(h.describe() for h in holders) or "another process (it has not said who yet)"
     waited = f" (waited {waited_s:g} s)" if waited_s > GRACE_S else ""
-    message = (
+    return BadInput(
         f"run folder {run_dir} is being written by {who}{waited}. One writer at a time: let it finish, "
         "or wait for it with --wait-for-lock SECONDS"
     )
-    return BadInput(message)

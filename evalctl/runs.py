@@ -33,12 +33,8 @@ _RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
 
 @dataclass(eq=False)
 class Run:
-    """A run folder: its manifest and its samples, each loaded once on first use (its summary tables:
-    `analysis.summary.run_summary`; a run is data, analysis reads it, never the other way round).
-
-    `samples` may be given (tests, or a caller that already holds them); otherwise they are
-    read from the folder (`records.load_samples`) when first asked for.
-    """
+    """A run folder: its manifest and its samples (given, or read from the folder on first use). A run is data:
+    analysis reads it (`analysis.summary.run_summary`), never the other way round."""
 
     path: Path
     manifest: Manifest
@@ -125,9 +121,9 @@ def open_run(run_dir: Path) -> Run:
 
 
 def load_run(run_dir: Path) -> Run:
-    """A run folder with a readable manifest and samples, read now (a reader's way in)."""
+    """A run folder with a readable manifest and samples, read now: an unreadable folder fails before any output."""
     run = open_run(run_dir)
-    run.samples  # noqa: B018 - read now, so an unreadable folder fails before any output
+    run.samples  # noqa: B018
     return run
 
 

@@ -1,13 +1,11 @@
 """The sweep config's schema: pydantic models, and nothing that looks anything up.
 
-A config names *what* to measure (task, shots, cache modes, passes) and *where*
-(server profiles x variants). Everything downstream reads the resolved model;
-nothing re-reads YAML. Loading (aliases, overrides, task checks) is `evalctl.config`.
+A config names *what* to measure (task, shots, cache modes, passes) and *where* (server profiles x variants).
+Everything downstream reads the resolved model; nothing re-reads YAML. Loading is `evalctl.config`.
 
-This module is a leaf: of evalctl it imports only the errors, and it looks nothing up. A profile's
-engine settings are typed by the open base `EngineSettings`; a name or mapping is validated by the
-union of the registered engines' models, which the engine registry hands over (`EngineSettings.union`):
-the registry imports every engine, and every engine reads this schema.
+A leaf: of evalctl it imports only the errors. A profile's engine settings are typed by the open base
+`EngineSettings` and validated by the union of the registered engines' models, which the engine registry hands over
+(`EngineSettings.union`): the registry imports every engine, and every engine reads this schema.
 """
 
 from __future__ import annotations
@@ -252,14 +250,10 @@ class SlurmConfig(_Strict):
 
 
 EventKind = Literal["rewind", "branch"]
-# Which requests are scored and paired with a cold twin: all, or the returns only.
-Judged = Literal["every", "returns"]
 
 
-class ConversationConfig(BaseModel):
+class ConversationConfig(_Strict):
     """The shape of a conversation workload (a sweep's `conversation:`)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     conversations: int = Field(4, ge=1, description="Conversations per cell.")
     boundaries: list[int] = Field(
@@ -284,7 +278,7 @@ class ConversationConfig(BaseModel):
         (1, 1), description="Questions per turn (lowest, highest): earlier ones answered in the turn, the last asked."
     )
     chars_per_token: float = Field(4.0, gt=0, description="For length estimates (the records keep the server's token counts).")
-    judge: Judged = Field(
+    judge: Literal["every", "returns"] = Field(
         "every",
         description="Which requests are scored and paired with a cold twin: every one, or the returns only (the requests"
         " before a return are its history: sent warm, unscored, never cold). With events 1: one independent pair per conversation.",
@@ -320,11 +314,9 @@ class SloConfig(_Strict):
         return self
 
 
-class HuntConfig(BaseModel):
+class HuntConfig(_Strict):
     """The `hunt` workload's settings (a sweep's `hunt:`); its shape is read from the model and server when the config
     is loaded and recorded here (`boundaries`, `slots`, `shape`), so a resumed run generates the same requests."""
-
-    model_config = ConfigDict(extra="forbid")
 
     boundaries: dict[str, int] | None = Field(
         None,
@@ -542,10 +534,6 @@ class SweepConfig(_Strict):
             raise ValueError("run_variants must name at least one variant")
         return self
 
-    def active_variant_names(self) -> list[str]:
-        return list(self.run_variants) if self.run_variants else [v.name for v in self.variants]
-
     def active_variants(self) -> list[Variant]:
         """The variants this sweep runs, in config order."""
-        names = set(self.active_variant_names())
-        return [v for v in self.variants if v.name in names]
+        return [v for v in self.variants if not self.run_variants or v.name in self.run_variants]

@@ -38,17 +38,10 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 def redact_config(dump: dict[str, Any]) -> dict[str, Any]:
     """A `SweepConfig.model_dump()` with secret env values and secret-looking args hidden, in profiles and variants."""
-    dump = dict(dump)
-    dump["servers"] = [
-        {**s, "env": redact_env(s.get("env") or {}), "extra_args": redact_argv(s.get("extra_args") or [])} for s in dump.get("servers", [])
-    ]
-    dump["variants"] = [
-        {
-            **v,
-            "env": redact_env(v.get("env") or {}),
-            "extra_args": redact_argv(v.get("extra_args") or []),
-            "command_prefix": redact_argv(v.get("command_prefix") or []),
-        }
-        for v in dump.get("variants", [])
-    ]
-    return dump
+
+    def redacted(entry: dict[str, Any], *argvs: str) -> dict[str, Any]:
+        return {**entry, "env": redact_env(entry.get("env") or {}), **{k: redact_argv(entry.get(k) or []) for k in argvs}}
+
+    servers = [redacted(s, "extra_args") for s in dump.get("servers", [])]
+    variants = [redacted(v, "extra_args", "command_prefix") for v in dump.get("variants", [])]
+    return {**dump, "servers": servers, "variants": variants}

@@ -53,8 +53,7 @@ class Shutdown:
                 signal.signal(sig, handler)
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.signum is not None:
-            raise Interrupted(self.signum)
+        self.check()  # a second signal raises at once
         self.signum = signum
         if self._graceful is None:
             raise Interrupted(signum)

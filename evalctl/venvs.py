@@ -1,16 +1,14 @@
 """Engine venvs made from pip requirements (a variant's `pip:`, e.g. `xllamacpp==2026.5.9294`), cached outside the clone.
 
-The conventions of scripts/lib/venv-cache.sh, in Python because the sweep makes them on its
-way to a launch: one folder per key under $EVALCTL_VENV_CACHE (else
-${XDG_CACHE_HOME:-~/.cache}/evalctl/venvs). The key is the requirements as written, the base
-interpreter and this builder's version, so another spec or another Python builds anew. A venv
-is not relocatable (its scripts name their own path), so it is built in place; its record and
-then the ready mark are written last, one builder at a time holds `<folder>.lock`, and a folder
-without the mark (a build that was killed) is removed and built again: a half-built venv is
-never used. A spec pip cannot install is bad input (VenvBuildError, exit 4) and leaves nothing.
+As scripts/lib/venv-cache.sh does, in Python because the sweep makes them on its way to a launch: one folder per key
+under $EVALCTL_VENV_CACHE (else ${XDG_CACHE_HOME:-~/.cache}/evalctl/venvs), the key being the requirements as
+written, the base interpreter and this builder's version. A venv is not relocatable (its scripts name their own
+path), so it is built in place, by one builder at a time (`<folder>.lock`), its record and then the ready mark
+written last; a folder without the mark (a killed build) is removed and built again. A spec pip cannot install is
+bad input (VenvBuildError, exit 4) and leaves nothing.
 
-The venv gets no pip of its own (`venv --without-pip`): evalctl's pip installs into it
-(`pip --python`), which skips ensurepip's seconds per build.
+The venv gets no pip of its own (`venv --without-pip`): evalctl's pip installs into it (`pip --python`), which skips
+ensurepip's seconds per build.
 """
 
 from __future__ import annotations
@@ -57,16 +55,12 @@ class PipVenv(BaseModel):
         return self.path / "bin" / "python"
 
 
-def cache_root() -> Path:
-    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl" / "venvs"
-    return Path(root)
-
-
 def venv_dir(requirements: Sequence[str]) -> Path:
     """The cache folder for these requirements (built or not): readable name, then a digest of the whole key."""
+    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl" / "venvs"
     key = json.dumps([list(requirements), sys.base_prefix, list(sys.version_info[:2]), BUILDER_VERSION])
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(requirements)).strip("-")[:60]
-    return cache_root() / f"pip-{slug}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return Path(root) / f"pip-{slug}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def python_of(requirements: Sequence[str]) -> Path:

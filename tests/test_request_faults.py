@@ -51,7 +51,7 @@ def test_client_turns_every_fault_into_a_counted_row(fault_url):
     async def run() -> list:
         settings = RequestSettings(model="m", timeout_s=1.0, max_retries=1)
         async with CompletionClient(fault_url, settings, concurrency=4, backoff_s=0.05) as client:
-            return [c async for _, c in client.map((i, f"prompt {i}", {"max_tokens": 4}) for i in range(len(MODES)))]
+            return [c async for _, c in client.map_chains([(i, f"prompt {i}", {"max_tokens": 4})] for i in range(len(MODES)))]
 
     completions = asyncio.run(run())
     assert Counter(c.error_kind for c in completions) == expected_counts()
@@ -113,7 +113,7 @@ def test_a_cold_vllm_request_salts_the_cache_anew_on_each_attempt_and_a_warm_one
 def test_malformed_responses_name_what_is_wrong(fault_url):
     async def run() -> list:
         async with CompletionClient(fault_url, RequestSettings(model="m", timeout_s=1.0, max_retries=0)) as client:
-            return [c async for _, c in client.map((i, f"p{i}", {}) for i in range(MODES.index("missing_choices") + 1))]
+            return [c async for _, c in client.map_chains([(i, f"p{i}", {})] for i in range(MODES.index("missing_choices") + 1))]
 
     errors = sorted(c.error for c in asyncio.run(run()) if c.error_kind == "bad_response")
     assert errors[0].startswith("malformed response: body is not JSON")
@@ -125,7 +125,7 @@ def test_stop_event_sends_no_new_requests(fault_url):
         stop = asyncio.Event()
         stop.set()
         async with CompletionClient(fault_url, RequestSettings(model="m", timeout_s=1.0, max_retries=0), concurrency=2) as client:
-            return [c async for _, c in client.map(((i, f"q{i}", {}) for i in range(5)), stop)]
+            return [c async for _, c in client.map_chains(([(i, f"q{i}", {})] for i in range(5)), stop)]
 
     assert asyncio.run(run()) == []
 

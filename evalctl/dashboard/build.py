@@ -26,7 +26,7 @@ from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE, Metric
-from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env, throughput_section
+from evalctl.report.html import Table, evalctl_build, fmt_acc, png_uri, records_table, template_env, throughput_section
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import settings_view
@@ -268,7 +268,7 @@ def _who(folder: RunListing) -> list[tuple[str, str]]:
         ("status", folder.status),
         ("user", m.host.user or "not recorded"),
         ("host", m.host.hostname or "-"),
-        ("evalctl", f"{m.evalctl.version or '?'} @ {m.evalctl.git_revision or 'unknown revision'}"),
+        ("evalctl", evalctl_build(m)),
     ]
 
 

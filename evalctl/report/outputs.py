@@ -44,9 +44,12 @@ def write_outputs(run_dir: Path, summary: RunSummary, title: str, chunked_prefil
     return written
 
 
+def run_title(run: Run) -> str:
+    return f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
+
+
 def write_run_summary(run: Run, metric: Metric | None = None) -> RunSummary:
     """Write a run's summary files and plots into its folder, titled from its manifest; the summary."""
-    title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
     summary = run_summary(run, metric)
-    write_outputs(run.path, summary, title=title, chunked_prefill=run.chunked_prefill_size)
+    write_outputs(run.path, summary, title=run_title(run), chunked_prefill=run.chunked_prefill_size)
     return summary

@@ -26,6 +26,7 @@ from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE, Metric
+from evalctl.report.finish import REPORT_FILE
 from evalctl.report.html import Table, evalctl_build, fmt_acc, png_uri, records_table, template_env, throughput_section
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix
@@ -33,7 +34,6 @@ from evalctl.report.terminal import settings_view
 from evalctl.runs import Run, open_run
 
 STATE_FILE = ".dashboard-state.json"
-REPORT_FILE = "report.html"
 TREND_RUNS = 60  # runs per configuration in a trend plot
 MAX_LEDGER_ROWS = 100  # per ledger table; the count says how many there were
 CONFIG = ["profile", "variant"]

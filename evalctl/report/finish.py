@@ -16,15 +16,10 @@ from evalctl.runs import Run
 REPORT_FILE = "report.html"
 
 
-def run_policy(run: Run) -> GatePolicy:
-    """The gate policy the run's config names (`gate_policy`), else the built-in; BadInput if unreadable."""
-    return load_policy(run.manifest.gate_policy)
-
-
 def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None = None) -> GateResult:
     """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result
-    (`run_policy` by default; against `baseline`, if given)."""
-    policy = (policy or run_policy(run)).for_run(run)
+    (by default the policy the run's config names, else the built-in; against `baseline`, if given)."""
+    policy = (policy or load_policy(run.manifest.gate_policy)).for_run(run)
     write_run_summary(run, policy.metric)
     result = evaluate(run, policy, baseline)
     write_gate_outputs(result, run.path)

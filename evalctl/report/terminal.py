@@ -265,21 +265,21 @@ def parted_text(request: PartedRequest, unit: str) -> str:
     return f"doc {request.doc_id}{turn}: parts at {unit.removesuffix('s')} {request.first_difference}; {tokens}"
 
 
-def _indented(text: str, by: int) -> Padding:
-    """`text` as plain Text (cells hold brackets: never markup), each wrapped line `by` columns in, no trailing blanks."""
-    return Padding(Text(text), (0, 0, 0, by), expand=False)
+def evidence_lines(evidence: Evidence) -> list[tuple[int, str]]:
+    """(depth, text): each deciding check (the first `SHOWN_EVIDENCE`) with its counts, its worst requests below it."""
+    lines = []
+    for check in evidence.checks[:SHOWN_EVIDENCE]:
+        lines.append((0, check_text(check)))
+        lines += [(1, parted_text(request, evidence.position_unit)) for request in check.worst]
+    if len(evidence.checks) > SHOWN_EVIDENCE:
+        lines.append((0, f"and {len(evidence.checks) - SHOWN_EVIDENCE} more (gate.json: evidence)"))
+    return lines
 
 
 def evidence_view(evidence: Evidence) -> Group:
-    """Under the verdict line: each deciding check (the first `SHOWN_EVIDENCE`) with its counts, its worst
-    requests below it, each wrapped within its own indent at the terminal's width."""
-    lines = []
-    for check in evidence.checks[:SHOWN_EVIDENCE]:
-        lines.append(_indented(check_text(check), 2))
-        lines += [_indented(parted_text(request, evidence.position_unit), 4) for request in check.worst]
-    if len(evidence.checks) > SHOWN_EVIDENCE:
-        lines.append(_indented(f"and {len(evidence.checks) - SHOWN_EVIDENCE} more (gate.json: evidence)", 2))
-    return Group(*lines)
+    """Under the verdict line: the evidence, each line wrapped within its own indent at the terminal's width (plain
+    Text: cells hold brackets, never markup)."""
+    return Group(*(Padding(Text(text), (0, 0, 0, 2 + 2 * depth), expand=False) for depth, text in evidence_lines(evidence)))
 
 
 def paired_view(table: pd.DataFrame) -> pd.DataFrame:

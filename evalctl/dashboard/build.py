@@ -95,9 +95,6 @@ def _copy_report(folder: RunListing, site: Path) -> str | None:
     return _href("reports", name)
 
 
-# ---- per model: trends and the flip ledger -------------------------------------------------
-
-
 def _longest(cells: pd.DataFrame) -> pd.DataFrame:
     """Each run's cells at its longest prefix (most shots)."""
     most = cells.groupby("path")["shots"].transform("max")
@@ -209,9 +206,6 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
     )
 
 
-# ---- sign-off per release candidate ---------------------------------------------------------
-
-
 def _first_passes(run: Run, metric: Metric) -> pd.DataFrame:
     """A run's first-pass cells at every load level, in the gate's metric: the catalog keeps each run's lowest level only
     (its history), which folded a concurrency sweep's levels into one row."""
@@ -299,9 +293,6 @@ def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
         fmt_acc=fmt_acc,
         generated=_now(),
     )
-
-
-# ---- index and the build --------------------------------------------------------------------
 
 
 def _index_page(catalog: Catalog, latest: int, reports: dict, signoffs: dict, models: dict) -> str:

@@ -324,11 +324,8 @@ def _now() -> str:
 
 
 def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildResult:
-    """Write (or bring up to date) the dashboard of the results root(s) in `site`.
-
-    BadInput when a root is not a directory. Pages whose inputs did not change
-    since the last build into `site` are left as they are.
-    """
+    """Write (or bring up to date) the dashboard of the results root(s) in `site`; pages whose inputs did not
+    change since the last build into `site` are left as they are. BadInput when a root is not a directory."""
     catalog = load_catalog([Path(r) for r in (roots if isinstance(roots, list) else [roots])])
     site = Path(site)
     site.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,6 @@
 """Finish a run folder from its records alone: summary files and plots, the gate's files, the HTML report.
 
-The one step every finished run gets when nobody is watching (the cluster's aggregation
-job); new per-run outputs (e.g. an HTML report) belong here so every such run has them.
+The one step every finished run gets, watched or not (the cluster's aggregation job): new per-run outputs belong here.
 """
 
 from __future__ import annotations

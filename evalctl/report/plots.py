@@ -177,10 +177,8 @@ def history_trend(
     ylabel: str = "accuracy (95% Wilson)",
     verdicts: dict[pd.Timestamp, str] | None = None,
 ) -> Path:
-    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known.
-
-    `verdicts` (run date -> verdict) marks each run with a faint line in its verdict's colour.
-    """
+    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known. `verdicts`
+    (run date -> verdict) marks each run with a faint line in its verdict's colour."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for when, verdict in (verdicts or {}).items():
         if verdict in VERDICT_COLOURS:

@@ -154,7 +154,6 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
     rows = []
     for s in run.manifest.servers:
         profile = profiles.get(s.profile, {})
-        log = s.log
         rows.append({
             "label": s.label,
             "engine": s.engine,
@@ -166,8 +165,8 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
             "status": s.status or "-",
             "error": s.error,
             "argv": shlex.join(s.argv) if s.argv else "(not launched by evalctl)",
-            "log": log,
-            "log_href": quote(os.path.relpath(run.path.resolve() / log, out_dir)) if log else None,
+            "log": s.log,
+            "log_href": quote(os.path.relpath(run.path.resolve() / s.log, out_dir)) if s.log else None,
         })  # fmt: skip
     return rows
 
@@ -227,9 +226,9 @@ def _flips(run: Run, baseline: Run | None, metric: str) -> list[dict]:
     return sections
 
 
-def _history(run: Run, root: Path | None, metric: str) -> dict | None:
+def _history(run: Run, root: Path, metric: str) -> dict | None:
     """The model's trend at the run's most demanding cell (most shots, cache on), when earlier runs exist."""
-    if root is None or run.samples.empty:
+    if run.samples.empty:
         return None
     shots = int(run.samples["shots"].max())
     cache = "on" if "on" in set(run.samples["cache"]) else str(run.samples["cache"].iloc[0])

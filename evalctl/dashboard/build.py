@@ -77,7 +77,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def _date(value: object) -> str:
-    return "" if value is None or pd.isna(value) else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
+    return "" if pd.isna(value) else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
 
 
 def _copy_report(folder: RunListing, site: Path) -> str | None:

@@ -180,20 +180,14 @@ def accuracy_view(acc: pd.DataFrame) -> pd.DataFrame:
 
 
 MS_PREFIXES = ("ttft", "itl")  # shown in ms: an inter-token gap is a few ms, "0.01" s said little
+PERCENTILES = ("p50", "p90", "p99")
 THROUGHPUT_COLUMNS = {
     "requests_per_s": "req/s",
     "goodput_per_s": "goodput/s",
     "output_tokens_per_s": "out tok/s",
     "user_tokens_per_s": "tok/s/user",
-    "latency_p50_s": "p50 s",
-    "latency_p90_s": "p90 s",
-    "latency_p99_s": "p99 s",
-    "ttft_p50_s": "ttft p50 ms",
-    "ttft_p90_s": "ttft p90 ms",
-    "ttft_p99_s": "ttft p99 ms",
-    "itl_p50_s": "itl p50 ms",
-    "itl_p90_s": "itl p90 ms",
-    "itl_p99_s": "itl p99 ms",
+    **{f"latency_{p}_s": f"{p} s" for p in PERCENTILES},
+    **{f"{m}_{p}_s": f"{m} {p} ms" for m in MS_PREFIXES for p in PERCENTILES},
     "mean_prompt_tokens": "prompt tok",
     "cache_hit_ratio": "hit ratio",
     "in_flight_mean": "in flight",

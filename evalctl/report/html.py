@@ -189,15 +189,15 @@ def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:
     """The cells' throughput, and candidate / reference ratios: cache on / off, this run / the baseline;
     throughput by load level and the Pareto plot, the baseline's lines beside this run's."""
     tp = run_summary(run).throughput
-    against = [between_runs(run_summary(baseline).throughput, tp)] if baseline is not None else []
-    plotted = pd.concat([tp, _as_baseline(run_summary(baseline).throughput)], ignore_index=True) if baseline is not None else tp
+    base = run_summary(baseline).throughput if baseline is not None else None
+    plotted = tp if base is None else pd.concat([tp, _as_baseline(base)], ignore_index=True)
     return {
         "guidellm": _guidellm(run.path),
         "plot_load": png_uri(throughput_vs_concurrency, plotted, title=title),
         "plot_pareto": png_uri(pareto, plotted, title=title),
         "cells": Table.of(throughput_view(tp)),
         "cache_ratio": _ratios([c for c in within_run(tp) if c.kind == "cache"]),
-        "baseline_ratio": _ratios(against),
+        "baseline_ratio": _ratios([] if base is None else [between_runs(base, tp)]),
     }
 
 

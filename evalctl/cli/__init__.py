@@ -1,7 +1,4 @@
-"""The `evalctl` command line: parse, call, print. No computation lives here.
-
-One module per command (group); this one assembles the Typer app.
-"""
+"""The `evalctl` command line: parse, call, print; no computation lives here. One module per command (group)."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import typer
 
 from evalctl import __version__
 from evalctl.cli import analyze, bisect, canary, compare, dashboard, gate, history, models, probe, report, runs, servers, slurm, sweep
-from evalctl.cli.common import EvalctlGroup, console, handle_errors
+from evalctl.cli.common import EvalctlGroup, console, exits_on_error
 from evalctl.errors import ExitCode
 
 app = typer.Typer(
@@ -55,15 +52,16 @@ app.command()(canary.canary)
 app.command()(bisect.bisect)
 
 
-def _unwrap_help(typer_app: typer.Typer) -> None:
-    """Docstrings as help text: each paragraph's lines joined, so the terminal wraps them, not the source."""
+def _prepare(typer_app: typer.Typer) -> None:
+    """Each command's docstring as its help, each paragraph's lines joined (the terminal wraps them, not the
+    source); each command wrapped in `exits_on_error`, the one place errors become exit statuses."""
     for info in typer_app.registered_commands:
-        if info.help is None and info.callback is not None and info.callback.__doc__:
+        if info.help is None and info.callback.__doc__:
             paragraphs = inspect.cleandoc(info.callback.__doc__).split("\n\n")
             info.help = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+        info.callback = exits_on_error(info.callback)
     for group in typer_app.registered_groups:
-        _unwrap_help(group.typer_instance)
+        _prepare(group.typer_instance)
 
 
-_unwrap_help(app)
-handle_errors(app)
+_prepare(app)

@@ -58,12 +58,11 @@ def analyze(
     Exit status (table: evalctl --help): PASS when done; BAD_INPUT for unusable input (missing or corrupt run folder, bad policy).
     """
     from evalctl.analysis.gate import evaluate, load_policy
-    from evalctl.report.finish import run_policy
     from evalctl.report.outputs import write_run_summary
     from evalctl.runs import load_run
 
     loaded = load_run(run)
-    rules = (load_policy(policy) if policy else run_policy(loaded)).for_run(loaded)  # the run's own policy, as the sweep used
+    rules = load_policy(policy or loaded.manifest.gate_policy).for_run(loaded)  # the run's own policy, as the sweep used
     if not say_if_running(loaded, "the summary files are"):
         write_run_summary(loaded, rules.metric)
     print_run_tables(loaded, evaluate(loaded, rules))

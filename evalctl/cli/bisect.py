@@ -12,9 +12,6 @@ from evalctl.cli.common import console, err, fail
 from evalctl.cli.options import Executor, key_values
 from evalctl.errors import ExitCode
 
-EXIT_CULPRIT = ExitCode.PASS
-EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # inconclusive, or the bad build did not reproduce the regression
-
 
 def bisect(
     from_run: Annotated[
@@ -119,7 +116,7 @@ def bisect(
     style = "bold green" if state.outcome == "culprit" else "yellow"
     console.print(f"[{style}]{state.message}[/]", highlight=False)
     console.print(f"launches: {state.launches} (of at most {state.settings.max_launches}); plot: {plot}; state: {folder / STATE_FILE}")
-    raise typer.Exit(EXIT_CULPRIT if state.outcome == "culprit" else EXIT_INCONCLUSIVE)
+    raise typer.Exit(ExitCode.PASS if state.outcome == "culprit" else ExitCode.INCONCLUSIVE)
 
 
 def _check_build_options(

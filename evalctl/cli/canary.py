@@ -41,11 +41,7 @@ def canary(
         server = CanaryServer(Canary(upstream, fault, chars), port, verbose=verbose)
     except OSError as exc:
         raise fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # raises KeyboardInterrupt: stops as Ctrl-C does
     console.print(f"canary: {server.url} -> {upstream} fault={fault}", highlight=False, soft_wrap=True)
     console.file.flush()
     try:

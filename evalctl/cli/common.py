@@ -98,12 +98,3 @@ class EvalctlGroup(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:
         with _usage_is_bad_input():  # sub-commands parse their options inside the root's invoke
             return super().invoke(ctx)
-
-
-def handle_errors(app: typer.Typer) -> typer.Typer:
-    """Wrap every command of `app` and its sub-apps in `exits_on_error`."""
-    for info in app.registered_commands:
-        info.callback = exits_on_error(info.callback)
-    for group in app.registered_groups:
-        handle_errors(group.typer_instance)
-    return app

@@ -49,7 +49,6 @@ def gate(
     """
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.analysis.pairing import align_runs
-    from evalctl.report.finish import run_policy
     from evalctl.report.gate_outputs import write_gate_outputs
     from evalctl.report.terminal import STATUS_STYLE, checks_table, cliffs_table, decided_by, evidence_view
     from evalctl.runs import load_run
@@ -57,7 +56,7 @@ def gate(
     try:
         candidate = load_run(run)
         live = say_if_running(candidate, None if output else "gate.json and the other gate files are")
-        rules = load_policy(policy) if policy else run_policy(candidate)
+        rules = load_policy(policy or candidate.manifest.gate_policy)
         reference = load_run(baseline) if baseline is not None else None
         if reference is not None:
             align_runs(reference.samples, candidate.samples)  # a baseline with no common question is an error, not a pass

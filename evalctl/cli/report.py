@@ -37,7 +37,6 @@ def report(
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.analysis.gate_document import GateDocument, read_gate
     from evalctl.report import guidellm
-    from evalctl.report.finish import run_policy
     from evalctl.report.html import write_report
     from evalctl.runs import load_run
 
@@ -53,6 +52,6 @@ def report(
         console.print(f"attached: {guidellm.attach(run, attach_guidellm)}")
     gate = read_gate(run)
     if gate is None:
-        gate = GateDocument.of(evaluate(loaded, load_policy(policy) if policy else run_policy(loaded), reference))
+        gate = GateDocument.of(evaluate(loaded, load_policy(policy or loaded.manifest.gate_policy), reference))
     write_report(loaded, out, baseline=reference, gate=gate)
     console.print(f"report: {out}")

@@ -26,14 +26,14 @@ from evalctl.fsio import atomic_path, write_atomic
 from evalctl.history.store import RunListing, metric_trend, shown_metric
 from evalctl.manifest import MANIFEST_FILE, Manifest
 from evalctl.records import SAMPLES_FILE, Metric
-from evalctl.report.html import Table, fmt_acc, png_uri, records_table, template_env, throughput_section
+from evalctl.report.finish import REPORT_FILE
+from evalctl.report.html import Table, evalctl_build, fmt_acc, png_uri, records_table, template_env, throughput_section
 from evalctl.report.plots import history_trend
 from evalctl.report.signoff import signoff_matrix
 from evalctl.report.terminal import settings_view
 from evalctl.runs import Run, open_run
 
 STATE_FILE = ".dashboard-state.json"
-REPORT_FILE = "report.html"
 TREND_RUNS = 60  # runs per configuration in a trend plot
 MAX_LEDGER_ROWS = 100  # per ledger table; the count says how many there were
 CONFIG = ["profile", "variant"]
@@ -77,7 +77,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def _date(value: object) -> str:
-    return "" if value is None or pd.isna(value) else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
+    return "" if pd.isna(value) else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
 
 
 def _copy_report(folder: RunListing, site: Path) -> str | None:
@@ -93,9 +93,6 @@ def _copy_report(folder: RunListing, site: Path) -> str | None:
         with atomic_path(dst) as tmp:
             shutil.copy2(src, tmp)
     return _href("reports", name)
-
-
-# ---- per model: trends and the flip ledger -------------------------------------------------
 
 
 def _longest(cells: pd.DataFrame) -> pd.DataFrame:
@@ -209,9 +206,6 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
     )
 
 
-# ---- sign-off per release candidate ---------------------------------------------------------
-
-
 def _first_passes(run: Run, metric: Metric) -> pd.DataFrame:
     """A run's first-pass cells at every load level, in the gate's metric: the catalog keeps each run's lowest level only
     (its history), which folded a concurrency sweep's levels into one row."""
@@ -268,7 +262,7 @@ def _who(folder: RunListing) -> list[tuple[str, str]]:
         ("status", folder.status),
         ("user", m.host.user or "not recorded"),
         ("host", m.host.hostname or "-"),
-        ("evalctl", f"{m.evalctl.version or '?'} @ {m.evalctl.git_revision or 'unknown revision'}"),
+        ("evalctl", evalctl_build(m)),
     ]
 
 
@@ -301,9 +295,6 @@ def _signoff_page(catalog: Catalog, folder: RunListing, reports: dict) -> str:
     )
 
 
-# ---- index and the build --------------------------------------------------------------------
-
-
 def _index_page(catalog: Catalog, latest: int, reports: dict, signoffs: dict, models: dict) -> str:
     sections = []
     runs = catalog.runs.assign(date=[_date(t) for t in catalog.runs["created_at"]])
@@ -333,11 +324,8 @@ def _now() -> str:
 
 
 def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildResult:
-    """Write (or bring up to date) the dashboard of the results root(s) in `site`.
-
-    BadInput when a root is not a directory. Pages whose inputs did not change
-    since the last build into `site` are left as they are.
-    """
+    """Write (or bring up to date) the dashboard of the results root(s) in `site`; pages whose inputs did not
+    change since the last build into `site` are left as they are. BadInput when a root is not a directory."""
     catalog = load_catalog([Path(r) for r in (roots if isinstance(roots, list) else [roots])])
     site = Path(site)
     site.mkdir(parents=True, exist_ok=True)

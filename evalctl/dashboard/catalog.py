@@ -1,9 +1,7 @@
 """What the dashboard knows of a results root: one row per run x configuration (profile x variant).
 
-The dashboard's one seam to the run folders: it reads them through the history store
-(folder listing with manifests, DuckDB over every samples.parquet) and each run's
-gate.json; nothing else in the dashboard opens a run folder. Re-point `load_catalog`
-when the run-folder readers change.
+The dashboard's one seam to the run folders (the history store and each run's gate.json): re-point
+`load_catalog` when the run-folder readers change.
 """
 
 from __future__ import annotations
@@ -28,12 +26,8 @@ RUN_ROW_COLUMNS = ["folder", "run_id", "model", "profile", "variant", "created_a
 
 
 def verdict_of(status: str, gate: GateDocument | None, profile: str | None = None, variant: str | None = None) -> Verdict:
-    """A run's verdict for one configuration: its state unless complete, else its gate's.
-
-    With a profile and variant, the worst of the gate's checks that concern them (a check
-    naming no profile or variant concerns every configuration); the gate's own verdict
-    when no check does.
-    """
+    """A run's verdict for one configuration: its state unless complete, else the worst of the gate's checks that
+    concern it (a check naming no profile or variant concerns every one); the gate's own verdict when none does."""
     if status == "running":
         return "running"
     if status != "complete":
@@ -43,10 +37,6 @@ def verdict_of(status: str, gate: GateDocument | None, profile: str | None = Non
     checks = [c for c in gate.checks if c.profile in (None, profile) and c.variant in (None, variant)]
     found = {c.status for c in checks} & set(GATE_VERDICTS)  # a warning never decides
     return worst(found) if found else gate.verdict  # type: ignore[return-value]
-
-
-def _short(revision: object) -> str:
-    return str(revision)[:12] if revision else ""
 
 
 def _configurations(folder: RunListing, recorded: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
@@ -71,9 +61,9 @@ def _git_revision(folder: RunListing, variant: str) -> str:
         return ""
     for v in folder.manifest.config.get("variants") or []:
         if isinstance(v, dict) and v.get("name") == variant and v.get("git_revision"):
-            return _short(v["git_revision"])
+            return str(v["git_revision"])[:12]
     revision = folder.manifest.evalctl.git_revision
-    return f"evalctl {_short(revision)}" if revision else ""
+    return f"evalctl {revision[:12]}" if revision else ""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,7 @@
 """Run history: an in-memory DuckDB query layer over a results root's run folders.
 
-The run folders are the source of truth; nothing here writes to them (a results root
-may be a shared filesystem other jobs are writing to). Manifests are small and read
-in Python so that one unreadable file only marks its own run; samples are aggregated
-by DuckDB straight from every run's `samples.parquet`.
+Read-only: a results root may be a shared filesystem other jobs are writing to. Manifests are read
+in Python, so one unreadable file only marks its own run; DuckDB aggregates every `samples.parquet`.
 """
 
 from __future__ import annotations
@@ -45,14 +43,9 @@ class HistoryStore:
         return [inspect_run(p) for p in sorted(self.root.iterdir()) if p.is_dir()]
 
     def _query(self, folders: list[RunListing], sql: Query, params: list | None = None, tables: dict | None = None) -> pd.DataFrame:
-        """Run `sql` over a view `samples` of the given runs' parquet files (with a `path` column).
-
-        `sql` may be a function of the view's columns (the metrics differ between tasks).
-        `tables` are more frames the query may join, by name.
-
-        A file that passes the magic check but still cannot be read would fail the whole
-        scan; then each file is tried alone and the bad ones are left out.
-        """
+        """Run `sql` (or a function of the view's columns: the metrics differ between tasks) over a view
+        `samples` of the runs' parquet files, with a `path` column; `tables` are more frames it may join, by name.
+        A file that passes the magic check but cannot be read fails the whole scan: then the bad ones are left out."""
         files = [str(f.parquet) for f in folders if f.parquet is not None]
         if not files:
             return pd.DataFrame()
@@ -111,14 +104,10 @@ class HistoryStore:
         return out.sort_values("created_at", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
 
     def cells(self, folders: list[RunListing] | None = None, **where: object) -> pd.DataFrame:
-        """One row per (run, profile, variant, cache, shots) on the first pass at the run's lowest concurrency, oldest first.
-
-        Counts of scored answers (`n`), hits of the run's primary `metric` and of each metric
-        (`<metric>_hits`), errors; output tokens per
-        second over the cell's wall-clock window; median TTFT (streamed requests only); the
-        longest prompt. `where` narrows by equality on profile, variant, cache or shots.
-        Corrupt folders never count; `folders` defaults to every folder under the root.
-        """
+        """One row per (run, profile, variant, cache, shots) on the first pass at the run's lowest concurrency, oldest
+        first: scored answers (`n`), hits of the run's primary `metric` and of each metric (`<metric>_hits`), errors,
+        output tokens/s over the cell's wall-clock window, median TTFT (streamed requests only), the longest prompt.
+        `where` narrows by equality on profile, variant, cache or shots; corrupt folders never count."""
         folders = [f for f in (self.folders() if folders is None else folders) if f.status != "corrupt"]
         clauses, params = ["pass_index = 1", "lowest_level"], []
         for column, value in where.items():
@@ -162,13 +151,9 @@ class HistoryStore:
         profile: str | None = None,
         variant: str | None = None,
     ) -> pd.DataFrame:
-        """One row per (run, profile, variant, cache, shots) on the first pass, oldest first.
-
-        `accuracy` is each run's primary metric (its task's first: strict match for GSM8K),
-        another name one metric of the runs' task; `throughput` is output tokens per second over
-        the cell's wall-clock window. Only compacted runs with a
-        readable manifest count: a run still writing is not yet a point of history.
-        """
+        """`cells` of the model's runs as one metric's trend: `accuracy` each run's primary metric (its task's first:
+        strict match for GSM8K), another name one metric of the task, `throughput` output tokens/s. Only compacted
+        runs with a readable manifest count: a run still writing is not yet a point of history."""
         folders = [f for f in self.folders() if f.model == model]
         table = self.cells(folders, shots=shots, cache=cache, profile=profile, variant=variant)
         known = [*TREND_KINDS, *(c[: -len("_hits")] for c in table.columns if c.endswith("_hits") and c != "hits")]
@@ -177,14 +162,10 @@ class HistoryStore:
         return metric_trend(table, metric)
 
     def flip_ledger(self, folders: list[RunListing]) -> pd.DataFrame:
-        """Per question and cell (first pass, scored answers) across `folders`, one model's runs.
-
-        `flips` counts the runs whose outcome (each run's primary metric) differs from the question's run before
-        (oldest first); `in_latest` says the newest run of the question's profile x variant
-        changed it. A question that flips often is noise; one whose first flip is in the
-        newest run is news. Only questions that flipped at least once are returned, with
-        the newest run's answer.
-        """
+        """Per question and cell (first pass, scored answers) across one model's runs, the questions that flipped at
+        least once, with the newest run's answer: `flips` counts the runs whose outcome (their primary metric) differs
+        from the run before; `in_latest`: the newest run of the profile x variant changed it. A question that flips
+        often is noise; one whose first flip is in the newest run is news."""
         folders = [f for f in folders if f.status != "corrupt"]
         runs = pd.DataFrame({"path": [str(f.path) for f in folders], "run_id": [f.run_id for f in folders],
                              "created_at": pd.to_datetime([f.created_at for f in folders], utc=True)})  # fmt: skip

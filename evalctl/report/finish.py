@@ -1,7 +1,6 @@
 """Finish a run folder from its records alone: summary files and plots, the gate's files, the HTML report.
 
-The one step every finished run gets when nobody is watching (the cluster's aggregation
-job); new per-run outputs (e.g. an HTML report) belong here so every such run has them.
+The one step every finished run gets, watched or not (the cluster's aggregation job): new per-run outputs belong here.
 """
 
 from __future__ import annotations
@@ -16,15 +15,10 @@ from evalctl.runs import Run
 REPORT_FILE = "report.html"
 
 
-def run_policy(run: Run) -> GatePolicy:
-    """The gate policy the run's config names (`gate_policy`), else the built-in; BadInput if unreadable."""
-    return load_policy(run.manifest.gate_policy)
-
-
 def finish_run(run: Run, policy: GatePolicy | None = None, baseline: Run | None = None) -> GateResult:
     """Write the run's outputs, gate files (gate.json ...) and report.html; the gate's result
-    (`run_policy` by default; against `baseline`, if given)."""
-    policy = (policy or run_policy(run)).for_run(run)
+    (by default the policy the run's config names, else the built-in; against `baseline`, if given)."""
+    policy = (policy or load_policy(run.manifest.gate_policy)).for_run(run)
     write_run_summary(run, policy.metric)
     result = evaluate(run, policy, baseline)
     write_gate_outputs(result, run.path)

@@ -8,7 +8,7 @@ from pathlib import Path
 from evalctl.analysis.gate import GateResult
 from evalctl.analysis.gate_document import GATE_FILE, GateDocument
 from evalctl.fsio import write_atomic
-from evalctl.report.terminal import SHOWN_EVIDENCE, check_text, parted_text
+from evalctl.report.terminal import evidence_lines
 
 GATE_JUNIT = "gate-junit.xml"
 GATE_MARKDOWN = "gate-summary.md"
@@ -44,18 +44,13 @@ def _md_cell(text: object) -> str:
 
 
 def markdown_evidence(result: GateResult) -> list[str]:
-    """What decided the verdict: the deciding checks (the first `SHOWN_EVIDENCE`), their counts, their worst requests."""
+    """What decided the verdict: the deciding checks, their counts, their worst requests."""
     evidence = result.evidence
     if evidence is None or not evidence.checks:
         return []
     count = len(evidence.checks)
     lines = [f"Decided by {count} {result.verdict} check(s), with the requests that part earliest from their reference:", ""]
-    for check in evidence.checks[:SHOWN_EVIDENCE]:
-        lines.append(f"- {check_text(check)}")
-        lines += [f"  - {parted_text(request, evidence.position_unit)}" for request in check.worst]
-    if len(evidence.checks) > SHOWN_EVIDENCE:
-        lines.append(f"- and {len(evidence.checks) - SHOWN_EVIDENCE} more (gate.json: `evidence`)")
-    return [*lines, ""]
+    return [*lines, *(f"{'  ' * depth}- {text}" for depth, text in evidence_lines(evidence)), ""]
 
 
 def markdown_summary(result: GateResult) -> str:

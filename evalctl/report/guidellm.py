@@ -1,8 +1,7 @@
 """A guidellm benchmark report attached to a run, shown on its sign-off page beside evalctl's own throughput.
 
-The file is read only by guidellm's own report model (`GenerativeBenchmarksReport.load_file`, the
-`guidellm` extra: guidellm 0.8), never parsed here: its figures are the model's attributes. It is
-checked when attached (`evalctl report RUN --attach-guidellm FILE`) and kept in the run folder as
+Read only by guidellm's own report model (`GenerativeBenchmarksReport.load_file`, the `guidellm` extra: guidellm 0.8),
+never parsed here. Checked when attached (`evalctl report RUN --attach-guidellm FILE`) and kept in the run folder as
 `guidellm.json` (or `.yaml`), so every later report of the run shows it.
 """
 

@@ -1,19 +1,15 @@
 """The release sign-off report: one self-contained HTML file per run.
 
-Everything is embedded (plots as base64 PNG, CSS inline, no script), so the file opens
-offline. Every string that came from a model, a dataset or a run folder goes through
-Jinja's autoescape: a model that answers `<script>` shows that text, nothing runs.
-
-The gate's verdict is an input, not computed here: `write_report(..., gate=...)` takes
-the gate's document (`analysis.gate_document`); without one it reads the run's `gate.json`, and without
-that the report says "not gated" and the sign-off matrix is grey.
+Everything is embedded (plots as base64 PNG, CSS inline, no script), so the file opens offline.
+Every string from a model, a dataset or a run folder goes through Jinja's autoescape: a model
+that answers `<script>` shows that text, nothing runs. The gate's verdict is an input, never
+computed here: without one the report says "not gated" and the sign-off matrix is grey.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import shlex
 import tempfile
@@ -34,8 +30,10 @@ from evalctl.analysis.throughput import throughput_ratios
 from evalctl.cell import CellKey
 from evalctl.fsio import write_atomic
 from evalctl.history.store import HistoryStore
+from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
 from evalctl.report import guidellm
+from evalctl.report.outputs import run_title
 from evalctl.report.plots import (
     accuracy_by_position,
     accuracy_vs_prefill,
@@ -45,7 +43,7 @@ from evalctl.report.plots import (
     throughput_vs_concurrency,
 )
 from evalctl.report.signoff import signoff_matrix
-from evalctl.report.terminal import _fmt, accuracy_view, decisions_view, ratio_view, settings_view, throughput_view
+from evalctl.report.terminal import accuracy_view, decisions_view, formatted, ratio_view, settings_view, throughput_view
 from evalctl.runs import Run
 
 PROBE_GLOB = "probe*.json"
@@ -75,7 +73,7 @@ class Table:
 
     @classmethod
     def of(cls, df: pd.DataFrame) -> Table:
-        return cls([str(c) for c in df.columns], [[_fmt(v, str(c)) for v, c in zip(row, df.columns)] for row in df.itertuples(index=False)])
+        return cls([str(c) for c in df.columns], formatted(df))
 
 
 def load_probes(run_dir: Path) -> list[dict]:
@@ -124,11 +122,12 @@ def _as_baseline(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(variant=[f"{v} (baseline)" for v in table["variant"]])
 
 
+def evalctl_build(manifest: Manifest) -> str:
+    return f"{manifest.evalctl.version or '?'} @ {manifest.evalctl.git_revision or 'unknown revision'}"
+
+
 def _header(run: Run) -> dict:
-    m = run.manifest
-    profiles = {p.get("name"): p for p in run.config.get("servers", [])}
-    variants = {v.get("name"): v for v in run.config.get("variants", [])}
-    evalctl = m.evalctl
+    m, servers, variants = run.manifest, run.config.get("servers", []), run.config.get("variants", [])  # names unique: schema
     return {
         "model": run.config.get("model", "?"),
         "task": run.config.get("task", ""),
@@ -136,10 +135,10 @@ def _header(run: Run) -> dict:
         "created_at": m.created_at,
         "finished_at": m.finished_at,
         "status": m.status,
-        "evalctl": f"{evalctl.version or '?'} @ {evalctl.git_revision or 'unknown revision'}",
+        "evalctl": evalctl_build(m),
         "host": ", ".join(f"{k}={v}" for k, v in m.host.model_dump(exclude_none=True).items()),
-        "gpus": sorted({str(p.get("gpu")) for p in profiles.values() if p.get("gpu")}) or ["none recorded"],
-        "variants": [(name, _build(v)) for name, v in variants.items()],
+        "gpus": sorted({str(p.get("gpu")) for p in servers if p.get("gpu")}) or ["none recorded"],
+        "variants": [(v.get("name"), _build(v)) for v in variants],
         "settings": {k: run.config.get(k) for k in ("fewshot", "limit", "passes", "concurrency", "generation")},
     }
 
@@ -155,7 +154,6 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
     rows = []
     for s in run.manifest.servers:
         profile = profiles.get(s.profile, {})
-        log = s.log
         rows.append({
             "label": s.label,
             "engine": s.engine,
@@ -167,8 +165,8 @@ def _servers(run: Run, out_dir: Path) -> list[dict]:
             "status": s.status or "-",
             "error": s.error,
             "argv": shlex.join(s.argv) if s.argv else "(not launched by evalctl)",
-            "log": log,
-            "log_href": quote(os.path.relpath(run.path.resolve() / log, out_dir)) if log else None,
+            "log": s.log,
+            "log_href": quote(os.path.relpath(run.path.resolve() / s.log, out_dir)) if s.log else None,
         })  # fmt: skip
     return rows
 
@@ -191,15 +189,15 @@ def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:
     """The cells' throughput, and candidate / reference ratios: cache on / off, this run / the baseline;
     throughput by load level and the Pareto plot, the baseline's lines beside this run's."""
     tp = run_summary(run).throughput
-    against = [between_runs(run_summary(baseline).throughput, tp)] if baseline is not None else []
-    plotted = pd.concat([tp, _as_baseline(run_summary(baseline).throughput)], ignore_index=True) if baseline is not None else tp
+    base = run_summary(baseline).throughput if baseline is not None else None
+    plotted = tp if base is None else pd.concat([tp, _as_baseline(base)], ignore_index=True)
     return {
         "guidellm": _guidellm(run.path),
         "plot_load": png_uri(throughput_vs_concurrency, plotted, title=title),
         "plot_pareto": png_uri(pareto, plotted, title=title),
         "cells": Table.of(throughput_view(tp)),
         "cache_ratio": _ratios([c for c in within_run(tp) if c.kind == "cache"]),
-        "baseline_ratio": _ratios(against),
+        "baseline_ratio": _ratios([] if base is None else [between_runs(base, tp)]),
     }
 
 
@@ -228,9 +226,9 @@ def _flips(run: Run, baseline: Run | None, metric: str) -> list[dict]:
     return sections
 
 
-def _history(run: Run, root: Path | None, metric: str) -> dict | None:
+def _history(run: Run, root: Path, metric: str) -> dict | None:
     """The model's trend at the run's most demanding cell (most shots, cache on), when earlier runs exist."""
-    if root is None or run.samples.empty:
+    if run.samples.empty:
         return None
     shots = int(run.samples["shots"].max())
     cache = "on" if "on" in set(run.samples["cache"]) else str(run.samples["cache"].iloc[0])
@@ -256,17 +254,15 @@ def _history(run: Run, root: Path | None, metric: str) -> dict | None:
 
 
 def fmt_acc(value: float | None) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+    return "-" if pd.isna(value) else f"{value:.2f}"
 
 
-def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: GateDocument | None = None) -> str:
-    """The report's HTML. `out_dir` is where it will live (log links are relative to it).
-
-    `gate` is the gate's document; None reads the run's gate.json.
-    """
-    run_dir = run.path.resolve()
+def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: GateDocument | None = None) -> Path:
+    """Render the report into `out` atomically (a reader never sees half a report). `gate` is the gate's
+    document; None reads the run's gate.json."""
+    out, run_dir = Path(out), run.path.resolve()
     gate = gate if gate is not None else read_gate(run_dir)
-    title = f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
+    title = run_title(run)
     plot_title = title.replace(" (", "\n(")  # two lines: fits a plot's width
     metric = run.metric(gate.policy.metric if gate else None)  # the tables' invalid counts follow the gate's
     summary = run_summary(run, metric)
@@ -278,7 +274,7 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
             pd.concat([getattr(summary, name), _as_baseline(getattr(base, name))], ignore_index=True) for name in plotted
         )
     checks = gate.check_rows() if gate is not None else None
-    return _env.get_template("report.html.j2").render(
+    html = _env.get_template("report.html.j2").render(
         title=title,
         header=_header(run),
         baseline=_header(baseline) if baseline is not None else None,
@@ -298,15 +294,9 @@ def build_report(run: Run, out_dir: Path, *, baseline: Run | None = None, gate: 
         throughput=throughput_section(run, baseline, plot_title),
         probes=load_probes(run_dir),
         flips=_flips(run, baseline, summary.metric),
-        servers=_servers(run, out_dir),
+        servers=_servers(run, out.resolve().parent),  # log links are relative to the report
         settings_diff=_settings_diff(run, baseline),
         history=_history(run, run_dir.parent, summary.metric),
         fmt_acc=fmt_acc,
     )
-
-
-def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: GateDocument | None = None) -> Path:
-    """Render and write atomically (a reader never sees half a report)."""
-    out = Path(out)
-    html = build_report(run, out.resolve().parent, baseline=baseline, gate=gate)
     return write_atomic(out, html)

@@ -58,6 +58,11 @@ def dodged(x: pd.Series, span: Any, place: tuple[int, int]) -> pd.Series:
     return x + span * (DODGE * (index - (count - 1) / 2))
 
 
+def first_passes(table: pd.DataFrame) -> pd.DataFrame:
+    """The table's rows of its first pass."""
+    return table[table["pass_index"] == table["pass_index"].min()] if len(table) else table
+
+
 def _span(x: pd.Series, least: Any = 1.0) -> Any:
     """The plot's x range, at least `least` (one x value has none)."""
     return max(x.max() - x.min(), least) if len(x) else least
@@ -84,8 +89,7 @@ def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str, metric: str, s
     """One accuracy line; `shift` = (the x range, (index, count)) dodges it from the others (`dodged`)."""
     y = group[f"{metric}_acc"]
     yerr = [(y - group[f"{metric}_lo"]).clip(lower=0), (group[f"{metric}_hi"] - y).clip(lower=0)]
-    style = {"marker": "o" if cache == "on" else "s", "linestyle": "-" if cache == "on" else "--"}
-    ax.errorbar(dodged(pd.Series(x, dtype=float), *shift), y, yerr=yerr, capsize=3, label=label, **style)
+    ax.errorbar(dodged(pd.Series(x, dtype=float), *shift), y, yerr=yerr, capsize=3, label=label, **_line_style(cache))
 
 
 def _style_accuracy_axes(ax, xlabel: str, title: str, show_legend: bool, metric: str) -> None:
@@ -110,25 +114,21 @@ def _shown(table: pd.DataFrame, metric: str | None) -> str:
     return metric or next(iter(table_metrics(table)), NO_METRIC)
 
 
-def _finish_accuracy_plot(fig, ax, path: Path, xlabel: str, title: str, legend: bool, metric: str) -> Path:
-    _style_accuracy_axes(ax, xlabel, title, legend, metric)
-    return save_figure(fig, path)
-
-
 def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str, metric: str | None = None) -> Path:
     metric = _shown(table, metric)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    first_pass = table[table["pass_index"] == table["pass_index"].min()] if len(table) else table
-    span = _span(first_pass["shots"]) if len(first_pass) else 1.0
+    first_pass = first_passes(table)
+    span = _span(first_pass["shots"])
     for label, cache, group, place in _series(first_pass, metric):
         group = group.sort_values("shots")
         _errorbar(ax, group["shots"], group, label, cache, metric, (span, place))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # one shot count (a concurrency sweep) read 3.98, 3.99, ...
-    return _finish_accuracy_plot(fig, ax, path, "few-shot examples", title, len(first_pass) > 0, metric)
+    _style_accuracy_axes(ax, "few-shot examples", title, len(first_pass) > 0, metric)
+    return save_figure(fig, path)
 
 
 def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None, metric: str) -> None:
-    span = _span(pd.concat([table["bin_lo"], table["bin_hi"]])) if len(table) else 1.0
+    span = _span(pd.concat([table["bin_lo"], table["bin_hi"]]))
     for label, cache, group, place in _series(table, metric):
         group = group.sort_values("bin_lo")
         _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache, metric, (span, place))
@@ -144,7 +144,8 @@ def accuracy_vs_prefill(table: pd.DataFrame, path: Path, title: str, chunked_pre
     metric = _shown(table, metric)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     _draw_prefill(ax, table, chunked_prefill, metric)
-    return _finish_accuracy_plot(fig, ax, path, "prompt tokens (bin centre)", title, len(table) > 0, metric)
+    _style_accuracy_axes(ax, "prompt tokens (bin centre)", title, len(table) > 0, metric)
+    return save_figure(fig, path)
 
 
 def accuracy_by_position(
@@ -153,7 +154,7 @@ def accuracy_by_position(
     """prefix-recall: accuracy by the answer's third of the prefix, cache on vs off, beside accuracy vs prefill length."""
     metric = _shown(positions, metric)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    first_pass = positions[positions["pass_index"] == positions["pass_index"].min()] if len(positions) else positions
+    first_pass = first_passes(positions)
     index = {p: i for i, p in enumerate(ANSWER_POSITIONS)}
     for label, cache, group, place in _series(first_pass, metric):
         _errorbar(left, group["answer_position"].map(index), group, label, cache, metric, (float(len(index)), place))
@@ -176,10 +177,8 @@ def history_trend(
     ylabel: str = "accuracy (95% Wilson)",
     verdicts: dict[pd.Timestamp, str] | None = None,
 ) -> Path:
-    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known.
-
-    `verdicts` (run date -> verdict) marks each run with a faint line in its verdict's colour.
-    """
+    """A metric per run date, one line per (profile, variant, cache, shots); intervals where known. `verdicts`
+    (run date -> verdict) marks each run with a faint line in its verdict's colour."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for when, verdict in (verdicts or {}).items():
         if verdict in VERDICT_COLOURS:
@@ -215,7 +214,7 @@ def _at_longest_prefix(tp: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The throughput table's first pass at its most shots (speed falls with the prefix: one line per build, not per shot count)."""
     if not len(tp):
         return tp, ""
-    first = tp[tp["pass_index"] == tp["pass_index"].min()]
+    first = first_passes(tp)
     shots = int(first["shots"].max())
     return first[first["shots"] == shots], f"{shots}-shot"
 
@@ -237,7 +236,7 @@ def throughput_vs_concurrency(tp: pd.DataFrame, path: Path, title: str) -> Path:
     accuracy plot beside it: one point per line would say nothing."""
     by_length = bool(len(tp)) and tp["concurrency"].nunique() == 1 and tp["shots"].nunique() > 1
     if by_length:
-        tp = tp[tp["pass_index"] == tp["pass_index"].min()]
+        tp = first_passes(tp)
         x, xlabel, subtitle = (
             "mean_prompt_tokens",
             "prompt tokens (cell mean)",

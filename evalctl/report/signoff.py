@@ -12,10 +12,7 @@ from evalctl.analysis.checks.base import SEVERITY
 from evalctl.cell import CellKey
 from evalctl.records import NO_METRIC
 
-# Worst first: a cell is as bad as its worst check (SEVERITY: the one order, `checks.base.STATUS_ORDER`).
 MATCH_KEYS = CellKey.columns("pass_index")
-
-
 # Absolute caps judge a cell on its own; their failure is named, not called a regression of the cell.
 CAP_KINDS = frozenset({"error_rate", "invalid_rate"})
 # Checks of a cell on its own (caps, its cache label, its completeness): passing only these, a cell was

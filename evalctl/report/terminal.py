@@ -56,12 +56,6 @@ def narrow_table(title: str) -> Table:
     return _TitleAbove(title=title, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
 
 
-def add_column(table: Table, header: str, cells: list[str], numeric: bool = False, width: int | None = None) -> None:
-    """Headers wrap at spaces but are never cut; numbers are never cut; text wraps at spaces."""
-    low = narrowest(header, cells, numeric)
-    table.add_column(header, justify="right" if numeric else "left", min_width=low, width=width, overflow="fold")
-
-
 # Columns that say which cell a row is: repeated in every part of a table split to fit.
 KEY_COLUMNS = ("comparison", *CELL_KEYS, "bin", "column", "doc_id", "run_id")
 COLUMN_GAP = 2  # narrow_table: one space of padding on each side of a rule-less column boundary
@@ -83,7 +77,7 @@ def narrowest(header: str, cells: list[str], numeric: bool) -> int:
 
 def widest(header: str, cells: list[str], numeric: bool) -> int:
     """The width at which no header or cell of the column wraps."""
-    return max((len(plain(t)) for t in (header, *cells)), default=1)
+    return max(len(plain(t)) for t in (header, *cells))
 
 
 def allot(columns: list[Column], width: int, first: int | None = None) -> list[int]:
@@ -111,7 +105,8 @@ class FittedTable:
         table = narrow_table(title)
         first = next((i for i, (header, _, _) in enumerate(columns) if header == self.read), None)
         for (header, cells, numeric), size in zip(columns, allot(columns, width, first)):
-            add_column(table, header, cells, numeric, width=size)
+            low = narrowest(header, cells, numeric)  # headers and text wrap at spaces; no header or number is cut
+            table.add_column(header, justify="right" if numeric else "left", min_width=low, width=size, overflow="fold")
         for row in zip(*(cells for _, cells, _ in columns)):
             table.add_row(*row)
         return table
@@ -152,11 +147,15 @@ class FittedTable:
         return Measurement(1, options.max_width)
 
 
-def frame_table(df: pd.DataFrame, title: str, columns: list[str] | None = None) -> FittedTable:
-    columns = columns or list(df.columns)
-    rows = [[_fmt(v, c) for v, c in zip(row, columns)] for row in df[columns].itertuples(index=False)]
-    cells = [(col, [r[i] for r in rows], pd.api.types.is_numeric_dtype(df[col])) for i, col in enumerate(columns)]
-    keys = next((i for i, col in enumerate(columns) if col not in KEY_COLUMNS), len(columns))
+def formatted(df: pd.DataFrame) -> list[list[str]]:
+    """A frame's rows as display strings (the terminal's and the HTML pages' tables alike)."""
+    return [[_fmt(v, str(c)) for v, c in zip(row, df.columns)] for row in df.itertuples(index=False)]
+
+
+def frame_table(df: pd.DataFrame, title: str) -> FittedTable:
+    rows = formatted(df)
+    cells = [(col, [r[i] for r in rows], pd.api.types.is_numeric_dtype(df[col])) for i, col in enumerate(df.columns)]
+    keys = next((i for i, col in enumerate(df.columns) if col not in KEY_COLUMNS), len(df.columns))
     return FittedTable(title, cells, keys)
 
 
@@ -167,33 +166,28 @@ def _drop_constant_keys(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop(columns=drop)
 
 
+def _acc(a: float, lo: float, hi: float, places: int = 2) -> str:
+    """An accuracy with its interval in one readable cell."""
+    return "-" if math.isnan(a) else f"{a:.{places}f} [{lo:.2f},{hi:.2f}]"
+
+
 def accuracy_view(acc: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy with its interval in one readable column."""
     view = _drop_constant_keys(acc)
     metrics = table_metrics(acc)
     for metric in metrics:
-        view[metric] = [
-            "-" if math.isnan(a) else f"{a:.2f} [{lo:.2f},{hi:.2f}]"
-            for a, lo, hi in zip(view[f"{metric}_acc"], view[f"{metric}_lo"], view[f"{metric}_hi"])
-        ]
+        view[metric] = [_acc(*bounds) for bounds in zip(view[f"{metric}_acc"], view[f"{metric}_lo"], view[f"{metric}_hi"])]
     return view.drop(columns=accuracy_columns(metrics))
 
 
 MS_PREFIXES = ("ttft", "itl")  # shown in ms: an inter-token gap is a few ms, "0.01" s said little
+PERCENTILES = ("p50", "p90", "p99")
 THROUGHPUT_COLUMNS = {
     "requests_per_s": "req/s",
     "goodput_per_s": "goodput/s",
     "output_tokens_per_s": "out tok/s",
     "user_tokens_per_s": "tok/s/user",
-    "latency_p50_s": "p50 s",
-    "latency_p90_s": "p90 s",
-    "latency_p99_s": "p99 s",
-    "ttft_p50_s": "ttft p50 ms",
-    "ttft_p90_s": "ttft p90 ms",
-    "ttft_p99_s": "ttft p99 ms",
-    "itl_p50_s": "itl p50 ms",
-    "itl_p90_s": "itl p90 ms",
-    "itl_p99_s": "itl p99 ms",
+    **{f"latency_{p}_s": f"{p} s" for p in PERCENTILES},
+    **{f"{m}_{p}_s": f"{m} {p} ms" for m in MS_PREFIXES for p in PERCENTILES},
     "mean_prompt_tokens": "prompt tok",
     "cache_hit_ratio": "hit ratio",
     "in_flight_mean": "in flight",
@@ -250,14 +244,11 @@ def decided_by(evidence: Evidence | None) -> str:
     return f", decided by {count} check{'' if count == 1 else 's'}:" if count else ""
 
 
-def counts_text(check: DecidingCheck) -> str:
-    """A deciding check's counts, those it has: b (right->wrong), c (wrong->right), n (pairs or answers)."""
-    return ", ".join(f"{name} {value}" for name, value in (("b", check.b), ("c", check.c), ("n", check.n)) if value is not None)
-
-
 def check_text(check: DecidingCheck) -> str:
-    """A deciding check, its cell and its counts: 'cache on vs off [cpu/default cache=on shots=8 conc=4 pass=1]: b 20, c 0, n 60'."""
-    where, counts = f" [{check.where}]" if check.where else "", counts_text(check)
+    """A deciding check, its cell and the counts it has (b right->wrong, c wrong->right, n pairs or answers):
+    'cache on vs off [cpu/default cache=on shots=8 conc=4 pass=1]: b 20, c 0, n 60'."""
+    counts = ", ".join(f"{name} {value}" for name, value in (("b", check.b), ("c", check.c), ("n", check.n)) if value is not None)
+    where = f" [{check.where}]" if check.where else ""
     return f"{check.name}{where}" + (f": {counts}" if counts else "")
 
 
@@ -268,25 +259,21 @@ def parted_text(request: PartedRequest, unit: str) -> str:
     return f"doc {request.doc_id}{turn}: parts at {unit.removesuffix('s')} {request.first_difference}; {tokens}"
 
 
-def _indented(text: str, by: int) -> Padding:
-    """`text` as plain Text (cells hold brackets: never markup), each wrapped line `by` columns in, no trailing blanks."""
-    return Padding(Text(text), (0, 0, 0, by), expand=False)
+def evidence_lines(evidence: Evidence) -> list[tuple[int, str]]:
+    """(depth, text): each deciding check (the first `SHOWN_EVIDENCE`) with its counts, its worst requests below it."""
+    lines = []
+    for check in evidence.checks[:SHOWN_EVIDENCE]:
+        lines.append((0, check_text(check)))
+        lines += [(1, parted_text(request, evidence.position_unit)) for request in check.worst]
+    if len(evidence.checks) > SHOWN_EVIDENCE:
+        lines.append((0, f"and {len(evidence.checks) - SHOWN_EVIDENCE} more (gate.json: evidence)"))
+    return lines
 
 
 def evidence_view(evidence: Evidence) -> Group:
-    """Under the verdict line: each deciding check (the first `SHOWN_EVIDENCE`) with its counts, its worst
-    requests below it, each wrapped within its own indent at the terminal's width."""
-    lines = []
-    for check in evidence.checks[:SHOWN_EVIDENCE]:
-        lines.append(_indented(check_text(check), 2))
-        lines += [_indented(parted_text(request, evidence.position_unit), 4) for request in check.worst]
-    if len(evidence.checks) > SHOWN_EVIDENCE:
-        lines.append(_indented(f"and {len(evidence.checks) - SHOWN_EVIDENCE} more (gate.json: evidence)", 2))
-    return Group(*lines)
-
-
-def _acc(a: float, lo: float, hi: float) -> str:
-    return "-" if math.isnan(a) else f"{a:.3f} [{lo:.2f},{hi:.2f}]"
+    """Under the verdict line: the evidence, each line wrapped within its own indent at the terminal's width (plain
+    Text: cells hold brackets, never markup)."""
+    return Group(*(Padding(Text(text), (0, 0, 0, 2 + 2 * depth), expand=False) for depth, text in evidence_lines(evidence)))
 
 
 def paired_view(table: pd.DataFrame) -> pd.DataFrame:
@@ -294,8 +281,8 @@ def paired_view(table: pd.DataFrame) -> pd.DataFrame:
     keys = [c for c in ("comparison", *CELL_KEYS) if c in table]
     view = _drop_constant_keys(table[keys].copy())
     view["n"] = table["n"]
-    view["reference"] = [_acc(a, lo, hi) for a, lo, hi in zip(table["ref_acc"], table["ref_lo"], table["ref_hi"])]
-    view["candidate"] = [_acc(a, lo, hi) for a, lo, hi in zip(table["cand_acc"], table["cand_lo"], table["cand_hi"])]
+    for name, side in (("reference", "ref"), ("candidate", "cand")):
+        view[name] = [_acc(*bounds, places=3) for bounds in zip(table[f"{side}_acc"], table[f"{side}_lo"], table[f"{side}_hi"])]
     view["drop"] = table["acc_drop"]
     view["right->wrong"] = table["b"]
     view["wrong->right"] = table["c"]
@@ -346,7 +333,7 @@ def decisions_view(decisions: list[CellDecision]) -> pd.DataFrame:
     )
 
 
-def decisions_table(decisions: list[CellDecision]) -> Table:
+def decisions_table(decisions: list[CellDecision]) -> FittedTable:
     saved, planned = sum(d.saved for d in decisions), sum(d.planned for d in decisions)
     title = f"Sequential decisions vs the baseline: {saved} of {planned} requests saved"
     return frame_table(_drop_constant_keys(decisions_view(decisions)), title)
@@ -358,7 +345,7 @@ def settings_view(diff: pd.DataFrame) -> pd.DataFrame:
     return _drop_constant_keys(view[["profile", "variant", "cache", "reference", "setting", "before", "after"]])
 
 
-def cliffs_table(found: pd.DataFrame, tolerance: float) -> Table:
+def cliffs_table(found: pd.DataFrame, tolerance: float) -> FittedTable:
     """The cliffs `analysis.gate.cliffs` found: a description of where accuracy departs, not a check."""
     view = _drop_constant_keys(
         found[["profile", "variant", "pass_index", "column", "bin", "min_tokens", "n", "b", "c", "acc_drop", "p_adjusted"]]
@@ -378,13 +365,13 @@ def ratio_view(ratios: pd.DataFrame) -> pd.DataFrame:
 
 
 def _short(text: object, width: int) -> str:
-    text = "-" if text is None or (isinstance(text, float) and math.isnan(text)) else " ".join(str(text).split())
+    text = "-" if pd.isna(text) else " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _answer(value: object) -> str:
     """An extracted answer, or "(none)" where the metric found none (never pandas' "nan")."""
-    return "(none)" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+    return "(none)" if pd.isna(value) else str(value)
 
 
 def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
@@ -431,7 +418,7 @@ def jobs_table(rows: list[JobEntry], title: str) -> FittedTable:
 
 
 def _count(value: object) -> str:
-    return "-" if value is None or value != value else str(int(value))
+    return "-" if pd.isna(value) else str(int(value))
 
 
 def runs_table(runs: pd.DataFrame, title: str) -> FittedTable:

@@ -240,9 +240,8 @@ class Manifest(RunState):
     # the task registry held GSM8K's two.
     metrics: list[str] = Field(default_factory=lambda: ["strict", "flexible"])
     # Every cell of the plan as it was built: a cell at one shot count need not ask as many questions
-    # as another (a prefix-recall cell at k records asks at most k). Empty in a manifest from before it.
+    # as another (a prefix-recall cell at k records asks at most k).
     plan: list[PlannedCell] = Field(default_factory=list)
-    questions: dict[int, int] = Field(default_factory=dict)  # before `plan`: the questions per shot count
     executor: Literal["local", "slurm"] = "local"
     error: str | None = None
     jobs: list[JobEntry] = Field(default_factory=list)

@@ -31,7 +31,6 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from evalctl.agreement import AGREEMENT
-from evalctl.analysis.checks.completeness import planned_cells
 from evalctl.analysis.drop_rule import decide_drops
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy, load_policy
@@ -128,7 +127,7 @@ def by_construction(config: SweepConfig, policy: GatePolicy, task: LmEvalTask) -
     findings = []
     if policy.metric not in (None, AGREEMENT, *task.metric_names):
         findings.append(f"policy metric {policy.metric!r}: task {config.task} scores {', '.join(task.metric_names)}")
-    cells = planned_cells(config.model_dump(mode="json"))
+    cells = pd.DataFrame([cell.as_dict() for launch in expand(config) for cell in launch.cells])
     needs = {"accuracy": fewest_pairs_to_pass(policy.max_accuracy_drop, policy)}
     if set(config.cache) == {CacheMode.on, CacheMode.off} or len(config.variants) > 1:  # a comparison the first-attempt check judges
         needs["first attempts"] = fewest_pairs_to_pass(policy.max_first_attempt_failure_increase, policy)

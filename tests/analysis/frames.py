@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalctl.manifest import Manifest
+from evalctl.config import validated
+from evalctl.manifest import Manifest, PlannedCell
+from evalctl.plan import expand
 from evalctl.records import COLUMNS
 
 
@@ -56,15 +58,17 @@ def sweep_frame(
 
 
 def manifest_for(df: pd.DataFrame, status: str = "complete", limit: int | None = None) -> Manifest:
-    """A manifest whose config plans exactly the cells of `df` (profile cpu, one variant, one pass)."""
-    return Manifest(
-        run_id=str(df["run_id"].iloc[0]),
-        status=status,
-        config={
-            "model": "test",
-            "shots": sorted(int(s) for s in set(df["shots"])),
-            "cache": sorted(set(df["cache"])),
-            "limit": limit if limit is not None else int(df["doc_id"].nunique()),
-            "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "bundled:smollm2-135m"}],
-        },
-    )
+    """A manifest whose config and plan hold the cells of `df` (profile cpu; its variants, the first the baseline; its
+    passes), each planned with `limit` questions (default: as many as `df` holds)."""
+    config = {
+        "model": "test",
+        "shots": sorted(int(s) for s in set(df["shots"])),
+        "cache": sorted(set(df["cache"])),
+        "passes": int(df["pass_index"].max()),
+        "variants": [{"name": name} for name in dict.fromkeys(df["variant"])],
+        "limit": limit if limit is not None else int(df["doc_id"].nunique()),
+        "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "bundled:smollm2-135m"}],
+    }
+    cells = [cell for launch in expand(validated(config)) for cell in launch.cells]
+    plan = [PlannedCell(**cell.as_dict(), questions=config["limit"] or 0, prompts="") for cell in cells]
+    return Manifest(run_id=str(df["run_id"].iloc[0]), status=status, config=config, plan=plan)

@@ -100,9 +100,7 @@ def run_builds(warm_differ: dict[str, set[int]], replica_differ: dict[str, set[i
     runs = {name: run_with(differ, (replica_differ or {}).get(name, set())) for name, differ in warm_differ.items()}
     samples = pd.concat([run.samples.assign(variant=name) for name, run in runs.items()], ignore_index=True)
     noise = pd.concat([run.noise.assign(variant=name) for name, run in runs.items()], ignore_index=True)
-    manifest = manifest_for(samples)
-    manifest.config["variants"] = [{"name": name} for name in warm_differ]
-    return Run(Path("r"), manifest, samples, noise)
+    return Run(Path("r"), manifest_for(samples), samples, noise)
 
 
 def differential_checks(result) -> list:

@@ -50,8 +50,6 @@ def test_a_run_with_every_planned_question_is_complete_and_a_short_cell_is_named
     assert (missing.variant, missing.value, missing.threshold) == ("other", 0, 1)
 
 
-def test_a_manifest_from_before_the_plan_record_is_judged_by_its_questions_per_shot_count():
-    df = sample_frame([dict(shots=s, doc_id=d, prompt_hash=f"{s}-{d}") for s in SHOTS for d in range(s)])
-    manifest = manifest_for(df, limit=LIMIT).model_copy(update={"questions": {s: s for s in SHOTS}})
-    result = evaluate(Run(Path("r"), manifest, df), GatePolicy(min_n=1))
-    assert [c.status for c in result.checks if c.kind == "completeness"] == ["pass"]
+def test_a_manifest_that_records_no_plan_is_not_complete():
+    (check,) = completeness([], {s: s for s in SHOTS})
+    assert (check.status, check.reason) == ("inconclusive", "incomplete: the manifest records no plan")

@@ -52,12 +52,7 @@ def carries_shots(frame) -> bool:
 
 
 def journey(argv: list[str]) -> list[tuple[str | None, str, str, bool]]:
-    """The journey's steps until the first request: (from module, into module, function, a return).
-
-    A step is a call from one evalctl module into another that carries the shot counts; a loop making
-    the same call again is one step. It is a return when the module was entered before and is no
-    longer on the call stack (left, then come back to).
-    """
+    """The journey's steps until the first request (module docstring): (from module, into module, function, a return)."""
     from evalctl.cli import app
 
     steps: list[tuple[str | None, str, str, bool]] = []

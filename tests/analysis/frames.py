@@ -70,5 +70,5 @@ def manifest_for(df: pd.DataFrame, status: str = "complete", limit: int | None =
         "servers": [{"name": "cpu", "engine": "llamacpp", "model_path": "bundled:smollm2-135m"}],
     }
     cells = [cell for launch in expand(validated(config)) for cell in launch.cells]
-    plan = [PlannedCell(**cell.as_dict(), questions=config["limit"] or 0, prompts="") for cell in cells]
+    plan = [PlannedCell(**cell.as_dict(), questions=config["limit"], prompts="") for cell in cells]
     return Manifest(run_id=str(df["run_id"].iloc[0]), status=status, config=config, plan=plan)

@@ -1,20 +1,9 @@
 """Named faults: how the canary rewrites a prompt before the real server sees it. Pure functions.
 
-Each imitates a class of serving bug that is silent (no error, plausible usage):
-- `lost-prefix`: a request sharing a prefix with an earlier one is computed from the part after the longest shared
-  prefix only: the cached prefix is forgotten (the SGLang Mamba bug that motivated evalctl).
-- `corrupt-cached-suffix`: on such a hit, the last `chars` characters of the shared prefix arrive garbled
-  (reversed): stale state at the end of the cached blocks.
-- `truncate-prompt`: a prompt longer than `chars` characters is cut from the left to its last `chars` (silent
-  context truncation); cold and warm requests alike, so the probe cannot see it, only accuracy by prompt length can.
-- `no-cache`: every request is sent with prefix caching off (`cache_prompt: false`, llama.cpp's per-request switch),
-  usage passed on as the server reports it: a cache that silently never engages.
-- `fail-on-hit`: a request that would hit the cache is answered HTTP 500 on its first attempt, its retry passed on
-  unchanged: every answer is right and no request fails; only the retries tell (the gate's `first-attempt` check).
-- `cross-talk`: a request arriving while another is in flight is sent with the first `chars` characters of its
-  prompt (default: nine tenths) taken from the other's: one request's state leaking into another's (a llama.cpp
-  server answered one client from another's system prompt). Concurrency 1 is healthy; a sweep's higher levels lose answers.
-- `none`: nothing is changed, the healthy control (e.g. a good build in a bisect test).
+Each imitates a silent serving bug (no error, plausible usage); docs/probe-and-canary.md says what each does and which
+check catches it. `lost-prefix` is the SGLang Mamba bug that motivated evalctl (a cached prefix forgotten);
+`corrupt-cached-suffix`, stale state at the end of the cached blocks; `cross-talk`, a llama.cpp server that answered
+one client from another's system prompt; `none`, the healthy control (e.g. a good build in a bisect test).
 """
 
 from __future__ import annotations
@@ -88,17 +77,13 @@ FAULTS: dict[str, Fault] = {
 }
 
 
-class PromptMemory:
-    """Prompts a prefix cache would hold: those served with the cache on, since the last flush."""
+class PromptMemory(deque):
+    """Prompts a prefix cache would hold: those served with the cache on, since the last flush (the newest `capacity`)."""
+
+    add = deque.append
 
     def __init__(self, capacity: int = 512):
-        self.prompts: deque[str] = deque(maxlen=capacity)
+        super().__init__(maxlen=capacity)
 
     def longest_shared(self, prompt: str) -> int:
-        return max((len(os.path.commonprefix([prompt, seen])) for seen in self.prompts), default=0)
-
-    def add(self, prompt: str) -> None:
-        self.prompts.append(prompt)
-
-    def clear(self) -> None:
-        self.prompts.clear()
+        return max((len(os.path.commonprefix([prompt, seen])) for seen in self), default=0)

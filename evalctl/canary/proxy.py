@@ -1,10 +1,6 @@
-"""A loopback HTTP proxy in front of a real OpenAI-compatible server that injects one fault (`canary.faults`).
-
-`/v1/completions` prompts are rewritten by the fault, or their first attempt is failed (the proxy remembers the
-prompts it failed and passes each one's next attempt on); usage is patched to look healthy (`prompt_tokens` of the
-full prompt, `cached_tokens` of the prefix it claims to have reused), in a whole answer or a stream's usage chunk. A
-stream is relayed once complete, so its time to first token is its whole latency. Everything else passes through;
-a flush also empties the canary's memory of cached prompts.
+"""A loopback HTTP proxy in front of a real OpenAI-compatible server that injects one fault (`canary.faults`) into
+`/v1/completions`, usage patched to look healthy; the rest passes through (docs/probe-and-canary.md). A stream is
+relayed once complete, so its time to first token is its whole latency.
 """
 
 from __future__ import annotations

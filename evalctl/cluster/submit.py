@@ -73,10 +73,8 @@ def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, par
 
 
 def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | None = None, wait_for_lock_s: float = 0.0) -> Submission:
-    """Create (or take up) the run folder and submit its jobs; returns at once with the job ids.
-
-    The submitter holds the run folder's lock until the manifest lists every job: the parts,
-    which take it shared, start writing only after that."""
+    """Create (or take up) the run folder and submit its jobs; returns at once with the job ids. The run's lock is held
+    until the manifest lists every job (`cluster.jobs`: the parts wait for it)."""
     from evalctl.execution.folder import prepare
     from evalctl.execution.stopping import with_policy_settings
 

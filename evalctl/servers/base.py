@@ -169,7 +169,6 @@ class EngineAdapter:
     its `name` names. The base class itself is a server at a URL no engine recognises: OpenAI only, no cache switch or flush."""
 
     name: ClassVar[str | None] = None  # None: an engine evalctl does not know
-    # Its `name` is the literal engine name: the discriminator of a profile's `engine:` mapping.
     Settings: ClassVar[type[EngineSettings]] = EngineSettings
     # GET routes and tests of their JSON body that identify this engine behind a URL (servers.detect), tried in
     # ascending `detect_rank` across engines.
@@ -184,9 +183,8 @@ class EngineAdapter:
     cached_tokens_if_missing: int | None = None
     # Streamed requests ask for usage in the final chunk (`stream_options.include_usage`).
     stream_usage = True
-    # Prometheus sample name -> manifest key, scraped before and after each cell.
-    # Counters are exposed with their `_total` suffix. The counter of prompt tokens served from
-    # the prefix cache must map to CACHED_TOKENS: the cache-engaged check reads only that key.
+    # Prometheus sample name (counters with their `_total` suffix) -> manifest key, scraped before and after each cell.
+    # The counter of prompt tokens served from the prefix cache must map to CACHED_TOKENS: the cache-engaged check reads only it.
     metrics: dict[str, str] = {}
     # Counters of `metrics` the engine does not expose at all until their first increment: absent, they count 0.
     counters_from_zero: tuple[str, ...] = ()

@@ -1,8 +1,8 @@
 """Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe as a GGUF that llama.cpp serves (`nemotron_h`).
 
 Written with `gguf` and numpy in evalctl's own process (no torch), SmolLM2's tokenizer copied from the bundled GGUF;
-the same numpy and seed give the same bytes, so the file's digest identifies it. The weights are drawn as in
-build_tiny_hybrid.py (docs/hybrid-cpu.md: D = 0, slow decays, unit-scale input projections, a sharp output head),
+the same numpy and seed give the same bytes, so the file's digest identifies it. The shape, seed and weights are
+build_tiny_hybrid.py's (docs/hybrid-cpu.md: D = 0, slow decays, unit-scale input projections, a sharp output head),
 with one addition: tokens whose bytes are not printable UTF-8 (a piece of a multi-byte character, a control token)
 would make answers hold U+FFFD, which some llama.cpp releases answer with HTTP 500 (the server's reply to our model,
 not a cache bug). Their output-head rows are zero, so their logit is 0 against the others' top of about +60: never chosen.
@@ -12,18 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalctl.servers.build_tiny_hybrid import CONFIG, LM_HEAD_STD, MIN_DECAY_A, PATTERN, SEED
+
 VERSION = 1  # part of the cache folder's name: a change to what is written here builds the file afresh
-SEED = 20240601
-# M = Mamba2 mixer, * = attention, - = MLP (NemotronH's layer pattern letters), as bundled:tiny-hybrid.
-PATTERN = "M*-M*-"
-HIDDEN = 64
-ATTENTION_HEADS, KV_HEADS, HEAD_DIM = 2, 1, 32
-FFN = 128
-SSM_HEADS, SSM_HEAD_DIM, SSM_STATE, SSM_GROUPS, CONV_KERNEL = 8, 16, 16, 1, 4
+HIDDEN, FFN, CONTEXT = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["max_position_embeddings"]
+ATTENTION_HEADS, KV_HEADS, HEAD_DIM = CONFIG["num_attention_heads"], CONFIG["num_key_value_heads"], CONFIG["head_dim"]
+SSM_HEADS, SSM_HEAD_DIM, SSM_STATE = CONFIG["mamba_num_heads"], CONFIG["mamba_head_dim"], CONFIG["ssm_state_size"]
+SSM_GROUPS, CONV_KERNEL = CONFIG["n_groups"], CONFIG["conv_kernel"]
 INIT_STD = 0.02  # transformers' initializer_range: embeddings, attention, MLP, Mamba output
-LM_HEAD_STD = 2.0
-MIN_DECAY_A = 0.01
-CONTEXT = 8192
 NORM_EPS = 1e-5
 
 

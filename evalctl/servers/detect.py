@@ -1,6 +1,4 @@
-"""Which engine serves a URL: each registered engine names routes the others lack (`detect_routes`), asked in
-ascending `detect_rank` (SGLang's `/server_info` before vLLM's `/version`: vLLM in dev mode has a `/server_info` too).
-"""
+"""Which engine serves a URL: the registered engines' `detect_routes`, asked in ascending `detect_rank`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Convert a GGUF file to a safetensors model folder that vLLM loads (vLLM cannot load GGUF on CPU).
 
-Runs as a script in the vLLM venv (`python gguf_to_hf.py GGUF OUT`), never imported by evalctl:
-it needs torch, transformers, gguf and accelerate, which evalctl's core does not depend on.
-The weights are dequantised to float32 on load (so they come out dense, not re-quantised),
-stored as bfloat16, and the GGUF quantizer is dropped so the folder reads as a plain model.
+Runs as a script in the vLLM venv (`python gguf_to_hf.py GGUF OUT`), never imported by evalctl: it needs torch,
+transformers, gguf and accelerate. The weights come out dense (dequantised on load, not re-quantised), as bfloat16.
 """
 
 from __future__ import annotations

@@ -43,11 +43,6 @@ class SpeculativeKind(str, Enum):
     ngram_cache = "ngram-cache"
     draft = "draft"
 
-    @property
-    def launcher_name(self) -> str:
-        """The name after xllamacpp's COMMON_SPECULATIVE_TYPE_ prefix (lower case)."""
-        return "draft_simple" if self is SpeculativeKind.draft else self.value.replace("-", "_")
-
 
 class Speculation(BaseModel):
     """Speculative decoding on a llama.cpp server: a serving feature to cross with the cache (one profile per arm).
@@ -87,7 +82,9 @@ def _speculation_argv(speculation: Speculation | None) -> list[str]:
     if speculation is None:
         return []
     draft = ["--draft-model", resolve_model_path(speculation.draft_model)] if speculation.draft_model else []
-    return ["--speculative", speculation.kind.launcher_name, *draft]
+    # The name after xllamacpp's COMMON_SPECULATIVE_TYPE_ prefix (lower case).
+    kind = "draft_simple" if speculation.kind is SpeculativeKind.draft else speculation.kind.value.replace("-", "_")
+    return ["--speculative", kind, *draft]
 
 
 class LlamaCppAdapter(EngineAdapter):

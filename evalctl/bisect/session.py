@@ -11,23 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
 
 from evalctl import venvs
 from evalctl.bisect.builds import Build, checkout, git_builds, listed_builds, run_build, version_builds
 from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
 from evalctl.bisect.state import STATE_FILE, BisectState, Settings, Step
-from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
+from evalctl.bisect.steps import Regression, StepRunner, endpoint_verdict, measure, sequential_verdict, step_config
 from evalctl.errors import BadInput, EvalctlError, RunFailed
-from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
-from evalctl.schema import SweepConfig
-
-
-class StepRunner(Protocol):
-    def __call__(self, config: SweepConfig, root: Path) -> tuple[Path, list[Failure]]:
-        """Run (or take up) the one run folder of `config` under `root`; its path and launch failures."""
 
 
 @dataclass

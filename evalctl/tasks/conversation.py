@@ -56,12 +56,8 @@ def renderer(prompts: list[Prompt], transcript: Transcript) -> Callable[[Path], 
 
 def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: ConversationConfig) -> list[Prompt]:
     """Every request of the workload, in send order per conversation, numbered (`doc_id`) from 0: a `Prompt` of its
-    last question (its doc, target and stop), its text the transcript so far.
-
-    The conversation grows past `grow_past` x the largest boundary; then each of `events` requests goes back at
-    least the smallest boundary (`rewind`: the same bytes; `branch`: that turn edited, with chance `revisit` to the
-    previous event's turn) and grows again by `regrow` boundaries (lengths: characters / `chars_per_token`).
-    """
+    last question (its doc, target and stop), its text the transcript so far (the config's fields say how it grows,
+    rewinds and branches)."""
     if not prompts:
         return []
     render = renderer(prompts, transcript)

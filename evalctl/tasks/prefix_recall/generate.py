@@ -75,9 +75,7 @@ def _docs(records: list[tuple[str, str]], asked: list[int]) -> list[dict]:
     """One question document per asked record index, all over the same prefix of `records`."""
     lines = [RECORD.format(key=k, value=v) for k, v in records]
     prefix = INSTRUCTION + "".join(lines)
-    starts = [len(INSTRUCTION)]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
+    starts = list(itertools.accumulate(map(len, lines), initial=len(INSTRUCTION)))
     docs = []
     for index in asked:
         key, value = records[index]

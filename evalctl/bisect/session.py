@@ -37,14 +37,11 @@ class Bisect:
     def save(self) -> None:
         self.state.save(self.folder)
 
-    def observations(self) -> list[Observation]:
-        return [Observation(s.build, s.verdict) for s in self.state.steps[1:] if s.verdict is not None and s.launched]
-
-    def failed_builds(self) -> set[int]:
-        return {i for i, b in enumerate(self.state.builds) if b.built is False}
-
     def search(self) -> Next:
-        return choose(self.builds, self.observations(), self.failed_builds(), self.state.settings.step_alpha, self.state.settings.target)
+        state = self.state
+        observations = [Observation(s.build, s.verdict) for s in state.steps[1:] if s.verdict is not None and s.launched]
+        failed = {i for i, b in enumerate(state.builds) if b.built is False}
+        return choose(self.builds, observations, failed, state.settings.step_alpha, state.settings.target)
 
     def run(self) -> BisectState:
         state = self.state

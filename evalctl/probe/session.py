@@ -47,17 +47,10 @@ class ProbeResult:
             "wall_s": round(self.wall_s, 2),
         }
 
-    def to_dict(self) -> dict:
-        return {
-            **self.summary(),
-            **self.info,
-            # to_json turns NaN into null
-            "bins": json.loads(self.bins.to_json(orient="records")),
-            "prompts": json.loads(self.rows.to_json(orient="records")),
-        }
-
     def write(self, path: Path) -> None:
-        write_atomic(path, json.dumps(self.to_dict(), indent=2))
+        # to_json turns NaN into null
+        bins, prompts = (json.loads(frame.to_json(orient="records")) for frame in (self.bins, self.rows))
+        write_atomic(path, json.dumps({**self.summary(), **self.info, "bins": bins, "prompts": prompts}, indent=2))
 
 
 def probe_file(config: SweepConfig, profile: ServerProfile, variant: Variant) -> str:

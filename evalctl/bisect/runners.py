@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from evalctl.bisect.steps import run_folder
+from evalctl.bisect.steps import StepRunner, run_folder
 from evalctl.execution import Sweep, SweepProgress
 from evalctl.manifest import Failure
 from evalctl.schema import SweepConfig
@@ -34,7 +34,7 @@ def sweep_step(
     return result.run_dir, result.failures
 
 
-def local_runner(progress: Callable[[], SweepProgress], shutdown: Shutdown) -> Callable[[SweepConfig, Path], tuple[Path, list[Failure]]]:
+def local_runner(progress: Callable[[], SweepProgress], shutdown: Shutdown) -> StepRunner:
     def run(config: SweepConfig, root: Path) -> tuple[Path, list[Failure]]:
         with progress() as bar:
             return sweep_step(config, root, bar, shutdown)
@@ -42,7 +42,7 @@ def local_runner(progress: Callable[[], SweepProgress], shutdown: Shutdown) -> C
     return run
 
 
-def slurm_runner(scripts: Path) -> Callable[[SweepConfig, Path], tuple[Path, list[Failure]]]:
+def slurm_runner(scripts: Path) -> StepRunner:
     """Each step one job (the profile's GPUs, the config's Slurm settings); waits for it, as the next build depends on it."""
     from evalctl.cluster.slurm import fitting_cpus
     from evalctl.cluster.submit import DEFAULT_CPUS, _executor

@@ -11,23 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
 
 from evalctl import venvs
 from evalctl.bisect.builds import Build, checkout, git_builds, listed_builds, run_build, version_builds
 from evalctl.bisect.search import LAUNCH_RETRIES, Find, Next, Observation, Verdict, answer, choose, step_tolerance
 from evalctl.bisect.state import STATE_FILE, BisectState, Settings, Step
-from evalctl.bisect.steps import Regression, endpoint_verdict, measure, sequential_verdict, step_config
+from evalctl.bisect.steps import Regression, StepRunner, endpoint_verdict, measure, sequential_verdict, step_config
 from evalctl.errors import BadInput, EvalctlError, RunFailed
-from evalctl.manifest import Failure
 from evalctl.report.finish import finish_run
 from evalctl.runs import Run, load_run
-from evalctl.schema import SweepConfig
-
-
-class StepRunner(Protocol):
-    def __call__(self, config: SweepConfig, root: Path) -> tuple[Path, list[Failure]]:
-        """Run (or take up) the one run folder of `config` under `root`; its path and launch failures."""
 
 
 @dataclass
@@ -45,14 +37,11 @@ class Bisect:
     def save(self) -> None:
         self.state.save(self.folder)
 
-    def observations(self) -> list[Observation]:
-        return [Observation(s.build, s.verdict) for s in self.state.steps[1:] if s.verdict is not None and s.launched]
-
-    def failed_builds(self) -> set[int]:
-        return {i for i, b in enumerate(self.state.builds) if b.built is False}
-
     def search(self) -> Next:
-        return choose(self.builds, self.observations(), self.failed_builds(), self.state.settings.step_alpha, self.state.settings.target)
+        state = self.state
+        observations = [Observation(s.build, s.verdict) for s in state.steps[1:] if s.verdict is not None and s.launched]
+        failed = {i for i, b in enumerate(state.builds) if b.built is False}
+        return choose(self.builds, observations, failed, state.settings.step_alpha, state.settings.target)
 
     def run(self) -> BisectState:
         state = self.state

@@ -7,6 +7,7 @@ runs them with sequential stopping against it, so a step ends once it is decided
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +21,14 @@ from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import config_from_dict
 from evalctl.errors import BadInput
 from evalctl.execution.stopping import right_answers
+from evalctl.manifest import Failure
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run, open_run
 from evalctl.schema import SweepConfig, Variant
 
 ACCURACY_KINDS = ("accuracy", "sequential")
+# Runs (or takes up) the one run folder of a step's config under its root: its path and launch failures (`bisect.runners`).
+StepRunner = Callable[[SweepConfig, Path], tuple[Path, list[Failure]]]
 
 
 @dataclass(frozen=True)
@@ -77,10 +81,10 @@ def step_config(
         noise=False,
         probe=False,
     )
-    stopping = {"tolerance": tolerance, "metric": regression.policy.metric, "alpha": alpha}
-    data["stopping"] = {
-        **data["stopping"],
-        **stopping,
+    data["stopping"] |= {
+        "tolerance": tolerance,
+        "metric": regression.policy.metric,
+        "alpha": alpha,
         "mode": "sequential" if baseline else "fixed",
         "baseline": str(baseline) if baseline else None,
     }

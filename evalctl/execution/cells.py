@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import fields
+from dataclasses import KW_ONLY, dataclass, field, fields
 
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient, RequestSettings
@@ -30,32 +30,24 @@ from evalctl.tasks.lmeval import Prompt
 from evalctl.tokens import TokenCounter
 
 
+@dataclass(eq=False)
 class CellRunner:
     """Sends the plan's cells' requests and writes their rows; remembers which requests are settled."""
 
-    def __init__(
-        self,
-        plan: Plan,
-        run_id: str,
-        writer: RecordWriter,
-        *,
-        finished: set[RequestKey],
-        progress: SweepProgress,
-        shutdown: Shutdown,
-        api_key: str | None,
-        stopper: Stopper | None = None,
-    ):
-        self.plan = plan
-        self.config, self.task = plan.config, plan.task
-        self.run_id = run_id
-        self.writer = writer
-        self.finished = finished
-        self.progress = progress
-        self.shutdown = shutdown
-        self.api_key = api_key
-        self.stopper = stopper
-        # prefix-recall: tokens before each prompt's asked value, by prompt hash (the same in every cell)
-        self.answer_tokens: dict[str, int] = {}
+    plan: Plan
+    run_id: str
+    writer: RecordWriter
+    _: KW_ONLY
+    finished: set[RequestKey]
+    progress: SweepProgress
+    shutdown: Shutdown
+    api_key: str | None
+    stopper: Stopper | None = None
+    # prefix-recall: tokens before each prompt's asked value, by prompt hash (the same in every cell)
+    answer_tokens: dict[str, int] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.config, self.task = self.plan.config, self.plan.task
 
     def unfinished(self, cell: CellKey) -> list[Prompt]:
         if self.stopper is not None and self.stopper.decided(cell):

@@ -99,11 +99,6 @@ class RunFolder:
         else:
             write_part_state(self.path, self.part, self.state)
 
-    def note_resume(self, finished: int, remaining: int) -> None:
-        self.state.resumes.append(ResumeEntry(at=now(), finished_requests=finished, remaining_requests=remaining))
-        self.state.status = "running"
-        self.save()
-
     def finish(self, status: str, failures: list[Failure]) -> None:
         self.state.status, self.state.finished_at, self.state.failures = status, now(), failures
         self.save()
@@ -145,7 +140,9 @@ def _resume_plan(folder: RunFolder, plan: Plan, resume: Run) -> PreparedRun:
     remaining = planned - finished
     if isinstance(folder.state, Manifest) and not folder.state.plan:  # a run begun before the manifest held its plan
         folder.state.plan = plan.record()
-    folder.note_resume(len(finished), len(remaining))
+    folder.state.resumes.append(ResumeEntry(at=now(), finished_requests=len(finished), remaining_requests=len(remaining)))
+    folder.state.status = "running"
+    folder.save()
     return PreparedRun(folder, plan, finished, remaining)
 
 

@@ -1,11 +1,9 @@
 """Sequential stopping during a sweep: waves at the design's looks, a decision after each.
 
-Every cell is a candidate against the same cell of a baseline run (paired by question and prompt
-hash, as the gate pairs runs). After each wave the flip counts at the looks reached go to
-`analysis.sequential.decide`; a cell it decides sends nothing more. Cells of one planned size share
-their looks and form one Holm family; cells of another size (prefix-recall at several shot counts)
-form their own, each at its share of the cells' alpha (`analysis.sequential`, "Across families").
-Each decision is written to the manifest's `decisions`: the cell's accuracy verdict in the gate.
+Every cell is a candidate against the same cell of a baseline run, paired by question and prompt hash
+as the gate pairs runs; a decided cell sends nothing more, and its decision (the manifest's `decisions`)
+is its accuracy verdict in the gate. Cells of one planned size share their looks and form one Holm
+family, each family at its share of the cells' alpha (`analysis.sequential`, "Across families").
 """
 
 from __future__ import annotations

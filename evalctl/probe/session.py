@@ -18,7 +18,6 @@ from evalctl.probe.prompts import build_prompts
 from evalctl.probe.runner import ProbeError, ProbeRunner
 from evalctl.probe.verdict import bin_verdicts, overall, sample_rows
 from evalctl.schema import CacheMode, ServerProfile, SweepConfig, Variant
-from evalctl.servers.base import EngineAdapter
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.tasks.lmeval import LmEvalTask
 from evalctl.tokens import TokenCounter
@@ -48,54 +47,10 @@ class ProbeResult:
             "wall_s": round(self.wall_s, 2),
         }
 
-    def to_dict(self) -> dict:
-        return {
-            **self.summary(),
-            **self.info,
-            # to_json turns NaN into null
-            "bins": json.loads(self.bins.to_json(orient="records")),
-            "prompts": json.loads(self.rows.to_json(orient="records")),
-        }
-
     def write(self, path: Path) -> None:
-        write_atomic(path, json.dumps(self.to_dict(), indent=2))
-
-
-def probe_server(
-    base_url: str,
-    adapter: EngineAdapter,
-    task: LmEvalTask,
-    shots: list[int],
-    policy: ProbePolicy,
-    *,
-    model: str,
-    profile: ServerProfile | None = None,
-    api_key: str | None = None,
-    timeout_s: float = 600.0,
-    on_step: Callable[[str], None] | None = None,
-) -> ProbeResult:
-    started = time.monotonic()
-    with server_http(base_url, api_key, 30.0) as http:
-        counter = TokenCounter(http, model)
-        try:
-            chunk = adapter.prefill_chunk_tokens(http, profile)
-        except (httpx.HTTPError, ValueError, KeyError):
-            chunk = None
-        prompts = build_prompts(task, shots, policy, counter, chunk)
-    request = RequestSettings(model=model, api_key=api_key, timeout_s=timeout_s)
-    run = ProbeRunner(base_url, adapter, policy, request, on_step=on_step or (lambda _msg: None)).run(prompts)
-    rows = sample_rows(run.samples)
-    bins = bin_verdicts(rows, policy)
-    info = {
-        "url": base_url,
-        "engine": adapter.name,
-        "prefill_chunk_tokens": chunk,
-        "token_counts": "server /tokenize" if counter.exact else "estimated (chars/token)",
-        "cache_flushed": run.flushed,
-        "divergence_unit": "tokens" if rows["logprobs"].all() else "characters (no logprobs returned)",
-        "policy": policy.model_dump(),
-    }
-    return ProbeResult(overall(bins), bins, rows, run.generated_tokens, time.monotonic() - started, info)
+        # to_json turns NaN into null
+        bins, prompts = (json.loads(frame.to_json(orient="records")) for frame in (self.bins, self.rows))
+        write_atomic(path, json.dumps({**self.summary(), **self.info, "bins": bins, "prompts": prompts}, indent=2))
 
 
 def probe_file(config: SweepConfig, profile: ServerProfile, variant: Variant) -> str:
@@ -115,11 +70,31 @@ def probe_managed(
     on_step: Callable[[str], None] | None = None,
 ) -> tuple[ProbeResult, str]:
     """Probe a started server of a sweep config; writes its `probe_file`."""
+    started = time.monotonic()
+    policy = policy or ProbePolicy()
+    model, adapter = server.request_model, server.adapter
+    with server_http(server.base_url, api_key, 30.0) as http:
+        counter = TokenCounter(http, model)
+        try:
+            chunk = adapter.prefill_chunk_tokens(http, server.profile)
+        except (httpx.HTTPError, ValueError, KeyError):
+            chunk = None
+        prompts = build_prompts(task, config.shots, policy, counter, chunk)
+    request = RequestSettings(model=model, api_key=api_key, timeout_s=config.request_timeout_s)
+    run = ProbeRunner(server.base_url, adapter, policy, request, on_step=on_step or (lambda _msg: None)).run(prompts)
+    rows = sample_rows(run.samples)
+    bins = bin_verdicts(rows, policy)
+    info = {
+        "url": server.base_url,
+        "engine": adapter.name,
+        "prefill_chunk_tokens": chunk,
+        "token_counts": "server /tokenize" if counter.exact else "estimated (chars/token)",
+        "cache_flushed": run.flushed,
+        "divergence_unit": "tokens" if rows["logprobs"].all() else "characters (no logprobs returned)",
+        "policy": policy.model_dump(),
+    }
+    result = ProbeResult(overall(bins), bins, rows, run.generated_tokens, time.monotonic() - started, info)
     name = probe_file(config, server.profile, server.variant)
-    result = probe_server(
-        server.base_url, server.adapter, task, config.shots, policy or ProbePolicy(), model=server.request_model,
-        profile=server.profile, api_key=api_key, timeout_s=config.request_timeout_s, on_step=on_step,
-    )  # fmt: skip
     result.write(out_dir / name)
     return result, name
 

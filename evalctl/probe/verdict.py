@@ -7,6 +7,7 @@ is inconclusive when a request failed or the warm request reported no cached tok
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pandas as pd
@@ -47,14 +48,8 @@ def sample_rows(samples: Sequence[ProbeSample]) -> pd.DataFrame:
             cold, cold_top = _sequence(s.cold)
             for key, other in (("cw", s.warm), ("cc", s.cold_repeat)):
                 tokens, top = _sequence(other)
-                cmp = compare(cold, tokens, cold_top, top)
-                row |= {
-                    f"{key}_exact": cmp.exact,
-                    f"{key}_first_divergence": cmp.first_divergence,
-                    f"{key}_top1_agreement": cmp.top1_agreement,
-                    f"{key}_js_mean": cmp.js_mean,
-                    f"{key}_js_max": cmp.js_max,
-                }
+                measures = dataclasses.asdict(compare(cold, tokens, cold_top, top))
+                row |= {f"{key}_{name}": value for name, value in measures.items() if name != "aligned"}
         row["logprobs"] = row.get("cw_js_mean") is not None and row.get("cc_js_mean") is not None
         rows.append(row)
     return pd.DataFrame(rows)

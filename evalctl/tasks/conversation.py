@@ -1,14 +1,10 @@
 """Conversation workloads: any task's questions sent as conversations that grow, rewind and branch.
 
 docs/conversations.md says how a conversation is built and why the gate's guarantees hold unchanged.
-Every earlier turn is answered in the transcript by its reference answer, never the model's, so the
-cache-on and cache-off sides send the same bytes and stay paired prompt for prompt; each request is
-scored as its last turn's question.
-
-With `judge: returns` only the returns (rewinds and branches) are scored: the requests before each
-are its `history`, sent to a cache-on server first and never scored, and a cold server gets the
-return alone (with nothing cached, history changes nothing). One return per conversation
-(`events: 1`) gives the independent pairs the floor check assumes.
+Every earlier turn is answered by its reference answer, never the model's, so the cache-on and
+cache-off sides send the same bytes and stay paired prompt for prompt. With `judge: returns` only the
+returns are scored; the requests before each are its warm-only `history` (a cold server, with nothing
+cached, gets the return alone).
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from evalctl.records import TurnKind
+from evalctl.records import EXTENDING, TurnKind
 from evalctl.schema import ConversationConfig, EventKind
 from evalctl.tasks.spec import Prompt, Workload
 
@@ -60,12 +56,8 @@ def renderer(prompts: list[Prompt], transcript: Transcript) -> Callable[[Path], 
 
 def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: ConversationConfig) -> list[Prompt]:
     """Every request of the workload, in send order per conversation, numbered (`doc_id`) from 0: a `Prompt` of its
-    last question (its doc, target and stop), its text the transcript so far.
-
-    The conversation grows past `grow_past` x the largest boundary; then each of `events` requests goes back at
-    least the smallest boundary (`rewind`: the same bytes; `branch`: that turn edited, with chance `revisit` to the
-    previous event's turn) and grows again by `regrow` boundaries (lengths: characters / `chars_per_token`).
-    """
+    last question (its doc, target and stop), its text the transcript so far (the config's fields say how it grows,
+    rewinds and branches)."""
     if not prompts:
         return []
     render = renderer(prompts, transcript)
@@ -74,6 +66,17 @@ def conversation_prompts(prompts: list[Prompt], transcript: Transcript, config: 
         rng = random.Random(f"conversation:{config.seed}:{c}")
         out.extend(_one(c, rng, prompts, config, render, transcript.hash_text, start=len(out)))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One request of a conversation as generated: its text, how it got there, its estimated length, turns, last question."""
+
+    text: str
+    kind: TurnKind
+    tokens: float
+    turn: int
+    last: Prompt
 
 
 def _one(
@@ -86,16 +89,10 @@ def _one(
         return tuple(rng.choice(pool) for _ in range(rng.randint(*config.turn_questions)))
 
     path: list[tuple[Prompt, ...]] = []
-    requests: list[Prompt] = []
-    history: list[str] = []  # judge returns: the unscored requests since the last scored one
+    steps: list[Step] = []
 
     def send(kind: TurnKind) -> None:
-        text, last = render(path), path[-1][-1]
-        if config.judge == "returns" and kind in ("first", "extend"):
-            history.append(text)
-            return
-        requests.append(request(last, text, hash_text, start + len(requests), c, len(path), kind, history))
-        history.clear()
+        steps.append(Step(render(path), kind, tokens(path), len(path), path[-1][-1]))
 
     def grow(until: float) -> None:
         while tokens(path) < until:
@@ -120,15 +117,26 @@ def _one(
         send(kind)
         last_point = point
         grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
+    judged = {i for i, s in enumerate(steps) if config.judge == "every" or s.kind not in EXTENDING}
+    return requests_of(c, steps, judged, hash_text, start)
+
+
+def requests_of(c: int, steps: list[Step], judged: set[int], hash_text: Callable[[str], str], start: int) -> list[Prompt]:
+    """Conversation `c`'s judged steps as requests numbered from `start`, each a `Prompt` of its last question (its doc,
+    target and stop) with the unjudged steps before it as its warm-only history (those after the last are unsent)."""
+    requests: list[Prompt] = []
+    history: list[str] = []
+    for i, step in enumerate(steps):
+        if i not in judged:
+            history.append(step.text)
+            continue
+        meta = {"conversation": c, "turn": step.turn, "turn_kind": step.kind, "source_doc_id": step.last.doc_id, "history": tuple(history)}
+        doc_id = start + len(requests)
+        requests.append(
+            dataclasses.replace(step.last, doc_id=doc_id, text=step.text, prompt_hash=hash_text(step.text), answer_char_offset=None, **meta)
+        )
+        history.clear()
     return requests
-
-
-def request(
-    last: Prompt, text: str, hash_text: Callable[[str], str], doc_id: int, c: int, turn: int, kind: TurnKind, history: list[str]
-) -> Prompt:
-    """Conversation `c`'s request asking `last` (its doc, target and stop) at `turn`: the transcript so far, `text`."""
-    meta = {"conversation": c, "turn": turn, "turn_kind": kind, "source_doc_id": last.doc_id, "history": tuple(history)}
-    return dataclasses.replace(last, doc_id=doc_id, text=text, prompt_hash=hash_text(text), answer_char_offset=None, **meta)
 
 
 def go_back(path: Path, point: int, kind: str, new_turn: Callable[[], tuple[Prompt, ...]], choices: int) -> None:

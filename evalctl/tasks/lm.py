@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from evalctl.client import Completion, CompletionClient
 
 
+@dataclass
 class ServedLM:
-    def __init__(
-        self,
-        make_client: Callable[[], CompletionClient],
-        on_complete: Callable[[int, Completion], None] | None = None,
-        chains: list[list[int]] | None = None,
-    ):
-        """`chains`: indices into the requests, each chain sent one after another's answer (a conversation's turns)."""
-        self.make_client = make_client
-        self.chains = chains
-        self.on_complete = on_complete
+    make_client: Callable[[], CompletionClient]
+    on_complete: Callable[[int, Completion], None] | None = None
+    chains: list[list[int]] | None = None  # indices into the requests, each sent one after another's answer (a conversation's turns)
 
     async def agenerate(self, requests: list[tuple[str, dict]], stop: asyncio.Event | None = None) -> list[str]:
         """Completions in request order; a failed or (once `stop` is set) unsent request yields "" (a failure reaches

@@ -1,28 +1,19 @@
 """lm-eval's task machinery: prompts for each shot count, and scoring with the task's own filters.
 
-Any lm-eval `generate_until` task runs (`tasks.registry` says how one is named). Loglikelihood and
-multiple-choice tasks are refused: they score the server's log-probabilities of given continuations,
-which an OpenAI-style completion of generated text does not return.
-
-Metrics are the task's filters (a registered task may rename them); an answer is right when the
-task's first metric (`metric_list[0]`) scores it 1, and the first filter is the primary metric.
-
-Few-shot modes (exemplars from the few-shot split, scored questions from the test split):
-- `shared`: one prefix for every question of a cell (lm-eval's `first_n` sampler; prefix-recall:
-  one list of k records). The default: it is what a prefix cache is for, and what SGLang's own
-  GSM8K check does: cache on and off then differ only in whether the server reused the prefix;
-- `sampled`: a different prefix per question (lm-eval's default sampler).
+Any lm-eval `generate_until` task runs (`tasks.registry` says how one is named); docs/guide-add-task.md
+says why others are refused, how metrics are named and why few-shot mode `shared` (one prefix per cell,
+lm-eval's `first_n` sampler) is the default beside `sampled` (a prefix per question).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -309,14 +300,12 @@ def _reuse_compiled_templates() -> None:
     if getattr(utils.env.from_string, "reuses_compiled", False):
         return
     compile_ = utils.env.from_string
-    compiled: dict[str, object] = {}
+    compiled = functools.cache(compile_)
 
     def from_string(source, *args, **kwargs):
         if args or kwargs or not isinstance(source, str):
             return compile_(source, *args, **kwargs)
-        if source not in compiled:
-            compiled[source] = compile_(source)
-        return compiled[source]
+        return compiled(source)
 
     from_string.reuses_compiled = True
     utils.env.from_string = from_string
@@ -332,5 +321,5 @@ def task_of(config: SweepConfig, fewshot: str | None = None) -> LmEvalTask:
         seed=config.generation.seed,
         limit_order=config.limit_order,
         limit_seed=config.limit_seed,
-        workload=partial(WORKLOADS.get(config.workload).build, config=config) if config.workload else None,
+        workload=functools.partial(WORKLOADS.get(config.workload).build, config=config) if config.workload else None,
     )

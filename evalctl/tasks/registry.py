@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from evalctl.registry import Registry
 from evalctl.tasks.spec import TaskSpec, whole_target
-
-if TYPE_CHECKING:
-    pass
 
 # A plug-in imports TaskSpec (and whole_target) from here.
 __all__ = ["TASKS", "TaskSpec", "registered_task", "registered_tasks", "resolved_data_dir", "whole_target"]

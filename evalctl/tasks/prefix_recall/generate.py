@@ -1,13 +1,8 @@
 """Generated documents of the prefix-recall task: records in a prefix, questions about them.
 
 lm-eval loads this file by path (prefix-recall.yaml's `custom_dataset`), so it imports nothing from evalctl.
-The same (records, mode, seed) gives the same prompts in every cell and run.
-
-- `shared`: one prefix of `records` records; question j asks record `spread_order(records)[j]`, so any
-  first n questions cover start, middle and end alike. More `questions` than records get more lists
-  (question j asks list j // records): short prefixes, each cached once and read back many times.
-- `sampled`: question j gets its own prefix, drawn from (seed, j), and asks record
-  `spread_order(records)[j % records]`: a short prompt, asked as often as a paired test needs.
+The same (records, mode, seed) gives the same prompts in every cell and run; docs/prefix-recall.md says how
+`shared` and `sampled` lay the questions over the records (`documents`).
 """
 
 from __future__ import annotations
@@ -75,9 +70,7 @@ def _docs(records: list[tuple[str, str]], asked: list[int]) -> list[dict]:
     """One question document per asked record index, all over the same prefix of `records`."""
     lines = [RECORD.format(key=k, value=v) for k, v in records]
     prefix = INSTRUCTION + "".join(lines)
-    starts = [len(INSTRUCTION)]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
+    starts = list(itertools.accumulate(map(len, lines), initial=len(INSTRUCTION)))
     docs = []
     for index in asked:
         key, value = records[index]
@@ -98,7 +91,8 @@ def _docs(records: list[tuple[str, str]], asked: list[int]) -> list[dict]:
 
 
 def documents(records: int, mode: str, seed: int, questions: int | None = None) -> list[dict]:
-    """The task's test documents in spread order: one per record, or `questions` of them when more."""
+    """The task's test documents in spread order: one per record, or `questions` of them when more (`shared`: question j
+    asks list j // records, each list cached once and read back; `sampled`: question j its own prefix, from (seed, j))."""
     if records < 1:
         raise ValueError(f"prefix-recall needs at least one record per prefix, got {records}")
     if mode not in ("shared", "sampled"):

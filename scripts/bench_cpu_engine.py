@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from evalctl.config import load_config
-from evalctl.execution.cells import shared_prefix
+from evalctl.plan import shared_prefix
 from evalctl.schema import CacheMode, Variant
 from evalctl.servers.process import ManagedServer
 from evalctl.tasks.lmeval import task_of

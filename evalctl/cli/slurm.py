@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 SETTLE_S = 10.0  # the scheduler gives a fresh job its pending reason within seconds
 
 
-def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool, wait_for_lock_s: float = 0.0) -> None:
+def sweep_on_slurm(config: SweepConfig, resume: Run | None, api_key: str | None, wait: bool, wait_for_lock_s: float) -> None:
     from evalctl.analysis.gate_document import GATE_FILE, GateFileError, read_gate
     from evalctl.cluster.slurm import NeverStarts, cancel, check_startable, wait_until_ended
     from evalctl.cluster.submit import SUBMITIT_DIR, submit

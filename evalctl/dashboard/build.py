@@ -146,7 +146,7 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
     gap = _cache_gap(cells).set_index("path")["value"] if len(cells) else pd.Series(dtype=float)
     rows = []
     for r in runs.itertuples(index=False):
-        path = str(catalog.folder(r.folder).path)
+        path = r.path
         here = longest[longest["path"] == path]
         on = here[here["cache"] == "on"] if (here["cache"] == "on").any() else here
         first = on.iloc[0] if len(on) else None
@@ -194,7 +194,7 @@ def _model_page(catalog: Catalog, model: str, reports: dict, signoffs: dict) -> 
         here = cells[(cells["profile"] == profile) & (cells["variant"] == variant)]
         # Plots show the latest nights (a readable trend, a bounded cost); the table below them lists every night.
         latest = config_runs.head(TREND_RUNS)
-        recent = {str(catalog.folder(name).path) for name in latest["folder"]}
+        recent = set(latest["path"])
         verdicts = {pd.Timestamp(t): v for t, v in zip(latest["created_at"], latest["verdict"]) if pd.notna(t)}
         configs.append({
             "profile": profile, "variant": variant,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -22,7 +21,7 @@ Verdict = Literal["pass", "regression", "inconclusive", "incomplete", "running",
 VERDICTS: tuple[str, ...] = get_args(Verdict)
 GATE_VERDICTS = ("regression", "inconclusive", "pass")
 RUN_ROW_COLUMNS = ["folder", "run_id", "model", "profile", "variant", "created_at", "status", "verdict", "engine_version",
-                   "git_revision", "gated", "baseline", "note"]  # fmt: skip
+                   "git_revision", "gated", "baseline", "note", "path"]  # fmt: skip
 
 
 def verdict_of(status: str, gate: GateDocument | None, profile: str | None = None, variant: str | None = None) -> Verdict:
@@ -78,13 +77,6 @@ class Catalog:
     cells: pd.DataFrame
     bisects: dict[str, dict] = field(default_factory=dict)  # finished bisects' culprits by their --from-run folder path
 
-    @cached_property
-    def _by_name(self) -> dict[str, RunListing]:
-        return {f.path.name: f for f in self.folders}
-
-    def folder(self, name: str) -> RunListing:
-        return self._by_name[name]
-
     def by_run_id(self, run_id: str | None) -> RunListing | None:
         return next((f for f in self.folders if f.run_id == run_id), None) if run_id else None
 
@@ -117,7 +109,8 @@ def load_catalog(roots: list[Path]) -> Catalog:
         for profile, variant in _configurations(folder, recorded):
             rows.append([folder.path.name, folder.run_id, folder.model, profile, variant, folder.created_at, folder.status,
                          verdict_of(folder.status, gate, profile, variant), _engine_version(folder, profile, variant),
-                         _git_revision(folder, variant), gate is not None, gate.baseline if gate else None, note])  # fmt: skip
+                         _git_revision(folder, variant), gate is not None, gate.baseline if gate else None, note,
+                         str(folder.path)])  # fmt: skip
     runs = pd.DataFrame(rows, columns=RUN_ROW_COLUMNS)
     runs["created_at"] = pd.to_datetime(runs["created_at"], utc=True)
     return Catalog([Path(r) for r in roots], store, folders, gates, runs, cells, finished_bisects(roots))

@@ -19,7 +19,9 @@ def junit_xml(result: GateResult) -> bytes:
     """One testcase per check: <failure> for a regression, <skipped> for inconclusive."""
     checks = result.checks
     count = {s: sum(c.status == s for c in checks) for s in ("regression", "inconclusive")}
-    suite = ET.Element(
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(
+        suites,
         "testsuite",
         name=f"evalctl gate {result.run}",
         tests=str(len(checks)),
@@ -34,23 +36,11 @@ def junit_xml(result: GateResult) -> bytes:
             ET.SubElement(case, "failure", message=check.reason, type="regression").text = check.reason
         elif check.status == "inconclusive":
             ET.SubElement(case, "skipped", message=check.reason)
-    suites = ET.Element("testsuites")
-    suites.append(suite)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
 
 def _md_cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_evidence(result: GateResult) -> list[str]:
-    """What decided the verdict: the deciding checks, their counts, their worst requests."""
-    evidence = result.evidence
-    if evidence is None or not evidence.checks:
-        return []
-    count = len(evidence.checks)
-    lines = [f"Decided by {count} {result.verdict} check(s), with the requests that part earliest from their reference:", ""]
-    return [*lines, *(f"{'  ' * depth}- {text}" for depth, text in evidence_lines(evidence)), ""]
 
 
 def markdown_summary(result: GateResult) -> str:
@@ -65,8 +55,12 @@ def markdown_summary(result: GateResult) -> str:
         f"{counts['inconclusive']} inconclusive, {counts['warning']} warnings. Policy: {result.policy.metric} accuracy, max drop "
         f"{result.policy.max_accuracy_drop:.3f}, alpha {result.policy.alpha} (Holm across cells), min n {result.policy.min_n}.",
         "",
-        *markdown_evidence(result),
     ]
+    evidence = result.evidence  # what decided the verdict: the deciding checks, their counts, their worst requests
+    if evidence is not None and evidence.checks:
+        count = len(evidence.checks)
+        lines += [f"Decided by {count} {result.verdict} check(s), with the requests that part earliest from their reference:", ""]
+        lines += [*(f"{'  ' * depth}- {text}" for depth, text in evidence_lines(evidence)), ""]
     failing = [c for c in checks if c.status != "pass"]
     if failing:
         lines += ["| status | check | cell | reason |", "|---|---|---|---|"]

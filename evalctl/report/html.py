@@ -186,8 +186,7 @@ def _guidellm(run_dir: Path) -> dict | None:
 
 
 def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:
-    """The cells' throughput, and candidate / reference ratios: cache on / off, this run / the baseline;
-    throughput by load level and the Pareto plot, the baseline's lines beside this run's."""
+    """The cells' throughput, its ratios (cache on / off, this run / the baseline) and the load and Pareto plots."""
     tp = run_summary(run).throughput
     base = run_summary(baseline).throughput if baseline is not None else None
     plotted = tp if base is None else pd.concat([tp, _as_baseline(base)], ignore_index=True)
@@ -240,15 +239,11 @@ def _history(run: Run, root: Path, metric: str) -> dict | None:
     if trend["run_id"].nunique() < 2:
         return None
     view = trend.assign(created_at=trend["created_at"].dt.strftime("%Y-%m-%d %H:%M"))
+    title = f"{model}: {metric} accuracy, {shots}-shot, cache {cache}"
     return {
         "cell": f"{shots}-shot, cache {cache}",
         "metric": metric,
-        "plot": png_uri(
-            history_trend,
-            trend,
-            title=f"{model}: {metric} accuracy, {shots}-shot, cache {cache}",
-            ylabel=f"accuracy ({metric}, 95% Wilson)",
-        ),
+        "plot": png_uri(history_trend, trend, title=title, ylabel=f"accuracy ({metric}, 95% Wilson)"),
         "table": Table.of(view),
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +69,19 @@ def _span(x: pd.Series, least: Any = 1.0) -> Any:
     return max(x.max() - x.min(), least) if len(x) else least
 
 
-def _series(table: pd.DataFrame, metric: str):
-    """(label, cache, rows) per line of an accuracy plot; a line with no value to draw is left out, legend included."""
+def _accuracy_lines(ax, table: pd.DataFrame, metric: str, x: Callable, span: Any, order: str | None = None) -> None:
+    """One accuracy line per series at `x(rows)` (sorted by `order`), dodged within `span` (`dodged`); a line with no
+    value to draw is left out, legend included."""
     drawn = [(key, group) for key, group in table.groupby(SERIES, sort=True) if group[f"{metric}_acc"].notna().any()]
     levels = table["concurrency"].nunique() > 1
     for i, ((profile, variant, cache, level), group) in enumerate(drawn):
-        rest = f"cache {cache} conc {level}" if levels else f"cache {cache}"
-        yield series_label(table, profile, variant, rest), cache, group, (i, len(drawn))
+        label = series_label(table, profile, variant, f"cache {cache} conc {level}" if levels else f"cache {cache}")
+        group = group.sort_values(order) if order else group
+        y = group[f"{metric}_acc"]
+        yerr = [(y - group[f"{metric}_lo"]).clip(lower=0), (group[f"{metric}_hi"] - y).clip(lower=0)]
+        ax.errorbar(
+            dodged(pd.Series(x(group), dtype=float), span, (i, len(drawn))), y, yerr=yerr, capsize=3, label=label, **_line_style(cache)
+        )
 
 
 def series_label(table: pd.DataFrame, profile: str, variant: str, rest: str) -> str:
@@ -83,13 +90,6 @@ def series_label(table: pd.DataFrame, profile: str, variant: str, rest: str) -> 
     named = [profile] if table["profile"].nunique() > 1 else []
     named += [variant] if variant != "default" else []
     return f"{'/'.join(named)} {rest}".strip()
-
-
-def _errorbar(ax, x, group: pd.DataFrame, label: str, cache: str, metric: str, shift: tuple[Any, tuple[int, int]]) -> None:
-    """One accuracy line; `shift` = (the x range, (index, count)) dodges it from the others (`dodged`)."""
-    y = group[f"{metric}_acc"]
-    yerr = [(y - group[f"{metric}_lo"]).clip(lower=0), (group[f"{metric}_hi"] - y).clip(lower=0)]
-    ax.errorbar(dodged(pd.Series(x, dtype=float), *shift), y, yerr=yerr, capsize=3, label=label, **_line_style(cache))
 
 
 def _style_accuracy_axes(ax, xlabel: str, title: str, show_legend: bool, metric: str) -> None:
@@ -118,10 +118,7 @@ def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str, metric: str |
     metric = _shown(table, metric)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     first_pass = first_passes(table)
-    span = _span(first_pass["shots"])
-    for label, cache, group, place in _series(first_pass, metric):
-        group = group.sort_values("shots")
-        _errorbar(ax, group["shots"], group, label, cache, metric, (span, place))
+    _accuracy_lines(ax, first_pass, metric, lambda rows: rows["shots"], _span(first_pass["shots"]), "shots")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # one shot count (a concurrency sweep) read 3.98, 3.99, ...
     _style_accuracy_axes(ax, "few-shot examples", title, len(first_pass) > 0, metric)
     return save_figure(fig, path)
@@ -129,9 +126,7 @@ def accuracy_vs_shots(table: pd.DataFrame, path: Path, title: str, metric: str |
 
 def _draw_prefill(ax, table: pd.DataFrame, chunked_prefill: int | None, metric: str) -> None:
     span = _span(pd.concat([table["bin_lo"], table["bin_hi"]]))
-    for label, cache, group, place in _series(table, metric):
-        group = group.sort_values("bin_lo")
-        _errorbar(ax, (group["bin_lo"] + group["bin_hi"]) / 2, group, label, cache, metric, (span, place))
+    _accuracy_lines(ax, table, metric, lambda rows: (rows["bin_lo"] + rows["bin_hi"]) / 2, span, "bin_lo")
     if len(table):  # the view spans the bins, not only their centres: one bin's axis read 63.36, 63.40, ...
         ax.update_datalim([(table["bin_lo"].min(), 0.5), (table["bin_hi"].max(), 0.5)])
         ax.autoscale_view()
@@ -156,8 +151,7 @@ def accuracy_by_position(
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     first_pass = first_passes(positions)
     index = {p: i for i, p in enumerate(ANSWER_POSITIONS)}
-    for label, cache, group, place in _series(first_pass, metric):
-        _errorbar(left, group["answer_position"].map(index), group, label, cache, metric, (float(len(index)), place))
+    _accuracy_lines(left, first_pass, metric, lambda rows: rows["answer_position"].map(index), float(len(index)))
     left.set_xticks(range(len(ANSWER_POSITIONS)), ANSWER_POSITIONS)
     _style_accuracy_axes(left, "where the answer sits in the prefix", "by answer position", len(first_pass) > 0, metric)
     _draw_prefill(right, by_length, chunked_prefill, metric)
@@ -237,11 +231,8 @@ def throughput_vs_concurrency(tp: pd.DataFrame, path: Path, title: str) -> Path:
     by_length = bool(len(tp)) and tp["concurrency"].nunique() == 1 and tp["shots"].nunique() > 1
     if by_length:
         tp = first_passes(tp)
-        x, xlabel, subtitle = (
-            "mean_prompt_tokens",
-            "prompt tokens (cell mean)",
-            f"prefill length, concurrency {int(tp['concurrency'].iloc[0])}",
-        )
+        x, xlabel = "mean_prompt_tokens", "prompt tokens (cell mean)"
+        subtitle = f"prefill length, concurrency {int(tp['concurrency'].iloc[0])}"
     else:
         tp, cell = _at_longest_prefix(tp)
         x, xlabel, subtitle = "concurrency", "concurrency (requests in flight)", f"load, {cell}"

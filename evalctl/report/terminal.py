@@ -37,28 +37,15 @@ def _fmt(value: object, column: str) -> str:
     return str(value)
 
 
-class _TitleAbove(Table):
-    """Rich folds a title into the table's width, one word a line over a narrow table; this prints it
-    on its own line above, where the terminal wraps it."""
-
-    def __rich_console__(self, console, options):
-        title, self.title = self.title, None
-        try:
-            if title:
-                yield Text(str(title), style="table.title")
-            yield from super().__rich_console__(console, options)
-        finally:
-            self.title = title
-
-
-def narrow_table(title: str) -> Table:
-    """A table that reads at 80 columns: no outer edge or vertical rules, one space between columns."""
-    return _TitleAbove(title=title, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+def title_above(title: str) -> Text:
+    """A table's title on its own line above it, where the terminal wraps it: Rich folds a title into the table's
+    width, one word a line over a narrow table."""
+    return Text(title, style="table.title")
 
 
 # Columns that say which cell a row is: repeated in every part of a table split to fit.
 KEY_COLUMNS = ("comparison", *CELL_KEYS, "bin", "column", "doc_id", "run_id")
-COLUMN_GAP = 2  # narrow_table: one space of padding on each side of a rule-less column boundary
+COLUMN_GAP = 2  # FittedTable.table: one space of padding on each side of a rule-less column boundary
 
 Column = tuple[str, list[str], bool]  # header, cells (Rich markup), numeric
 
@@ -101,8 +88,9 @@ class FittedTable:
     def __init__(self, title: str, columns: list[Column], keys: int, read: str | None = None):
         self.title, self.columns, self.keys, self.read = title, columns, keys, read  # read: the column widened first
 
-    def table(self, title: str, columns: list[Column], width: int) -> Table:
-        table = narrow_table(title)
+    def table(self, columns: list[Column], width: int) -> Table:
+        # reads at 80 columns: no outer edge or vertical rules, one space between columns
+        table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         first = next((i for i, (header, _, _) in enumerate(columns) if header == self.read), None)
         for (header, cells, numeric), size in zip(columns, allot(columns, width, first)):
             low = narrowest(header, cells, numeric)  # headers and text wrap at spaces; no header or number is cut
@@ -128,20 +116,21 @@ class FittedTable:
             parts[-1].append(column)
         return [keys + part for part in parts]
 
-    def stacked(self, width: int) -> Iterator[Table]:
+    def stacked(self, width: int) -> Iterator[Table | Text]:
         """One small two-column table per row (header, value): for terminals too narrow for the keys."""
-        yield narrow_table(self.title)
+        yield title_above(self.title)
+        yield Text()
         headers = [header for header, _, _ in self.columns]
         for row in zip(*(cells for _, cells, _ in self.columns)):
-            yield self.table("", [("field", headers, False), ("value", list(row), False)], width)
+            yield self.table([("field", headers, False), ("value", list(row), False)], width)
 
     def __rich_console__(self, console, options):
         parts = self.parts(options.max_width)
         if not parts:
             yield from self.stacked(options.max_width)
         for i, columns in enumerate(parts):
-            title = self.title if len(parts) == 1 else f"{self.title} ({i + 1}/{len(parts)})"
-            yield self.table(title, columns, options.max_width)
+            yield title_above(self.title if len(parts) == 1 else f"{self.title} ({i + 1}/{len(parts)})")
+            yield self.table(columns, options.max_width)
 
     def __rich_measure__(self, console, options) -> Measurement:
         return Measurement(1, options.max_width)
@@ -283,17 +272,11 @@ def paired_view(table: pd.DataFrame) -> pd.DataFrame:
     view["n"] = table["n"]
     for name, side in (("reference", "ref"), ("candidate", "cand")):
         view[name] = [_acc(*bounds, places=3) for bounds in zip(table[f"{side}_acc"], table[f"{side}_lo"], table[f"{side}_hi"])]
-    view["drop"] = table["acc_drop"]
-    view["right->wrong"] = table["b"]
-    view["wrong->right"] = table["c"]
-    view["p (2-sided)"] = table["p_two_sided"]
-    if "p_two_sided_holm" in table:
-        view["p Holm"] = table["p_two_sided_holm"]
+    shown = {"acc_drop": "drop", "b": "right->wrong", "c": "wrong->right", "p_two_sided": "p (2-sided)", "p_two_sided_holm": "p Holm"}
+    for column, name in shown.items():
+        if column in table:  # Holm's p only where the comparisons were adjusted
+            view[name] = table[column]
     return view
-
-
-def _interval(lower: float | None, upper: float | None) -> str:
-    return "-" if lower is None or upper is None else f"[{lower:.3f},{upper:.3f}]"
 
 
 def gate_paired_view(checks: list[Check], alpha: float) -> pd.DataFrame:
@@ -307,7 +290,7 @@ def gate_paired_view(checks: list[Check], alpha: float) -> pd.DataFrame:
             "right->wrong": c.b,
             "wrong->right": c.c,
             "drop": c.value,
-            f"{1 - 2 * alpha:.0%} interval": _interval(c.lower, c.upper),
+            f"{1 - 2 * alpha:.0%} interval": "-" if c.lower is None or c.upper is None else f"[{c.lower:.3f},{c.upper:.3f}]",
             "p beyond tol, Holm": math.nan if c.p_adjusted is None else c.p_adjusted,
             "verdict": f"[{STATUS_STYLE[c.status]}]{c.status}[/]",
         }
@@ -318,8 +301,7 @@ def gate_paired_view(checks: list[Check], alpha: float) -> pd.DataFrame:
 
 
 def decisions_view(decisions: list[CellDecision]) -> pd.DataFrame:
-    """Per cell of a sequential run: its verdict against the baseline, the look, the questions
-    answered and the requests not sent."""
+    """Per cell of a sequential run: its verdict against the baseline, the look, questions answered, requests not sent."""
     return pd.DataFrame(
         [
             {

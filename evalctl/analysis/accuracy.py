@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalctl.analysis.intervals import wilson_interval
+from evalctl.analysis.intervals import share_bounds
 from evalctl.records import CELL_KEYS, Metric, metric_names, primary_metric
 
 
@@ -23,9 +23,7 @@ def _accuracy_row(group: pd.DataFrame, metric: Metric, metrics: list[str]) -> pd
     n = len(ok)
     row = {"n": n, "errors": int(group["error"].notna().sum()), "invalid": int(ok[f"{metric}_answer"].isna().sum())}
     for name in metrics:
-        hits = int(ok[f"{name}_correct"].astype(bool).sum())
-        lo, hi = wilson_interval(hits, n)
-        row.update({f"{name}_acc": hits / n if n else float("nan"), f"{name}_lo": lo, f"{name}_hi": hi})
+        row.update(share_bounds(name, int(ok[f"{name}_correct"].astype(bool).sum()), n))
     return pd.Series(row)
 
 

@@ -115,31 +115,10 @@ def find_cliffs(bins: pd.DataFrame, column: LengthColumn, tolerance: float, alph
     Reports the tail's pooled counts (n, b, c, drop) from the cliff bin on, its one-sided
     McNemar p and the Holm-adjusted p over all tails in `bins`.
     """
-    if not bins.empty:
-        bins = bins[bins["tail_questions"] >= min_questions]
-    if bins.empty:
-        return pd.DataFrame(columns=CLIFF_COLUMNS)
+    bins = bins[bins["tail_questions"] >= min_questions]
     bins = bins.assign(p_adjusted=holm(bins["tail_p"].to_numpy(dtype=float)))
-    rows = []
-    for _, group in bins.groupby(GROUP, sort=True):
-        hit = group[(group["acc_drop"] > tolerance) & (group["tail_drop"] > tolerance) & (group["p_adjusted"] <= alpha)]
-        if hit.empty:
-            continue
-        first = hit.sort_values("bin_lo").iloc[0]
-        rows.append(
-            {
-                **{k: first[k] for k in GROUP},
-                "column": column,
-                "bin": first["bin"],
-                "bin_lo": int(first["bin_lo"]),
-                "bin_hi": int(first["bin_hi"]),
-                "min_tokens": int(first["min_tokens"]),
-                "n": int(first["tail_n"]),
-                "b": int(first["tail_b"]),
-                "c": int(first["tail_c"]),
-                "acc_drop": float(first["tail_drop"]),
-                "p_value": float(first["tail_p"]),
-                "p_adjusted": float(first["p_adjusted"]),
-            }
-        )
-    return pd.DataFrame(rows, columns=CLIFF_COLUMNS)
+    hit = bins[(bins["acc_drop"] > tolerance) & (bins["tail_drop"] > tolerance) & (bins["p_adjusted"] <= alpha)]
+    first = hit.sort_values([*GROUP, "bin_lo"]).drop_duplicates(GROUP)  # each group's shortest qualifying bin
+    tail = {"tail_n": "n", "tail_b": "b", "tail_c": "c", "tail_drop": "acc_drop", "tail_p": "p_value"}
+    found = first.drop(columns=list(tail.values())).rename(columns=tail).assign(column=column)
+    return found[CLIFF_COLUMNS].reset_index(drop=True)

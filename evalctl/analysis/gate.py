@@ -29,7 +29,7 @@ import pandas as pd
 
 from evalctl.analysis.checks import registered_checks
 from evalctl.analysis.checks.base import Check, GateInputs, Status, plain, verdict_of
-from evalctl.analysis.cliff import find_cliffs, paired_by_length
+from evalctl.analysis.cliff import CLIFF_COLUMNS, find_cliffs, paired_by_length
 from evalctl.analysis.evidence import Evidence, deciding_evidence
 from evalctl.analysis.gate_policy import GatePolicy, load_policy
 from evalctl.analysis.noise import noise_by_profile
@@ -60,14 +60,13 @@ class GateResult:
 
 def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
     """Cliffs along prompt tokens and cached tokens, cache on vs off (empty without both modes)."""
-    cache = [c for c in within_run(samples) if c.kind == "cache"]
-    if not cache:
-        return find_cliffs(pd.DataFrame(), "prompt_tokens", policy.max_accuracy_drop, policy.alpha)
     found = [
-        find_cliffs(paired_by_length(cache[0], column, policy.metric), column, policy.max_accuracy_drop, policy.alpha, policy.min_n)
+        find_cliffs(paired_by_length(cache, column, policy.metric), column, policy.max_accuracy_drop, policy.alpha, policy.min_n)
+        for cache in within_run(samples)
+        if cache.kind == "cache"  # one at most: on vs off
         for column in ("prompt_tokens", "cached_tokens")
     ]
-    return pd.concat([f for f in found if not f.empty] or found[:1], ignore_index=True)
+    return pd.concat([f for f in found if not f.empty] or [pd.DataFrame(columns=CLIFF_COLUMNS)], ignore_index=True)
 
 
 def baseline_variant(manifest: Manifest) -> str | None:

@@ -26,6 +26,12 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def share_bounds(prefix: str, hits: int, n: int) -> dict[str, float]:
+    """`<prefix>_acc`, `_lo`, `_hi`: the share hits / n (NaN for none) and its 95% Wilson bounds."""
+    lo, hi = wilson_interval(hits, n)
+    return {f"{prefix}_acc": hits / n if n else math.nan, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
+
+
 def _counts(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike) -> tuple[np.ndarray, ...]:
     b, c, n, d = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, c, n_pairs, delta0)))
     if (n <= 0).any() or (b < 0).any() or (c < 0).any() or (b + c > n).any():
@@ -51,12 +57,8 @@ def constrained_flip_rate(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0
 
 
 def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0) -> Any:
-    """Tango (1998) score statistic for H0: drop = delta0 in paired data: `skew_corrected_score` without the skew term.
-
-    The drop is p_b - p_c (reference minus candidate accuracy). The variance at the cell
-    probabilities fitted under the null keeps the interval sensible at zero flips, where a Wald
-    interval collapses to a point; at delta0 = 0 it is McNemar's z, (b - c) / sqrt(b + c).
-    """
+    """Tango's (1998) score for H0: drop p_b - p_c = delta0: `skew_corrected_score` without the skew term. Its variance
+    fitted under the null keeps it sensible at zero flips, where Wald's collapses; at delta0 = 0 it is McNemar's z."""
     return skew_corrected_score(b, c, n_pairs, delta0, continuity, skew=False)
 
 

@@ -17,7 +17,7 @@ from typing import Literal
 import pandas as pd
 
 from evalctl.analysis.drop_rule import drop_bounds
-from evalctl.analysis.intervals import wilson_interval
+from evalctl.analysis.intervals import share_bounds
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_p
 from evalctl.cell import CellKey
@@ -130,23 +130,15 @@ def _paired_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
     cand = group[col].astype(bool).to_numpy()
     b, c = int((ref & ~cand).sum()), int((~ref & cand).sum())
     n = len(group)
-    cand_errors = int(group["cand_error"].sum())
-    ref_hits, cand_hits = int(ref.sum()), int(cand.sum())
-    ref_lo, ref_hi = wilson_interval(ref_hits, n)
-    cand_lo, cand_hi = wilson_interval(cand_hits, n)
     nan = float("nan")
     return pd.Series(
         {
             "n": n,
             "b": b,
-            "cand_errors": cand_errors,
+            "cand_errors": int(group["cand_error"].sum()),
             "c": c,
-            "ref_acc": ref_hits / n if n else nan,
-            "ref_lo": ref_lo,
-            "ref_hi": ref_hi,
-            "cand_acc": cand_hits / n if n else nan,
-            "cand_lo": cand_lo,
-            "cand_hi": cand_hi,
+            **share_bounds("ref", int(ref.sum()), n),
+            **share_bounds("cand", int(cand.sum()), n),
             "acc_drop": (b - c) / n if n else nan,
             "drop_upper": float(drop_bounds(b, c, n, 0.05)[1]) if n else nan,  # the gate's interval, one-sided 95%
             "p_value": mcnemar_p(b, c, "greater"),

@@ -28,17 +28,12 @@ def _accuracy_row(group: pd.DataFrame, metric: Metric, metrics: list[str]) -> pd
 
 
 def accuracy_table(df: pd.DataFrame, by: list[str] | None = None, metric: Metric | None = None) -> pd.DataFrame:
-    """One row per group: n scored, errors, invalid, each metric's accuracy with 95% Wilson bounds.
-
-    `invalid` counts scored answers with no `metric` answer extracted: the metric the gate judges
-    (default: the task's first).
-    """
+    """One row per group: n scored, errors, invalid (scored answers with no `metric` answer extracted: the metric the
+    gate judges, default the task's first), each metric's accuracy with 95% Wilson bounds."""
     by = by or CELL_KEYS
     metrics = metric_names(df)
     if df.empty or not metrics:
         return pd.DataFrame(columns=[*by, "n", "errors", "invalid", *accuracy_columns(metrics)])
     metric = primary_metric(df, metric)
     out = df.groupby(by, sort=True, dropna=False).apply(_accuracy_row, metric=metric, metrics=metrics, include_groups=False).reset_index()
-    for col in ("n", "errors", "invalid"):
-        out[col] = out[col].astype(int)
-    return out
+    return out.astype({"n": int, "errors": int, "invalid": int})

@@ -64,16 +64,12 @@ def paired_by_length(cache_comparison: Comparison, column: LengthColumn = "promp
         return pd.DataFrame(columns=BIN_COLUMNS)
     col = f"{primary_metric(pairs, metric)}_correct"
     bin_lo, bin_hi = length_bin(pairs[column])
-    data = pd.DataFrame(
-        {
-            **{k: pairs[k].to_numpy() for k in GROUP},
-            "bin_lo": bin_lo,
-            "bin_hi": bin_hi,
-            "tokens": pairs[column].astype(int).to_numpy(),
-            "doc_id": pairs["doc_id"].to_numpy(),
-            "ref": pairs[f"{col}_ref"].astype(bool).to_numpy(),
-            "cand": pairs[col].astype(bool).to_numpy(),
-        }
+    data = pairs[[*GROUP, "doc_id"]].assign(
+        bin_lo=bin_lo,
+        bin_hi=bin_hi,
+        tokens=pairs[column].astype(int),
+        ref=pairs[f"{col}_ref"].astype(bool),
+        cand=pairs[col].astype(bool),
     )
     data["b"] = data["ref"] & ~data["cand"]
     data["c"] = ~data["ref"] & data["cand"]
@@ -109,12 +105,9 @@ def paired_by_length(cache_comparison: Comparison, column: LengthColumn = "promp
 
 
 def find_cliffs(bins: pd.DataFrame, column: LengthColumn, tolerance: float, alpha: float, min_questions: int = 1) -> pd.DataFrame:
-    """The cliff of each (profile, variant, pass), if any: see the module docstring. A tail with
-    fewer than `min_questions` distinct questions is not tested (the gate passes its min_n).
-
-    Reports the tail's pooled counts (n, b, c, drop) from the cliff bin on, its one-sided
-    McNemar p and the Holm-adjusted p over all tails in `bins`.
-    """
+    """The cliff of each (profile, variant, pass), if any (module docstring), with its tail's pooled n, b, c, drop, one-sided
+    McNemar p and Holm-adjusted p over all tails in `bins`; a tail with fewer than `min_questions` distinct questions
+    (the gate passes its min_n) is not tested."""
     bins = bins[bins["tail_questions"] >= min_questions]
     bins = bins.assign(p_adjusted=holm(bins["tail_p"].to_numpy(dtype=float)))
     hit = bins[(bins["acc_drop"] > tolerance) & (bins["tail_drop"] > tolerance) & (bins["p_adjusted"] <= alpha)]

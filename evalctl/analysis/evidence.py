@@ -71,8 +71,7 @@ def _int(value: object) -> int | None:
 
 
 def parted_requests(comparison: Comparison, cell: CellKey) -> list[PartedRequest]:
-    """The `WORST` requests of the candidate `cell` whose response differs from the comparison's
-    reference, earliest first difference first, then most cached tokens (see the module docstring)."""
+    """The `WORST` requests of the candidate `cell` whose response differs from its reference's, worst first (module docstring)."""
     candidate = comparison.candidate
     in_cell = (candidate[CELL_KEYS] == pd.Series(cell.as_dict())).all(axis=1)
     pairs = align(replace(comparison, candidate=candidate[in_cell]))

@@ -92,11 +92,8 @@ def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> Ga
 
 
 def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
-    """Every registered check on `run` (and against `baseline`, if given), in order, and the verdict.
-
-    Each check may revise the findings before it (a failed cache label makes the comparisons
-    resting on it inconclusive), then adds its own; each finding carries its check's Holm family.
-    """
+    """Every registered check on `run` (and against `baseline`), in order, and the verdict. Each check may revise the
+    findings before it (a failed cache label makes the comparisons resting on it inconclusive), then adds its own."""
     inputs = gate_inputs(run, policy, baseline)
     checks: list[Check] = []
     for check in registered_checks(inputs.policy):

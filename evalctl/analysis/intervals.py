@@ -76,9 +76,8 @@ def skew_corrected_score(
     applies the corrected test at that level: Gart & Nam's (1988, Biometrics 44:323) skewness correction for
     score tests of proportions, in Laud's (2017, Pharm Stat 16:334) form.
 
-    Without it the upper tail is too light when the flips go one way (a deterministic engine, D near delta0,
-    g near 1): far in the tail, where Holm tests the first of 20 cells at alpha / 20, the size was up to 1.9
-    times nominal. The correction vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real
+    Why (`drop_rule`): without it a one-way flip count's upper tail is too light (g near 1; size up to 1.9 times
+    nominal at alpha / 20); it vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real
     root (a numerator far out on the side the parabola bends away from, beyond any critical value used) z*
     goes on linearly from the vertex, so it stays monotone in b - c. Where the null variance vanishes (delta0
     = +-1, or no flips at delta0 = 0) z* is +-inf by the numerator's sign, 0 when that vanishes too. Scalars

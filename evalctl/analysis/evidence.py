@@ -97,9 +97,7 @@ def deciding_evidence(verdict: Status, checks: list[Check], comparisons: list[Co
     the gate's, by name; a floor check's is the cache comparison it shares the name of)."""
     by_name = {comparison.name: comparison for comparison in comparisons}
     deciding = []
-    for check in checks:
-        if verdict == "pass" or check.status != verdict:
-            continue
+    for check in [c for c in checks if verdict != "pass" and c.status == verdict]:
         comparison, cell = by_name.get(check.comparison or ""), check.cell
         worst = parted_requests(comparison, cell) if check.kind in PAIRING_KINDS and comparison and cell else []
         deciding.append(DecidingCheck(check.name, check.kind, check.where, check.comparison, check.b, check.c, check.n, worst))

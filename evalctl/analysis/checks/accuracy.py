@@ -121,9 +121,7 @@ def measured_load(comparisons: list[Comparison]) -> dict[tuple[str, CellKey], st
     """(comparison, candidate cell) -> the requests each side held at once, for each concurrency comparison's cells:
     a level judged against the lowest is evidence only if the server was sent that many at once."""
     notes = {}
-    for comp in comparisons:
-        if comp.kind != "concurrency":
-            continue
+    for comp in [c for c in comparisons if c.kind == "concurrency"]:
         reference = dict(CellKey.groups(comp.reference))
         for cell, rows in CellKey.groups(comp.candidate):
             ref = reference.get(replace(cell, concurrency=int(comp.reference["concurrency"].min())))

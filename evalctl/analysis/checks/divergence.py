@@ -8,7 +8,7 @@ The divergence rung: warm returns' logprobs against the healthy spread of the sa
 count), a Holm family per build; false regression <= alpha under exchangeability, measured by
 `scripts/divergence_false_alarms.py`.
 
-The ladder: where this rung passed a cache-on cell, the answer rung below it (that cell's cache on vs off
+The ladder: where the divergence rung passed a cache-on cell, the answer rung below it (that cell's cache on vs off
 accuracy check) no longer decides alone. If it could not decide (inconclusive: a few answers moved) and
 every request of the cell whose tokens moved parted within the healthy spread (`analysis.divergence.near_ties`),
 those moves are near ties a healthy warm path makes, and the finding becomes a warning that says so. A

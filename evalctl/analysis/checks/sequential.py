@@ -41,14 +41,9 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
             "gate it with a policy that matches its stopping section"
         )
     decided = {d.cell for d in run.manifest.decisions}
+    why = "no sequential decision: the cell did not reach its last look (too few paired questions, or it failed)"
     undecided = [
-        Check(
-            f"{RUN_VS_BASELINE} (sequential)",
-            "sequential",
-            "inconclusive",
-            "no sequential decision: the cell did not reach its last look (too few paired questions, or it failed)",
-            **cell.as_dict(),
-        )
+        Check(f"{RUN_VS_BASELINE} (sequential)", "sequential", "inconclusive", why, **cell.as_dict())
         for cell in CellKey.in_frame(run.samples)
         if cell not in decided
     ]

@@ -1,6 +1,6 @@
 """The gate: every registered check on a run (and optionally a baseline run) and one verdict.
 
-Each kind of check is its own module under `analysis.checks`, its rule and guarantee in its
+Each kind of check is a `GateCheck` under `analysis.checks`, its rule and guarantee in its module's
 docstring (the accuracy rule's in `drop_rule`; docs/gate.md and docs/statistics.md for people).
 Verdicts, by precedence (exit statuses: `errors.ExitCode`): *regression* when any check found one;
 *inconclusive* when none did but some check could not decide (too few questions, data that neither

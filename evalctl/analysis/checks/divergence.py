@@ -36,26 +36,23 @@ class Exact(GateCheck):
 
     def results(self, inputs: GateInputs) -> list[Check]:
         settings = self.settings_of(inputs.policy)
-        checks = []
-        for cell, pairs in cell_pairs(inputs.run.samples):
-            row = exact_rung(pairs, settings)
-            if row is None:
-                continue
-            checks.append(
-                Check(
-                    "warm returns exactly as cold",
-                    self.kind,
-                    row.status,
-                    row.reason + worst_requests(row.worst),
-                    **cell.as_dict(),
-                    metric="returns not bitwise identical to their cold twins",
-                    value=float(row.exceeding),
-                    threshold=0.0,
-                    b=row.exceeding,
-                    n=row.judged,
-                )
+        rows = {cell: exact_rung(pairs, settings) for cell, pairs in cell_pairs(inputs.run.samples)}
+        return [
+            Check(
+                "warm returns exactly as cold",
+                self.kind,
+                row.status,
+                row.reason + worst_requests(row.worst),
+                **cell.as_dict(),
+                metric="returns not bitwise identical to their cold twins",
+                value=float(row.exceeding),
+                threshold=0.0,
+                b=row.exceeding,
+                n=row.judged,
             )
-        return checks
+            for cell, row in rows.items()
+            if row is not None
+        ]
 
 
 class Divergence(GateCheck):

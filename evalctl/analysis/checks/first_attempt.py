@@ -57,7 +57,8 @@ TABLE_COLUMNS = [
 
 def first_failures(side: pd.DataFrame, suffix: str = "") -> pd.Series:
     """Per request, the kind of its first attempt's failure, None where it was answered at once. An error is a failed
-    first attempt too (its kind the error's); `attempts > 1` marks a retried answer in runs older than `first_error_kind`."""
+    first attempt too (never sent: the server had died; its kind the error's); `attempts > 1` marks a retried answer
+    even in a run older than `first_error_kind`."""
     answered_at_once = side[f"error{suffix}"].isna() & (side[f"attempts{suffix}"] == 1)
     kind = side[f"first_error_kind{suffix}"].astype(object).fillna(side[f"error_kind{suffix}"].astype(object)).fillna(UNRECORDED)
     return kind.where(~answered_at_once, None)

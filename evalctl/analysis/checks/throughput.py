@@ -145,8 +145,8 @@ def _confounded(row: pd.Series, state: str, limit: float | None) -> str | None:
 
 
 def throughput_checks(comparisons: list[Comparison], policy: GatePolicy, loads: HostLoads | None = None) -> list[Check]:
-    """`slowdown_tests` at `max_throughput_drop`, Holm over the throughput checks; neither regression nor pass where
-    the cells' host loads could have decided it (`_confounded`)."""
+    """`slowdown_tests` at `max_throughput_drop`: regression Holm over the throughput checks, pass only when shown
+    within it, neither where the cells' host loads could have decided it (`_confounded`)."""
     if policy.max_throughput_drop is None:
         return []
     tol = policy.max_throughput_drop

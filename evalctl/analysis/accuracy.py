@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalctl.analysis.intervals import wilson_interval
+from evalctl.analysis.intervals import share_bounds
 from evalctl.records import CELL_KEYS, Metric, metric_names, primary_metric
 
 
@@ -23,24 +23,17 @@ def _accuracy_row(group: pd.DataFrame, metric: Metric, metrics: list[str]) -> pd
     n = len(ok)
     row = {"n": n, "errors": int(group["error"].notna().sum()), "invalid": int(ok[f"{metric}_answer"].isna().sum())}
     for name in metrics:
-        hits = int(ok[f"{name}_correct"].astype(bool).sum())
-        lo, hi = wilson_interval(hits, n)
-        row.update({f"{name}_acc": hits / n if n else float("nan"), f"{name}_lo": lo, f"{name}_hi": hi})
+        row.update(share_bounds(name, int(ok[f"{name}_correct"].astype(bool).sum()), n))
     return pd.Series(row)
 
 
 def accuracy_table(df: pd.DataFrame, by: list[str] | None = None, metric: Metric | None = None) -> pd.DataFrame:
-    """One row per group: n scored, errors, invalid, each metric's accuracy with 95% Wilson bounds.
-
-    `invalid` counts scored answers with no `metric` answer extracted: the metric the gate judges
-    (default: the task's first).
-    """
+    """One row per group: n scored, errors, invalid (scored answers with no `metric` answer extracted: the metric the
+    gate judges, default the task's first), each metric's accuracy with 95% Wilson bounds."""
     by = by or CELL_KEYS
     metrics = metric_names(df)
     if df.empty or not metrics:
         return pd.DataFrame(columns=[*by, "n", "errors", "invalid", *accuracy_columns(metrics)])
     metric = primary_metric(df, metric)
     out = df.groupby(by, sort=True, dropna=False).apply(_accuracy_row, metric=metric, metrics=metrics, include_groups=False).reset_index()
-    for col in ("n", "errors", "invalid"):
-        out[col] = out[col].astype(int)
-    return out
+    return out.astype({"n": int, "errors": int, "invalid": int})

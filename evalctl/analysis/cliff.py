@@ -64,16 +64,12 @@ def paired_by_length(cache_comparison: Comparison, column: LengthColumn = "promp
         return pd.DataFrame(columns=BIN_COLUMNS)
     col = f"{primary_metric(pairs, metric)}_correct"
     bin_lo, bin_hi = length_bin(pairs[column])
-    data = pd.DataFrame(
-        {
-            **{k: pairs[k].to_numpy() for k in GROUP},
-            "bin_lo": bin_lo,
-            "bin_hi": bin_hi,
-            "tokens": pairs[column].astype(int).to_numpy(),
-            "doc_id": pairs["doc_id"].to_numpy(),
-            "ref": pairs[f"{col}_ref"].astype(bool).to_numpy(),
-            "cand": pairs[col].astype(bool).to_numpy(),
-        }
+    data = pairs[[*GROUP, "doc_id"]].assign(
+        bin_lo=bin_lo,
+        bin_hi=bin_hi,
+        tokens=pairs[column].astype(int),
+        ref=pairs[f"{col}_ref"].astype(bool),
+        cand=pairs[col].astype(bool),
     )
     data["b"] = data["ref"] & ~data["cand"]
     data["c"] = ~data["ref"] & data["cand"]
@@ -109,37 +105,13 @@ def paired_by_length(cache_comparison: Comparison, column: LengthColumn = "promp
 
 
 def find_cliffs(bins: pd.DataFrame, column: LengthColumn, tolerance: float, alpha: float, min_questions: int = 1) -> pd.DataFrame:
-    """The cliff of each (profile, variant, pass), if any: see the module docstring. A tail with
-    fewer than `min_questions` distinct questions is not tested (the gate passes its min_n).
-
-    Reports the tail's pooled counts (n, b, c, drop) from the cliff bin on, its one-sided
-    McNemar p and the Holm-adjusted p over all tails in `bins`.
-    """
-    if not bins.empty:
-        bins = bins[bins["tail_questions"] >= min_questions]
-    if bins.empty:
-        return pd.DataFrame(columns=CLIFF_COLUMNS)
+    """The cliff of each (profile, variant, pass), if any (module docstring), with its tail's pooled n, b, c, drop, one-sided
+    McNemar p and Holm-adjusted p over all tails in `bins`; a tail with fewer than `min_questions` distinct questions
+    (the gate passes its min_n) is not tested."""
+    bins = bins[bins["tail_questions"] >= min_questions]
     bins = bins.assign(p_adjusted=holm(bins["tail_p"].to_numpy(dtype=float)))
-    rows = []
-    for _, group in bins.groupby(GROUP, sort=True):
-        hit = group[(group["acc_drop"] > tolerance) & (group["tail_drop"] > tolerance) & (group["p_adjusted"] <= alpha)]
-        if hit.empty:
-            continue
-        first = hit.sort_values("bin_lo").iloc[0]
-        rows.append(
-            {
-                **{k: first[k] for k in GROUP},
-                "column": column,
-                "bin": first["bin"],
-                "bin_lo": int(first["bin_lo"]),
-                "bin_hi": int(first["bin_hi"]),
-                "min_tokens": int(first["min_tokens"]),
-                "n": int(first["tail_n"]),
-                "b": int(first["tail_b"]),
-                "c": int(first["tail_c"]),
-                "acc_drop": float(first["tail_drop"]),
-                "p_value": float(first["tail_p"]),
-                "p_adjusted": float(first["p_adjusted"]),
-            }
-        )
-    return pd.DataFrame(rows, columns=CLIFF_COLUMNS)
+    hit = bins[(bins["acc_drop"] > tolerance) & (bins["tail_drop"] > tolerance) & (bins["p_adjusted"] <= alpha)]
+    first = hit.sort_values([*GROUP, "bin_lo"]).drop_duplicates(GROUP)  # each group's shortest qualifying bin
+    tail = {"tail_n": "n", "tail_b": "b", "tail_c": "c", "tail_drop": "acc_drop", "tail_p": "p_value"}
+    found = first.drop(columns=list(tail.values())).rename(columns=tail).assign(column=column)
+    return found[CLIFF_COLUMNS].reset_index(drop=True)

@@ -116,9 +116,7 @@ def compare_tokens(warm: Sequence[TokenLogprob], cold: Sequence[TokenLogprob]) -
 
 def token_pairs(comparison: Comparison) -> pd.DataFrame:
     """One row per question answered on both sides with logprobs: the candidate's cell and request, its
-    usage, and how its tokens depart from the reference's (`compare_tokens`)."""
-    if "logprobs" not in comparison.candidate or "logprobs" not in comparison.reference:
-        return pd.DataFrame(columns=PAIR_COLUMNS)
+    usage, and how its tokens depart from the reference's (`compare_tokens`); the frames hold a logprobs column."""
     pairs = align(comparison)
     answered = pairs["error"].isna() & pairs["error_ref"].isna()
     pairs = pairs[answered & pairs["logprobs"].notna() & pairs["logprobs_ref"].notna()]

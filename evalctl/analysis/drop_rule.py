@@ -57,7 +57,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 import pandas as pd
@@ -71,12 +70,6 @@ from evalctl.analysis.multiple import holm_rows
 # the regression side a quarter more for what the one-term expansion leaves out (its tail is
 # tested at alpha / m); 0.5 there exceeds alpha (5.2%, n = 274), 1.0 costs 3.4 points of power.
 REGRESSION_CONTINUITY, PASS_CONTINUITY = 0.75, 0.5
-
-
-class DropStatus(str, Enum):
-    passed = "pass"
-    regression = "regression"
-    inconclusive = "inconclusive"
 
 
 def beyond_score(b: ArrayLike, c: ArrayLike, n: ArrayLike, delta0: ArrayLike) -> np.ndarray:
@@ -114,11 +107,7 @@ def _root(score: Callable[[np.ndarray], np.ndarray], target: float, shape: tuple
 
 
 def drop_bounds(b: ArrayLike, c: ArrayLike, n: ArrayLike, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """The (1 - 2 alpha) interval on the drop that inverts the rule's two one-sided tests.
-
-    Lower bound: the largest delta0 the beyond-test at level alpha still rejects; upper: the
-    smallest delta0 the within-test still rejects (see the module docstring).
-    """
+    """The (1 - 2 alpha) interval on the drop that inverts the rule's two one-sided tests (module docstring)."""
     b, c, n = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, c, n)))
     z = float(ndtri(1 - alpha))
     lower = _root(lambda d: beyond_score(b, c, n, d), z, b.shape)
@@ -128,11 +117,8 @@ def drop_bounds(b: ArrayLike, c: ArrayLike, n: ArrayLike, alpha: float) -> tuple
 
 @dataclass(frozen=True)
 class DropDecisions:
-    """The rule's outcome per cell, arrays shaped like the counts given to `decide_drops`.
-
-    `p_adjusted` is NaN for cells outside the family (fewer than `min_n` pairs); `tests` is
-    the family size (one per row for a 2-D input).
-    """
+    """The rule's outcome per cell, shaped like `decide_drops`' counts; `p_adjusted` NaN outside the family
+    (below `min_n` pairs); `tests` the family size (one per row for a 2-D input)."""
 
     status: np.ndarray
     p_beyond: np.ndarray
@@ -142,29 +128,20 @@ class DropDecisions:
 
 
 def decide(p_beyond: ArrayLike, p_within: ArrayLike, tested: ArrayLike, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """Status and Holm-adjusted beyond-p per check, from the two one-sided p-values of each.
-
-    Regression where the beyond-p, Holm-adjusted over the tested checks of a row, is <= alpha;
-    pass where the within-p is <= alpha; inconclusive otherwise and where not tested. Rows of
-    a 2-D input are separate families. Any pair of one-sided tolerance tests fits (the gate's
-    throughput checks use rank tests).
-    """
+    """Status and Holm-adjusted beyond-p per check, from its two one-sided p-values (module docstring; rows of a
+    2-D input are separate families). Any pair of one-sided tolerance tests fits (throughput's are rank tests)."""
     p_beyond, p_within = np.asarray(p_beyond, dtype=float), np.asarray(p_within, dtype=float)
     tested = np.asarray(tested, dtype=bool)
     p_adjusted = holm_rows(np.atleast_2d(p_beyond), np.atleast_2d(tested)).reshape(p_beyond.shape)
-    status = np.full(p_beyond.shape, DropStatus.inconclusive.value, dtype=object)
-    status[tested & (p_within <= alpha)] = DropStatus.passed.value
-    status[tested & (p_adjusted <= alpha)] = DropStatus.regression.value
+    status = np.full(p_beyond.shape, "inconclusive", dtype=object)
+    status[tested & (p_within <= alpha)] = "pass"
+    status[tested & (p_adjusted <= alpha)] = "regression"
     return status, p_adjusted
 
 
 def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike, alpha: float, min_n: int = 1) -> DropDecisions:
-    """Pass / regression / inconclusive for each cell of a family (see the module docstring).
-
-    1-D counts are one family; a 2-D array is one family per row (many simulated gates). `tolerance`
-    may differ by cell (broadcast like the counts): each cell's two tests use its own, and Holm's
-    adjustment needs only their p-values.
-    """
+    """Pass / regression / inconclusive for each cell of a family (module docstring); a 2-D array is one family
+    per row (many simulated gates). `tolerance` may differ by cell: Holm needs only the p-values."""
     b, c, n = (np.asarray(x, dtype=float) for x in (b, c, n))
     tested = n >= min_n
     safe_n = np.maximum(n, 1.0)  # untested cells may hold n = 0; their p-values are discarded
@@ -175,10 +152,8 @@ def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike,
 
 
 def with_drop_decisions(table: pd.DataFrame, tolerance: ArrayLike, alpha: float, min_n: int) -> pd.DataFrame:
-    """A paired table (b, c, n per cell, one family) with the rule's columns added: its tolerance, status, p_beyond,
-    p_adjusted (Holm), p_within, and the (1 - 2 alpha) interval on the drop, rule_lower and rule_upper,
-    which inverts the deciding tests and so never contradicts them. Named apart from a paired table's
-    own McNemar p_value and drop bounds."""
+    """A paired table (b, c, n per cell, one family) with the rule's columns: tolerance, status, p_beyond, p_adjusted
+    (Holm), p_within, and the interval rule_lower, rule_upper (`drop_bounds`), named apart from its McNemar p_value."""
     decided = decide_drops(table["b"], table["c"], table["n"], tolerance, alpha, min_n)
     lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), alpha) if len(table) else ([], [])
     return table.assign(

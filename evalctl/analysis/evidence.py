@@ -71,8 +71,7 @@ def _int(value: object) -> int | None:
 
 
 def parted_requests(comparison: Comparison, cell: CellKey) -> list[PartedRequest]:
-    """The `WORST` requests of the candidate `cell` whose response differs from the comparison's
-    reference, earliest first difference first, then most cached tokens (see the module docstring)."""
+    """The `WORST` requests of the candidate `cell` whose response differs from its reference's, worst first (module docstring)."""
     candidate = comparison.candidate
     in_cell = (candidate[CELL_KEYS] == pd.Series(cell.as_dict())).all(axis=1)
     pairs = align(replace(comparison, candidate=candidate[in_cell]))
@@ -98,9 +97,7 @@ def deciding_evidence(verdict: Status, checks: list[Check], comparisons: list[Co
     the gate's, by name; a floor check's is the cache comparison it shares the name of)."""
     by_name = {comparison.name: comparison for comparison in comparisons}
     deciding = []
-    for check in checks:
-        if verdict == "pass" or check.status != verdict:
-            continue
+    for check in [c for c in checks if verdict != "pass" and c.status == verdict]:
         comparison, cell = by_name.get(check.comparison or ""), check.cell
         worst = parted_requests(comparison, cell) if check.kind in PAIRING_KINDS and comparison and cell else []
         deciding.append(DecidingCheck(check.name, check.kind, check.where, check.comparison, check.b, check.c, check.n, worst))

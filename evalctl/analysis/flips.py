@@ -21,12 +21,8 @@ FLIP_COLUMNS = [
 
 
 def flipped_questions(reference: pd.DataFrame, candidate: pd.DataFrame, on: list[str], metric: str | None = None) -> pd.DataFrame:
-    """Pairs (same `on` keys, doc and prompt) scored in both where exactly one is correct.
-
-    `direction` is "right->wrong" when the candidate lost a question the reference got.
-    Error rows are not answers and so are never flips. Right->wrong first (they matter most).
-    `metric` defaults to the task's first.
-    """
+    """Pairs (same `on` keys, doc and prompt) scored in both (an error is no answer, so never a flip) where exactly one
+    is correct (by `metric`, default the task's first); right->wrong (the candidate lost it) first: they matter most."""
     metric = primary_metric(candidate, metric)
     keys = [*on, "doc_id", "prompt_hash"]
     cols = [*keys, "question", "target", f"{metric}_answer", "response", f"{metric}_correct"]

@@ -1,6 +1,6 @@
 """The gate: every registered check on a run (and optionally a baseline run) and one verdict.
 
-Each kind of check is its own module under `analysis.checks`, its rule and guarantee in its
+Each kind of check is a `GateCheck` under `analysis.checks`, its rule and guarantee in its module's
 docstring (the accuracy rule's in `drop_rule`; docs/gate.md and docs/statistics.md for people).
 Verdicts, by precedence (exit statuses: `errors.ExitCode`): *regression* when any check found one;
 *inconclusive* when none did but some check could not decide (too few questions, data that neither
@@ -29,7 +29,7 @@ import pandas as pd
 
 from evalctl.analysis.checks import registered_checks
 from evalctl.analysis.checks.base import Check, GateInputs, Status, plain, verdict_of
-from evalctl.analysis.cliff import find_cliffs, paired_by_length
+from evalctl.analysis.cliff import CLIFF_COLUMNS, find_cliffs, paired_by_length
 from evalctl.analysis.evidence import Evidence, deciding_evidence
 from evalctl.analysis.gate_policy import GatePolicy, load_policy
 from evalctl.analysis.noise import noise_by_profile
@@ -60,14 +60,13 @@ class GateResult:
 
 def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
     """Cliffs along prompt tokens and cached tokens, cache on vs off (empty without both modes)."""
-    cache = [c for c in within_run(samples) if c.kind == "cache"]
-    if not cache:
-        return find_cliffs(pd.DataFrame(), "prompt_tokens", policy.max_accuracy_drop, policy.alpha)
     found = [
-        find_cliffs(paired_by_length(cache[0], column, policy.metric), column, policy.max_accuracy_drop, policy.alpha, policy.min_n)
+        find_cliffs(paired_by_length(cache, column, policy.metric), column, policy.max_accuracy_drop, policy.alpha, policy.min_n)
+        for cache in within_run(samples)
+        if cache.kind == "cache"  # one at most: on vs off
         for column in ("prompt_tokens", "cached_tokens")
     ]
-    return pd.concat([f for f in found if not f.empty] or found[:1], ignore_index=True)
+    return pd.concat([f for f in found if not f.empty] or [pd.DataFrame(columns=CLIFF_COLUMNS)], ignore_index=True)
 
 
 def baseline_variant(manifest: Manifest) -> str | None:
@@ -93,11 +92,8 @@ def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> Ga
 
 
 def evaluate(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateResult:
-    """Every registered check on `run` (and against `baseline`, if given), in order, and the verdict.
-
-    Each check may revise the findings before it (a failed cache label makes the comparisons
-    resting on it inconclusive), then adds its own; each finding carries its check's Holm family.
-    """
+    """Every registered check on `run` (and against `baseline`), in order, and the verdict. Each check may revise the
+    findings before it (a failed cache label makes the comparisons resting on it inconclusive), then adds its own."""
     inputs = gate_inputs(run, policy, baseline)
     checks: list[Check] = []
     for check in registered_checks(inputs.policy):

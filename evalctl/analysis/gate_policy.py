@@ -80,10 +80,8 @@ class GatePolicy(BaseModel):
     )
 
     def for_run(self, run: Run) -> GatePolicy:
-        """This policy with its metric resolved to the one `run` is judged by; a metric its task does not score is a BadInput.
-
-        Per task names are for a policy shared by tasks whose metrics differ (cpu-smoke): any other task is judged by its first.
-        """
+        """This policy with its metric resolved to the one `run` is judged by (per task names, for a policy shared by tasks
+        whose metrics differ, cpu-smoke: a task not named is judged by its first); one its task does not score is a BadInput."""
         wanted = self.metric.get(run.task) if isinstance(self.metric, dict) else self.metric
         return self.model_copy(update={"metric": run.metric(wanted)})
 

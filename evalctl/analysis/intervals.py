@@ -26,6 +26,12 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def share_bounds(prefix: str, hits: int, n: int) -> dict[str, float]:
+    """`<prefix>_acc`, `_lo`, `_hi`: the share hits / n (NaN for none) and its 95% Wilson bounds."""
+    lo, hi = wilson_interval(hits, n)
+    return {f"{prefix}_acc": hits / n if n else math.nan, f"{prefix}_lo": lo, f"{prefix}_hi": hi}
+
+
 def _counts(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike) -> tuple[np.ndarray, ...]:
     b, c, n, d = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (b, c, n_pairs, delta0)))
     if (n <= 0).any() or (b < 0).any() or (c < 0).any() or (b + c > n).any():
@@ -51,12 +57,8 @@ def constrained_flip_rate(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0
 
 
 def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0) -> Any:
-    """Tango (1998) score statistic for H0: drop = delta0 in paired data: `skew_corrected_score` without the skew term.
-
-    The drop is p_b - p_c (reference minus candidate accuracy). The variance at the cell
-    probabilities fitted under the null keeps the interval sensible at zero flips, where a Wald
-    interval collapses to a point; at delta0 = 0 it is McNemar's z, (b - c) / sqrt(b + c).
-    """
+    """Tango's (1998) score for H0: drop p_b - p_c = delta0: `skew_corrected_score` without the skew term. Its variance
+    fitted under the null keeps it sensible at zero flips, where Wald's collapses; at delta0 = 0 it is McNemar's z."""
     return skew_corrected_score(b, c, n_pairs, delta0, continuity, skew=False)
 
 
@@ -74,9 +76,8 @@ def skew_corrected_score(
     applies the corrected test at that level: Gart & Nam's (1988, Biometrics 44:323) skewness correction for
     score tests of proportions, in Laud's (2017, Pharm Stat 16:334) form.
 
-    Without it the upper tail is too light when the flips go one way (a deterministic engine, D near delta0,
-    g near 1): far in the tail, where Holm tests the first of 20 cells at alpha / 20, the size was up to 1.9
-    times nominal. The correction vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real
+    Why (`drop_rule`): without it a one-way flip count's upper tail is too light (g near 1; size up to 1.9 times
+    nominal at alpha / 20); it vanishes as D grows (g is 0.25 at D = 0.09). Where the expansion has no real
     root (a numerator far out on the side the parabola bends away from, beyond any critical value used) z*
     goes on linearly from the vertex, so it stays monotone in b - c. Where the null variance vanishes (delta0
     = +-1, or no flips at delta0 = 0) z* is +-inf by the numerator's sign, 0 when that vanishes too. Scalars

@@ -25,8 +25,7 @@ def holm_rows(p_values: np.ndarray, tested: np.ndarray) -> np.ndarray:
     """Holm-adjusted p-values for many families at once: each row of a 2-D array is one family.
 
     Entries where `tested` is False are not in their row's family: they do not count in its
-    size m and come back NaN (their p-values may be anything, NaN included). The gate's
-    simulation adjusts thousands of simulated gates in one call this way.
+    size m and come back NaN (their p-values may be anything, NaN included).
     """
     tested = np.asarray(tested, dtype=bool)
     p = np.where(tested, np.asarray(p_values, dtype=float), np.inf)  # untested sort last

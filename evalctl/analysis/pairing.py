@@ -17,7 +17,7 @@ from typing import Literal
 import pandas as pd
 
 from evalctl.analysis.drop_rule import drop_bounds
-from evalctl.analysis.intervals import wilson_interval
+from evalctl.analysis.intervals import share_bounds
 from evalctl.analysis.multiple import holm
 from evalctl.analysis.paired import mcnemar_p
 from evalctl.cell import CellKey
@@ -58,12 +58,9 @@ def _against(df: pd.DataFrame, kind: ComparisonKind, column: str, reference: obj
 
 
 def within_run(df: pd.DataFrame, baseline_variant: str | None = None, baseline_profile: str | None = None) -> list[Comparison]:
-    """The comparisons one run supports: cache on vs off, each variant vs the baseline, pass k vs pass 1,
-    each server profile vs the reference profile, each concurrency level vs the lowest (the same prompts at each).
-
-    `baseline_variant` and `baseline_profile` default to the alphabetically first; callers pass the config's first.
-    Comparisons whose slices are empty (a run with one cache mode) are left out.
-    """
+    """The comparisons one run supports, those with both slices: cache on vs off, each variant vs the baseline one,
+    each server profile vs the reference one (both default to the alphabetically first; callers pass the config's
+    first), pass k vs pass 1, each concurrency level vs the lowest (the same prompts at each)."""
     out = _against(df, "cache", "cache", "off") if {"on", "off"} <= set(df["cache"]) else []
     for kind, preferred in (("variant", baseline_variant), ("profile", baseline_profile)):
         values = sorted(set(df[kind]))
@@ -81,11 +78,8 @@ def between_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> Comparison:
 
 
 def match(comparison: Comparison, extra_keys: Iterable[str] = ()) -> pd.DataFrame:
-    """Inner-join reference and candidate rows on the comparison's cell keys (+ `extra_keys`).
-
-    Every other column appears twice, `<col>_ref` and `<col>`(candidate). Duplicate rows of a key
-    (a record written twice) keep the last one.
-    """
+    """Reference and candidate rows inner-joined on the comparison's cell keys (+ `extra_keys`), other columns as
+    `<col>_ref` and `<col>`; of a key's duplicate rows (a record written twice) the last."""
     keys = [*comparison.on, *extra_keys]
     ref = comparison.reference.drop_duplicates(keys, keep="last")
     cand = comparison.candidate.drop_duplicates(keys, keep="last")
@@ -110,13 +104,9 @@ def align_runs(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
 
 
 def judged_pairs(pairs: pd.DataFrame, metric: Metric | None = None) -> pd.DataFrame:
-    """The pairs a paired test judges: the reference answered, and the candidate answered or failed.
-
-    A candidate's request error on a question the reference answered counts as a wrong answer
-    (`cand_error` marks it): left out, errors would hide exactly the questions a broken
-    server loses. A reference error says nothing about the candidate, so that pair is left out.
-    `metric` defaults to the task's first.
-    """
+    """The pairs a paired test judges: the reference answered, the candidate answered or failed. A candidate's
+    error counts as a wrong answer (`cand_error`): left out, errors would hide the questions a broken server
+    loses; a reference error says nothing about the candidate, so its pair is left out."""
     col = f"{primary_metric(pairs, metric)}_correct"
     ref_ok = pairs["error_ref"].isna() & pairs[f"{col}_ref"].notna()
     failed = pairs["error"].notna() | pairs[col].isna()
@@ -130,23 +120,15 @@ def _paired_row(group: pd.DataFrame, metric: Metric) -> pd.Series:
     cand = group[col].astype(bool).to_numpy()
     b, c = int((ref & ~cand).sum()), int((~ref & cand).sum())
     n = len(group)
-    cand_errors = int(group["cand_error"].sum())
-    ref_hits, cand_hits = int(ref.sum()), int(cand.sum())
-    ref_lo, ref_hi = wilson_interval(ref_hits, n)
-    cand_lo, cand_hi = wilson_interval(cand_hits, n)
     nan = float("nan")
     return pd.Series(
         {
             "n": n,
             "b": b,
-            "cand_errors": cand_errors,
+            "cand_errors": int(group["cand_error"].sum()),
             "c": c,
-            "ref_acc": ref_hits / n if n else nan,
-            "ref_lo": ref_lo,
-            "ref_hi": ref_hi,
-            "cand_acc": cand_hits / n if n else nan,
-            "cand_lo": cand_lo,
-            "cand_hi": cand_hi,
+            **share_bounds("ref", int(ref.sum()), n),
+            **share_bounds("cand", int(cand.sum()), n),
             "acc_drop": (b - c) / n if n else nan,
             "drop_upper": float(drop_bounds(b, c, n, 0.05)[1]) if n else nan,  # the gate's interval, one-sided 95%
             "p_value": mcnemar_p(b, c, "greater"),
@@ -190,23 +172,16 @@ def paired_table(comparisons: Iterable[Comparison], metric: Metric | None = None
             continue
         scored_by = primary_metric(comp.candidate, metric)
         table = pairs.groupby(CELL_KEYS, sort=True).apply(_paired_row, metric=scored_by, include_groups=False).reset_index()
-        for col in ("n", "b", "c", "cand_errors"):
-            table[col] = table[col].astype(int)
-        table.insert(0, "reference", comp.reference_label)
-        table.insert(0, "comparison", comp.name)
-        table.insert(0, "kind", comp.kind)
-        parts.append(table)
+        table = table.astype({"n": int, "b": int, "c": int, "cand_errors": int})
+        parts.append(table.assign(kind=comp.kind, comparison=comp.name, reference=comp.reference_label))
     if not parts:
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     return pd.concat(parts, ignore_index=True)[PAIRED_COLUMNS]
 
 
 def unpaired_cells(comparison: Comparison, metric: Metric | None = None) -> pd.DataFrame:
-    """Candidate cells of a comparison with no judged pair, and why (`reason`).
-
-    A planned comparison that pairs nothing cannot be judged; the gate makes it inconclusive
-    rather than leaving it out, where it would pass silently.
-    """
+    """Candidate cells of a comparison with no judged pair, and why (`reason`): the gate makes them inconclusive,
+    where left out they would pass silently."""
     cells = comparison.candidate[CELL_KEYS].drop_duplicates()
     judged = judged_pairs(align(comparison), metric)[CELL_KEYS].drop_duplicates()
     missing = cells.merge(judged, how="left", indicator=True).query("_merge == 'left_only'").drop(columns="_merge")

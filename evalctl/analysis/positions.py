@@ -16,11 +16,8 @@ BY = ["profile", "variant", "concurrency", "pass_index", "answer_position", "cac
 
 
 def accuracy_by_position(df: pd.DataFrame, metric: Metric | None = None) -> pd.DataFrame:
-    """Accuracy per (profile, variant, concurrency, pass, answer position, cache mode), over all shot counts.
-
-    Rows without a position (tasks other than prefix-recall) are left out; positions come
-    in prompt order: start, middle, end.
-    """
+    """Accuracy per (profile, variant, concurrency, pass, answer position, cache mode), over all shot counts, positions
+    in prompt order (start, middle, end); rows without one (tasks other than prefix-recall) left out."""
     data = df[df["answer_position"].notna()] if "answer_position" in df else df.iloc[:0].assign(answer_position=[])
     table = accuracy_table(data, by=BY, metric=metric)
     order = {p: i for i, p in enumerate(ANSWER_POSITIONS)}

@@ -25,10 +25,8 @@ def _text(value: object) -> str:
 
 
 def server_settings(manifest: Manifest) -> dict[ServerKey, dict[str, str]]:
-    """(profile, variant, cache) -> resolved settings, engine version included; servers without any are left out.
-
-    A restarted server keeps the settings of its last start (the manifest keeps only those).
-    """
+    """(profile, variant, cache) -> resolved settings, engine version included (a restarted server's last start's, which
+    the manifest keeps); servers without any are left out."""
     out = {}
     for server in manifest.servers:
         settings = server.info.get("settings")

@@ -105,12 +105,9 @@ RATIO_COLUMNS = [
 
 
 def throughput_ratios(comparisons: list[Comparison]) -> pd.DataFrame:
-    """What `evalctl compare` prints (a description; the gate's test is checks/throughput.py): one row per
-    (comparison, candidate cell, measure), both values, candidate/reference ratio, and the slowdown as a
-    fraction of the reference throughput: 1 - ratio for rates, 1 - 1/ratio for latencies (a latency twice
-    as long is a slowdown of 0.5, as is half the rate). Measures missing on either side (no streamed TTFT)
-    are left out.
-    """
+    """What `evalctl compare` prints (a description; the gate's test is checks/throughput.py): per (comparison,
+    candidate cell, measure on both sides) both values, their ratio, and the slowdown as a share of the reference's
+    throughput: 1 - ratio for rates, 1 - 1/ratio for latencies (twice the latency is 0.5, as is half the rate)."""
     parts = []
     for comp in comparisons:
         cells = match(comp)

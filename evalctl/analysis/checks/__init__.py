@@ -1,4 +1,4 @@
-"""The gate-check registry: each kind of check (`base.GateCheck`) is one object in its own module.
+"""The gate-check registry: each kind of check (`base.GateCheck`) is one object, in this package or a plug-in.
 
 evalctl's own are listed in `CHECKS` as `"module:attribute"`; a new kind is one module, a plug-in
 named by an `evalctl.checks` entry point (`evalctl.registry`); no other module changes.
@@ -14,7 +14,7 @@ from evalctl.registry import Registry
 # What a plug-in check imports from here (docs/guide-add-gate-check.md); the rest of base.py is imported from there.
 __all__ = ["CHECKS", "Check", "GateCheck", "GateInputs", "registered_checks"]
 
-# evalctl's own checks, one module each, imported on the first look-up.
+# evalctl's own checks, imported on the first look-up.
 CHECKS: Registry[GateCheck] = Registry(
     "check",
     (
@@ -22,7 +22,6 @@ CHECKS: Registry[GateCheck] = Registry(
         "evalctl.analysis.checks.rates:CHECK",
         "evalctl.analysis.checks.accuracy:CHECK",
         "evalctl.analysis.checks.agreement_floor:CHECK",
-        "evalctl.analysis.checks.exact:CHECK",
         "evalctl.analysis.checks.divergence:CHECK",
         "evalctl.analysis.checks.sequential:CHECK",
         "evalctl.analysis.checks.throughput:CHECK",

@@ -121,9 +121,7 @@ def measured_load(comparisons: list[Comparison]) -> dict[tuple[str, CellKey], st
     """(comparison, candidate cell) -> the requests each side held at once, for each concurrency comparison's cells:
     a level judged against the lowest is evidence only if the server was sent that many at once."""
     notes = {}
-    for comp in comparisons:
-        if comp.kind != "concurrency":
-            continue
+    for comp in [c for c in comparisons if c.kind == "concurrency"]:
         reference = dict(CellKey.groups(comp.reference))
         for cell, rows in CellKey.groups(comp.candidate):
             ref = reference.get(replace(cell, concurrency=int(comp.reference["concurrency"].min())))
@@ -133,11 +131,9 @@ def measured_load(comparisons: list[Comparison]) -> dict[tuple[str, CellKey], st
 
 
 def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
-    """One check per candidate cell of each comparison, all in one family (see the module
-    docstring), plus an inconclusive check for each cell a comparison could not pair.
-
-    With `noise` (by profile, from the run's A/A arm) a regression must also exceed the
-    engine's own noise (`noise.drop_margin`); the figures are shown in every reason."""
+    """One check per candidate cell of each comparison, one family, and an inconclusive one per cell a comparison could
+    not pair. With `noise` (by profile, the A/A arm's) a regression must also exceed the engine's own noise
+    (`noise.drop_margin`), whose figures every reason shows."""
     table = _judged_table(comparisons, policy)
     tests = int((table["n"] >= policy.min_n).sum())
     load = measured_load(comparisons)

@@ -1,15 +1,4 @@
-"""What a gate check is: each kind of check is one object with one interface, in its own module.
-
-A check (`GateCheck`) says
-- `kind`: its name in gate.json and in the policy;
-- `family`: the Holm family its p-values are adjusted within (accuracy checks form one, throughput
-  checks another: each family's false-regression rate is bounded by alpha on its own), or None
-  for a check that tests nothing;
-- `settings`: the model of its own policy section (`checks.<kind>` in the gate policy), or None
-  for a built-in that reads the policy's top-level fields;
-- `order`: where it runs; a check that can invalidate others (cache-engaged) runs after them;
-- `results(inputs)`: its findings, `Check`s, from the one `GateInputs` every check gets;
-- `revise(inputs, earlier)`: the findings before it, which it may change (default: unchanged).
+"""What a gate check is: each kind of check is one object with one interface (`GateCheck`).
 
 `analysis.gate.evaluate` walks the registry (`evalctl.analysis.checks.CHECKS`) in order.
 """
@@ -114,15 +103,20 @@ class GateCheck:
     """One kind of gate check; subclass, set the class attributes, and list an instance in `analysis.checks.CHECKS`
     (a plug-in names it in an `evalctl.checks` entry point)."""
 
-    kind: ClassVar[str]
-    order: ClassVar[int]
+    kind: ClassVar[str]  # its name in gate.json and in the policy
+    order: ClassVar[int]  # where it runs; a check that can invalidate others (cache-engaged) runs after them
+    # The Holm family its p-values are adjusted within (accuracy checks form one, throughput checks another: each
+    # family's false-regression rate is bounded by alpha on its own); None for a check that tests nothing.
     family: ClassVar[str | None] = None
+    # The model of its own policy section (`checks.<kind>`); None for a built-in reading the policy's top-level fields.
     settings: ClassVar[type[BaseModel] | None] = None
 
     def results(self, inputs: GateInputs) -> list[Check]:
+        """Its findings, from the one `GateInputs` every check gets."""
         raise NotImplementedError
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
+        """The findings before it, which it may change."""
         return earlier
 
     def settings_of(self, policy: GatePolicy) -> BaseModel | None:

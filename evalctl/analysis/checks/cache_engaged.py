@@ -132,8 +132,7 @@ class CacheEngaged(GateCheck):
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
         """The comparisons resting on a cell that failed its cache label: inconclusive, never a pass."""
-        table = engagement_table(inputs.run.samples, inputs.run.manifest)
-        failed = rests_on_failed(inputs.comparisons, table) if len(table) else {}
+        failed = rests_on_failed(inputs.comparisons, engagement_table(inputs.run.samples, inputs.run.manifest))
         out = []
         for check in earlier:
             why = failed.get((check.comparison, check.cell)) if check.comparison else None

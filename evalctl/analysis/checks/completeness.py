@@ -28,14 +28,8 @@ def completeness_checks(run: Run, role: str) -> list[Check]:
     status = run.manifest.status
     checks = []
     if status != "complete":
-        checks.append(
-            Check(
-                f"{role} complete",
-                "completeness",
-                "inconclusive",
-                f"incomplete: run {run.run_id} has status {status!r}, not 'complete'",
-            )
-        )
+        why = f"incomplete: run {run.run_id} has status {status!r}, not 'complete'"
+        checks.append(Check(f"{role} complete", "completeness", "inconclusive", why))
     if not run.manifest.plan:  # a run folder from before the plan was recorded, or not evalctl's
         return [*checks, Check(f"{role} cells complete", "completeness", "inconclusive", "incomplete: the manifest records no plan")]
     counts = cell_counts(run.samples, run.manifest)

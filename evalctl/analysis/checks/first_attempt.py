@@ -20,9 +20,6 @@ between cells (Holm); when a cell's true increase is at least the tolerance, the
 most alpha. Assumption: each question gives one independent (reference, candidate) pair. Failures in
 bursts (a server restarting, a neighbour's load spike) break it, toward more false regressions; the
 reason names the kinds, so a burst of timeouts reads as what it is.
-
-It runs after `cache-engaged` (order 55), which makes a comparison resting on a cell whose cache label
-failed inconclusive: a build whose retries come back cold fails that label, and this finding must stand.
 """
 
 from __future__ import annotations
@@ -59,11 +56,9 @@ TABLE_COLUMNS = [
 
 
 def first_failures(side: pd.DataFrame, suffix: str = "") -> pd.Series:
-    """Per request, the kind of its first attempt's failure; None where it was answered at its first attempt.
-
-    A request that ended in an error failed its first attempt too (never sent: the server had died; its kind is
-    the error's); `attempts > 1` marks a retried answer even in a run older than `first_error_kind`.
-    """
+    """Per request, the kind of its first attempt's failure, None where it was answered at once. An error is a failed
+    first attempt too (never sent: the server had died; its kind the error's); `attempts > 1` marks a retried answer
+    even in a run older than `first_error_kind`."""
     answered_at_once = side[f"error{suffix}"].isna() & (side[f"attempts{suffix}"] == 1)
     kind = side[f"first_error_kind{suffix}"].astype(object).fillna(side[f"error_kind{suffix}"].astype(object)).fillna(UNRECORDED)
     return kind.where(~answered_at_once, None)
@@ -136,7 +131,9 @@ def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> l
 
 class FirstAttempt(GateCheck):
     kind = KIND
-    order = 55  # after cache-engaged, whose revision must not hide it (module docstring)
+    # After cache-engaged, whose revision (inconclusive on a failed cache label) must not hide it: a build whose
+    # retries come back cold fails that label, and this finding must stand.
+    order = 55
     family = KIND
 
     def results(self, inputs: GateInputs) -> list[Check]:

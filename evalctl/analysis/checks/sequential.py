@@ -29,17 +29,11 @@ def stopping_policy_mismatch(run: Run, policy: GatePolicy) -> list[str]:
 
 
 def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | None = None) -> list[Check]:
-    """A sequential run's accuracy verdicts: per cell, its decision against the baseline run, when it was
-    made and the requests it saved (`execution.stopping`).
-
-    They replace the fixed-n checks, not valid on a sample whose size the data chose; a cell that ran to
-    its last look was judged there by the sequential rule, whose error rates hold over all looks together
-    (`analysis.sequential`). A cell with rows but no decision (it failed before its last look, or the
-    baseline lacks questions its looks need) is inconclusive; a regression must also exceed the engine's
-    A/A noise (`noise.drop_margin`) at its look. A policy whose tolerance, alpha, metric or min_n differ
-    from the run's `stopping:` is refused (bad input): where a cell stopped depended on them, and judging
-    "by the stricter" would mix two rules whose error rates were never proven together.
-    """
+    """Per cell, its sequential decision against the baseline run (`execution.stopping`), in place of the fixed-n
+    checks, not valid on a sample whose size the data chose; a cell with rows but no decision (it failed before its
+    last look, or the baseline lacks questions its looks need) is inconclusive. A policy whose tolerance, alpha,
+    metric or min_n differ from the run's `stopping:` is bad input: where a cell stopped depended on them, and
+    judging "by the stricter" would mix two rules whose error rates were never proven together."""
     differ = stopping_policy_mismatch(run, policy)
     if differ:
         raise BadInput(
@@ -47,14 +41,9 @@ def sequential_checks(run: Run, policy: GatePolicy, noise: dict[str, Noise] | No
             "gate it with a policy that matches its stopping section"
         )
     decided = {d.cell for d in run.manifest.decisions}
+    why = "no sequential decision: the cell did not reach its last look (too few paired questions, or it failed)"
     undecided = [
-        Check(
-            f"{RUN_VS_BASELINE} (sequential)",
-            "sequential",
-            "inconclusive",
-            "no sequential decision: the cell did not reach its last look (too few paired questions, or it failed)",
-            **cell.as_dict(),
-        )
+        Check(f"{RUN_VS_BASELINE} (sequential)", "sequential", "inconclusive", why, **cell.as_dict())
         for cell in CellKey.in_frame(run.samples)
         if cell not in decided
     ]

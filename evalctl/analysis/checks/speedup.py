@@ -27,8 +27,6 @@ def ttft_speedup(throughput: pd.DataFrame) -> pd.DataFrame:
 
 
 class CacheSpeedup(GateCheck):
-    """At the longest prefix, cache-on TTFT well below cache-off; a warning otherwise (the cache may not work)."""
-
     kind = "cache-speedup"
     order = 60
 

@@ -89,11 +89,8 @@ def _time_scale(values: pd.Series, higher_better: bool) -> np.ndarray:
 
 
 def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostLoads | None = None) -> pd.DataFrame:
-    """One row per (comparison, candidate cell, measure): request counts, medians, the median
-    ratio (candidate / reference), the slowdown it implies (1 - ratio for rates, 1 - 1/ratio
-    for latencies), the two one-sided p-values of the module docstring and each side's host
-    load (`host_loads`; NaN where not recorded). Measures missing on either side (TTFT without
-    streaming) are left out."""
+    """One row per (comparison, candidate cell, measure) measured on both sides: request counts, medians, their ratio
+    and the slowdown it implies, the module docstring's two p-values, each side's host load (NaN: not recorded)."""
     loads = loads or {}
     shift = -math.log(1 - tolerance)
     rows = []
@@ -148,9 +145,8 @@ def _confounded(row: pd.Series, state: str, limit: float | None) -> str | None:
 
 
 def throughput_checks(comparisons: list[Comparison], policy: GatePolicy, loads: HostLoads | None = None) -> list[Check]:
-    """Per-request rank tests of a slowdown beyond `max_throughput_drop` (`throughput_checks`),
-    Holm over the throughput checks, pass only when the slowdown is shown to be within it, and
-    neither where the cells' host loads differ so that load could have decided it (`_confounded`)."""
+    """`slowdown_tests` at `max_throughput_drop`: regression Holm over the throughput checks, pass only when shown
+    within it, neither where the cells' host loads could have decided it (`_confounded`)."""
     if policy.max_throughput_drop is None:
         return []
     tol = policy.max_throughput_drop

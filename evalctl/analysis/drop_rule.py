@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import pandas as pd
@@ -70,6 +71,12 @@ from evalctl.analysis.multiple import holm_rows
 # the regression side a quarter more for what the one-term expansion leaves out (its tail is
 # tested at alpha / m); 0.5 there exceeds alpha (5.2%, n = 274), 1.0 costs 3.4 points of power.
 REGRESSION_CONTINUITY, PASS_CONTINUITY = 0.75, 0.5
+
+
+class DropStatus(str, Enum):
+    passed = "pass"
+    regression = "regression"
+    inconclusive = "inconclusive"
 
 
 def beyond_score(b: ArrayLike, c: ArrayLike, n: ArrayLike, delta0: ArrayLike) -> np.ndarray:
@@ -133,9 +140,9 @@ def decide(p_beyond: ArrayLike, p_within: ArrayLike, tested: ArrayLike, alpha: f
     p_beyond, p_within = np.asarray(p_beyond, dtype=float), np.asarray(p_within, dtype=float)
     tested = np.asarray(tested, dtype=bool)
     p_adjusted = holm_rows(np.atleast_2d(p_beyond), np.atleast_2d(tested)).reshape(p_beyond.shape)
-    status = np.full(p_beyond.shape, "inconclusive", dtype=object)
-    status[tested & (p_within <= alpha)] = "pass"
-    status[tested & (p_adjusted <= alpha)] = "regression"
+    status = np.full(p_beyond.shape, DropStatus.inconclusive.value, dtype=object)
+    status[tested & (p_within <= alpha)] = DropStatus.passed.value
+    status[tested & (p_adjusted <= alpha)] = DropStatus.regression.value
     return status, p_adjusted
 
 

@@ -22,6 +22,7 @@ CHECKS: Registry[GateCheck] = Registry(
         "evalctl.analysis.checks.rates:CHECK",
         "evalctl.analysis.checks.accuracy:CHECK",
         "evalctl.analysis.checks.agreement_floor:CHECK",
+        "evalctl.analysis.checks.exact:CHECK",
         "evalctl.analysis.checks.divergence:CHECK",
         "evalctl.analysis.checks.sequential:CHECK",
         "evalctl.analysis.checks.throughput:CHECK",

@@ -1,10 +1,5 @@
-"""The logprob rungs: warm returns against their cold twins, on a run whose records carry logprobs (a conversation
-workload's, `conversation.top_logprobs`); no finding otherwise. Rules, guards and guarantees: `analysis.divergence`.
-
-The exact rung: warm returns bitwise identical to their cold twins where the engine is deterministic (no
-false-alarm rate needed); no finding on a cell whose healthy pairs are not all exact (the divergence rung judges it).
-
-The divergence rung: warm returns' logprobs against the healthy spread of the same run (Rosenbaum's exceedance
+"""The divergence rung, on a run whose records carry logprobs (a conversation workload's, `conversation.top_logprobs`;
+no finding otherwise): warm returns' logprobs against the healthy spread of the same run (Rosenbaum's exceedance
 count), a Holm family per build; false regression <= alpha under exchangeability, measured by
 `scripts/divergence_false_alarms.py`.
 
@@ -22,37 +17,11 @@ from dataclasses import replace
 import pandas as pd
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.divergence import RungRow, Settings, cell_pairs, decide, divergence_rung, exact_rung, near_ties, worst_requests
+from evalctl.analysis.divergence import RungRow, Settings, cell_pairs, decide, divergence_rung, near_ties, worst_requests
 from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.cell import CellKey
 
 KIND = "divergence"
-
-
-class Exact(GateCheck):
-    kind = "exact"
-    order = 36
-    settings = Settings
-
-    def results(self, inputs: GateInputs) -> list[Check]:
-        settings = self.settings_of(inputs.policy)
-        rows = {cell: exact_rung(pairs, settings) for cell, pairs in cell_pairs(inputs.run.samples)}
-        return [
-            Check(
-                "warm returns exactly as cold",
-                self.kind,
-                row.status,
-                row.reason + worst_requests(row.worst),
-                **cell.as_dict(),
-                metric="returns not bitwise identical to their cold twins",
-                value=float(row.exceeding),
-                threshold=0.0,
-                b=row.exceeding,
-                n=row.judged,
-            )
-            for cell, row in rows.items()
-            if row is not None
-        ]
 
 
 class Divergence(GateCheck):
@@ -106,4 +75,4 @@ class Divergence(GateCheck):
         return out
 
 
-CHECK = (Exact(), Divergence())  # listed in analysis.checks.CHECKS
+CHECK = Divergence()  # listed in analysis.checks.CHECKS

@@ -9,7 +9,8 @@ pair: never left out silently); *pass* only when every check passed. *Warnings* 
 no time, resolved settings that differ from the baseline's) are shown but change no verdict. The
 result names the evidence a regression or an inconclusive verdict rests on (`analysis.evidence`).
 
-Guarantees (asymptotic; questions independent, see `drop_rule`): when every true drop is <= tol,
+Guarantees (questions independent; exact by enumeration at alpha 0.05, tolerance 0.03, n 30-5,000, approximate
+elsewhere: `drop_rule`): when every true drop is <= tol,
 the chance of any false accuracy regression is <= alpha (Holm 1979, any dependence between cells);
 when some true drop is >= tol, the chance of a pass is <= alpha (Berger 1982). Holm, not
 Benjamini-Hochberg: a verdict blocks a merge or a release, so one false "regression" anywhere is the

@@ -19,8 +19,13 @@ conversation's `extend` turns; `hunt` judges those nearest each return in length
 requests the returns (rewinds and branches). The A/A arm's cold-vs-cold pairs are no reference:
 two cold paths follow a law of their own (bitwise zero on llama.cpp, where healthy warm pairs
 drift 0.07-0.16 nats), and pooled with the returns they would make the p-value too small. A
-judged pair counts only when its cache engaged (cached tokens reported on the warm side > 0), and
-a rung decides only with at least `min_positions` positions compared over its judged pairs. A run
+judged pair counts only when its cache engaged (cached tokens reported on the warm side > 0) and
+its warm side recomputed no more of its prompt than some reference pair did: a return served
+from an early checkpoint recomputes most of its prompt in other micro-batches than its cold twin,
+a drift no extension shows (llama.cpp 2026.7.10068 on Gemma-3: 17 of 1,047 tokens cached, 1.7
+nats, the answer a healthy build gives for that split too: `scripts/split_screen.py`), so
+exchangeability is assumed only within the reference's support, and the reason names the returns
+left out. A rung decides only with at least `min_positions` positions compared over its judged pairs. A run
 with no judged extension (no conversation, or every extension sent as history) gets neither rung:
 the answer rung judges it alone.
 
@@ -177,19 +182,40 @@ class RungRow:
     worst: pd.DataFrame  # the judged pairs that decided, worst first
 
 
-def split(pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(judged, reference) of one cache-on cell's warm-vs-cold `pairs`: the engaged returns, and the engaged
-    extensions (`EXTENDING`) with a divergence."""
+def recomputed(pairs: pd.DataFrame) -> pd.Series:
+    """Prompt tokens the warm side computed rather than took from the cache."""
+    return pairs["prompt_tokens"] - pairs["cached_tokens"].fillna(0)
+
+
+def split(pairs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(judged, reference, unsupported) of one cache-on cell's warm-vs-cold `pairs`: the engaged returns that recomputed
+    no more of their prompt than some reference pair did, the engaged extensions (`EXTENDING`) with a divergence, and
+    the engaged returns left out for recomputing more (module docstring: outside the reference's support)."""
     engaged = pairs["cached_tokens"].fillna(0) > 0
     extending = pairs["turn_kind"].isin(EXTENDING)
-    reference = pairs[extending & engaged]
-    return pairs[~extending & engaged], reference[reference["divergence"].notna()]
+    reference = pairs[extending & engaged & pairs["divergence"].notna()]
+    returns = pairs[~extending & engaged]
+    supported = recomputed(returns) <= (recomputed(reference).max() if len(reference) else -1)
+    return returns[supported], reference, returns[~supported]
 
 
-def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) -> RungRow | None:
+def _left_out(unsupported: pd.DataFrame, reference: pd.DataFrame) -> str:
+    """A reason's tail naming the returns left out for recomputing more of their prompt than any reference pair."""
+    if unsupported.empty:
+        return ""
+    return (
+        f"; {len(unsupported)} engaged returns left out: each recomputed more of its prompt (up to"
+        f" {int(recomputed(unsupported).max())} tokens) than any healthy pair ({int(recomputed(reference).max())}), so its drift is"
+        " another prefill split's, with no reference"
+    )
+
+
+def _guard(judged: pd.DataFrame, reference: pd.DataFrame, unsupported: pd.DataFrame, settings: Settings) -> RungRow | None:
     """The inconclusive finding of a cell too thin to judge; None when a rung may decide."""
     positions = int(judged["positions"].sum())
-    if judged.empty:
+    if judged.empty and len(unsupported):
+        why = "no engaged return recomputed as little of its prompt as a healthy pair did"
+    elif judged.empty:
         why = "no judged request with cached tokens reported on the warm side: the cache never engaged on a return"
     elif len(reference) < settings.min_reference:
         why = (
@@ -199,23 +225,23 @@ def _guard(judged: pd.DataFrame, reference: pd.DataFrame, settings: Settings) ->
         why = f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
     else:
         return None
-    return RungRow("inconclusive", why, len(judged), 0, len(reference), None, None, judged.head(0))
+    return RungRow("inconclusive", why + _left_out(unsupported, reference), len(judged), 0, len(reference), None, None, judged.head(0))
 
 
 def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
     """The exact rung on one cell (None where it does not apply: the reference shows the engine not deterministic,
     or the run collected no reference at all)."""
-    judged, reference = split(pairs)
+    judged, reference, unsupported = split(pairs)
     if reference.empty or (len(reference) >= settings.min_reference and not reference["exact"].all()):
         return None
-    if undecided := _guard(judged, reference, settings):
+    if undecided := _guard(judged, reference, unsupported, settings):
         return undecided
     parted = judged[~judged["exact"].astype(bool)]
     worst = parted.sort_values(["first_divergence", "divergence"], ascending=[True, False], na_position="last")
     status = "regression" if len(parted) else "pass"
     reason = (
         f"{len(parted)} of {len(judged)} engaged returns differ from their cold twins, where all {len(reference)} reference pairs"
-        " (extensions) are bitwise identical"
+        " (extensions) are bitwise identical" + _left_out(unsupported, reference)
     )
     return RungRow(status, reason, len(judged), len(parted), len(reference), 0.0, None, worst)
 
@@ -224,17 +250,18 @@ def divergence_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
     """The divergence rung on one cell (its p-value unadjusted: `decide` adjusts a build's cells); None where
     the run collected no reference at all (no judged extension): the answer rung judges such a run alone,
     where an inconclusive here would make every such run inconclusive by construction."""
-    judged, reference = split(pairs)
+    judged, reference, unsupported = split(pairs)
     if reference.empty:
         return None
     judged = judged[judged["divergence"].notna()]
-    if undecided := _guard(judged, reference, settings):
+    if undecided := _guard(judged, reference, unsupported, settings):
         return undecided
     count, threshold, p = exceedances(judged["divergence"].to_numpy(float), reference["divergence"].to_numpy(float), settings.margin)
     beyond = judged[judged["divergence"] > threshold].sort_values("divergence", ascending=False)
     reason = (
         f"{len(beyond)} of {len(judged)} engaged returns moved a token's logprob more than {threshold:.3f} nats (the largest of"
         f" {len(reference)} healthy pairs + {settings.margin} margin); p {p:.3g} that exchangeable healthy pairs put them on top"
+        + _left_out(unsupported, reference)
     )
     return RungRow("pass" if beyond.empty else "inconclusive", reason, len(judged), len(beyond), len(reference), threshold, p, beyond)
 

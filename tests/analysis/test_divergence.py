@@ -112,6 +112,29 @@ def test_returns_the_cache_never_served_are_not_judged():
     assert check.status == "inconclusive" and "never engaged" in check.reason
 
 
+def recomputing(run: Run, docs: list[int], cached: int = 17) -> Run:
+    """`run` with the warm sides of `docs` served from only `cached` tokens (the rest of each prompt recomputed)."""
+    samples = run.samples.copy()
+    samples.loc[(samples["cache"] == "on") & samples["doc_id"].isin(docs), "cached_tokens"] = cached
+    return Run(run.path, run.manifest, samples, run.noise)
+
+
+def test_returns_that_recomputed_more_than_any_healthy_pair_are_left_out():
+    """A build that keeps only an early checkpoint recomputes most of a return (llama.cpp 2026.7.10068 on Gemma-3: 17 of
+    1,047 tokens cached), and another prefill split moves a sensitive prompt's answer on a healthy build as well
+    (scripts/split_screen.py): no extension recomputed as much, so such returns have no reference and are left out."""
+    moved = {doc: 1.7 * (doc < 2) for doc in range(N)}
+    _, (check,) = rung(recomputing(run_with(moved, extend_shift=0.07), [0, 1]), "divergence")
+    assert (check.status, check.b, check.n) == ("pass", 0, N - 2), check.reason
+    assert "2 engaged returns left out: each recomputed more of its prompt (up to 583 tokens) than any healthy pair (200)" in check.reason
+    _, (kept,) = rung(run_with(moved, extend_shift=0.07), "divergence")  # as much recomputed as an extension: judged
+    assert (kept.b, kept.n) == (2, N) and kept.status != "pass", kept.reason
+    _, (exact,) = rung(recomputing(run_with({0: 0.4}), [0]), "exact")  # the exact rung alike
+    assert (exact.status, exact.n) == ("pass", N - 1) and "1 engaged returns left out" in exact.reason, exact.reason
+    _, (none,) = rung(recomputing(run_with(moved, extend_shift=0.07), list(range(N))), "divergence")
+    assert none.status == "inconclusive" and none.reason.startswith("no engaged return recomputed as little"), none.reason
+
+
 def test_a_run_without_logprobs_gets_no_logprob_finding():
     run = run_with({})
     run = Run(Path("r"), run.manifest, run.samples.assign(logprobs=None), run.noise.assign(logprobs=None))

@@ -204,7 +204,7 @@ def _left_out(unsupported: pd.DataFrame, reference: pd.DataFrame) -> str:
     if unsupported.empty:
         return ""
     return (
-        f"; {len(unsupported)} engaged returns left out: each recomputed more of its prompt (up to"
+        f"; {len(unsupported)} engaged return{'s' if len(unsupported) > 1 else ''} left out: each recomputed more of its prompt (up to"
         f" {int(recomputed(unsupported).max())} tokens) than any healthy pair ({int(recomputed(reference).max())}), so its drift is"
         " another prefill split's, with no reference"
     )

@@ -130,7 +130,7 @@ def test_returns_that_recomputed_more_than_any_healthy_pair_are_left_out():
     _, (kept,) = rung(run_with(moved, extend_shift=0.07), "divergence")  # as much recomputed as an extension: judged
     assert (kept.b, kept.n) == (2, N) and kept.status != "pass", kept.reason
     _, (exact,) = rung(recomputing(run_with({0: 0.4}), [0]), "exact")  # the exact rung alike
-    assert (exact.status, exact.n) == ("pass", N - 1) and "1 engaged returns left out" in exact.reason, exact.reason
+    assert (exact.status, exact.n) == ("pass", N - 1) and "1 engaged return left out: each recomputed" in exact.reason, exact.reason
     _, (none,) = rung(recomputing(run_with(moved, extend_shift=0.07), list(range(N))), "divergence")
     assert none.status == "inconclusive" and none.reason.startswith("no engaged return recomputed as little"), none.reason
 

@@ -108,8 +108,13 @@ def read_shape(profile: ServerProfile) -> Shape:
             shape.add("swa_window", window, source)
             # llama.cpp keeps window + ubatch SWA cells: a checkpoint made below that holds from position 0.
             shape.add("swa_cache", window and window + shape.boundaries["ubatch"], "derived: swa_window + ubatch")
+        shape.sources["kv_capacity"] = "not read: llama.cpp's host-RAM prompt cache is sized in MiB (cache_ram_mib)"
     else:
         shape.slots, shape.sources["slots"] = 1, f"assumed: 1 ({engine} slots are not fixed)"
         shape.add("kv_block", KV_BLOCK.get(engine), f"assumed: {engine}'s default block")
         shape.add("chunk", 512, "assumed: a 512-token prefill chunk to cross")
+        # The KV pool a hunt's eviction phase fills past; sized by the server at launch unless the profile says.
+        capacity = getattr(profile.engine, "max_total_tokens", None)
+        shape.add("kv_capacity", capacity, "read: engine.max_total_tokens")
+        shape.sources.setdefault("kv_capacity", f"not read: {engine} sizes its KV pool at launch")
     return shape

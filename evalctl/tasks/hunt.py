@@ -29,6 +29,9 @@ DISTANCES = ((0.6, 0.9), (0.95, 1.05), (1.1, 1.3), (1.6, 2.2))
 # prompt ends (llama.cpp's checkpoints, SGLang's Mamba states): a return inside a long turn must restore an older one.
 LEAP = 0.5
 
+# Returns after the eviction phase: to points drawn between the window (or the start) and where the conversation stood.
+EVICTED_RETURNS = 2
+
 # The shipped policies' min_n: with fewer judged requests every check is inconclusive, so a hunt adds conversations
 # until it has this many (one boundary, as vLLM's and SGLang's shape, gives 12 a conversation).
 MIN_JUDGED = 30
@@ -49,12 +52,15 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
     least = config.conversations or (config.slots or 1) + 1  # one more than the slots: the last evicts the first's
     c = 0
     while c < least or (config.conversations is None and len(out) < MIN_JUDGED):
-        out.extend(_conversation(c, random.Random(f"hunt:{config.seed}:{c}"), prompts, config, render, transcript, len(out)))
+        rng = random.Random(f"hunt:{config.seed}:{c}")
+        out.extend(_conversation(c, rng, prompts, config, render, transcript, len(out), evict=c == 0))
         c += 1
     return out
 
 
-def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntConfig, render, transcript: Transcript, start: int):
+def _conversation(
+    c: int, rng: random.Random, pool: list[Prompt], config: HuntConfig, render, transcript: Transcript, start: int, evict: bool
+):
     path: Path = []
     steps: list[Step] = []
 
@@ -126,16 +132,34 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
             resent.add(steps[-1].text)
             edited, edit = (point, len(steps) - 1) if kind == "branch" else (None, -1)
             grow(tokens(path) + boundary * rng.uniform(0.2, 0.6))
+    capacity = (config.boundaries or {}).get("kv_capacity", 0)
+    fillers: list[int] = []
+    if evict and 0 < capacity <= config.evict_up_to:
+        # The eviction phase: unrelated documents, each a new prompt, past what the server's KV pool holds, then back
+        # to this conversation's own turns (each then restored from what eviction left, or recomputed).
+        kept, filled = list(path), 0.0
+        while filled <= capacity:
+            path.clear()
+            leap(config.max_context)
+            fillers.append(len(steps) - 1)
+            filled += tokens(path)
+        path[:] = kept
+        for _ in range(EVICTED_RETURNS):
+            go_back(path, nearest(rng.uniform(floor, tokens(path)), "rewind"), "rewind", new_turn, len(pool))
+            send("rewind")
+            resent.add(steps[-1].text)
+            grow(tokens(path) + boundaries(config)[0] * rng.uniform(0.2, 0.6))
     judged = [i for i, step in enumerate(steps) if step.kind not in EXTENDING and i not in regenerated]
-    return requests_of(c, steps, _references(steps, judged, config.references), transcript.hash_text, start)
+    references = [i for i, step in enumerate(steps) if step.kind in EXTENDING and i not in fillers]
+    return requests_of(c, steps, _references(steps, judged, references, config.references), transcript.hash_text, start)
 
 
-def _references(steps: list[Step], returns: list[int], per_return: int) -> set[int]:
-    """The `returns` judged, and for each the `per_return` extensions nearest it in length (the reference drawn like the
-    returns)."""
+def _references(steps: list[Step], returns: list[int], extensions: list[int], per_return: int) -> set[int]:
+    """The `returns` judged, and for each the `per_return` `extensions` nearest it in length (the reference drawn like
+    the returns)."""
     judged = set(returns)
     for i in returns:
-        free = sorted((abs(s.tokens - steps[i].tokens), j) for j, s in enumerate(steps) if s.kind in EXTENDING and j not in judged)
+        free = sorted((abs(steps[j].tokens - steps[i].tokens), j) for j in extensions if j not in judged)
         judged.update(j for _, j in free[:per_return])
     return judged
 

@@ -10,7 +10,7 @@ from test_conversation import PREFIX, questions, transcript
 from evalctl.config import config_from_dict
 from evalctl.schema import HuntConfig
 from evalctl.tasks.conversation import chains
-from evalctl.tasks.hunt import hunt_prompts
+from evalctl.tasks.hunt import boundaries, hunt_prompts
 
 SHAPE = HuntConfig(boundaries={"swa_window": 120, "swa_cache": 240, "kv_block": 16}, slots=1, chars_per_token=4.0, seed=6, references=1)
 
@@ -174,3 +174,33 @@ def test_with_a_sliding_window_every_return_keeps_history_past_it():
     assert len(windowed) >= 6 * 16 and min(windowed) >= SHAPE.boundaries["swa_window"], sorted(windowed)[:5]
     unwindowed = [p for seed in range(6) for p in points(SHAPE.model_copy(update={"seed": seed, "boundaries": {"ubatch": 120}}))]
     assert min(unwindowed) < 120
+
+
+def test_an_eviction_phase_fills_past_the_kv_pool_and_returns_to_the_conversation():
+    """With the server's KV pool known and within the bound, the first conversation sends other prompts past its
+    capacity (history, warm only, never a reference) and then returns to its own turns, judged."""
+    pool_tokens = 3000
+    config = SHAPE.model_copy(update={"boundaries": {**SHAPE.boundaries, "kv_capacity": pool_tokens}, "max_context": 600})
+    requests = build(config)
+    first = [requests[i] for i in chains(requests)[0]]
+    evicted = [p for p in first if sum(not h.startswith(p.text[:200]) for h in p.history) > 0]  # history of other prompts
+    (after,) = [p for p in evicted if sum(map(len, p.history)) / config.chars_per_token > pool_tokens]
+    assert after.turn_kind == "rewind" and after.text.startswith(first[0].text[: len(PREFIX) + 40])
+    later = first[first.index(after) + 1 :]
+    assert sum(p.turn_kind == "rewind" for p in later) == 1  # two returns after the phase
+    assert all(p.text.startswith(first[0].text[: len(PREFIX) + 40]) for p in first)  # no filler is judged
+    # beyond the bound (or none read), no phase: the same conversations as without a pool
+    assert [p.text for p in build(config.model_copy(update={"evict_up_to": pool_tokens - 1}))] == [
+        p.text for p in build(config.model_copy(update={"boundaries": SHAPE.boundaries}))
+    ]
+
+
+def test_an_sglang_pool_given_in_tokens_is_read_as_the_capacity_to_evict_past():
+    engine = {"name": "sglang", "device": "cpu", "max_total_tokens": 16384}
+    profile = {"name": "s", "model_path": "bundled:smollm2-135m-hf", "engine": engine}
+    config = config_from_dict({"model": "m", "servers": [profile]}, {"workload": "hunt"}, "test").hunt
+    assert config.boundaries["kv_capacity"] == 16384 and config.shape["kv_capacity"] == "read: engine.max_total_tokens"
+    assert boundaries(config) == [512]  # a capacity is filled past once, not aimed at
+    unsized = {**profile, "engine": {"name": "sglang", "device": "cpu"}}
+    config = config_from_dict({"model": "m", "servers": [unsized]}, {"workload": "hunt"}, "test").hunt
+    assert "kv_capacity" not in config.boundaries and config.shape["kv_capacity"].startswith("not read")

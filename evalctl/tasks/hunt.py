@@ -154,7 +154,10 @@ def _conversation(
             resent.add(steps[-1].text)
             grow(tokens(path) + boundaries(config)[0] * rng.uniform(0.2, 0.6))
     judged = [i for i, step in enumerate(steps) if step.kind not in EXTENDING and i not in regenerated]
-    references = [i for i, step in enumerate(steps) if step.kind in EXTENDING and i not in fillers]
+    # A reference must find its conversation cached (the rungs count only engaged pairs): an extension of a prompt at least
+    # a KV block long (vLLM on CPU counts hits in blocks of 128), not a conversation's first turn nor a filler.
+    block = (config.boundaries or {}).get("kv_block", 1)
+    references = [i for i, step in enumerate(steps) if step.kind == "extend" and i not in fillers and steps[i - 1].tokens >= block]
     return requests_of(c, steps, _references(steps, judged, references, config.references), transcript.hash_text, start)
 
 

@@ -329,10 +329,6 @@ class HuntConfig(_Strict):
         None, ge=1, description="Conversations a cell; default: slots + 1 (the last evicts a slot), more until 30 requests are judged."
     )
     max_context: int = Field(1600, ge=64, description="Boundaries above this many tokens are left out: the cost bound.")
-    evict_up_to: int = Field(
-        20000, ge=0, description="The eviction phase's cost bound: a KV pool (boundaries.kv_capacity) of at most this many tokens"
-        " is filled past with other prompts, and the first conversation then returns to its own turns; 0: no eviction phase."
-    )  # fmt: skip
     references: int = Field(
         2, ge=1, description="Extensions judged per return, those nearest it in length: the healthy warm-vs-cold reference the"
         " logprob rungs judge returns against; the other extensions are sent warm only, as history."

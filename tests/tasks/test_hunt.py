@@ -89,7 +89,7 @@ def test_a_hunt_given_as_an_option_replaces_what_the_file_chose_for_its_own_work
 
 
 def test_a_hunt_of_one_boundary_adds_conversations_until_the_gate_can_decide():
-    """vLLM's and SGLang's shape is one aimed boundary: two conversations judge 24 requests, under the policies' min_n of
+    """SGLang's shape (and vLLM's on GPU) is one aimed boundary: two conversations judge 24 requests, under the policies' min_n of
     30, and every answer check would be inconclusive by construction; the hunt adds conversations until it has 30."""
     one = SHAPE.model_copy(update={"boundaries": {"chunk": 240}, "references": 2})
     requests = build(one)

@@ -73,7 +73,8 @@ HUNT_MAX_TOKENS = 16
 
 def resolve_hunt(config: SweepConfig) -> SweepConfig:
     """A hunt's config complete: its defaults where unset, the first server's shape read (`servers.shape`) and recorded
-    in `hunt`, as many conversations in flight as it has slots, llama.cpp's host-RAM prompt cache left on for the warm arm.
+    in `hunt`, as many conversations in flight as it has slots, llama.cpp's host-RAM prompt cache left on for the warm arm,
+    servers side by side where the cores hold them.
     Idempotent: a recorded config (a resume) is resolved to itself."""
     if config.workload != "hunt":
         return config
@@ -87,6 +88,8 @@ def resolve_hunt(config: SweepConfig) -> SweepConfig:
             update={"boundaries": hunt.boundaries or shape.boundaries, "slots": hunt.slots or shape.slots, "shape": shape.sources}
         )
     update["hunt"] = hunt
+    if "side_by_side" not in config.model_fields_set:
+        update["side_by_side"] = 0  # the warm and cold arms side by side where the cores hold both: the hunt's cost bound
     if "concurrency" not in config.model_fields_set:
         # One conversation a slot: interleaved on one slot, llama.cpp's RAM cache hands each return the exact state it
         # saved, and no return meets the slot's checkpoints (b9538 hunted so: no return moved more than 0.093 nats).

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
@@ -185,14 +186,17 @@ class RecordWriter:
         except OSError as exc:
             raise disk_error(exc, self.path) from exc
         self._synced = time.monotonic()
+        self._writing = threading.Lock()  # launches side by side write from their own threads: whole lines
 
     def write(self, record: SampleRecord) -> None:
         """Append one line; DiskError naming the file if the disk refuses (earlier lines stay whole)."""
+        line = json.dumps(record.row(), ensure_ascii=False) + "\n"
         try:
-            self._fh.write(json.dumps(record.row(), ensure_ascii=False) + "\n")
-            self._fh.flush()
-            if time.monotonic() - self._synced >= SYNC_INTERVAL_S:
-                self._sync()
+            with self._writing:
+                self._fh.write(line)
+                self._fh.flush()
+                if time.monotonic() - self._synced >= SYNC_INTERVAL_S:
+                    self._sync()
         except OSError as exc:
             raise disk_error(exc, self.path) from exc
 

@@ -415,6 +415,12 @@ class SweepConfig(_Strict):
     request_timeout_s: float = Field(600.0, gt=0)
     max_retries: int = Field(3, ge=0, description="Retries of a request after a timeout, connection error or 5xx.")
     max_restarts: Annotated[int, CLI] = Field(2, ge=0, description="Restarts of a server that dies mid-launch; 0: fail its cells instead.")
+    side_by_side: Annotated[int, CLI] = Field(
+        1,
+        ge=0,
+        description="Servers run at once, each launch (profile x variant x cache mode) its own; 0: as many as this machine's"
+        " cores hold where every launch is a CPU server that names its threads (cores // threads; the hunt's default), else 1.",
+    )
     data_dir: Annotated[Path | None, CLI] = Field(
         None,
         description="Dataset folder with train.jsonl and test.jsonl, or `hub` for the Hugging Face hub; default: $EVALCTL_DATA_DIR, "

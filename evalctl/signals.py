@@ -3,9 +3,10 @@ records kept, every server stopped, exit 128 + signal number (`errors.ExitCode`)
 
 A signal in plain code raises `Interrupted` at once so every `finally` (server teardown)
 runs. While requests are in flight (`graceful`) it only sets an event: the request loop
-stops taking work and waits briefly for what is in flight. A second signal always raises
-at once. (Spawning a server blocks signals for the instant between fork and remembering
-the pid: `servers.process`.)
+stops taking work and waits briefly for what is in flight. Launches side by side each run
+their requests in their own thread and loop: a signal sets every loop's event, and each
+thread raises at its next `check`. A second signal always raises at once. (Spawning a
+server blocks signals for the instant between fork and remembering the pid: `servers.process`.)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Shutdown:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self._graceful: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._graceful: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}  # a loop a thread sending requests
 
     @property
     def requested(self) -> bool:
@@ -55,10 +56,10 @@ class Shutdown:
     def _handle(self, signum: int, frame: object) -> None:
         self.check()  # a second signal raises at once
         self.signum = signum
-        if self._graceful is None:
+        if not self._graceful:
             raise Interrupted(signum)
-        loop, event = self._graceful
-        loop.call_soon_threadsafe(event.set)
+        for loop, event in list(self._graceful.items()):
+            loop.call_soon_threadsafe(event.set)
 
     def check(self) -> None:
         """Raise `Interrupted` if a stop signal has arrived."""
@@ -68,10 +69,11 @@ class Shutdown:
     @contextmanager
     def graceful(self, stop: asyncio.Event) -> Iterator[None]:
         """Within a running event loop: a signal sets `stop` instead of raising."""
-        self._graceful = (asyncio.get_running_loop(), stop)
+        loop = asyncio.get_running_loop()
+        self._graceful[loop] = stop
         try:
             if self.signum is not None:
                 stop.set()
             yield
         finally:
-            self._graceful = None
+            del self._graceful[loop]

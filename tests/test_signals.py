@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 
 import pytest
 
@@ -39,3 +40,30 @@ def test_signal_during_requests_sets_the_stop_event_then_a_second_one_raises():
         assert asyncio.run(requests())
     with pytest.raises(Interrupted):
         shutdown.check()
+
+
+def test_one_signal_stops_the_requests_of_every_launch_side_by_side():
+    """Launches side by side each send from their own thread and loop: one signal sets both loops' stop events."""
+    shutdown = Shutdown()
+    ready = threading.Barrier(3)
+    stopped: list[bool] = []
+
+    def launch() -> None:
+        async def requests() -> bool:
+            stop = asyncio.Event()
+            with shutdown.graceful(stop):
+                await asyncio.get_running_loop().run_in_executor(None, ready.wait)
+                await asyncio.wait_for(stop.wait(), timeout=5)
+            return stop.is_set()
+
+        stopped.append(asyncio.run(requests()))
+
+    with shutdown.install():
+        threads = [threading.Thread(target=launch) for _ in range(2)]
+        for t in threads:
+            t.start()
+        ready.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+        for t in threads:
+            t.join(10)
+    assert stopped == [True, True] and shutdown.requested

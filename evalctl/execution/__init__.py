@@ -1,11 +1,14 @@
 """Run a plan: one server per launch, its cells against it, records as they complete.
 
 `folder` (the run folder: create, take up, save state), `launch` (a server: start, restart, stop) and
-`cells` (flush, prewarm, send, record); `Sweep` builds the plan once and runs them in order.
+`cells` (flush, prewarm, send, record); `Sweep` builds the plan once and runs its launches in order, as many at
+once as `side_by_side` holds (CPU servers with their threads set: one a core group).
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,8 +110,21 @@ class Sweep:
                 if cells.stopper is not None:  # resumed: a cell with every answer recorded but no decision is judged on them
                     for cell in (key for key, c in plan.cells.items() if c.prompts and not cells.unfinished(key)):
                         cells.stopper.check_recorded(cell)
-                for launch in plan.launches:
-                    result.failures.extend(self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ()))))
+
+                def one(launch: ServerLaunch) -> list[Failure]:
+                    return self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ())))
+
+                at_once = side_by_side(self.config, plan.launches, bool(gpus))
+                if at_once == 1:  # in this thread: a signal raises where the launch stands
+                    for launch in plan.launches:
+                        result.failures.extend(one(launch))
+                else:
+                    pool = ThreadPoolExecutor(at_once, "launch")
+                    try:
+                        for failures in [pool.submit(one, launch) for launch in plan.launches]:
+                            result.failures.extend(failures.result())
+                    finally:  # one raised (a signal, a full disk): none queued starts, those running stop at their next check
+                        pool.shutdown(cancel_futures=True)
             status = "failed" if result.failures else "complete"
         except DiskError:
             disk_refused = True
@@ -133,6 +149,7 @@ class Sweep:
 
     def _run_launch(self, plan: ServerLaunch, cells: CellRunner, devices: tuple[str, ...]) -> list[Failure]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
+        self.shutdown.check()  # a launch side by side, queued when the signal came: not started
         todo = [cell for cell in plan.cells if cells.unfinished(cell)]
         if not todo and not self._noise_owed(plan):  # a run killed before or in its A/A arm still owes the arm
             return []
@@ -140,7 +157,7 @@ class Sweep:
         folder = self.prepared.folder
         launch = Launch(
             plan, folder.path, devices, api_key=self.api_key, max_restarts=self.config.max_restarts,
-            progress=self.progress, save=folder.save, canary=self.config.canary,
+            progress=self.progress, save=folder.save, canary=self.config.canary, check=self.shutdown.check,
         )  # fmt: skip
         folder.state.servers.append(launch.entry)
         cell = None
@@ -204,3 +221,17 @@ class Sweep:
         except ServerError as exc:
             launch.entry.noise_error = exc.args[0]
             self.progress.warn(f"{plan.label}: A/A arm failed: {exc.args[0]}")
+
+
+def side_by_side(config: SweepConfig, launches: tuple[ServerLaunch, ...], gpus: bool) -> int:
+    """How many launches run at once: the config's `side_by_side`; for 0, as many as this machine's cores hold where
+    every launch is a launched CPU server that names its cores (`EngineAdapter.cores`), else 1. Never above the
+    launches, and 1 with GPUs (the launches of a profile share its devices)."""
+    if gpus or len(launches) < 2:
+        return 1
+    if config.side_by_side:
+        return min(config.side_by_side, len(launches))
+    cores = [None if p.url or p.engine is None else adapter_for(p.engine.name).cores(p) for p in (lc.profile for lc in launches)]
+    if None in cores:
+        return 1
+    return max(1, min(len(launches), len(os.sched_getaffinity(0)) // max(cores)))

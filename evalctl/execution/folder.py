@@ -12,6 +12,7 @@ import errno
 import os
 import shlex
 import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,8 @@ class RunFolder:
     state: RunState
     part: str | None = None
     lock: RunLock | None = field(default=None, repr=False)
+    # Launches side by side save from their own threads: one dump of the state at a time.
+    _saving: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def create(cls, plan: Plan, role: str) -> RunFolder:
@@ -93,11 +96,12 @@ class RunFolder:
             self.lock.release()
 
     def save(self) -> None:
-        if self.part is None:
-            assert isinstance(self.state, Manifest)
-            write_manifest(self.path, self.state)
-        else:
-            write_part_state(self.path, self.part, self.state)
+        with self._saving:
+            if self.part is None:
+                assert isinstance(self.state, Manifest)
+                write_manifest(self.path, self.state)
+            else:
+                write_part_state(self.path, self.part, self.state)
 
     def finish(self, status: str, failures: list[Failure]) -> None:
         self.state.status, self.state.finished_at, self.state.failures = status, now(), failures

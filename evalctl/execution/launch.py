@@ -63,6 +63,7 @@ class Launch:
         progress: SweepProgress,
         save: Callable[[], None],
         canary: str | None = None,
+        check: Callable[[], None] = lambda: None,
     ):
         self.launch = launch
         self.label = launch.label
@@ -83,11 +84,16 @@ class Launch:
         self.save = save
         # The fault proxy stands in front of cache-on servers only: cache-off cells stay the healthy reference.
         self.canary = canary if launch.cache is CacheMode.on else None
+        self.check = check
         self.proxy: CanaryServer | None = None
+
+    def _starting(self, elapsed: float) -> None:
+        self.check()  # a stop signal while a server side by side starts: raised in this launch's thread (`signals`)
+        self.progress.server_starting(self.label, elapsed)
 
     def start(self) -> None:
         server, entry = self.server, self.entry
-        server.start(on_tick=lambda elapsed: self.progress.server_starting(self.label, elapsed))
+        server.start(on_tick=self._starting)
         entry.argv = redact_argv(server.spec.argv) if server.spec else None
         entry.env = redact_env(server.spec.env) if server.spec else {}
         entry.url = server.base_url

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -9,7 +11,8 @@ from evalctl.execution.progress import SweepProgress
 
 
 class RichProgress(SweepProgress):
-    """A sweep's events as Rich progress bars: server start-up, then one bar per cell."""
+    """A sweep's events as Rich progress bars: server start-up, then one bar per cell; launches side by side each
+    report from their own thread, so each thread has its own bars."""
 
     def __init__(self, console: Console):
         self.console = console
@@ -17,9 +20,13 @@ class RichProgress(SweepProgress):
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=console, transient=False,
         )  # fmt: skip
-        self._server_task = None
-        self._cell_task = None
-        self._errors = 0
+        self._mine = threading.local()  # this thread's server bar, cell bar and error count
+
+    @property
+    def _bar(self):
+        if not hasattr(self._mine, "errors"):
+            self._mine.server, self._mine.cell, self._mine.errors = None, None, 0
+        return self._mine
 
     def __enter__(self) -> RichProgress:
         self.bars.start()
@@ -29,31 +36,34 @@ class RichProgress(SweepProgress):
         self.bars.stop()
 
     def server_starting(self, label: str, elapsed_s: float) -> None:
-        if self._server_task is None:
-            self._server_task = self.bars.add_task(f"starting server {label}", total=None)
-        self.bars.update(self._server_task, description=f"starting server {label} ({elapsed_s:.0f}s)")
+        bar = self._bar
+        if bar.server is None:
+            bar.server = self.bars.add_task(f"starting server {label}", total=None)
+        self.bars.update(bar.server, description=f"starting server {label} ({elapsed_s:.0f}s)")
 
     def server_ready(self, label: str) -> None:
-        if self._server_task is not None:
-            self.bars.update(self._server_task, description=f"server {label} ready", total=1, completed=1)
-            self._server_task = None
+        bar = self._bar
+        if bar.server is not None:
+            self.bars.update(bar.server, description=f"server {label} ready", total=1, completed=1)
+            bar.server = None
         else:
             self.console.print(f"server {label} ready")
 
     def cell_started(self, label: str, total: int) -> None:
-        self._errors = 0
-        self._cell_task = self.bars.add_task(label, total=total)
+        bar = self._bar
+        bar.errors, bar.cell = 0, self.bars.add_task(label, total=total)
 
     def request_done(self, ok: bool) -> None:
-        if not ok:
-            self._errors += 1
-        if self._cell_task is not None:
-            self.bars.advance(self._cell_task)
+        bar = self._bar
+        bar.errors += not ok
+        if bar.cell is not None:
+            self.bars.advance(bar.cell)
 
     def cell_done(self, label: str) -> None:
-        if self._errors and self._cell_task is not None:
-            self.bars.update(self._cell_task, description=f"{label} [red]{self._errors} errors[/red]")
-        self._cell_task = None
+        bar = self._bar
+        if bar.errors and bar.cell is not None:
+            self.bars.update(bar.cell, description=f"{label} [red]{bar.errors} errors[/red]")
+        bar.cell = None
 
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/yellow] {message}")

@@ -193,6 +193,11 @@ class EngineAdapter:
         """The engine's own command."""
         raise NotImplementedError
 
+    def cores(self, profile: ServerProfile) -> int | None:
+        """The CPU cores a launch of `profile` keeps busy, where it runs on the CPU alone and says how many (its threads);
+        None otherwise: such launches run one at a time (`execution.side_by_side`)."""
+        return None
+
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
         """Check (and fetch or convert) what a launch needs before the run folder exists; ConfigError if it cannot."""
 

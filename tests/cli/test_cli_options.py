@@ -21,7 +21,7 @@ from evalctl.config import load_config
 from evalctl.errors import ConfigError, ExitCode
 from evalctl.schema import CacheMode
 
-# Captured from main before the options were generated: (names, --no- form, help panel); --set is new.
+# Captured from main before the options were generated: (names, --no- form, help panel); --set and --side-by-side are new.
 SWEEP_OPTIONS = {
     ("--model", "-m"): ((), None), ("--config", "-c"): ((), None), ("--task",): ((), None), ("--include-path",): ((), None),
     ("--shots",): ((), None), ("--cache",): ((), None), ("--limit",): ((), None), ("--limit-order",): ((), None),
@@ -32,7 +32,7 @@ SWEEP_OPTIONS = {
     ("--account",): ((), "Slurm"), ("--qos",): ((), "Slurm"), ("--time",): ((), "Slurm"), ("--cpus-per-task",): ((), "Slurm"),
     ("--sequential",): ((), None), ("--baseline",): ((), None), ("--wait-for-lock",): ((), None), ("--workload",): ((), None),
     ("--canary",): ((), None),
-    ("--wait",): (("--no-wait",), "Slurm"), ("--set",): ((), None),
+    ("--wait",): (("--no-wait",), "Slurm"), ("--set",): ((), None), ("--side-by-side",): ((), None),
 }  # fmt: skip
 PROBE_OPTIONS = {
     ("--model", "-m"), ("--config", "-c"), ("--url",), ("--engine",), ("--task",), ("--shots",), ("--prefix-tokens",),

@@ -100,6 +100,9 @@ class LlamaCppAdapter(EngineAdapter):
         "llamacpp:tokens_predicted_total": "tokens_predicted",
     }
 
+    def cores(self, profile: ServerProfile) -> int | None:
+        return getattr(profile.engine, "threads", None)
+
     def preflight(self, profile: ServerProfile, variant: Variant) -> None:
         if interpreter(profile, variant) is None:  # evalctl's own interpreter serves: its xllamacpp must be there
             require("xllamacpp", "the llama.cpp CPU engine")

@@ -239,7 +239,7 @@ def hunt_config(out: Path, case: Case) -> dict:
 
 
 # Issue 46: each case judged by `hunt` from one config of the model, the server and the two builds as variants: no workload
-# written for its bug. #24411's in slice 0 (3 min 19 s a build alone, one thread). #20671's is missed (docs/corpus.md: a
+# written for its bug. #24411's in slice 0 (265 s the pair, its arms side by side). #20671's is missed (docs/corpus.md: a
 # stale checkpoint is met once a conversation at most, in 0 to 2 of 12-16 returns a seed), asserted by hand so a
 # hunt that learns it is noticed.
 HUNT_CASES = [

@@ -54,7 +54,7 @@ def main() -> None:
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory() as tmp:
             answers = {}
-            for mode in ((1, 0) if r % 2 == 0 else (0, 1)):
+            for mode in (1, 0) if r % 2 == 0 else (0, 1):
                 took, answers[mode] = sweep(config, args.workload or None, mode, Path(tmp))
                 times[mode].append(took)
                 print(f"round {r + 1}: side_by_side {mode}: {took:.1f} s, {len(answers[mode])} answers", flush=True)

@@ -120,6 +120,7 @@ def sweep_config(out: Path, builds: tuple[Build, ...], workload: dict) -> dict:
         "cache": ["on", "off"],
         "noise": True,
         "concurrency": 1,
+        "side_by_side": 0,  # cache on and off at once, a core each (one thread a server): half the wall time on 2 cores
         "generation": {"max_tokens": 4, "stream": False},
         "output_dir": str(out),
         "servers": [{"name": "cpu", "engine": {"name": "llamacpp", **SETTINGS}, "model_path": str(gemma_270m())}],

@@ -234,4 +234,6 @@ def side_by_side(config: SweepConfig, launches: tuple[ServerLaunch, ...], gpus: 
     cores = [None if p.url or p.engine is None else adapter_for(p.engine.name).cores(p) for p in (lc.profile for lc in launches)]
     if None in cores:
         return 1
-    return max(1, min(len(launches), len(os.sched_getaffinity(0)) // max(cores)))
+    # the cores this process may use (Linux; elsewhere all of them)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(len(launches), usable // max(cores)))

@@ -419,7 +419,8 @@ class SweepConfig(_Strict):
         1,
         ge=0,
         description="Servers run at once, each launch (profile x variant x cache mode) its own; 0: as many as this machine's"
-        " cores hold where every launch is a CPU server that names its threads (cores // threads; the hunt's default), else 1.",
+        " cores hold where every launch is a CPU server that names its threads (cores // threads; the hunt's default), else 1."
+        " Always 1 with GPUs or a server at a URL.",
     )
     data_dir: Annotated[Path | None, CLI] = Field(
         None,

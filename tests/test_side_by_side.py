@@ -47,8 +47,11 @@ def test_servers_at_a_url_or_on_gpus_run_one_at_a_time(monkeypatch):
     config, planned = launches(1, side_by_side=0)
     assert side_by_side(config, planned, gpus=True) == 1
     url = {"name": "remote", "url": "http://127.0.0.1:9", "model_path": "m.gguf", "engine": {"name": "llamacpp", "threads": 1}}
-    config = config_from_dict({"model": "m", "servers": [url], "side_by_side": 0}, None, "test")
-    assert side_by_side(config, tuple(expand(config)), gpus=False) == 1  # cache on and off are the one server
+    for given in (0, 2):  # what the config says too: cache on and off are the one server, and a cell's flush empties it
+        config = config_from_dict({"model": "m", "servers": [url], "side_by_side": given}, None, "test")
+        assert side_by_side(config, tuple(expand(config)), gpus=False) == 1
+    config, planned = launches(1, side_by_side=2)
+    assert side_by_side(config, planned, gpus=True) == 1
 
 
 def test_a_hunt_runs_its_arms_side_by_side_unless_told_otherwise():

@@ -225,13 +225,14 @@ class Sweep:
 
 def side_by_side(config: SweepConfig, launches: tuple[ServerLaunch, ...], gpus: bool) -> int:
     """How many launches run at once: the config's `side_by_side`; for 0, as many as this machine's cores hold where
-    every launch is a launched CPU server that names its cores (`EngineAdapter.cores`), else 1. Never above the
-    launches, and 1 with GPUs (the launches of a profile share its devices)."""
-    if gpus or len(launches) < 2:
+    every launch is a CPU server that names its cores (`EngineAdapter.cores`), else 1. Never above the launches, and
+    1 whatever the config says with GPUs (a profile's launches share its devices) or a server at a URL (its cache-on
+    and cache-off launches are one server: a cell's flush would empty the other's cache)."""
+    if gpus or len(launches) < 2 or any(lc.profile.url for lc in launches):
         return 1
     if config.side_by_side:
         return min(config.side_by_side, len(launches))
-    cores = [None if p.url or p.engine is None else adapter_for(p.engine.name).cores(p) for p in (lc.profile for lc in launches)]
+    cores = [None if p.engine is None else adapter_for(p.engine.name).cores(p) for p in (lc.profile for lc in launches)]
     if None in cores:
         return 1
     # the cores this process may use (Linux; elsewhere all of them)

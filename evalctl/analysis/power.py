@@ -7,25 +7,12 @@ One-sided throughout (the gate looks for drops); effects are accuracy drops as f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from scipy.optimize import brentq
 from scipy.stats import norm
 
 from evalctl.analysis.drop_rule import REGRESSION_CONTINUITY
 from evalctl.analysis.intervals import constrained_flip_rate
-
-
-@dataclass(frozen=True)
-class PairedMDE:
-    """Smallest paired accuracy drop detectable with the given power; `mde` is inf when none is (the run is
-    too small even if every discordant pair went the wrong way)."""
-
-    n: int
-    discordance_rate: float
-    alpha: float
-    power: float
-    mde: float
 
 
 def _z_values(alpha: float, power: float) -> tuple[float, float]:
@@ -36,31 +23,6 @@ def _z_values(alpha: float, power: float) -> tuple[float, float]:
     return float(norm.ppf(1.0 - alpha)), float(norm.ppf(power))
 
 
-def mde_paired(n: int, discordance_rate: float = 0.1, alpha: float = 0.05, power: float = 0.8) -> PairedMDE:
-    """Minimum detectable accuracy drop for a paired (McNemar) comparison: Connor's (1987) sample size
-    n = (z_a sqrt(pd) + z_b sqrt(pd - d^2))^2 / d^2 inverted in closed form,
-
-        d = sqrt(pd) (sqrt(n) z_a + z_b sqrt(n + z_b^2 - z_a^2)) / (n + z_b^2)   (the root with d sqrt(n) >= z_a sqrt(pd)).
-
-    Assumptions: independent questions; a known discordance rate pd (share of questions exactly one run gets
-    right: a previous run's (b + c) / n, or 0.1); the normal approximation, which needs a few dozen expected
-    discordant pairs (n pd), so small runs get an optimistic figure. The exact McNemar test is slightly less powerful.
-    """
-    z_a, z_b = _z_values(alpha, power)
-    pd = discordance_rate
-    if not 0.0 < pd <= 1.0:
-        raise ValueError(f"discordance_rate must lie in (0, 1], got {pd}")
-    if n <= 0:
-        raise ValueError(f"n must be positive, got {n}")
-    inner = n + z_b * z_b - z_a * z_a
-    mde = math.inf
-    if inner >= 0:
-        d = math.sqrt(pd) * (math.sqrt(n) * z_a + z_b * math.sqrt(inner)) / (n + z_b * z_b)
-        if d <= pd:
-            mde = d
-    return PairedMDE(n=n, discordance_rate=pd, alpha=alpha, power=power, mde=mde)
-
-
 def mde_beyond_tolerance(
     n: int, noise_discordance: float, tolerance: float, alpha: float = 0.05, power: float = 0.8, tests: int = 1
 ) -> float:
@@ -68,7 +30,7 @@ def mde_beyond_tolerance(
     step (level alpha / tests: one regressing cell among `tests` accuracy checks).
 
     Model: questions flip each way at random with probability noise_discordance / 2 (= q), and a true drop d adds
-    to right->wrong: p_b = q + d, p_c = q, so the discordance grows with d (`mde_paired` holds it fixed and has no
+    to right->wrong: p_b = q + d, p_c = q, so the discordance grows with d (`bench_gate.mde_paired` holds it fixed and has no
     answer above it). Power is the normal approximation of the continuity-corrected score statistic,
     Phi((sqrt(n) (d - tol) - c / sqrt(n) - z sqrt(V0)) / sqrt(V1)), c the rule's continuity correction, V0 the
     null variance at the constrained MLE, V1 = p_b + p_c - d^2, solved for d. `scripts/bench_gate.py` compares it

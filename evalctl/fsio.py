@@ -12,11 +12,13 @@ what is still safe.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from evalctl.errors import DiskError
 
@@ -67,3 +69,12 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
     return path
+
+
+def file_sha256(path: Path | str, digest: Any = None) -> str:
+    """Hex sha256 of the file at `path`, read in 1 MiB chunks; a running `digest` passed in is fed the bytes instead."""
+    digest = hashlib.sha256() if digest is None else digest
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

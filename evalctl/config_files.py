@@ -70,9 +70,9 @@ def policy_file(name: str | Path, error: type[BadInput] = BadInput) -> Path:
     raise error(f"unknown gate policy {str(name)!r}; known: {', '.join(known(POLICY_FOLDER)) or '(none)'} (or a YAML file's path)")
 
 
-def read_yaml(path: Path, what: str, error: type[BadInput] = BadInput) -> dict[str, Any]:
+def read_yaml(path: Path, what: str, error: type[BadInput] = BadInput, mapping: bool = True) -> Any:
     """The mapping in the YAML file `path`; `error` (naming it as `what`) when unreadable, invalid or not a mapping.
-    An empty file is an empty mapping."""
+    An empty file is an empty mapping. With `mapping=False`, whatever the file holds, unchecked (None when empty)."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -81,6 +81,8 @@ def read_yaml(path: Path, what: str, error: type[BadInput] = BadInput) -> dict[s
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise error(f"invalid YAML in {what} {path}: {exc}") from None
+    if not mapping:
+        return data
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -14,12 +14,12 @@ import re
 import subprocess
 from pathlib import Path
 
-import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ValidationError
 
+from evalctl.config_files import read_yaml
 from evalctl.errors import BuildInputError
 from evalctl.schema import Variant
 
@@ -136,12 +136,7 @@ class _BuildList(BaseModel):
 
 def listed_builds(path: Path) -> list[Build]:
     """Builds from a YAML file: `builds:` (or a bare list) of variants, oldest first."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise BuildInputError(f"cannot read builds file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise BuildInputError(f"invalid YAML in builds file {path}: {exc}") from None
+    data = read_yaml(path, "builds file", BuildInputError, mapping=False)
     try:
         variants = _BuildList.model_validate({"builds": data} if isinstance(data, list) else data).builds
     except ValidationError as exc:

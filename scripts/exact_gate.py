@@ -43,13 +43,13 @@ from scipy.special import ndtri
 from scipy.stats import binom
 
 from evalctl.analysis.drop_rule import beyond_score, within_score
-from evalctl.analysis.intervals import tango_score_statistic
+from evalctl.analysis.intervals import skew_corrected_score
 
 Score = Callable[[np.ndarray, np.ndarray, float, float], np.ndarray]
 RULES: dict[str, tuple[Score, Score]] = {
     "before": (
-        lambda b, c, n, d: np.asarray(tango_score_statistic(b, c, n, d, continuity=0.5)),
-        lambda b, c, n, d: np.asarray(tango_score_statistic(b, c, n, d)),
+        lambda b, c, n, d: np.asarray(skew_corrected_score(b, c, n, d, continuity=0.5, skew=False)),
+        lambda b, c, n, d: np.asarray(skew_corrected_score(b, c, n, d, skew=False)),
     ),
     "now": (beyond_score, within_score),
 }

@@ -56,12 +56,6 @@ def constrained_flip_rate(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0
         return np.where(bq <= 0, (disc - bq) / (2.0 * a), -2.0 * cq / (bq + disc))
 
 
-def tango_score_statistic(b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0) -> Any:
-    """Tango's (1998) score for H0: drop p_b - p_c = delta0: `skew_corrected_score` without the skew term. Its variance
-    fitted under the null keeps it sensible at zero flips, where Wald's collapses; at delta0 = 0 it is McNemar's z."""
-    return skew_corrected_score(b, c, n_pairs, delta0, continuity, skew=False)
-
-
 def skew_corrected_score(
     b: ArrayLike, c: ArrayLike, n_pairs: ArrayLike, delta0: ArrayLike, continuity: float = 0.0, skew: bool = True
 ) -> Any:

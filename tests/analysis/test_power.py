@@ -7,7 +7,7 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
 from evalctl.analysis.drop_rule import drop_bounds, p_within_tolerance
-from evalctl.analysis.intervals import tango_score_statistic
+from evalctl.analysis.intervals import skew_corrected_score
 
 Z_A = norm.ppf(0.95)  # 1.6448536...
 
@@ -40,7 +40,7 @@ def test_large_run_with_balanced_flips_passes():
     # A = 400, B = -4 + 400*0.05 = 16, C = -2*0.05*0.95 = -0.095,
     # p_c = (-16 + sqrt(256 + 152)) / 800 = 0.005249,
     # Z = (0 - 10) / sqrt(200 * (0.010498 + 0.0475)) = -2.936 < -1.645.
-    assert tango_score_statistic(2, 2, 200, 0.05) == pytest.approx(-2.936, abs=1e-3)
+    assert skew_corrected_score(2, 2, 200, 0.05, skew=False) == pytest.approx(-2.936, abs=1e-3)
     assert excludes(2, 2, 200, tolerated_drop=0.05)
     assert upper(2, 2, 200) < 0.05
     # ...but not at a 1-point tolerance.
@@ -63,7 +63,7 @@ def test_real_regression_cannot_be_excluded():
 def test_tango_reduces_to_mcnemar_at_zero():
     # At delta0 = 0 the constrained p_c is (b + c) / (2n) and Z = (b - c) / sqrt(b + c).
     for b, c, n in [(30, 4, 1319), (1, 9, 10), (7, 7, 50)]:
-        assert tango_score_statistic(b, c, n, 0.0) == pytest.approx((b - c) / math.sqrt(b + c))
+        assert skew_corrected_score(b, c, n, 0.0, skew=False) == pytest.approx((b - c) / math.sqrt(b + c))
 
 
 @pytest.mark.parametrize("b,c,n,delta0", [(2, 0, 10, 0.05), (30, 4, 1319, 0.01), (3, 9, 40, -0.1), (5, 1, 20, 0.4)])
@@ -79,7 +79,7 @@ def test_tango_constrained_mle_matches_numeric(b, c, n, delta0):
     hi = (1 - delta0) / 2 - 1e-12
     pc = minimize_scalar(neg_loglik, bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}).x
     z = (b - c - n * delta0) / math.sqrt(n * (2 * pc + delta0 * (1 - delta0)))
-    assert tango_score_statistic(b, c, n, delta0) == pytest.approx(z, abs=1e-5)
+    assert skew_corrected_score(b, c, n, delta0, skew=False) == pytest.approx(z, abs=1e-5)
 
 
 @settings(max_examples=200, deadline=None)

@@ -68,12 +68,11 @@ def markdown_summary(result: GateResult) -> str:
         lines.append("")
     if len(result.cliffs):
         lines += ["Cliffs (cache on vs off, by length):", ""]
-        for row in result.cliffs.to_dict("records"):
-            lines.append(
-                f"- {row['profile']}/{row['variant']} pass {row['pass_index']}: {row['column']} from bin {row['bin']} "
-                f"(shortest {row['min_tokens']}), drop {row['acc_drop']:.3f}, p_adj {row['p_adjusted']:.2g}"
-            )
-        lines.append("")
+        lines += [
+            f"- {row['profile']}/{row['variant']} pass {row['pass_index']}: {row['column']} from bin {row['bin']} "
+            f"(shortest {row['min_tokens']}), drop {row['acc_drop']:.3f}, p_adj {row['p_adjusted']:.2g}"
+            for row in result.cliffs.to_dict("records")
+        ] + [""]
     return "\n".join(lines)
 
 

@@ -55,10 +55,10 @@ def find(name: str, kind: str = "") -> Found | None:
     return known(kind).get(name)
 
 
-def policy_file(name: str | Path, error: type[BadInput] = BadInput) -> Path:
+def policy_file(name: str | Path) -> Path:
     """The gate policy file `name` means (`--policy`, a config's `gate_policy`): an existing file as it
     is, else a policy name searched in order, else a path-like name (a folder or a .yaml suffix) as a
-    path, whose reading then fails naming it. Any other name: `error`, listing the known policies."""
+    path, whose reading then fails naming it. Any other name: BadInput, listing the known policies."""
     path = Path(name)
     if path.is_file():
         return path
@@ -67,7 +67,7 @@ def policy_file(name: str | Path, error: type[BadInput] = BadInput) -> Path:
         return named.path
     if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
         return path
-    raise error(f"unknown gate policy {str(name)!r}; known: {', '.join(known(POLICY_FOLDER)) or '(none)'} (or a YAML file's path)")
+    raise BadInput(f"unknown gate policy {str(name)!r}; known: {', '.join(known(POLICY_FOLDER)) or '(none)'} (or a YAML file's path)")
 
 
 def read_yaml(path: Path, what: str, error: type[BadInput] = BadInput, mapping: bool = True) -> Any:

@@ -62,7 +62,7 @@ def narrowest(header: str, cells: list[str], numeric: bool) -> int:
     return max(map(len, words), default=1)
 
 
-def widest(header: str, cells: list[str], numeric: bool) -> int:
+def widest(header: str, cells: list[str]) -> int:
     """The width at which no header or cell of the column wraps."""
     return max(len(plain(t)) for t in (header, *cells))
 
@@ -72,7 +72,7 @@ def allot(columns: list[Column], width: int, first: int | None = None) -> list[i
     a reader reads, when given), then to the columns that need least of it to stop wrapping. (Rich's own shrinking
     narrows the widest column first, below its longest word, and so cuts values.)"""
     low = [narrowest(*c) for c in columns]
-    need = [widest(*c) - lo for c, lo in zip(columns, low)]
+    need = [widest(header, cells) - lo for (header, cells, _), lo in zip(columns, low)]
     spare = width - sum(low) - COLUMN_GAP * (len(columns) - 1)
     for i in sorted(range(len(columns)), key=lambda i: (i != first, need[i])):
         grow = max(0, min(spare, need[i]))

@@ -314,6 +314,14 @@ class SloConfig(_Strict):
         return self
 
 
+class Lead(_Strict):
+    """A return a hunt found beyond the healthy spread, to follow up: its conversation's shape sent again with other
+    questions (`analysis.leads` finds them; `evalctl sweep --follow RUN` sends them)."""
+
+    conversation: int = Field(ge=0, description="The conversation, numbered as the hunt that found it generated them.")
+    ret: int = Field(ge=0, description="Which of its returns (0: the first).")
+
+
 class HuntConfig(_Strict):
     """The `hunt` workload's settings (a sweep's `hunt:`); its shape is read from the model and server when the config
     is loaded and recorded here (`boundaries`, `slots`, `shape`), so a resumed run generates the same requests."""
@@ -336,6 +344,12 @@ class HuntConfig(_Strict):
     turn_questions: tuple[int, int] = Field((1, 3), description="Questions per turn (lowest, highest).")
     chars_per_token: float = Field(2.0, gt=0, description="For length estimates (the records keep the server's token counts).")
     seed: int = 1234
+    follow: list[Lead] = Field(
+        default_factory=list,
+        description="Returns an earlier hunt (the same seed and shape) found beyond the spread: instead of new conversations,"
+        " `copies` of each one's conversation, the same shape with other questions, up to that return, which alone is judged.",
+    )
+    copies: int = Field(8, ge=1, description="Copies of each followed conversation (`follow`).")
 
 
 class StoppingMode(str, Enum):

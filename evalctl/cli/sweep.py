@@ -31,6 +31,15 @@ def sweep(
             "Its recorded config is used; a --config/--model or option that changes what the records mean is refused."
         ),
     ] = None,
+    follow: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="RUN",
+            help="Follow up a finished hunt: copies of the conversations of the returns it found beyond the healthy spread "
+            "(the worst two a build), the same shapes with other questions, on the builds that have one, as a new run that "
+            "`evalctl gate` judges on its own (docs/conversations.md). Its recorded config is used; --set still applies.",
+        ),
+    ] = None,
     api_key: ApiKey = None,
     executor: Annotated[
         Executor,
@@ -80,7 +89,13 @@ def sweep(
         from evalctl.cluster.slurm import require_slurm
 
         require_slurm()  # before anything is resolved, written or submitted
-    if resume is None:
+    if follow is not None:
+        if resume is not None or model or config:
+            raise fail("--follow takes its config from the run it follows: not with --resume, --model or --config")
+        from evalctl.follow import follow_config
+
+        resolved, resume_point = follow_config(follow, overrides), None
+    elif resume is None:
         resolved, resume_point = resolve_config(model, config, url, overrides, engine, api_key), None
     else:  # the manifest's config, or the one named again, and where the run stopped
         from evalctl.resume import resume_config

@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import random
 
+from evalctl.errors import ConfigError
 from evalctl.records import EXTENDING, TurnKind
-from evalctl.schema import HuntConfig, SweepConfig
+from evalctl.schema import HuntConfig, Lead, SweepConfig
 from evalctl.tasks.conversation import Path, Step, Transcript, go_back, renderer, requests_of
 from evalctl.tasks.spec import Prompt, Workload
 
@@ -46,24 +47,42 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
         return []
     render = renderer(prompts, transcript)
     out: list[Prompt] = []
+    if config.follow:
+        copies = [(lead, k) for lead in config.follow for k in range(config.copies)]
+        for c, (lead, k) in enumerate(copies):
+            other = prompts.copy()  # each question of the lead's conversation replaced by another, the same one each time
+            random.Random(f"hunt:{config.seed}:{lead.conversation}:{lead.ret}:{k}").shuffle(other)
+            steps = _conversation(_shape(config, lead.conversation), prompts, config, render, other)
+            out.extend(_requests(c, steps, config, transcript, len(out), lead))
+        return out
     least = config.conversations or (config.slots or 1) + 1  # one more than the slots: the last evicts the first's
     c = 0
     while c < least or (config.conversations is None and len(out) < MIN_JUDGED):
-        out.extend(_conversation(c, random.Random(f"hunt:{config.seed}:{c}"), prompts, config, render, transcript, len(out)))
+        out.extend(_requests(c, _conversation(_shape(config, c), prompts, config, render), config, transcript, len(out)))
         c += 1
     return out
 
 
-def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntConfig, render, transcript: Transcript, start: int):
+def _shape(config: HuntConfig, conversation: int) -> random.Random:
+    return random.Random(f"hunt:{config.seed}:{conversation}")
+
+
+def _conversation(rng: random.Random, pool: list[Prompt], config: HuntConfig, render, replaced: list[Prompt] | None = None) -> list[Step]:
+    """A conversation's steps drawn from `rng`; with `replaced` (the pool's questions in another order), a copy: `rng`
+    draws every choice as the original did, and each question drawn is replaced by the one at its place in `replaced` (so
+    the same turn edited or repeated is so again, and questions of one length keep every length)."""
     path: Path = []
     steps: list[Step] = []
+
+    def question() -> Prompt:
+        return (replaced or pool)[rng.choice(range(len(pool)))]  # draws as rng.choice(pool) does
 
     def tokens(upto: Path) -> float:
         return len(render(upto)) / config.chars_per_token if upto else 0.0
 
     def new_turn(size: int | None = None) -> tuple[Prompt, ...]:
         """A turn of `size` questions, else of a number drawn from `turn_questions`."""
-        return tuple(rng.choice(pool) for _ in range(size or rng.randint(*config.turn_questions)))
+        return tuple(question() for _ in range(size or rng.randint(*config.turn_questions)))
 
     def send(kind: TurnKind) -> None:
         steps.append(Step(render(path), kind, tokens(path), len(path), path[-1][-1]))
@@ -77,7 +96,7 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
         """One long turn (a pasted document) to `until`: no prompt ends inside it, so no state was saved there."""
         turn: list[Prompt] = []
         while not turn or tokens([*path, tuple(turn)]) < until:
-            turn.append(rng.choice(pool))
+            turn.append(question())
         path.append(tuple(turn))
         send("first" if len(path) == 1 else "extend")
 
@@ -103,12 +122,26 @@ def _conversation(c: int, rng: random.Random, pool: list[Prompt], config: HuntCo
             send(kind)
             edited = point if kind == "branch" else None
             grow(tokens(path) + boundary * rng.uniform(0.2, 0.6))
-    return requests_of(c, steps, _references(steps, config.references), transcript.hash_text, start)
+    return steps
 
 
-def _references(steps: list[Step], per_return: int) -> set[int]:
-    """Every return, and for each the `per_return` extensions nearest it in length (the reference drawn like the returns)."""
+def _requests(c: int, steps: list[Step], config: HuntConfig, transcript: Transcript, start: int, lead: Lead | None = None):
+    """Conversation `c`'s requests, every return judged; a copy of `lead`'s conversation ends at the lead's return, the
+    one judged."""
     returns = [i for i, step in enumerate(steps) if step.kind not in EXTENDING]
+    if lead is not None:
+        if lead.ret >= len(returns):
+            raise ConfigError(
+                f"hunt.follow: conversation {lead.conversation} has {len(returns)} returns, no return {lead.ret}: was the lead"
+                " found by a hunt with another seed, shape or evalctl version?"
+            )
+        del steps[returns[lead.ret] + 1 :]
+        returns = [returns[lead.ret]]
+    return requests_of(c, steps, _references(steps, returns, config.references), transcript.hash_text, start)
+
+
+def _references(steps: list[Step], returns: list[int], per_return: int) -> set[int]:
+    """The `returns`, and for each the `per_return` extensions nearest it in length (the reference drawn like the returns)."""
     judged = set(returns)
     for i in returns:
         free = sorted((abs(s.tokens - steps[i].tokens), j) for j, s in enumerate(steps) if s.kind in EXTENDING and j not in judged)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from test_conversation import PREFIX, questions, transcript
 
 from evalctl.config import config_from_dict
-from evalctl.schema import HuntConfig
+from evalctl.errors import ConfigError
+from evalctl.schema import HuntConfig, Lead
 from evalctl.tasks.conversation import chains
 from evalctl.tasks.hunt import boundaries, hunt_prompts
 
@@ -152,3 +154,27 @@ def test_vllm_on_cpu_is_aimed_at_its_128_token_block():
     assert boundaries(config) == [128, 512]
     gpu = {**profile, "engine": {"name": "vllm"}}
     assert boundaries(config_from_dict({"model": "m", "servers": [gpu]}, {"workload": "hunt"}, "test").hunt) == [512]
+
+
+def test_a_lead_is_followed_by_copies_of_its_conversation_each_judged_at_that_return_alone():
+    """`hunt.follow`: each copy draws every choice as the lead's conversation did, with other questions (all one length
+    here, so the shape is the original's to the token), and ends at the lead's return, judged with its references."""
+    pool = [q for q in questions() if q.doc_id % 5 == 0]
+    survey = hunt_prompts(pool, transcript(pool), SHAPE)
+    conversation = [p for p in survey if p.conversation == 1]
+    lead = [p for p in conversation if p.turn_kind in ("rewind", "branch")][3]
+    sent_before = sum(len(p.history) + 1 for p in conversation[: conversation.index(lead) + 1])
+    config = SHAPE.model_copy(update={"follow": [Lead(conversation=1, ret=3)], "copies": 3})
+    followed = hunt_prompts(pool, transcript(pool), config)
+    assert followed == hunt_prompts(pool, transcript(pool), config)
+    copies = [[followed[i] for i in group] for group in chains(followed)]
+    assert len(copies) == 3
+    for copy in copies:
+        *references, last = copy
+        assert (last.turn_kind, last.turn, len(last.text)) == (lead.turn_kind, lead.turn, len(lead.text))
+        assert [p.turn_kind in ("first", "extend") for p in references] == [True] * SHAPE.references
+        assert sum(len(p.history) + 1 for p in copy) == sent_before  # the same requests sent up to the return
+    original = tuple(t for p in conversation[: conversation.index(lead) + 1] for t in (*p.history, p.text))
+    assert len({tuple(t for p in copy for t in (*p.history, p.text)) for copy in copies} | {original}) == 4  # other questions
+    with pytest.raises(ConfigError, match="conversation 1 has 8 returns, no return 8"):
+        hunt_prompts(pool, transcript(pool), config.model_copy(update={"follow": [Lead(conversation=1, ret=8)]}))

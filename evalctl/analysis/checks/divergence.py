@@ -22,6 +22,8 @@ from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.cell import CellKey
 
 KIND = "divergence"
+# An undecided hunt's returns beyond the spread are leads (`analysis.leads`): copies of their conversations decide.
+FOLLOW = "; follow them up: evalctl sweep --follow RUN (copies of their conversations, judged on their own)"
 
 
 class Divergence(GateCheck):
@@ -43,12 +45,13 @@ class Divergence(GateCheck):
             mine = {cell: row for cell, row in rows.items() if cell.variant == variant}
             for cell, (status, p_adjusted) in decide(mine, inputs.policy.alpha).items():
                 row = mine[cell]
+                lead = FOLLOW if status == "inconclusive" and row.exceeding and inputs.run.config.get("workload") == "hunt" else ""
                 checks.append(
                     Check(
                         "warm returns' logprobs against the healthy spread",
                         KIND,
                         status,
-                        row.reason + worst_requests(row.worst),
+                        row.reason + worst_requests(row.worst) + lead,
                         **cell.as_dict(),
                         metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
                         value=float(row.worst["divergence"].max()) if len(row.worst) else None,

@@ -1,0 +1,52 @@
+"""Leads: returns a hunt found beyond the healthy spread on a build it could not yet call a regression.
+
+Rosenbaum's count (`analysis.divergence`) needs several returns beyond the spread on one build: its p-value for k of
+n returns against m healthy pairs is at least C(n, k) / C(n + m, k), so with a hunt's 16 returns and 32 pairs one return
+gives 0.33 and two 0.11, however far beyond they lie. A bug whose trigger is one shape of history fires on few of a
+survey's returns (llama.cpp #20671 under the hunt with six conversations: 2 of 41, 8 nats each, inconclusive) and on
+most copies of that shape (8 of 8). So a lead is followed (`hunt.follow`, `evalctl sweep --follow RUN`): copies of its
+conversation, the same shape with other questions, judged on their own.
+
+The follow-up is a fresh experiment: its copies and their references are new draws, so its divergence rung's guarantee
+(false regression <= alpha where returns and healthy pairs are exchangeable) holds as stated given the shape followed;
+a job that acts on either run's regression has a false-alarm rate of at most the sum of the two alphas. The shape was
+chosen because a return of it moved: where a shape's healthy returns drift more than extensions do, a follow-up
+concentrates that, which the margin (0.1 nats) must cover, as in the survey.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from evalctl.analysis.divergence import Settings, cell_pairs, decide, divergence_rung
+from evalctl.cell import CellKey
+from evalctl.records import EXTENDING
+from evalctl.schema import CacheMode, Lead
+
+# The worst returns followed per build: each costs `hunt.copies` conversations up to that return.
+MOST = 2
+
+
+def leads(samples: pd.DataFrame, settings: Settings, alpha: float) -> dict[str, list[Lead]]:
+    """Per build whose divergence rung is not already a regression, its returns beyond the spread (the `MOST` worst), each
+    named by its conversation and which of that conversation's returns it is."""
+    rows = {cell: divergence_rung(pairs, settings) for cell, pairs in cell_pairs(samples)}
+    rows = {cell: row for cell, row in rows.items() if row is not None}
+    warm = {cell: group for cell, group in CellKey.groups(samples[samples["cache"] == CacheMode.on.value])}
+    out: dict[str, list[Lead]] = {}
+    for variant in sorted({cell.variant for cell in rows}):
+        mine = {cell: row for cell, row in rows.items() if cell.variant == variant}
+        found = []
+        for cell, (status, _) in decide(mine, alpha).items():
+            if status == "regression" or mine[cell].worst.empty:
+                continue
+            returns = warm[cell][~warm[cell]["turn_kind"].isin(EXTENDING)].sort_values("doc_id")
+            which = {doc: i for _, group in returns.groupby("conversation") for i, doc in enumerate(group["doc_id"])}
+            conversation = dict(zip(returns["doc_id"], returns["conversation"]))
+            worst = mine[cell].worst.sort_values("divergence", ascending=False)
+            found += [
+                (float(div), Lead(conversation=int(conversation[d]), ret=which[d])) for d, div in zip(worst["doc_id"], worst["divergence"])
+            ]
+        if found:
+            out[variant] = [lead for _, lead in sorted(found, key=lambda f: -f[0])[:MOST]]
+    return out

@@ -1,0 +1,34 @@
+"""A hunt's follow-up: the leads a finished hunt found (`analysis.leads`) as the config of the next run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalctl.analysis.checks.divergence import CHECK as DIVERGENCE
+from evalctl.analysis.gate_policy import load_policy
+from evalctl.analysis.leads import leads
+from evalctl.config import config_from_dict
+from evalctl.errors import BadInput
+from evalctl.runs import load_run
+from evalctl.schema import SweepConfig
+
+
+def follow_config(run_dir: Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
+    """The hunt in `run_dir` again, as copies of the conversations of its leads (`hunt.follow`), on the builds that have
+    one; BadInput when it is no hunt or found none."""
+    run = load_run(run_dir)
+    if run.config.get("workload") != "hunt":
+        raise BadInput(f"{run_dir} is no hunt (workload {run.config.get('workload')!r}): only a hunt's returns can be followed")
+    policy = load_policy(run.config.get("gate_policy"))
+    found = leads(run.samples, DIVERGENCE.settings_of(policy), policy.alpha)
+    if not found:
+        raise BadInput(
+            f"{run_dir} has no lead to follow: on every build the divergence rung found no return beyond the healthy spread,"
+            " or is a regression already (evalctl gate shows which)"
+        )
+    config = dict(run.config)
+    follow = list({(lead.conversation, lead.ret): lead for found_leads in found.values() for lead in found_leads}.values())
+    config["hunt"] = {**config["hunt"], "follow": [lead.model_dump() for lead in follow]}
+    config["variants"] = [v for v in config.get("variants") or [] if v.get("name") in found] or config.get("variants")
+    return config_from_dict(config, overrides, f"the follow-up of {run_dir}")

@@ -349,7 +349,9 @@ class HuntConfig(_Strict):
         description="Returns an earlier hunt (the same seed and shape) found beyond the spread: instead of new conversations,"
         " `copies` of each one's conversation, the same shape with other questions, up to that return, which alone is judged.",
     )
-    copies: int = Field(8, ge=1, description="Copies of each followed conversation (`follow`).")
+    copies: int | None = Field(
+        None, ge=1, description="Copies of each followed conversation (`follow`); default: enough for 30 judged requests in all."
+    )
 
 
 class StoppingMode(str, Enum):

@@ -25,7 +25,8 @@ from an early checkpoint recomputes most of its prompt in other micro-batches th
 a drift no extension shows (llama.cpp 2026.7.10068 on Gemma-3: 17 of 1,047 tokens cached, 1.7
 nats, the answer a healthy build gives for that split too: `scripts/split_screen.py`), so
 exchangeability is assumed only within the reference's support, and the reason names the returns
-left out. A rung decides only with at least `min_positions` positions compared over its judged pairs. A run
+left out. A rung passes only with at least `min_positions` positions compared over its judged pairs; a difference found
+needs no more (a return the cache broke parts at its first token, and a follow-up of eight such compares eight). A run
 with no judged extension (no conversation, or every extension sent as history) gets neither rung:
 the answer rung judges it alone.
 
@@ -210,8 +211,9 @@ def _left_out(unsupported: pd.DataFrame, reference: pd.DataFrame) -> str:
     )
 
 
-def _guard(judged: pd.DataFrame, reference: pd.DataFrame, unsupported: pd.DataFrame, settings: Settings) -> RungRow | None:
-    """The inconclusive finding of a cell too thin to judge; None when a rung may decide."""
+def _guard(judged: pd.DataFrame, reference: pd.DataFrame, unsupported: pd.DataFrame, settings: Settings, found: bool) -> RungRow | None:
+    """The inconclusive finding of a cell too thin to judge; None when a rung may decide (`found`: a judged pair differs
+    beyond what the rung allows, which needs no minimum of positions compared)."""
     positions = int(judged["positions"].sum())
     if judged.empty and len(unsupported):
         why = "no engaged return recomputed as little of its prompt as a healthy pair did"
@@ -221,7 +223,7 @@ def _guard(judged: pd.DataFrame, reference: pd.DataFrame, unsupported: pd.DataFr
         why = (
             f"{len(reference)} healthy pairs (engaged extensions), fewer than {settings.min_reference}: no healthy spread to judge against"
         )
-    elif positions < settings.min_positions:
+    elif positions < settings.min_positions and not found:
         why = f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
     else:
         return None
@@ -234,9 +236,9 @@ def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
     judged, reference, unsupported = split(pairs)
     if reference.empty or (len(reference) >= settings.min_reference and not reference["exact"].all()):
         return None
-    if undecided := _guard(judged, reference, unsupported, settings):
-        return undecided
     parted = judged[~judged["exact"].astype(bool)]
+    if undecided := _guard(judged, reference, unsupported, settings, found=not parted.empty):
+        return undecided
     worst = parted.sort_values(["first_divergence", "divergence"], ascending=[True, False], na_position="last")
     status = "regression" if len(parted) else "pass"
     reason = (
@@ -254,7 +256,8 @@ def divergence_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
     if reference.empty:
         return None
     judged = judged[judged["divergence"].notna()]
-    if undecided := _guard(judged, reference, unsupported, settings):
+    beyond_any = bool((judged["divergence"] > reference["divergence"].max() + settings.margin).any())
+    if undecided := _guard(judged, reference, unsupported, settings, found=beyond_any):
         return undecided
     count, threshold, p = exceedances(judged["divergence"].to_numpy(float), reference["divergence"].to_numpy(float), settings.margin)
     beyond = judged[judged["divergence"] > threshold].sort_values("divergence", ascending=False)

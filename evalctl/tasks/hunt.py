@@ -48,7 +48,9 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
     render = renderer(prompts, transcript)
     out: list[Prompt] = []
     if config.follow:
-        copies = [(lead, k) for lead in config.follow for k in range(config.copies)]
+        # enough copies for the policies' min_n in all: fewer would leave the answer rung undecided by construction
+        each = config.copies or -(-MIN_JUDGED // ((1 + config.references) * len(config.follow)))
+        copies = [(lead, k) for lead in config.follow for k in range(each)]
         for c, (lead, k) in enumerate(copies):
             other = prompts.copy()  # each question of the lead's conversation replaced by another, the same one each time
             random.Random(f"hunt:{config.seed}:{lead.conversation}:{lead.ret}:{k}").shuffle(other)

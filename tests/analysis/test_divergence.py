@@ -184,3 +184,28 @@ def test_an_undecided_answer_rung_is_a_warning_where_the_divergence_rung_passed_
     result = evaluate(beyond, strict)
     (answers,) = [c for c in result.checks if c.kind == "accuracy" and c.comparison == "cache on vs off"]
     assert answers.status == "inconclusive" and result.verdict != "pass"
+
+
+def first_token_run(returns: int, broken: bool) -> Run:
+    """`returns` rewinds (broken: parting at token 0, 6 nats) and 16 extensions drifting up to 0.1 nats, 599 tokens cached."""
+    rows = []
+    for cache in ("off", "on"):
+        for doc in range(returns + 16):
+            ret = doc < returns
+            warm = tokens(6.0, flip_at=0) if ret and broken else tokens(0.05 * (doc % 3))
+            rows.append(
+                dict(cache=cache, doc_id=doc, prompt_hash=f"h{doc}", response=f"#### {doc}", conversation=doc % 8, turn=3,
+                     turn_kind="rewind" if ret else "extend", prompt_tokens=600, cached_tokens=599 if cache == "on" else 0,
+                     logprobs=stored_logprobs(warm if cache == "on" else tokens()))
+            )  # fmt: skip
+    samples = sample_frame(rows)
+    return Run(Path("r"), manifest_for(samples), samples, samples.iloc[:0])
+
+
+def test_returns_that_part_at_their_first_token_decide_though_few_positions_are_compared():
+    """A follow-up's copies of a broken return part at token 0: one position each, 8 in all, below `min_positions`
+    (20), which guards a pass, not a difference found."""
+    _, (check,) = rung(first_token_run(8, broken=True), "divergence")
+    assert (check.status, check.b, check.n) == ("regression", 8, 8), check.reason
+    _, (check,) = rung(first_token_run(2, broken=False), "divergence")  # 2 x 8 positions
+    assert check.status == "inconclusive" and "16 token positions compared over 2 judged pairs" in check.reason

@@ -176,5 +176,7 @@ def test_a_lead_is_followed_by_copies_of_its_conversation_each_judged_at_that_re
         assert sum(len(p.history) + 1 for p in copy) == sent_before  # the same requests sent up to the return
     original = tuple(t for p in conversation[: conversation.index(lead) + 1] for t in (*p.history, p.text))
     assert len({tuple(t for p in copy for t in (*p.history, p.text)) for copy in copies} | {original}) == 4  # other questions
+    unset = hunt_prompts(pool, transcript(pool), config.model_copy(update={"copies": None}))
+    assert (len(chains(unset)), len(unset)) == (15, 30)  # copies enough for the policies' 30 judged requests
     with pytest.raises(ConfigError, match="conversation 1 has 8 returns, no return 8"):
         hunt_prompts(pool, transcript(pool), config.model_copy(update={"follow": [Lead(conversation=1, ret=8)]}))

@@ -90,8 +90,8 @@ def sweep(
 
         require_slurm()  # before anything is resolved, written or submitted
     if follow is not None:
-        if resume is not None or model or config:
-            raise fail("--follow takes its config from the run it follows: not with --resume, --model or --config")
+        if resume is not None or model or config or url:
+            raise fail("--follow takes its config from the run it follows: not with --resume, --model, --config or --url")
         from evalctl.follow import follow_config
 
         resolved, resume_point = follow_config(follow, overrides), None

@@ -54,4 +54,6 @@ def test_following_what_has_no_lead_is_bad_input_that_says_why(tmp_path):
     plain = write_run(tmp_path, "plain", run_with({15: 0.5}).samples)
     out = cli("sweep", "--follow", str(plain))
     assert out.exit_code == ExitCode.BAD_INPUT and "is no hunt" in out.output
-    assert cli("sweep", "--follow", str(plain), "--model", "m").exit_code == ExitCode.BAD_INPUT
+    for other in (("--model", "m"), ("--url", "http://127.0.0.1:9"), ("--resume", str(plain))):
+        out = cli("sweep", "--follow", str(plain), *other)
+        assert out.exit_code == ExitCode.BAD_INPUT and "takes its config from the run it follows" in out.output

@@ -47,6 +47,8 @@ def gate(
     run, a drop neither shown beyond nor within the tolerance, a cell with nothing to pair); BAD_INPUT for
     unusable input (missing or corrupt run folder, bad policy, runs without common questions).
     """
+    from evalctl.analysis.checks.divergence import FOLLOW
+    from evalctl.analysis.checks.divergence import KIND as DIVERGENCE
     from evalctl.analysis.gate import evaluate, load_policy
     from evalctl.analysis.pairing import align_runs
     from evalctl.report.gate_outputs import write_gate_outputs
@@ -75,4 +77,8 @@ def gate(
     console.print(f"verdict: [{STATUS_STYLE[result.verdict]}]{result.verdict}[/] (exit {code}){decided_by(result.evidence)}")
     if result.evidence and result.evidence.checks:
         console.print(evidence_view(result.evidence))
+    if result.verdict == "inconclusive" and any(c.kind == DIVERGENCE and FOLLOW in c.reason for c in result.checks):
+        console.print(
+            f"next: evalctl sweep --follow {run}  (copies of the returns beyond the spread decide)", highlight=False, soft_wrap=True
+        )
     raise typer.Exit(code)

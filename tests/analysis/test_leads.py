@@ -40,7 +40,8 @@ def hunt_run(tmp_path, shifts: dict[int, float]):
 
 def test_a_follow_up_is_the_hunt_again_as_copies_of_its_leads(tmp_path):
     folder = hunt_run(tmp_path, {15: 0.5})
-    assert cli("gate", str(folder)).exit_code == ExitCode.INCONCLUSIVE
+    out = cli("gate", str(folder))
+    assert out.exit_code == ExitCode.INCONCLUSIVE and f"next: evalctl sweep --follow {folder}" in out.output
     (check,) = [c for c in json.loads((folder / "gate.json").read_text())["checks"] if c["kind"] == "divergence"]
     assert "evalctl sweep --follow RUN" in check["reason"]  # the gate names the way on
     config = follow_config(folder, {"hunt.copies": 3})

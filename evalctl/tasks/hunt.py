@@ -138,15 +138,18 @@ def _requests(c: int, steps: list[Step], config: HuntConfig, transcript: Transcr
                 " found by a hunt with another seed, shape or evalctl version?"
             )
         del steps[returns[lead.ret] + 1 :]
-        returns = [returns[lead.ret]]
+        # a copy's first request meets an empty slot (cached at most the task's instruction): as a reference it may not
+        # engage, and a follow-up of an early return would be left too few healthy pairs to judge
+        return requests_of(c, steps, _references(steps, [returns[lead.ret]], config.references, ("extend",)), transcript.hash_text, start)
     return requests_of(c, steps, _references(steps, returns, config.references), transcript.hash_text, start)
 
 
-def _references(steps: list[Step], returns: list[int], per_return: int) -> set[int]:
-    """The `returns`, and for each the `per_return` extensions nearest it in length (the reference drawn like the returns)."""
+def _references(steps: list[Step], returns: list[int], per_return: int, among: tuple[TurnKind, ...] = EXTENDING) -> set[int]:
+    """The `returns`, and for each the `per_return` requests of a kind `among` nearest it in length (the reference drawn like
+    the returns)."""
     judged = set(returns)
     for i in returns:
-        free = sorted((abs(s.tokens - steps[i].tokens), j) for j, s in enumerate(steps) if s.kind in EXTENDING and j not in judged)
+        free = sorted((abs(s.tokens - steps[i].tokens), j) for j, s in enumerate(steps) if s.kind in among and j not in judged)
         judged.update(j for _, j in free[:per_return])
     return judged
 

@@ -33,6 +33,8 @@ LEAP = 0.5
 # The shipped policies' min_n: with fewer judged requests every check is inconclusive, so a hunt adds conversations
 # until it has this many (one boundary, as SGLang's shape, gives 12 a conversation).
 MIN_JUDGED = 30
+# The divergence rung's `min_reference`: healthy pairs a cell needs before the logprob rungs decide.
+MIN_REFERENCE = 10
 
 
 def boundaries(config: HuntConfig) -> list[int]:
@@ -48,8 +50,11 @@ def hunt_prompts(prompts: list[Prompt], transcript: Transcript, config: HuntConf
     render = renderer(prompts, transcript)
     out: list[Prompt] = []
     if config.follow:
-        # enough copies for the policies' min_n in all: fewer would leave the answer rung undecided by construction
-        each = config.copies or -(-MIN_JUDGED // ((1 + config.references) * len(config.follow)))
+        # enough copies for the policies' min_n in all (fewer leave the answer rung undecided by construction), and for
+        # the divergence rung's healthy pairs from each lead alone: a short lead's extensions may find nothing cached
+        # (b9294 reused none of a 100-token extension's 58 cached tokens), leaving the other lead's to judge by
+        fewest = max(-(-MIN_JUDGED // ((1 + config.references) * len(config.follow))), -(-MIN_REFERENCE // config.references))
+        each = config.copies or fewest
         copies = [(lead, k) for lead in config.follow for k in range(each)]
         for c, (lead, k) in enumerate(copies):
             other = prompts.copy()  # each question of the lead's conversation replaced by another, the same one each time

@@ -178,5 +178,7 @@ def test_a_lead_is_followed_by_copies_of_its_conversation_each_judged_at_that_re
     assert len({tuple(t for p in copy for t in (*p.history, p.text)) for copy in copies} | {original}) == 4  # other questions
     unset = hunt_prompts(pool, transcript(pool), config.model_copy(update={"copies": None}))
     assert (len(chains(unset)), len(unset)) == (15, 30)  # copies enough for the policies' 30 judged requests
+    two = config.model_copy(update={"copies": None, "follow": [Lead(conversation=1, ret=3), Lead(conversation=0, ret=1)]})
+    assert len(chains(hunt_prompts(pool, transcript(pool), two))) == 20  # not 8 a lead: 10 healthy pairs from each alone
     with pytest.raises(ConfigError, match="conversation 1 has 8 returns, no return 8"):
         hunt_prompts(pool, transcript(pool), config.model_copy(update={"follow": [Lead(conversation=1, ret=8)]}))

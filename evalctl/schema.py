@@ -350,7 +350,10 @@ class HuntConfig(_Strict):
         " `copies` of each one's conversation, the same shape with other questions, up to that return, which alone is judged.",
     )
     copies: int | None = Field(
-        None, ge=1, description="Copies of each followed conversation (`follow`); default: enough for 30 judged requests in all."
+        None,
+        ge=1,
+        description="Copies of each followed conversation (`follow`); default: enough for 30 judged requests in all and 10"
+        " healthy pairs a lead.",
     )
 
 

@@ -32,7 +32,7 @@ SWEEP_OPTIONS = {
     ("--account",): ((), "Slurm"), ("--qos",): ((), "Slurm"), ("--time",): ((), "Slurm"), ("--cpus-per-task",): ((), "Slurm"),
     ("--sequential",): ((), None), ("--baseline",): ((), None), ("--wait-for-lock",): ((), None), ("--workload",): ((), None),
     ("--canary",): ((), None),
-    ("--wait",): (("--no-wait",), "Slurm"), ("--set",): ((), None), ("--side-by-side",): ((), None),
+    ("--wait",): (("--no-wait",), "Slurm"), ("--set",): ((), None), ("--side-by-side",): ((), None), ("--follow",): ((), None),
 }  # fmt: skip
 PROBE_OPTIONS = {
     ("--model", "-m"), ("--config", "-c"), ("--url",), ("--engine",), ("--task",), ("--shots",), ("--prefix-tokens",),

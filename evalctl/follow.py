@@ -20,6 +20,8 @@ def follow_config(run_dir: Path, overrides: dict[str, Any] | None = None) -> Swe
     run = load_run(run_dir)
     if run.config.get("workload") != "hunt":
         raise BadInput(f"{run_dir} is no hunt (workload {run.config.get('workload')!r}): only a hunt's returns can be followed")
+    if run.config.get("hunt", {}).get("follow"):
+        raise BadInput(f"{run_dir} is a follow-up already: its own verdict decides (its conversations are copies, not the hunt's)")
     policy = load_policy(run.config.get("gate_policy"))
     found = leads(run.samples, DIVERGENCE.settings_of(policy), policy.alpha)
     if not found:

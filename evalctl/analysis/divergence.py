@@ -280,6 +280,14 @@ def decide(rows: Mapping[object, RungRow], alpha: float) -> dict[object, tuple[s
     return out
 
 
+def decided(rows: Mapping[CellKey, RungRow], alpha: float) -> dict[CellKey, tuple[str, float | None]]:
+    """`decide` on each build's cells, a Holm family a build, in `rows`' order."""
+    out: dict[CellKey, tuple[str, float | None]] = {}
+    for variant in dict.fromkeys(cell.variant for cell in rows):
+        out.update(decide({cell: row for cell, row in rows.items() if cell.variant == variant}, alpha))
+    return {cell: out[cell] for cell in rows}
+
+
 def near_ties(pairs: pd.DataFrame, threshold: float) -> str | None:
     """Why a cell's moved answers are a healthy warm path's near ties, or None when they may not be: every request whose
     tokens moved (judged or reference) parted with logprobs that changed no more than `threshold` (the divergence rung's

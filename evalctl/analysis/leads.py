@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalctl.analysis.divergence import Settings, cell_pairs, decide, divergence_rung
+from evalctl.analysis.divergence import Settings, cell_pairs, decided, divergence_rung
 from evalctl.cell import CellKey
 from evalctl.records import EXTENDING
 from evalctl.schema import CacheMode, Lead
@@ -32,21 +32,16 @@ def leads(samples: pd.DataFrame, settings: Settings, alpha: float) -> dict[str, 
     named by its conversation and which of that conversation's returns it is."""
     rows = {cell: divergence_rung(pairs, settings) for cell, pairs in cell_pairs(samples)}
     rows = {cell: row for cell, row in rows.items() if row is not None}
-    warm = {cell: group for cell, group in CellKey.groups(samples[samples["cache"] == CacheMode.on.value])}
-    out: dict[str, list[Lead]] = {}
-    for variant in sorted({cell.variant for cell in rows}):
-        mine = {cell: row for cell, row in rows.items() if cell.variant == variant}
-        found = []
-        for cell, (status, _) in decide(mine, alpha).items():
-            if status == "regression" or mine[cell].worst.empty:
-                continue
-            returns = warm[cell][~warm[cell]["turn_kind"].isin(EXTENDING)].sort_values("doc_id")
-            which = {doc: i for _, group in returns.groupby("conversation") for i, doc in enumerate(group["doc_id"])}
-            conversation = dict(zip(returns["doc_id"], returns["conversation"]))
-            worst = mine[cell].worst.sort_values("divergence", ascending=False)
-            found += [
-                (float(div), Lead(conversation=int(conversation[d]), ret=which[d])) for d, div in zip(worst["doc_id"], worst["divergence"])
-            ]
-        if found:
-            out[variant] = [lead for _, lead in sorted(found, key=lambda f: -f[0])[:MOST]]
-    return out
+    warm = dict(CellKey.groups(samples[samples["cache"] == CacheMode.on.value]))
+    found: dict[str, list[tuple[float, Lead]]] = {}
+    for cell, (status, _) in decided(rows, alpha).items():
+        if status == "regression" or rows[cell].worst.empty:
+            continue
+        returns = warm[cell][~warm[cell]["turn_kind"].isin(EXTENDING)].sort_values("doc_id")
+        which = {doc: i for _, group in returns.groupby("conversation") for i, doc in enumerate(group["doc_id"])}
+        conversation = dict(zip(returns["doc_id"], returns["conversation"]))
+        worst = rows[cell].worst
+        found.setdefault(cell.variant, []).extend(
+            (float(div), Lead(conversation=int(conversation[d]), ret=which[d])) for d, div in zip(worst["doc_id"], worst["divergence"])
+        )
+    return {variant: [lead for _, lead in sorted(mine, key=lambda f: -f[0])[:MOST]] for variant, mine in sorted(found.items())}

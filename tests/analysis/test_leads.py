@@ -45,6 +45,11 @@ def test_a_follow_up_is_the_hunt_again_as_copies_of_its_leads(tmp_path):
     (check,) = [c for c in json.loads((folder / "gate.json").read_text())["checks"] if c["kind"] == "divergence"]
     assert "evalctl sweep --follow RUN" in check["reason"]  # the gate names the way on
     config = follow_config(folder, {"hunt.copies": 3})
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["config"]["hunt"]["follow"] = [{"conversation": 5, "ret": 1}]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BadInput, match="is a follow-up already"):
+        follow_config(folder)
     assert config.workload == "hunt" and config.hunt.seed == 7 and config.hunt.copies == 3
     assert config.hunt.follow == [Lead(conversation=5, ret=1)]
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 import pandas as pd
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.divergence import RungRow, Settings, cell_pairs, decide, divergence_rung, near_ties, worst_requests
+from evalctl.analysis.divergence import RungRow, Settings, cell_pairs, decided, divergence_rung, near_ties, worst_requests
 from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.cell import CellKey
 
@@ -40,29 +40,28 @@ class Divergence(GateCheck):
 
     def results(self, inputs: GateInputs) -> list[Check]:
         rows = {cell: row for cell, (row, _) in self._rungs(inputs).items()}
+        rows = {cell: rows[cell] for cell in sorted(rows, key=lambda cell: cell.variant)}
         checks = []
-        for variant in sorted({cell.variant for cell in rows}):
-            mine = {cell: row for cell, row in rows.items() if cell.variant == variant}
-            for cell, (status, p_adjusted) in decide(mine, inputs.policy.alpha).items():
-                row = mine[cell]
-                lead = FOLLOW if status == "inconclusive" and row.exceeding and inputs.run.config.get("workload") == "hunt" else ""
-                checks.append(
-                    Check(
-                        "warm returns' logprobs against the healthy spread",
-                        KIND,
-                        status,
-                        row.reason + worst_requests(row.worst) + lead,
-                        **cell.as_dict(),
-                        metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
-                        value=float(row.worst["divergence"].max()) if len(row.worst) else None,
-                        threshold=row.threshold,
-                        p_value=row.p_value,
-                        p_adjusted=p_adjusted,
-                        b=row.exceeding,
-                        n=row.judged,
-                        family=f"{KIND} {variant}",
-                    )
+        for cell, (status, p_adjusted) in decided(rows, inputs.policy.alpha).items():
+            row = rows[cell]
+            lead = FOLLOW if status == "inconclusive" and row.exceeding and inputs.run.config.get("workload") == "hunt" else ""
+            checks.append(
+                Check(
+                    "warm returns' logprobs against the healthy spread",
+                    KIND,
+                    status,
+                    row.reason + worst_requests(row.worst) + lead,
+                    **cell.as_dict(),
+                    metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
+                    value=float(row.worst["divergence"].max()) if len(row.worst) else None,
+                    threshold=row.threshold,
+                    p_value=row.p_value,
+                    p_adjusted=p_adjusted,
+                    b=row.exceeding,
+                    n=row.judged,
+                    family=f"{KIND} {cell.variant}",
                 )
+            )
         return checks
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:

@@ -28,6 +28,7 @@ from evalctl.records import COLUMNS, SAMPLES_FILE, Metric, load_noise, load_samp
 from evalctl.runlock import Holder, writers
 
 _PARQUET_MAGIC = b"PAR1"
+FOLLOW_UP_DIR = "follow-up"
 _RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
 
 
@@ -101,6 +102,13 @@ class Run:
             self.samples = with_agreement(samples)
             self.noise = with_agreement(self.noise, samples)
         return primary_metric(self.samples, requested)
+
+    @cached_property
+    def follow_up(self) -> Run | None:
+        """The follow-up of a hunt's leads, which `evalctl sweep` writes into the hunt's folder (`follow-up/`): the newest
+        run there; None when there is none."""
+        found = sorted((self.path / FOLLOW_UP_DIR).glob(f"*/{MANIFEST_FILE}"))
+        return load_run(found[-1].parent) if found else None
 
     @property
     def chunked_prefill_size(self) -> int | None:

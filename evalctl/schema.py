@@ -342,12 +342,23 @@ class HuntConfig(_Strict):
         " logprob rungs judge returns against; the other extensions are sent warm only, as history."
     )  # fmt: skip
     turn_questions: tuple[int, int] = Field((1, 3), description="Questions per turn (lowest, highest).")
-    chars_per_token: float = Field(2.0, gt=0, description="For length estimates (the records keep the server's token counts).")
+    chars_per_token: float = Field(
+        2.0,
+        gt=0,
+        description="For length estimates (the records keep the server's token counts); default: read at load from the model's"
+        " GGUF vocabulary over the task's prompts, else 2.0.",
+    )
     seed: int = 1234
     follow: list[Lead] = Field(
         default_factory=list,
         description="Returns an earlier hunt (the same seed and shape) found beyond the spread: instead of new conversations,"
         " `copies` of each one's conversation, the same shape with other questions, up to that return, which alone is judged.",
+    )
+    follow_up: bool = Field(
+        True,
+        description="When the hunt ends, follow up its leads (returns beyond the healthy spread on a build it could not call):"
+        " a run of copies of their conversations, written into the hunt's folder (follow-up/) and judged with it by"
+        " `evalctl gate`; local sweeps (on Slurm: `evalctl sweep --follow RUN`).",
     )
     copies: int | None = Field(
         None,

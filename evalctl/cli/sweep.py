@@ -35,9 +35,10 @@ def sweep(
         Path | None,
         typer.Option(
             metavar="RUN",
-            help="Follow up a finished hunt: copies of the conversations of the returns it found beyond the healthy spread "
-            "(the worst two a build), the same shapes with other questions, on the builds that have one, as a new run that "
-            "`evalctl gate` judges on its own (docs/conversations.md). Its recorded config is used; --set still applies.",
+            help="Follow up a finished hunt now (a hunt run locally does so when it ends, unless hunt.follow_up is false): "
+            "copies of the conversations of the returns it found beyond the healthy spread (the worst two a build), the same "
+            "shapes with other questions, on the builds that have one, written into RUN/follow-up/ (an interrupted one is "
+            "finished); `evalctl gate RUN` then judges both (docs/conversations.md). RUN's recorded config; --set applies.",
         ),
     ] = None,
     api_key: ApiKey = None,
@@ -74,7 +75,8 @@ def sweep(
     reaches the fields that have no option.
 
     Also writes the gate's files (the config's gate_policy, else the default) and report.html into the run folder; the
-    sweep's exit status says whether it ran, `evalctl gate` judges it.
+    sweep's exit status says whether it ran, `evalctl gate` judges it. A hunt (--workload hunt) that found returns beyond
+    the healthy spread on a build it could not call then follows them up into its folder's follow-up/ (--follow).
 
     Exit status (table: evalctl --help): PASS when all cells ran; RUN_FAILED when some server or cell
     failed (see summary); BAD_INPUT, also when another evalctl is writing the run folder (it is named;
@@ -90,12 +92,11 @@ def sweep(
 
         require_slurm()  # before anything is resolved, written or submitted
     if follow is not None:
-        if resume is not None or model or config or url:
-            raise fail("--follow takes its config from the run it follows: not with --resume, --model, --config or --url")
-        from evalctl.follow import follow_config
-
-        resolved, resume_point = follow_config(follow, overrides), None
-    elif resume is None:
+        if resume is not None or model or config or url or executor is Executor.slurm:
+            raise fail("--follow takes its config from the run it follows: not with --resume, --model, --config, --url or Slurm")
+        _follow_up(follow, overrides, api_key, wait_for_lock or 0, asked=True)
+        return
+    if resume is None:
         resolved, resume_point = resolve_config(model, config, url, overrides, engine, api_key), None
     else:  # the manifest's config, or the one named again, and where the run stopped
         from evalctl.resume import resume_config
@@ -107,10 +108,48 @@ def sweep(
 
         sweep_on_slurm(resolved, resume_point, api_key, wait, wait_for_lock or 0)
         return
-    _sweep_here(resolved, resume_point, api_key, wait_for_lock or 0)
+    run_dir = _sweep_here(resolved, resume_point, api_key, wait_for_lock or 0)
+    from evalctl.follow import follows_up
+
+    if follows_up(resolved):
+        _follow_up(run_dir, overrides, api_key, wait_for_lock or 0, asked=False)
 
 
-def _sweep_here(resolved: SweepConfig, resume_point: Run | None, api_key: str | None, wait_for_lock_s: float) -> None:
+def _follow_up(hunt_dir: Path, overrides: dict | None, api_key: str | None, wait_for_lock_s: float, *, asked: bool) -> None:
+    """The follow-up of the hunt in `hunt_dir` (`asked`: by --follow), started or finished, then the hunt's gate files
+    and report again, with its verdict in them."""
+    from evalctl.follow import follow_config, no_lead
+    from evalctl.report.finish import finish_run
+    from evalctl.report.terminal import STATUS_STYLE
+    from evalctl.resume import resume_config
+    from evalctl.runs import load_run
+
+    hunt = load_run(hunt_dir)
+    earlier = hunt.follow_up
+    if earlier is not None and earlier.manifest.status == "complete":
+        if asked:
+            raise fail(f"{hunt_dir} is followed up already ({earlier.path}): evalctl gate {hunt_dir} judges both")
+        return
+    if earlier is not None:  # interrupted: finished, not started again
+        resolved, resume_point = resume_config(earlier.path, None, overrides or {})
+    else:
+        resolved, resume_point = follow_config(hunt, overrides), None
+        if resolved is None:
+            if asked:
+                raise no_lead(hunt_dir)
+            return
+    leads = ", ".join(f"conversation {lead.conversation} return {lead.ret}" for lead in resolved.hunt.follow)
+    console.print(f"following up the hunt's leads ({leads}) on {', '.join(v.name for v in resolved.active_variants())}")
+    _sweep_here(resolved, resume_point, api_key, wait_for_lock_s)
+    gate = finish_run(load_run(hunt_dir))
+    console.print(
+        f"gate of the hunt with its follow-up: [{STATUS_STYLE[gate.verdict]}]{gate.verdict}[/] - details: evalctl gate {hunt_dir}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _sweep_here(resolved: SweepConfig, resume_point: Run | None, api_key: str | None, wait_for_lock_s: float) -> Path:
     """The sweep on this machine: progress bars, stop signals, the writer lock, then the outputs."""
     from evalctl.execution import Sweep
     from evalctl.execution.folder import disk_message, interrupted_message
@@ -125,6 +164,7 @@ def _sweep_here(resolved: SweepConfig, resume_point: Run | None, api_key: str | 
             with shutdown.install(), progress:
                 result = runner.run()
             _finish_sweep(result, resolved)
+            return result.run_dir
         except Interrupted as exc:
             err.print(interrupted_message(exc.args[0], runner.run_dir), highlight=False, soft_wrap=True)  # a path or command copied whole
             raise typer.Exit(exc.exit_status) from None

@@ -1,5 +1,6 @@
 """Leads (`analysis.leads`): the returns beyond the healthy spread of a build the divergence rung could not yet call, and
-`evalctl sweep --follow RUN`'s config of copies of their conversations (no server)."""
+`evalctl sweep --follow RUN`'s config of copies of their conversations, and the follow-up's verdict in the hunt's gate
+(no server)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from evalctl.analysis.divergence import Settings
 from evalctl.analysis.leads import leads
 from evalctl.errors import BadInput, ExitCode
 from evalctl.follow import follow_config
+from evalctl.runs import FOLLOW_UP_DIR, load_run
 from evalctl.schema import Lead
 
 ALPHA = 0.05
@@ -44,22 +46,53 @@ def test_a_follow_up_is_the_hunt_again_as_copies_of_its_leads(tmp_path):
     assert out.exit_code == ExitCode.INCONCLUSIVE and f"next: evalctl sweep --follow {folder}" in out.output
     (check,) = [c for c in json.loads((folder / "gate.json").read_text())["checks"] if c["kind"] == "divergence"]
     assert "evalctl sweep --follow RUN" in check["reason"]  # the gate names the way on
-    config = follow_config(folder, {"hunt.copies": 3})
+    config = follow_config(load_run(folder), {"hunt.copies": 3})
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["config"]["hunt"]["follow"] = [{"conversation": 5, "ret": 1}]
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BadInput, match="is a follow-up already"):
-        follow_config(folder)
+        follow_config(load_run(folder))
     assert config.workload == "hunt" and config.hunt.seed == 7 and config.hunt.copies == 3
+    assert config.output_dir == folder / FOLLOW_UP_DIR  # inside the hunt's folder, where its gate finds it
     assert config.hunt.follow == [Lead(conversation=5, ret=1)]
 
 
 def test_following_what_has_no_lead_is_bad_input_that_says_why(tmp_path):
-    with pytest.raises(BadInput, match="no lead to follow"):
-        follow_config(hunt_run(tmp_path, {}))
+    healthy = hunt_run(tmp_path, {})
+    assert follow_config(load_run(healthy)) is None
+    out = cli("sweep", "--follow", str(healthy))
+    assert out.exit_code == ExitCode.BAD_INPUT and "no lead to follow" in out.output
     plain = write_run(tmp_path, "plain", run_with({15: 0.5}).samples)
     out = cli("sweep", "--follow", str(plain))
     assert out.exit_code == ExitCode.BAD_INPUT and "is no hunt" in out.output
     for other in (("--model", "m"), ("--url", "http://127.0.0.1:9"), ("--resume", str(plain))):
         out = cli("sweep", "--follow", str(plain), *other)
         assert out.exit_code == ExitCode.BAD_INPUT and "takes its config from the run it follows" in out.output
+
+
+@pytest.mark.parametrize(
+    ("copies", "verdict", "divergence"),
+    # healthy copies: what stays undecided is the answer rung alone (no answer moved, but 80 pairs cannot show a drop
+    # under the default policy's 0.03)
+    [({d: 0.5 for d in range(0, N, 2)}, ExitCode.REGRESSION, "inconclusive"), ({}, ExitCode.INCONCLUSIVE, "warning")],
+    ids=["copies-drift", "copies-healthy"],
+)
+def test_the_hunts_gate_reads_its_follow_up(tmp_path, copies, verdict, divergence):
+    """The follow-up in the hunt's folder decides what the hunt left undecided: its regression is the build's; its pass,
+    every return beyond followed, turns the undecided finding into a warning. An unfinished one decides nothing."""
+    folder = hunt_run(tmp_path, {15: 0.5})
+    (folder / FOLLOW_UP_DIR).mkdir()
+    follow = write_run(folder / FOLLOW_UP_DIR, "f", run_with(copies, extend_shift=0.07).samples, status="interrupted")
+    out = cli("gate", str(folder))
+    checks = json.loads((folder / "gate.json").read_text())["checks"]
+    assert out.exit_code == ExitCode.INCONCLUSIVE and "next:" not in out.output
+    assert [(c["status"], f"--resume {follow}" in c["reason"]) for c in checks if c["kind"] == "follow-up"] == [("inconclusive", True)]
+    manifest = json.loads((follow / "manifest.json").read_text())
+    (follow / "manifest.json").write_text(json.dumps({**manifest, "status": "complete"}))
+    out = cli("gate", str(folder))
+    found = json.loads((folder / "gate.json").read_text())["checks"]
+    checks = {c["kind"]: c for c in found}
+    assert out.exit_code == verdict, out.output
+    assert {c["kind"] for c in found if c["status"] == "inconclusive"} == ({"accuracy", "divergence"} if copies else {"accuracy"})
+    assert checks["divergence"]["status"] == divergence and "--follow" not in checks["divergence"]["reason"]
+    assert checks["follow-up"]["status"] == ("regression" if copies else "pass") and checks["follow-up"]["n"] == N

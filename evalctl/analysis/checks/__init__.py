@@ -24,6 +24,7 @@ CHECKS: Registry[GateCheck] = Registry(
         "evalctl.analysis.checks.agreement_floor:CHECK",
         "evalctl.analysis.checks.exact:CHECK",
         "evalctl.analysis.checks.divergence:CHECK",
+        "evalctl.analysis.checks.follow_up:CHECK",
         "evalctl.analysis.checks.sequential:CHECK",
         "evalctl.analysis.checks.throughput:CHECK",
         "evalctl.analysis.checks.cache_engaged:CHECK",

@@ -23,7 +23,8 @@ from evalctl.cell import CellKey
 
 KIND = "divergence"
 # An undecided hunt's returns beyond the spread are leads (`analysis.leads`): copies of their conversations decide.
-FOLLOW = "; follow them up: evalctl sweep --follow RUN (copies of their conversations, judged on their own)"
+NAME = "warm returns' logprobs against the healthy spread"
+FOLLOW = "; follow them up: evalctl sweep --follow RUN (copies of their conversations, judged with this run)"
 
 
 class Divergence(GateCheck):
@@ -39,30 +40,8 @@ class Divergence(GateCheck):
         return {cell: (row, pairs) for cell, (row, pairs) in rungs.items() if row is not None}
 
     def results(self, inputs: GateInputs) -> list[Check]:
-        rows = {cell: row for cell, (row, _) in self._rungs(inputs).items()}
-        rows = {cell: rows[cell] for cell in sorted(rows, key=lambda cell: cell.variant)}
-        checks = []
-        for cell, (status, p_adjusted) in decided(rows, inputs.policy.alpha).items():
-            row = rows[cell]
-            lead = FOLLOW if status == "inconclusive" and row.exceeding and inputs.run.config.get("workload") == "hunt" else ""
-            checks.append(
-                Check(
-                    "warm returns' logprobs against the healthy spread",
-                    KIND,
-                    status,
-                    row.reason + worst_requests(row.worst) + lead,
-                    **cell.as_dict(),
-                    metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
-                    value=float(row.worst["divergence"].max()) if len(row.worst) else None,
-                    threshold=row.threshold,
-                    p_value=row.p_value,
-                    p_adjusted=p_adjusted,
-                    b=row.exceeding,
-                    n=row.judged,
-                    family=f"{KIND} {cell.variant}",
-                )
-            )
-        return checks
+        undecided = FOLLOW if inputs.run.config.get("workload") == "hunt" and inputs.run.follow_up is None else ""
+        return findings(inputs.run.samples, self.settings_of(inputs.policy), inputs.policy.alpha, NAME, undecided)
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
         """An undecided answer comparison of a cell this rung passed: a warning when every move was a near tie."""
@@ -75,6 +54,34 @@ class Divergence(GateCheck):
                 check = replace(check, status="warning", reason=f"{check.reason}; {ties}")
             out.append(check)
         return out
+
+
+def findings(samples: pd.DataFrame, settings: Settings, alpha: float, name: str, undecided: str = "", kind: str = KIND) -> list[Check]:
+    """The rung's finding per cache-on cell of `samples`, a Holm family per build; `undecided` ends the reason of an
+    inconclusive finding with returns beyond the spread."""
+    rows = {cell: row for cell, pairs in cell_pairs(samples) if (row := divergence_rung(pairs, settings)) is not None}
+    rows = {cell: rows[cell] for cell in sorted(rows, key=lambda cell: cell.variant)}
+    checks = []
+    for cell, (status, p_adjusted) in decided(rows, alpha).items():
+        row = rows[cell]
+        checks.append(
+            Check(
+                name,
+                kind,
+                status,
+                row.reason + worst_requests(row.worst) + (undecided if status == "inconclusive" and row.exceeding else ""),
+                **cell.as_dict(),
+                metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
+                value=float(row.worst["divergence"].max()) if len(row.worst) else None,
+                threshold=row.threshold,
+                p_value=row.p_value,
+                p_adjusted=p_adjusted,
+                b=row.exceeding,
+                n=row.judged,
+                family=f"{kind} {cell.variant}",
+            )
+        )
+    return checks
 
 
 CHECK = Divergence()  # listed in analysis.checks.CHECKS

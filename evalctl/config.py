@@ -17,9 +17,12 @@ from pydantic import ValidationError
 from evalctl import config_files
 from evalctl.canary.faults import FAULTS
 from evalctl.errors import ConfigError
+from evalctl.plan import prompts_at
 from evalctl.schema import DEFAULT_ENGINE, ServerProfile, SweepConfig, Variant
 from evalctl.servers.registry import engine_class, engines
 from evalctl.servers.shape import read_shape
+from evalctl.servers.vocabulary import chars_per_token
+from evalctl.tasks.lmeval import task_of
 from evalctl.tasks.registry import registered_task
 from evalctl.tasks.workloads import WORKLOADS
 
@@ -69,6 +72,7 @@ HUNT_DEFAULTS: dict[str, Any] = {
     "task": "prefix-recall", "fewshot": "sampled", "shots": [4], "limit": 40, "noise": False, "gate_policy": "hunt",
 }  # fmt: skip
 HUNT_MAX_TOKENS = 16
+RATIO_SAMPLE = 20  # the task's prompts the characters per token are estimated over
 
 
 def resolve_hunt(config: SweepConfig) -> SweepConfig:
@@ -82,8 +86,9 @@ def resolve_hunt(config: SweepConfig) -> SweepConfig:
     if "max_tokens" not in config.generation.model_fields_set:
         update["generation"] = config.generation.model_copy(update={"max_tokens": HUNT_MAX_TOKENS})
     hunt = config.hunt
-    if hunt.boundaries is None or hunt.slots is None:
-        shape = read_shape(config.servers[0])
+    ratio_given = "chars_per_token" in hunt.model_fields_set
+    shape = read_shape(config.servers[0]) if hunt.boundaries is None or hunt.slots is None or not ratio_given else None
+    if shape is not None:
         hunt = hunt.model_copy(
             update={"boundaries": hunt.boundaries or shape.boundaries, "slots": hunt.slots or shape.slots, "shape": shape.sources}
         )
@@ -96,8 +101,21 @@ def resolve_hunt(config: SweepConfig) -> SweepConfig:
         update["concurrency"] = [hunt.slots or 1]
     update["servers"] = [_ram_cache_on(s) for s in config.servers]
     resolved = config.model_copy(update=update)
+    if shape is not None and not ratio_given:
+        resolved = resolved.model_copy(update={"hunt": _with_ratio(resolved, shape.model_file)})
     resolved.model_fields_set.update(update)  # recorded as given: a resume keeps them
     return resolved
+
+
+def _with_ratio(config: SweepConfig, model_file: str | None):
+    """The hunt's characters per token read from the model's vocabulary over the task's prompts, else the default kept."""
+    hunt = config.hunt
+    texts = [p.text for p in prompts_at(task_of(config), config.shots[0], RATIO_SAMPLE)]
+    ratio, source = chars_per_token(model_file, texts)
+    if ratio is None:
+        source = f"assumed: {hunt.chars_per_token} ({source})"
+    ratio = round(ratio, 3) if ratio else hunt.chars_per_token
+    return hunt.model_copy(update={"chars_per_token": ratio, "shape": {**hunt.shape, "chars_per_token": source}})
 
 
 def _ram_cache_on(profile: ServerProfile) -> ServerProfile:

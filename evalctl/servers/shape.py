@@ -27,6 +27,7 @@ class Shape:
     boundaries: dict[str, int] = field(default_factory=dict)
     slots: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    model_file: str | None = None  # the GGUF read, for what else is read from it (`servers.vocabulary`)
 
     def add(self, name: str, value: int | None, source: str) -> None:
         if value:
@@ -39,7 +40,8 @@ _GGUF_FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 1
 
 
 def gguf_metadata(path: str, wanted: Callable[[str], bool]) -> dict[str, object]:
-    """The GGUF header's scalar values whose keys `wanted` accepts; arrays (the vocabulary) are skipped, not read."""
+    """The GGUF header's values whose keys `wanted` accepts: scalars, strings and arrays of strings (a vocabulary); the
+    rest is skipped, not read."""
     found: dict[str, object] = {}
     with open(path, "rb") as f:
 
@@ -72,6 +74,11 @@ def gguf_metadata(path: str, wanted: Callable[[str], bool]) -> dict[str, object]
                 found[key] = read(_GGUF_FIXED[kind])
             elif wanted(key) and kind == 8:
                 found[key] = string()
+            elif wanted(key) and kind == 9:
+                item, count = read("I"), read("Q")
+                if item != 8:
+                    raise ValueError(f"{key}: an array of type {item}, not of strings")
+                found[key] = [string() for _ in range(count)]
             else:
                 skip(kind)
     return found
@@ -104,6 +111,7 @@ def read_shape(profile: ServerProfile) -> Shape:
         except Exception as exc:
             path, shape.sources["swa_window"] = None, f"assumed none: model file not found ({exc})"
         if path:
+            shape.model_file = str(path)
             window, source = _gguf_sliding_window(path)
             shape.sources["swa_window"] = source
             shape.add("swa_window", window, source)

@@ -43,6 +43,7 @@ def test_a_hunt_grows_past_each_boundary_and_returns_around_it_in_every_kind():
         judged_ext = [p for p in conv if p.turn_kind in ("first", "extend")]
         unjudged = [h for p in conv for h in p.history]
         assert len(judged_ext) == SHAPE.references * len(returns) or not unjudged  # fewer only when every one is judged
+        assert "first" not in {p.turn_kind for p in judged_ext}  # it goes back to another conversation's opening: no reference
 
         def gap(text: str, returns: list = returns) -> float:
             return min(abs(len(text) - len(r.text)) for r in returns)
@@ -61,6 +62,8 @@ def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
     assert config.hunt.slots == 2 and config.concurrency == [2]  # one conversation a slot
     assert config.hunt.boundaries == {"ubatch": 512}  # SmolLM2 has no sliding window
     assert "read: llama GGUF has no" in config.hunt.shape["swa_window"] and config.hunt.shape["ubatch"].startswith("assumed")
+    # where turns end and returns land: SmolLM2's tokenizer gives prefix-recall 1.49 characters a token, not the 2.0 assumed
+    assert 1.4 < config.hunt.chars_per_token < 1.7 and "gpt2 vocabulary" in config.hunt.shape["chars_per_token"]
     assert (config.task, config.shots, config.noise, config.gate_policy) == ("prefix-recall", [4], False, "hunt")
     assert (config.generation.max_tokens, config.generation.top_logprobs) == (16, 5)
     assert config.servers[0].engine.cache_ram_mib is None  # the warm arm keeps llama.cpp's host-RAM cache, as users serve
@@ -72,6 +75,10 @@ def test_loading_a_hunt_reads_the_shape_and_records_what_was_read_and_assumed():
         {"model": "m", "servers": [given], "limit": 20, "hunt": {"boundaries": {"swa_window": 256}}}, {"workload": "hunt"}, "t"
     )
     assert (config.limit, config.hunt.boundaries, config.servers[0].engine.cache_ram_mib) == (20, {"swa_window": 256}, 0)
+    at_url = config_from_dict(
+        {"model": "m", "servers": [{"name": "u", "url": "http://127.0.0.1:9", "model_path": "m"}]}, {"workload": "hunt"}, "t"
+    )
+    assert at_url.hunt.chars_per_token == 2.0 and at_url.hunt.shape["chars_per_token"].startswith("assumed: 2.0")
 
 
 def test_a_hunt_given_as_an_option_replaces_what_the_file_chose_for_its_own_workload():
@@ -180,5 +187,6 @@ def test_a_lead_is_followed_by_copies_of_its_conversation_each_judged_at_that_re
     assert (len(chains(unset)), len(unset)) == (15, 30)  # copies enough for the policies' 30 judged requests
     two = config.model_copy(update={"copies": None, "follow": [Lead(conversation=1, ret=3), Lead(conversation=0, ret=1)]})
     assert len(chains(hunt_prompts(pool, transcript(pool), two))) == 20  # not 8 a lead: 10 healthy pairs from each alone
-    with pytest.raises(ConfigError, match="conversation 1 has 8 returns, no return 8"):
-        hunt_prompts(pool, transcript(pool), config.model_copy(update={"follow": [Lead(conversation=1, ret=8)]}))
+    count = sum(p.turn_kind in ("rewind", "branch") for p in build() if p.conversation == 1)
+    with pytest.raises(ConfigError, match=f"conversation 1 has {count} returns, no return {count}"):
+        hunt_prompts(pool, transcript(pool), config.model_copy(update={"follow": [Lead(conversation=1, ret=count)]}))

@@ -151,7 +151,7 @@ def nightly_regression(tmp_path_factory, cpu_server):
     assert not left, f"processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"
 
 
-@pytest.mark.rotating(slice=1)  # slice 2 holds the #20671 case's two-build sweep, slice 0 #24411 judged by hunt
+@pytest.mark.rotating(slice=1)  # slice 2 holds #20671 judged by hunt, slice 0 #24411
 def test_bisect_names_the_culprit_skips_a_broken_build_and_resumes_after_kill_9(nightly_regression):
     world = nightly_regression
     shas, folder = world.shas, world.tmp / "bisect"

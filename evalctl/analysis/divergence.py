@@ -288,15 +288,15 @@ def decided(rows: Mapping[CellKey, RungRow], alpha: float) -> dict[CellKey, tupl
     return {cell: out[cell] for cell in rows}
 
 
-def near_ties(pairs: pd.DataFrame, threshold: float) -> str | None:
+def near_ties(pairs: pd.DataFrame, threshold: float, cleared: str = "the divergence rung passed this cell") -> str | None:
     """Why a cell's moved answers are a healthy warm path's near ties, or None when they may not be: every request whose
     tokens moved (judged or reference) parted with logprobs that changed no more than `threshold` (the divergence rung's
-    healthy largest + margin), where it passed."""
+    healthy largest + margin), where the rung `cleared` the cell."""
     moved = pairs[pairs["first_divergence"].notna()]
     if moved.empty or moved["divergence"].isna().any() or (moved["divergence"] > threshold).any():
         return None
     return (
-        f"the divergence rung passed this cell, and each of the {len(moved)} requests whose tokens moved parted within the"
+        f"{cleared}, and each of the {len(moved)} requests whose tokens moved parted within the"
         f" healthy spread (largest {moved['divergence'].max():.3f} <= {threshold:.3f} nats): near ties, not a lost state"
     )
 

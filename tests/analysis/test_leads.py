@@ -96,3 +96,26 @@ def test_the_hunts_gate_reads_its_follow_up(tmp_path, copies, verdict, divergenc
     assert {c["kind"] for c in found if c["status"] == "inconclusive"} == ({"accuracy", "divergence"} if copies else {"accuracy"})
     assert checks["divergence"]["status"] == divergence and "--follow" not in checks["divergence"]["reason"]
     assert checks["follow-up"]["status"] == ("regression" if copies else "pass") and checks["follow-up"]["n"] == N
+
+
+def test_a_cleared_build_s_moved_answers_within_the_follow_ups_spread_are_near_ties(tmp_path):
+    """The ladder as where the rung passes: a return just beyond the survey's spread (0.2 nats against 0.17) flipped its
+    answer; its copies stayed within theirs (0.25), and so did it: the undecided answer comparison is a warning."""
+    folder = write_run(tmp_path, "hunt", run_with({15: 0.2}, extend_shift=0.07, flipped=frozenset({15})).samples)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["config"].update(workload="hunt", hunt={"boundaries": {"swa_window": 512}, "slots": 1, "seed": 7})
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    (folder / FOLLOW_UP_DIR).mkdir()
+    write_run(folder / FOLLOW_UP_DIR, "f", run_with({}, extend_shift=0.15).samples)
+    cli("gate", str(folder))
+    checks = json.loads((folder / "gate.json").read_text())["checks"]
+    answers = [c for c in checks if c["kind"] == "accuracy" and c["comparison"] == "cache on vs off"]
+    assert [c["status"] for c in answers] == ["warning"] and "the follow-up cleared" in answers[0]["reason"]
+    # beyond the follow-up's spread too: not a near tie, the answer rung keeps its finding
+    folder = write_run(tmp_path, "hunt2", run_with({15: 0.4}, extend_shift=0.07, flipped=frozenset({15})).samples)
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "run_id": "hunt2"}))
+    (folder / FOLLOW_UP_DIR).mkdir()
+    write_run(folder / FOLLOW_UP_DIR, "f", run_with({}, extend_shift=0.15).samples)
+    cli("gate", str(folder))
+    checks = json.loads((folder / "gate.json").read_text())["checks"]
+    assert [c["status"] for c in checks if c["kind"] == "accuracy" and c["comparison"] == "cache on vs off"] == ["inconclusive"]

@@ -3,7 +3,10 @@ writes into the hunt's folder (`Run.follow_up`), read back into the hunt's verdi
 
 Per build the follow-up's divergence rung (the same rule and settings, a Holm family of its own) decides what the hunt
 left undecided. Its regression is the build's. Its pass turns the hunt's undecided divergence finding into a warning
-when every return the hunt found beyond the spread was followed: the shapes that drifted did not drift again.
+when every return the hunt found beyond the spread was followed: the shapes that drifted did not drift again. The
+ladder then applies as where the rung passes (`checks.divergence`), with the follow-up's spread: an undecided answer
+comparison is a warning when every request whose tokens moved parted within it (a healthy llama.cpp hunt, seed 2: two
+returns 0.208 nats against the survey's 0.196, their copies within 0.224, and 4 of 36 answers moved).
 
 Guarantee: the copies and their references are new draws, so the follow-up's rung keeps its own false-regression rate
 <= alpha under the rung's exchangeability (`analysis.divergence`); a healthy build is called a regression by the hunt or
@@ -19,6 +22,8 @@ from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.checks.divergence import CHECK as DIVERGENCE
 from evalctl.analysis.checks.divergence import KIND as DIVERGENCE_KIND
 from evalctl.analysis.checks.divergence import findings
+from evalctl.analysis.divergence import cell_pairs, near_ties
+from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.analysis.leads import leads
 
 KIND = "follow-up"
@@ -40,19 +45,29 @@ class FollowUp(GateCheck):
         return findings(follow.samples, DIVERGENCE.settings_of(inputs.policy), inputs.policy.alpha, name, kind=KIND)
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
-        """A build's undecided divergence finding, every return beyond the spread followed, and the follow-up passed:
-        a warning."""
+        """A build's undecided divergence finding, every return beyond the spread followed, and the follow-up passed: a
+        warning; then the ladder as where the rung passes (`checks.divergence`), by the follow-up's spread: the cell's
+        undecided answer comparison a warning when every request whose tokens moved parted within it."""
         follow = inputs.run.follow_up
         if follow is None or follow.manifest.status != "complete":
             return earlier
-        passed = {c.variant for c in self.results(inputs) if c.status == "pass"}
+        spread = {c.variant: c.threshold for c in self.results(inputs) if c.status == "pass"}
         followed = leads(inputs.run.samples, DIVERGENCE.settings_of(inputs.policy), inputs.policy.alpha)
+        cleared = {}
         out = []
         for check in earlier:
-            if check.kind == DIVERGENCE_KIND and check.status == "inconclusive" and check.variant in passed:
+            if check.kind == DIVERGENCE_KIND and check.status == "inconclusive" and check.variant in spread:
                 if (check.b or 0) <= len(followed.get(check.variant, [])):
                     check = replace(check, status="warning", reason=f"{check.reason}; followed up: their copies stayed within the spread")
+                    cleared[check.cell] = spread[check.variant]
             out.append(check)
+        pairs = dict(cell_pairs(inputs.run.samples))
+        undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
+        for i, check in enumerate(out):
+            if (check.kind, check.comparison, check.status) == undecided and check.cell in cleared:
+                ties = near_ties(pairs[check.cell], cleared[check.cell], "the follow-up cleared this cell's returns")
+                if ties:
+                    out[i] = replace(check, status="warning", reason=f"{check.reason}; {ties}")
         return out
 
 

@@ -52,6 +52,8 @@ def test_a_follow_up_is_the_hunt_again_as_copies_of_its_leads(tmp_path):
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BadInput, match="is a follow-up already"):
         follow_config(load_run(folder))
+    out = cli("gate", str(folder))  # a follow-up judged alone: undecided, and it names no follow-up of itself
+    assert out.exit_code == ExitCode.INCONCLUSIVE and "next:" not in out.output and "--follow" not in out.output
     assert config.workload == "hunt" and config.hunt.seed == 7 and config.hunt.copies == 3
     assert config.output_dir == folder / FOLLOW_UP_DIR  # inside the hunt's folder, where its gate finds it
     assert config.hunt.follow == [Lead(conversation=5, ret=1)]

@@ -40,7 +40,8 @@ class Divergence(GateCheck):
         return {cell: (row, pairs) for cell, (row, pairs) in rungs.items() if row is not None}
 
     def results(self, inputs: GateInputs) -> list[Check]:
-        undecided = FOLLOW if inputs.run.config.get("workload") == "hunt" and inputs.run.follow_up is None else ""
+        hunt = inputs.run.config.get("workload") == "hunt" and not inputs.run.config.get("hunt", {}).get("follow")
+        undecided = FOLLOW if hunt and inputs.run.follow_up is None else ""  # a follow-up's own leads name no hunt's shape
         return findings(inputs.run.samples, self.settings_of(inputs.policy), inputs.policy.alpha, NAME, undecided)
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:

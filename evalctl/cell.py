@@ -35,14 +35,7 @@ class CellKey:
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Any) -> CellKey:
         """The cell a mapping or a DataFrame row (a Series) names."""
-        return cls(
-            str(row["profile"]),
-            str(row["variant"]),
-            CacheMode(row["cache"]),
-            int(row["shots"]),
-            int(row["concurrency"]),
-            int(row["pass_index"]),
-        )
+        return cls(*(cast(row[name]) for cast, name in zip((str, str, CacheMode, int, int, int), cls.columns())))
 
     @classmethod
     def from_record(cls, record: Any) -> CellKey:

@@ -1,11 +1,8 @@
 """Async OpenAI-compatible completions client with per-request telemetry.
 
-Every request yields a `Completion`, never an exception: a failure is data
-(an error row), counted apart from wrong answers. A streaming client
-(`stream=True`) reads server-sent events, so it can time the first token
-(TTFT) and the gaps between later ones; its text and usage are the same as
-the non-streamed answer's (usage comes from the final chunk, asked for with
-`stream_options.include_usage`).
+Every request yields a `Completion`, never an exception: a failure is data (an error row), counted apart from wrong
+answers. Streamed (`stream=True`), it also times the first token (TTFT) and the gaps between later ones; text and
+usage (the final chunk's, `stream_options.include_usage`) are the non-streamed answer's.
 """
 
 from __future__ import annotations
@@ -24,13 +21,11 @@ from typing import Literal
 
 import httpx
 
-# Why a request got no answer. One rule for retrying: the retryable kinds are those where the
-# server gave no answer yet may next time (any 5xx, 408/429 "try later", timeouts, dropped
-# connections, a dead server). The client retries them; a resumed run or a restarted server
-# sends them again. A 4xx refusal or a malformed answer is final.
+# Why a request got no answer. The one retry rule: the kinds where the server may answer next time (5xx, 408/429
+# "try later", timeouts, dropped connections, a dead server) are retried, here and by a resume or a restarted
+# server; a 4xx refusal or a malformed answer is final.
 ErrorKind = Literal["http_4xx", "http_try_later", "http_5xx", "timeout", "connection", "bad_response", "server_died"]
 RETRYABLE_ERROR_KINDS: frozenset[ErrorKind] = frozenset({"http_try_later", "http_5xx", "timeout", "connection", "server_died"})
-TRY_LATER_STATUS = {408, 429}
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -212,7 +207,7 @@ class CompletionClient:
                 error, kind = f"malformed response: {exc}", "bad_response"
             else:
                 status = response.status_code
-                kind = "http_5xx" if status >= 500 else "http_try_later" if status in TRY_LATER_STATUS else "http_4xx"
+                kind = "http_5xx" if status >= 500 else "http_try_later" if status in (408, 429) else "http_4xx"
                 error = f"HTTP {status}: {_server_message(response)}"
             failures.append(FailedAttempt(kind, error, time.perf_counter() - sent))
             if kind not in RETRYABLE_ERROR_KINDS or attempt > self.settings.max_retries:
@@ -238,8 +233,7 @@ class CompletionClient:
             snippet = body[:200].decode(errors="replace").replace("\n", " ")
             raise _BadResponse(f"{exc}: {snippet!r}") from None
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens")
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
         timings = data.get("timings")
         if cached is None and isinstance(timings, dict):
             # llama.cpp's own count: builds before b8672 (xllamacpp 0.2.x) report cached tokens only there.
@@ -269,15 +263,13 @@ class CompletionClient:
         queue = collections.deque(chain for chain in chains if chain)  # workers take from it between awaits: no race
         done: asyncio.Queue = asyncio.Queue()
         finished = object()
-
-        def stopped() -> bool:
-            return stop is not None and stop.is_set()
+        stop = stop or asyncio.Event()
 
         async def worker() -> None:
             try:
-                while queue and not stopped():
+                while queue and not stop.is_set():
                     for key, prompt, params in queue.popleft():
-                        if stopped():
+                        if stop.is_set():
                             return
                         await done.put((key, await self.complete(prompt, **params)))
             finally:
@@ -321,12 +313,11 @@ def _completion_fields(raw: bytes) -> tuple[dict, dict, str]:
 
 
 async def _read_events(response: httpx.Response) -> tuple[dict, dict, str, float, list[float], tuple[TokenLogprob, ...] | None]:
-    """Fold a completion's server-sent events into (the chunk with usage, the final choice state, the
-    text, the arrival of the first chunk with a choice, the arrivals of the chunks that carried text,
-    every chunk's token logprobs in order: None when no chunk carried any).
+    """Fold a completion's server-sent events into (the chunk with usage, the final choice state, the text, the arrival
+    of the first chunk with a choice, the arrivals of the chunks with text, the token logprobs: None when none came).
 
-    The first chunk with a choice marks the first token even when its text is empty: an answer
-    that stops at once (or whose first token starts a stop string) has no text chunk at all.
+    The first chunk with a choice marks the first token even when its text is empty: an answer that stops at once
+    (or whose first token starts a stop string) has no text chunk at all.
     """
     first: float | None = None
     pieces: list[str] = []
@@ -370,18 +361,12 @@ def _server_message(response: httpx.Response) -> str:
     except ValueError:
         return response.text[:300]
     error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message", error))[:300]
-    return str(error or data)[:300]
+    return str(error.get("message", error) if isinstance(error, dict) else error or data)[:300]
 
 
 def _token_logprobs(raw: object) -> tuple[TokenLogprob, ...] | None:
-    """Per-token logprobs from either response shape servers use for `/v1/completions`.
-
-    llama.cpp answers in the chat shape (`content: [{token, logprob, top_logprobs: [...]}]`);
-    OpenAI's legacy completions shape (vLLM, SGLang) is parallel lists under `tokens`,
-    `token_logprobs` and `top_logprobs` (a dict per position).
-    """
+    """Per-token logprobs from either shape: llama.cpp's chat shape (`content: [{token, logprob, top_logprobs: [...]}]`)
+    or OpenAI's legacy completions shape (vLLM, SGLang): parallel lists `tokens`, `token_logprobs`, `top_logprobs`."""
     if not isinstance(raw, dict):
         return None
     try:

@@ -1,8 +1,6 @@
-"""Loading the sweep config: model aliases (found by `config_files`), CLI overrides, and what needs
-more than the models: the checks that look something up (a task's shot counts, the workload, the canary's fault)
-and the values resolved once (variants' paths, the engines' sampling seed).
-
-The models themselves are `evalctl.schema`'s (a leaf: it looks nothing up).
+"""Loading the sweep config (the models are `evalctl.schema`'s): model aliases (found by `config_files`), CLI
+overrides, the checks that look something up (a task's shot counts, the workload, the canary's fault) and the values
+resolved once (variants' paths, the engines' sampling seed).
 """
 
 from __future__ import annotations
@@ -64,10 +62,9 @@ def implied(config: SweepConfig) -> SweepConfig:
     return config.model_copy(update=update) if update else config
 
 
-# What `workload: hunt` sets when the config does not: one short cell of prefix-recall questions (4 records each), short
-# answers judged by their logprobs against the length-matched extensions, and answers judged warm vs cold on the same
-# bytes (the `hunt` policy, configs/gate/hunt.yaml: the answer rung, no speed check). No A/A arm: a cold-vs-cold pair
-# is no reference for a warm one (`analysis.divergence`), and it would cost a second cold pass.
+# What `workload: hunt` sets when the config does not: one short cell of prefix-recall questions (4 records each),
+# short answers judged warm vs cold by their logprobs (the `hunt` policy: the answer rung, no speed check). No A/A
+# arm: a cold-vs-cold pair is no reference for a warm one (`analysis.divergence`), and it costs a second cold pass.
 HUNT_DEFAULTS: dict[str, Any] = {
     "task": "prefix-recall", "fewshot": "sampled", "shots": [4], "limit": 40, "noise": False, "gate_policy": "hunt",
 }  # fmt: skip
@@ -125,15 +122,10 @@ def _ram_cache_on(profile: ServerProfile) -> ServerProfile:
     return profile.model_copy(update={"engine": engine.model_copy(update={"cache_ram_mib": None})})
 
 
-def known_aliases() -> list[str]:
-    return list(config_files.known())
-
-
 def alias_path(name: str) -> Path:
     found = config_files.find(name)
     if found is None:
-        known = ", ".join(known_aliases()) or "(none)"
-        raise ConfigError(f"unknown model alias {name!r}; known: {known}")
+        raise ConfigError(f"unknown model alias {name!r}; known: {', '.join(config_files.known()) or '(none)'}")
     return found.path
 
 
@@ -248,8 +240,8 @@ def _takes(engine: str | None, setting: str) -> bool:
 
 
 def validated(data: dict[str, Any]) -> SweepConfig:
-    """A config mapping as a SweepConfig (nothing resolved); ValidationError if invalid. Each profile's `engine:` is validated
-    by the registered engines' models: this module imports their registry, which hands the schema their union."""
+    """A config mapping as a SweepConfig (nothing resolved); ValidationError if invalid. Importing this module imports
+    the engine registry, which hands the schema the union each profile's `engine:` is validated by."""
     return SweepConfig.model_validate(data)
 
 

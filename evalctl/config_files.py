@@ -1,10 +1,8 @@
 """Where model aliases and gate policies are found, and the one reader of evalctl's YAML files.
 
-Search order for a name (`--model NAME`, a config's `gate_policy: NAME`): each folder of
-`EVALCTL_CONFIG_PATH` (os.pathsep-separated, the user's own), then the folder shipped inside
-the package (`evalctl.configs`: the repository's top-level `configs/`, mapped into the wheel by
-setup.py). A path given with `--config` or `--policy` is read as it is, before any search. Every
-folder has the same layout: `<alias>.yaml` for models, `gate/<policy>.yaml` for gate policies.
+A name (`--model NAME`, a config's `gate_policy: NAME`) is searched in each folder of `EVALCTL_CONFIG_PATH`
+(os.pathsep-separated), then in the packaged `evalctl.configs` (the repository's `configs/`, mapped by setup.py);
+each holds `<alias>.yaml` for models, `gate/<policy>.yaml` for gate policies.
 """
 
 from __future__ import annotations

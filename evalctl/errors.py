@@ -153,7 +153,5 @@ class DiskError(EvalctlError, OSError):
 
     An OSError too, so code that handles file errors still does; `filename` is the file refused."""
 
-    exit_status = ExitCode.INTERNAL
-
     def __str__(self) -> str:
         return f"cannot write {self.filename}: {self.strerror}"

@@ -1,12 +1,5 @@
-"""Writing files so that neither a reader nor a crash ever sees half of one, and naming the file when the disk refuses.
-
-Every file evalctl writes whole goes through `atomic_path` / `write_atomic`: a hidden temporary in the target's
-own folder (the rename never crosses a filesystem; on NFS a rename inside one directory is atomic too), named by
-the writer's PID and a random suffix (two processes never share one), fsynced, renamed over the target, then
-the folder fsynced so the rename survives a power cut. Append-only files (records.jsonl): `records.RecordWriter`.
-
-A write the disk refuses (`DISK_ERRNOS`) is a `DiskError` naming the file, so the command can say which file and
-what is still safe.
+"""Writing files so that neither a reader nor a crash ever sees half of one (`atomic_path`, for every file written
+whole; append-only records: `records.RecordWriter`), and a write the disk refuses as a `DiskError` naming the file.
 """
 
 from __future__ import annotations
@@ -44,9 +37,12 @@ def fsync_dir(folder: Path) -> None:
 
 @contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
-    """A temporary path to write `path`'s new content to (by any writer: pandas, matplotlib, a copy);
-    on leaving the block it replaces `path` atomically and durably. On any error the temporary file
-    is removed and `path` is left as it was; a disk refusal is raised as DiskError naming `path`."""
+    """A temporary path to write `path`'s new content to (by any writer: pandas, matplotlib, a copy); on leaving the
+    block it replaces `path` atomically and durably. On any error the temporary file is removed and `path` is left as
+    it was; a disk refusal is raised as DiskError naming `path`.
+
+    The temporary is hidden in the target's own folder (a rename inside one directory is atomic, on NFS too), named
+    by PID and a random suffix, fsynced, renamed over the target; then the folder is fsynced (survives a power cut)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:

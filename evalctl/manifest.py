@@ -1,11 +1,8 @@
 """`manifest.json`: what a run was (config, servers, versions, host), typed and written atomically.
 
-A run split into parts that run at once (cluster jobs) keeps each part's state (its job,
-node, servers, failures, status) in `jobs/<part>.json`, written only by that part, so no two
-writers share a file; the aggregation step folds them into the manifest.
-
-Every model allows fields it does not know: a manifest written by a newer evalctl still
-loads, and rewriting it keeps them. One that fails validation is a `ManifestError`.
+A run split into parts that run at once (cluster jobs) keeps each part's state in `jobs/<part>.json`, written only
+by that part; the aggregation step folds them into the manifest. Every model keeps fields it does not know (a newer
+evalctl's); one that fails validation is a `ManifestError`.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ import evalctl
 from evalctl.cell import CellKey
 from evalctl.errors import ManifestError
 from evalctl.fsio import write_atomic
+from evalctl.schema import CacheMode
 from evalctl.venvs import PipVenv
 
 MANIFEST_FILE = "manifest.json"
@@ -88,11 +86,8 @@ class PlannedCell(_Cell):
 
 
 class CellDecision(_Cell):
-    """A cell's sequential verdict against the baseline run, at the look it was decided.
-
-    A cell decided before its last look sent nothing more: its unsent requests (the rest of the
-    seeded send order) are saved, not missing. A cell that reached its last look undecided is
-    inconclusive."""
+    """A cell's sequential verdict against the baseline run, at the look it was decided. A cell decided before its
+    last look sent nothing more: its unsent requests are saved, not missing. Undecided at its last look: inconclusive."""
 
     verdict: Literal["regression", "pass", "inconclusive"]
     look: int  # 1-based
@@ -154,8 +149,7 @@ class ServerEntry(_Entry):
 
     def cell_of(self, entry: CellEntry) -> CellKey:
         """The cell one of its `cells` logs (an entry holds only shots, concurrency and pass: the rest is the server's)."""
-        server = {"profile": self.profile, "variant": self.variant, "cache": self.cache}
-        return CellKey.from_row({**server, "shots": entry.shots, "concurrency": entry.concurrency, "pass_index": entry.pass_index})
+        return CellKey(self.profile, self.variant, CacheMode(self.cache), entry.shots, entry.concurrency, entry.pass_index)
 
 
 class Failure(_Entry):
@@ -236,11 +230,9 @@ class Manifest(RunState):
     host: Host = Field(default_factory=Host)
     config: dict[str, Any] = Field(default_factory=dict)  # redacted (`secrets.redact_config`)
     data_fingerprint: str | None = None
-    # The task's metrics as the records name them, the primary first; a manifest from before
-    # the task registry held GSM8K's two.
+    # The task's metrics as the records name them, the primary first (default: GSM8K's, of older manifests).
     metrics: list[str] = Field(default_factory=lambda: ["strict", "flexible"])
-    # Every cell of the plan as it was built: a cell at one shot count need not ask as many questions
-    # as another (a prefix-recall cell at k records asks at most k).
+    # Every cell of the plan as built (cells need not ask as many questions: prefix-recall at k records asks at most k).
     plan: list[PlannedCell] = Field(default_factory=list)
     executor: Literal["local", "slurm"] = "local"
     error: str | None = None

@@ -1,11 +1,9 @@
 """The sample record: one row per request, defined once, and its durable store.
 
-Rows are appended to `records.jsonl` as requests complete (written through to the OS at once,
-fsynced at most `SYNC_INTERVAL_S` apart: a killed process loses only the requests in flight, a
-machine crash also at most that interval's rows); `samples.parquet` is the compacted
-form written at the end of a run and read by every analysis. Parts of a run that
-run at once on different nodes (cluster jobs) each append to their own
-`records-<part>.jsonl`; every reader here reads them all.
+Rows are appended to `records.jsonl` as requests complete (written through to the OS at once, fsynced at most
+`SYNC_INTERVAL_S` apart: a killed process loses only the requests in flight, a machine crash also at most that
+interval's rows); `samples.parquet` is the compacted form every analysis reads, written at the end. Parts of a run
+(cluster jobs) each append to their own `records-<part>.jsonl`; every reader here reads them all.
 """
 
 from __future__ import annotations
@@ -30,16 +28,14 @@ from evalctl.fsio import atomic_path, disk_error
 RECORDS_FILE = "records.jsonl"
 PART_RECORDS_GLOB = "records-*.jsonl"
 SAMPLES_FILE = "samples.parquet"
-# The A/A arm's second run of each server's reference cell, kept apart so no other analysis pairs it by
-# mistake; one file per profile and variant, so cluster jobs (one per profile x variant) never share one
-# (runs before every variant had its arm wrote `noise-<profile>.jsonl`: the same glob reads them).
+# The A/A arm's second run of each server's reference cell, kept apart so no other analysis pairs it by mistake;
+# one file per profile and variant (`noise_file`), so cluster jobs never share one.
 NOISE_GLOB = "noise-*.jsonl"
 # Columns newer than some run folders: read as empty from those.
 LATER_COLUMNS = ("itl_s", "conversation", "turn", "turn_kind", "source_doc_id", "first_error_kind", "failed_attempts", "logprobs")
 
-# A task's metric, as the task names it (`tasks.lmeval`): GSM8K's `strict` (`#### N`) and
-# `flexible` (the last number), or any filter name of a task's YAML. Each metric is two columns
-# of the samples, `<metric>_answer` and `<metric>_correct`, in the task's order, primary first.
+# A task's metric, as the task names it (`tasks.lmeval`): GSM8K's `strict` and `flexible`, or a task YAML's filter
+# name; each is two columns, `<metric>_answer` and `<metric>_correct`, in the task's order, primary first.
 Metric = str
 ANSWER_SUFFIX, CORRECT_SUFFIX = "_answer", "_correct"
 NO_METRIC = "accuracy"  # what a run without a single record names its (empty) accuracy
@@ -95,16 +91,13 @@ class SampleRecord:
     turn: int | None = None  # turns in the transcript this request sent
     turn_kind: TurnKind | None = None
     source_doc_id: int | None = None  # the task's doc id of the question asked (doc_id numbers the requests)
-    # Retries are evidence (docs/reliability.md): the kind of the first attempt's failure (None: answered, or never
-    # sent), and every attempt that got no answer (`client.Completion.failed_attempts`). The answer's own figures
-    # (cached_tokens, latency_s) are the last attempt's. A row stores the attempts as a list of objects, None for
-    # none: list<struct<error_kind, error, latency_s>> in parquet (a run without any failure: a null column).
+    # Retries are evidence (docs/reliability.md): the first attempt's failure (None: answered, or never sent) and
+    # every attempt without an answer (`client.Completion.failed_attempts`); the answer's figures are the last
+    # attempt's. Stored as a list of objects, None for none (parquet: list<struct<error_kind, error, latency_s>>).
     first_error_kind: ErrorKind | None = None
     failed_attempts: tuple[FailedAttempt, ...] = ()
-    # Requests that asked for logprobs (conversation workloads: the logprob rungs, `analysis.divergence`): each
-    # generated token with its logprob and the server's top alternatives. Stored as a list of
-    # {token, logprob, top: [{token, logprob}]} (parquet: list<struct>; None when not asked): a 16-token answer
-    # with top 5 is about 1 kB of JSON, a few hundred bytes compressed.
+    # Requests that asked for logprobs (the logprob rungs, `analysis.divergence`): each generated token with the
+    # server's top alternatives, stored as [{token, logprob, top: [{token, logprob}]}] (None when not asked).
     logprobs: tuple[TokenLogprob, ...] | None = None
 
     def row(self) -> dict:
@@ -155,9 +148,7 @@ def metric_names(df: pd.DataFrame) -> list[str]:
 
 def primary_metric(df: pd.DataFrame, requested: str | None = None) -> str:
     """`requested` if the samples have it, else (None) the task's first metric; an unknown one is a BadInput.
-
-    Samples without rows hold no metric columns: then `requested`, or NO_METRIC, names the (empty) tables.
-    """
+    Samples without rows hold no metric columns: then `requested`, or NO_METRIC, names the (empty) tables."""
     known = metric_names(df)
     if not known:
         return requested or NO_METRIC

@@ -1,11 +1,8 @@
-"""The one registry: a name -> T mapping of the engines, the tasks or the gate checks, and the one way plug-ins are found.
+"""The one registry: a name -> T mapping (engines, tasks, gate checks, workloads), and the one way plug-ins are found.
 
-Entries are `"module:attribute"` references (to an entry, or a tuple of them), imported on the first look-up, which
-completes the registry, not when defined: the registry's module stays cheap to import, and a module defining entries
-need not import its registry (no import cycle). evalctl's own are the `builtins`; a plug-in is an entry point of an
-installed distribution in the group `evalctl.<kind>s` (`evalctl.engines`, `evalctl.tasks`, `evalctl.checks`,
-`evalctl.workloads`): `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`. A name no entry
-has is bad input (exit 4), listing the known names (`unknown_name`).
+evalctl's own entries (`builtins`) are `"module:attribute"` references (to an entry or a tuple of them), imported on
+the first look-up: importing a registry stays cheap, and no module defining entries imports its registry. A plug-in
+is an entry point in the group `evalctl.<kind>s`: `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`.
 """
 
 from __future__ import annotations

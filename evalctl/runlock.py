@@ -1,23 +1,11 @@
-"""One writer per run folder: the lock a writing process holds, and how readers see who is writing.
+"""One writer per run folder: the lock a writing process holds, and how readers see who is writing
+(docs/run-folders.md: who locks what, and which shared filesystems the lock holds on).
 
-The lock is `fcntl.flock` on `<run>/.writer.lock`, held exclusively for as long as the process writes the run: a
-sweep (new or `--resume`), the Slurm submitter while it creates the folder and lists the jobs, the aggregation job.
-The OS releases a flock when its process dies, however it dies (kill -9 included): no stale lock to clean up. A
-second writer gets a `BadInput` (the usage exit code) naming the holder, or waits (`--wait-for-lock SECONDS`).
-
-Slurm parts of one run write at once, each its own records and state file: each holds the run lock *shared* (no
-exclusive writer, such as a local `--resume` or a second submission, can take the run meanwhile) and its own
-`jobs/<part>.lock` exclusively (a part never runs twice at once). The manifest is written only by exclusive holders.
-
-The holder writes who it is (host, PID, command, role, since) into its lock file, believed only while the lock is
-held. Readers only probe, non-blocking and shared, on a file opened read-only (`writers`: a read-only share works);
-a writer that meets a probe retries for `GRACE_S` before it refuses.
-
-Shared filesystems: on Linux, flock on NFS (client 2.6.12 and later, NFSv3 with lockd or NFSv4) is a whole-file
-POSIX lock on the server, so it excludes across nodes, unless the share is mounted with `local_lock=flock` or
-`nolock` (then only per node). A dead process releases its lock at once; a dead node holds it until the server
-reclaims it (the NFSv4 lease, 90 s by default; NFSv3 when the node's statd reports the reboot). Lustre needs the
-`flock` mount option (`localflock` is per node); GPFS/Spectrum Scale and local disks need nothing.
+`fcntl.flock` on `<run>/.writer.lock`, exclusive while the process writes the run; the OS releases it when the
+process dies (kill -9 included). A second writer gets a `BadInput` naming the holder, or waits (`--wait-for-lock`).
+Slurm parts hold the run lock *shared* and their own `jobs/<part>.lock` exclusively; only exclusive holders write
+the manifest. The holder writes who it is into its lock file, believed only while the lock is held. Readers only
+probe (non-blocking, shared, read-only: `writers`); a writer that meets a probe retries for `GRACE_S`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The run-folder readers: `open_run`/`load_run`, one run as analysis, gate, reports and resume see it, or one
-clear error; `inspect_run`, any folder under a results root as history and the dashboard list it, judged
-without trusting any of it.
+"""The run-folder readers: `open_run`/`load_run`, one run as analysis, gate, reports and resume see it, or one clear
+error; `inspect_run`, any folder under a results root as history and the dashboard list it, trusting none of it.
 
-A run folder another process is writing (`writers`: see `runlock`) is read as a snapshot: the
-manifest and samples.parquet are only ever replaced whole (`fsio`), and a live run's samples
-come from its records files (every line written through; a torn last line is skipped), so a reader
-sees the rows answered so far, never a half-written file.
+A run folder another process is writing (`runlock.writers`) is read as a snapshot: the manifest and samples.parquet
+are only ever replaced whole (`fsio`), and a live run's samples are its records files' rows so far.
 """
 
 from __future__ import annotations
@@ -34,8 +31,7 @@ _RUN_ID = re.compile(r"(?P<stamp>\d{8}-\d{6})-(?P<model>.+)-[0-9a-f]{6}")
 
 @dataclass(eq=False)
 class Run:
-    """A run folder: its manifest and its samples (given, or read from the folder on first use). A run is data:
-    analysis reads it (`analysis.summary.run_summary`), never the other way round."""
+    """A run folder: its manifest and its samples (given, or read from the folder on first use)."""
 
     path: Path
     manifest: Manifest
@@ -93,10 +89,8 @@ class Run:
             raise BadInput(f"cannot read the A/A records of {self.path}: {exc}") from None
 
     def metric(self, requested: Metric | None = None) -> Metric:
-        """`requested` when the run's task scores it, else (None) the task's first metric.
-
-        `agreement` (`evalctl.agreement`) is derived, not recorded: asking for it adds its columns
-        to the samples and the A/A replica, so every table read after this scores by it."""
+        """`requested` when the run's task scores it, else (None) the task's first metric. `agreement` is derived, not
+        recorded: asking for it adds its columns to the samples and the A/A replica, for every later table."""
         if requested == AGREEMENT and AGREEMENT not in metric_names(self.samples):
             samples = self.samples
             self.samples = with_agreement(samples)
@@ -195,10 +189,9 @@ def _manifest(run_dir: Path) -> tuple[Manifest | None, str | None]:
 def inspect_run(path: Path) -> RunListing:
     """What the folder holds now, even while a sweep writes it.
 
-    A writer makes the manifest, then records, then `samples.parquet`, and saves its final status
-    before it lets go of the lock. Reading in the reverse order means a folder caught mid-write is
-    seen in a state it really passed through, never as corrupt (records seen, manifest not yet) or
-    interrupted (a `running` manifest read just before the writer finished and let go).
+    A writer makes the manifest, then records, then `samples.parquet`, and saves its final status before it lets go
+    of the lock. Read in the reverse order, a folder caught mid-write is seen in a state it really passed through,
+    never as corrupt (records seen, manifest not yet) or interrupted (a `running` manifest read just before the end).
     """
     manifest_path, parquet = path / MANIFEST_FILE, path / SAMPLES_FILE
     has_parquet, has_jsonl = parquet.is_file(), bool(record_files(path))  # the run's records, or its cluster parts

@@ -1,11 +1,7 @@
-"""The sweep config's schema: pydantic models, and nothing that looks anything up.
+"""The sweep config's schema: pydantic models that look nothing up (loading is `evalctl.config`).
 
-A config names *what* to measure (task, shots, cache modes, passes) and *where* (server profiles x variants).
-Everything downstream reads the resolved model; nothing re-reads YAML. Loading is `evalctl.config`.
-
-A leaf: of evalctl it imports only the errors. A profile's engine settings are typed by the open base
-`EngineSettings` and validated by the union of the registered engines' models, which the engine registry hands over
-(`EngineSettings.union`): the registry imports every engine, and every engine reads this schema.
+A leaf: of evalctl it imports only the errors. A profile's `engine:` is validated by the union of the registered
+engines' settings, which the engine registry hands over (`EngineSettings.union`): every engine imports this schema.
 """
 
 from __future__ import annotations
@@ -88,15 +84,11 @@ DEFAULT_ENGINE = "llamacpp"
 
 
 class EngineSettings(_Strict):
-    """An engine's own settings: the mapping under a profile's `engine:` (`engine: {name: sglang, tp: 4}`).
-
-    Each engine's adapter names its subclass (`EngineAdapter.Settings`), whose `name` is the literal
-    engine name: the discriminator of the union the engine registry builds over every engine it loads.
-    """
+    """An engine's own settings: the mapping under a profile's `engine:` (`engine: {name: sglang, tp: 4}`). Each
+    adapter's subclass (`EngineAdapter.Settings`) has the literal engine name as `name`, the union's discriminator."""
 
     name: str = Field(description="The engine: llamacpp, sglang, vllm, or a plug-in's (docs/guide-add-engine.md).")
-    # The union of every registered engine's Settings, by `name`, that a name or mapping under `engine:` is
-    # validated by: set by the engine registry (`evalctl.servers.registry`) when imported.
+    # Set by the engine registry (`evalctl.servers.registry`) when imported.
     union: ClassVar[Callable[[], TypeAdapter[EngineSettings]] | None] = None
 
     def gpus_needed(self) -> int:
@@ -153,7 +145,6 @@ class ServerProfile(_Strict):
     @field_validator("engine", mode="before")
     @classmethod
     def _engine_model(cls, engine: Any, info: ValidationInfo) -> Any:
-        # A name or mapping is validated by its engine's model, picked by `name` in the registry's union.
         if engine is None and not info.data.get("url"):
             engine = DEFAULT_ENGINE  # a server to launch needs an engine; one at a URL is asked which it is
         if engine is None or isinstance(engine, EngineSettings):
@@ -194,14 +185,13 @@ class Variant(_Strict):
     @field_validator("pip")
     @classmethod
     def _requirements(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None:
-            if not value:
-                raise ValueError("pip must name at least one requirement, e.g. xllamacpp==2026.5.9294")
-            for text in value:
-                try:
-                    Requirement(text)
-                except InvalidRequirement as exc:
-                    raise ValueError(f"not a pip requirement: {text!r} ({exc})") from None
+        if value == []:
+            raise ValueError("pip must name at least one requirement, e.g. xllamacpp==2026.5.9294")
+        for text in value or []:
+            try:
+                Requirement(text)
+            except InvalidRequirement as exc:
+                raise ValueError(f"not a pip requirement: {text!r} ({exc})") from None
         return value
 
     @model_validator(mode="after")
@@ -384,8 +374,7 @@ class StoppingConfig(_Strict):
     baseline: Annotated[Path | None, Cli(absolute=True)] = Field(
         None, description="An earlier complete run folder each cell is compared with."
     )
-    # The decision settings default to the run's gate policy (`execution.stopping.with_policy_settings`),
-    # so the rule that stops a cell and the gate that reads its decision hold one value each.
+    # Unset: the run's gate policy's (`execution.stopping.with_policy_settings`), so the stop and the gate agree.
     tolerance: float | None = Field(
         None, ge=0, lt=1, description="Largest tolerated accuracy drop; default: the gate policy's max_accuracy_drop."
     )

@@ -1,12 +1,9 @@
-"""SIGINT/SIGTERM as an orderly stop: no new requests, a short wait for those in flight,
-records kept, every server stopped, exit 128 + signal number (`errors.ExitCode`).
+"""SIGINT/SIGTERM as an orderly stop: no new requests, a short wait for those in flight, records kept, every server
+stopped, exit 128 + signal number (`errors.ExitCode`).
 
-A signal in plain code raises `Interrupted` at once so every `finally` (server teardown)
-runs. While requests are in flight (`graceful`) it only sets an event: the request loop
-stops taking work and waits briefly for what is in flight. Launches side by side each run
-their requests in their own thread and loop: a signal sets every loop's event, and each
-thread raises at its next `check`. A second signal always raises at once. (Spawning a
-server blocks signals for the instant between fork and remembering the pid: `servers.process`.)
+A signal in plain code raises `Interrupted` at once, so every `finally` (server teardown) runs. While requests are
+in flight (`graceful`, one event per thread's loop: launches side by side) it sets the events instead, and each
+thread raises at its next `check`. A second signal always raises at once.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from evalctl.config import known_aliases, load_config
+from evalctl import config_files
+from evalctl.config import load_config
 from evalctl.errors import ConfigError
 from evalctl.schema import CacheMode
 from evalctl.tasks.registry import resolved_data_dir
@@ -44,7 +45,7 @@ def test_unknown_alias_lists_known_ones():
     with pytest.raises(ConfigError) as exc:
         load_config(model="no-such-model")
     assert "no-such-model" in str(exc.value)
-    for name in known_aliases():
+    for name in config_files.known():
         assert name in str(exc.value)
 
 

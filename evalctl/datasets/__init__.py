@@ -1,8 +1,5 @@
-"""Task data shipped inside the package: pinned, offline, the default source of every sweep.
-
-Each folder holds `train.jsonl` and `test.jsonl` with the data's LICENSE and a SOURCE.md
-naming the upstream commit and the files' sha256.
-"""
+"""Task data shipped inside the package (pinned, offline, a sweep's default): per task `train.jsonl` and `test.jsonl`
+with the data's LICENSE and a SOURCE.md naming the upstream commit and the files' sha256."""
 
 from __future__ import annotations
 

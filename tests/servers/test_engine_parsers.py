@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-from evalctl.config import known_aliases, load_config
+from evalctl import config_files
+from evalctl.config import load_config
 from evalctl.plan import expand
 from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.sglang import SGLangAdapter, SGLangSettings
@@ -79,7 +80,7 @@ def server_args(argv: list[str]) -> list[str]:
 def generated_sglang_commands() -> list[list[str]]:
     """Every SGLang launch of every shipped config (all variants, both cache modes), plus every optional field set."""
     commands = []
-    for alias in known_aliases():
+    for alias in config_files.known():
         names = [v.name for v in load_config(model=alias).variants]
         for launch in expand(load_config(model=alias, overrides={"run_variants": names})):
             if launch.profile.engine.name == "sglang":

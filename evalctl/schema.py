@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializeAsAny,
@@ -53,6 +54,11 @@ class Cli:
 
 
 CLI = Cli()
+
+
+def _listed(value: Any) -> Any:
+    """One value given where a list goes (`pip: x==1`, `concurrency: 4`): a list of it."""
+    return [value] if isinstance(value, (str, int)) and not isinstance(value, bool) else value
 
 
 class GenerationConfig(_Strict):
@@ -171,16 +177,11 @@ class Variant(_Strict):
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     git_revision: str | None = Field(None, description="The build's source revision, for the record.")
-    pip: list[str] | None = Field(
+    pip: Annotated[list[str] | None, BeforeValidator(_listed)] = Field(
         None,
         description="A build named by version: pip requirements (e.g. xllamacpp==2026.5.9294) of a venv evalctl makes, caches "
         "and serves from (evalctl.venvs), instead of `python`.",
     )
-
-    @field_validator("pip", mode="before")
-    @classmethod
-    def _one_requirement(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
 
     @field_validator("pip")
     @classmethod
@@ -423,7 +424,7 @@ class SweepConfig(_Strict):
     )
     limit_seed: int = Field(1234, description="Seed of the shuffle `limit_order: shuffled` takes the first N from.")
     passes: Annotated[int, CLI] = Field(1, ge=1, le=10, description="Warm passes per cell without a flush between.")
-    concurrency: Annotated[list[int], CLI] = Field(
+    concurrency: Annotated[list[int], CLI, BeforeValidator(_listed)] = Field(
         default_factory=lambda: [4],
         description="Requests in flight per server (conversations with a conversation workload); a list, e.g. 1,8,32, sweeps "
         "it as an axis: the same prompts at each level, every level judged against the lowest.",
@@ -506,11 +507,6 @@ class SweepConfig(_Strict):
         if bad:
             raise ValueError(f"shot counts must be >= 0, got {bad}")
         return sorted(dict.fromkeys(shots))
-
-    @field_validator("concurrency", mode="before")
-    @classmethod
-    def _one_level(cls, value: Any) -> Any:
-        return [value] if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("concurrency")
     @classmethod

@@ -235,10 +235,8 @@ def read_jsonl(path: Path) -> pd.DataFrame:
     rows = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
     # Every base column (empty where missing), base columns first, then the metrics' in order.
     df = pd.DataFrame(rows)
     return df.reindex(columns=[*COLUMNS, *(c for c in df.columns if c not in COLUMNS)])

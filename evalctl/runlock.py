@@ -105,17 +105,15 @@ def holder_of(path: Path) -> Holder | None:
     except OSError:
         return None  # no lock file: nobody ever locked it (a run folder from before locks)
     try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # got it: nobody holds the lock (closing the file releases it)
+    except BlockingIOError:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                return Holder.model_validate_json(os.pread(fd, 4096, 0))
-            except ValidationError:  # taken a moment ago, name not yet written
-                return Holder(role="writer", host="?", pid=0, command="?", since="?")
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+            return Holder.model_validate_json(os.pread(fd, 4096, 0))
+        except ValidationError:  # taken a moment ago, name not yet written
+            return Holder(role="writer", host="?", pid=0, command="?", since="?")
     finally:
         os.close(fd)
+    return None
 
 
 def run_lock_path(run_dir: Path) -> Path:
@@ -124,9 +122,8 @@ def run_lock_path(run_dir: Path) -> Path:
 
 def writers(run_dir: Path) -> list[Holder]:
     """Who is writing the run folder now: its exclusive writer, or the Slurm parts running in it; empty if nobody."""
-    found = [h for h in [holder_of(run_lock_path(run_dir))] if h is not None]
-    found += [h for p in sorted((run_dir / PARTS_DIR).glob(f"*{PART_LOCK_SUFFIX}")) if (h := holder_of(p)) is not None]
-    return found
+    locks = [run_lock_path(run_dir), *sorted((run_dir / PARTS_DIR).glob(f"*{PART_LOCK_SUFFIX}"))]
+    return [h for path in locks if (h := holder_of(path)) is not None]
 
 
 class RunLock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -66,12 +67,8 @@ class Run:
     def samples(self) -> pd.DataFrame:
         if self.given_samples is not None:
             return self.given_samples
-        try:
-            # A live run's parquet, if any, is an earlier compaction: its records are newer.
-            samples = load_samples(self.path, live=self.live)
-        except (OSError, ValueError, pa.ArrowException) as exc:
-            raise_unless_missing(exc)
-            raise BadInput(f"cannot read run folder {self.path}: {exc}") from None
+        # A live run's parquet, if any, is an earlier compaction: its records are newer.
+        samples = self._read(lambda: load_samples(self.path, live=self.live), f"run folder {self.path}")
         missing = [c for c in COLUMNS if c not in samples.columns]
         if missing:
             raise BadInput(f"{self.path}: samples lack columns {missing}: not an evalctl run, or written by an incompatible version")
@@ -82,11 +79,17 @@ class Run:
         """The A/A replica's records, when the run had the arm (else empty)."""
         if self.given_noise is not None:
             return self.given_noise
+        return self._read(lambda: load_noise(self.path), f"the A/A records of {self.path}")
+
+    @staticmethod
+    def _read(load: Callable[[], pd.DataFrame], what: str) -> pd.DataFrame:
+        """`load()`, a folder's files missing or unreadable as BadInput; a disk failing a read is no bad input (exit 5)."""
         try:
-            return load_noise(self.path)
-        except (OSError, ValueError) as exc:
-            raise_unless_missing(exc)
-            raise BadInput(f"cannot read the A/A records of {self.path}: {exc}") from None
+            return load()
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            if isinstance(exc, OSError) and exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                raise
+            raise BadInput(f"cannot read {what}: {exc}") from None
 
     def metric(self, requested: Metric | None = None) -> Metric:
         """`requested` when the run's task scores it, else (None) the task's first metric. `agreement` is derived, not
@@ -127,12 +130,6 @@ def load_run(run_dir: Path) -> Run:
     run = open_run(run_dir)
     run.samples  # noqa: B018
     return run
-
-
-def raise_unless_missing(exc: Exception) -> None:
-    """Re-raise an OSError other than a missing file or folder: a disk failing a read is not bad input (exit 5)."""
-    if isinstance(exc, OSError) and exc.errno not in (errno.ENOENT, errno.ENOTDIR):
-        raise exc
 
 
 @dataclass(frozen=True)

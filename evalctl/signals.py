@@ -15,8 +15,6 @@ from contextlib import contextmanager
 
 from evalctl.errors import ExitCode
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
 
 class Interrupted(KeyboardInterrupt):
     """Raised for SIGINT/SIGTERM; a KeyboardInterrupt so nothing swallows it as an error."""
@@ -43,7 +41,7 @@ class Shutdown:
 
     @contextmanager
     def install(self) -> Iterator[Shutdown]:
-        previous = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
+        previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield self
         finally:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGED_DIR = Path(__file__).resolve().parent
-
 
 def packaged_data_dir(task: str) -> Path | None:
     """The packaged copy of `task`'s data, or None when the package ships none for it."""
-    folder = PACKAGED_DIR / task
+    folder = Path(__file__).resolve().parent / task
     return folder if (folder / "test.jsonl").is_file() else None

@@ -1,8 +1,9 @@
 """The one registry: a name -> T mapping (engines, tasks, gate checks, workloads), and the one way plug-ins are found.
 
-evalctl's own entries (`builtins`) are `"module:attribute"` references, imported on the first look-up: importing a
-registry stays cheap, and no module defining entries imports its registry. A plug-in is an entry point in the group
-`evalctl.<kind>s`: `[project.entry-points."evalctl.engines"] my-engine = "my_module:MyAdapter"`.
+evalctl's own entries (`builtins`) are `"module:attribute"` references (to an entry, or a tuple of one module's),
+imported on the first look-up: importing a registry stays cheap, and no module defining entries imports its registry.
+A plug-in is an entry point in the group `evalctl.<kind>s`: `[project.entry-points."evalctl.engines"] my-engine =
+"my_module:MyAdapter"`.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._complete = False
 
-    def _add(self, item: T) -> None:
+    def _add(self, found: T | tuple[T, ...]) -> None:
         # A different item under a taken name is a mistake, not an override.
-        name, known = self.key(item), self._items.get(self.key(item))
-        if known is not None and known != item:
-            raise EvalctlError(f"{self.kind} {name!r} is registered twice ({_origin(known)} and {_origin(item)})")
-        self._items[name] = item
+        for item in found if isinstance(found, tuple) else (found,):
+            name, known = self.key(item), self._items.get(self.key(item))
+            if known is not None and known != item:
+                raise EvalctlError(f"{self.kind} {name!r} is registered twice ({_origin(known)} and {_origin(item)})")
+            self._items[name] = item
 
     def _load(self) -> None:
         if self._complete:

@@ -1,8 +1,6 @@
-"""`CellKey`: the one name of a cell, a (profile, variant, cache, shots, concurrency, pass) of a sweep.
-
-The plan, the records, resuming, sequential stopping, the manifest and the gate's checks all
-name cells by it. Values read back from a table (numpy integers, "on"/"off" strings) are cast
-here, in `from_row` and `from_record`, so every other place compares like with like.
+"""`CellKey`: the one name of a cell, a (profile, variant, cache, shots, concurrency, pass) of a sweep, in the plan,
+the records, resuming, sequential stopping, the manifest and the gate's checks. Values read back from a table (numpy
+integers, "on"/"off" strings) are cast in `from_row`, so every other place compares like with like.
 """
 
 from __future__ import annotations

@@ -71,11 +71,8 @@ class ExitCode(enum.IntEnum):
         return [f"{code.value:<4} {code.name:<13} {code.meaning}" for code in cls]
 
 
-VERDICT_EXIT: dict[str, ExitCode] = {
-    "pass": ExitCode.PASS,
-    "regression": ExitCode.REGRESSION,
-    "inconclusive": ExitCode.INCONCLUSIVE,
-}
+# A verdict ("pass", "regression", "inconclusive") -> its exit status.
+VERDICT_EXIT: dict[str, ExitCode] = {code.name.lower(): code for code in (ExitCode.PASS, ExitCode.REGRESSION, ExitCode.INCONCLUSIVE)}
 
 
 class EvalctlError(Exception):

@@ -113,7 +113,7 @@ class SampleRecord:
     @classmethod
     def from_row(cls, row: dict) -> SampleRecord:
         """The record a flat row holds (the inverse of `row`)."""
-        metrics = [k[: -len(CORRECT_SUFFIX)] for k in row if k.endswith(CORRECT_SUFFIX)]
+        metrics = metric_names(row)
         plain = {k: v for k, v in row.items() if k in COLUMNS}
         answers = {m: row.get(m + ANSWER_SUFFIX) for m in metrics}
         # `failed_attempts` as read back: a JSON list, parquet's array of dicts, or None.
@@ -141,9 +141,9 @@ def read_logprobs(stored: Iterable[Mapping] | None) -> tuple[TokenLogprob, ...] 
 COLUMNS = [f.name for f in fields(SampleRecord) if f.name not in ("answers", "correct")]
 
 
-def metric_names(df: pd.DataFrame) -> list[str]:
-    """The metrics a run's samples are scored by, in the task's order (the primary first)."""
-    return [c[: -len(CORRECT_SUFFIX)] for c in df.columns if c.endswith(CORRECT_SUFFIX)]
+def metric_names(df: pd.DataFrame | Mapping) -> list[str]:
+    """The metrics a run's samples (or one row) are scored by, in the task's order (the primary first)."""
+    return [c[: -len(CORRECT_SUFFIX)] for c in df if c.endswith(CORRECT_SUFFIX)]
 
 
 def primary_metric(df: pd.DataFrame, requested: str | None = None) -> str:

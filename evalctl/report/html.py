@@ -77,7 +77,7 @@ class Table:
 
 
 def load_probes(run_dir: Path) -> list[dict]:
-    """Each `probe*.json` as {name, verdict, scalars, tables} (tables: every list of dicts in it)."""
+    """Each `probe*.json` (`probe.session`) as {name, verdict, scalars, tables} (tables: every list of dicts in it)."""
     probes = []
     for path in sorted(run_dir.glob(PROBE_GLOB)):
         try:
@@ -85,18 +85,9 @@ def load_probes(run_dir: Path) -> list[dict]:
         except (OSError, ValueError) as exc:
             probes.append({"name": path.name, "verdict": "unreadable", "scalars": [("error", str(exc))], "tables": []})
             continue
-        if isinstance(data, list):
-            data = {"rows": data}
-        if not isinstance(data, dict):
-            data = {"value": data}
-        scalars, tables = [], []
-        for key, value in data.items():
-            if key == "verdict":
-                continue
-            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-                tables.append((key, records_table(value)))
-            else:
-                scalars.append((key, _cell(value)))
+        rows = {k: v for k, v in data.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
+        scalars = [(k, _cell(v)) for k, v in data.items() if k not in rows and k != "verdict"]
+        tables = [(key, records_table(value)) for key, value in rows.items()]
         probes.append({"name": path.name, "verdict": data.get("verdict"), "scalars": scalars, "tables": tables})
     return probes
 
@@ -179,10 +170,9 @@ def _ratios(comparisons: list[Comparison]) -> Table | None:
 def _guidellm(run_dir: Path) -> dict | None:
     """The run's attached guidellm report (`report.guidellm`), in the throughput table's columns."""
     found = guidellm.section(run_dir)
-    if found is None:
-        return None
-    table = None if found.table is None else Table.of(throughput_view(found.table, ["benchmark", "requests"]))
-    return {"file": found.file, "note": found.note, "table": table}
+    if found is not None and found["table"] is not None:
+        found["table"] = Table.of(throughput_view(found["table"], ["benchmark", "requests"]))
+    return found
 
 
 def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:

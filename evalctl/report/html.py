@@ -33,7 +33,6 @@ from evalctl.history.store import HistoryStore
 from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
 from evalctl.report import guidellm
-from evalctl.report.outputs import run_title
 from evalctl.report.plots import (
     accuracy_by_position,
     accuracy_vs_prefill,
@@ -111,6 +110,10 @@ def png_uri(draw, *args, **kwargs) -> str:
 def _as_baseline(table: pd.DataFrame) -> pd.DataFrame:
     """Label a baseline's series apart from the candidate's in shared plots."""
     return table.assign(variant=[f"{v} (baseline)" for v in table["variant"]])
+
+
+def run_title(run: Run) -> str:
+    return f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
 
 
 def evalctl_build(manifest: Manifest) -> str:

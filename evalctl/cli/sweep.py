@@ -188,8 +188,7 @@ def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
     print_run_tables(run, gate)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
-    flips = regressed_cell_flips(run.samples, gate.checks, gate.policy.metric) if gate.verdict == "regression" else None
-    if flips is not None and len(flips):
+    if gate.verdict == "regression" and len(flips := regressed_cell_flips(run.samples, gate.checks, gate.policy.metric)):
         console.print(regressed_flips_table(flips))
     policy = resolved.gate_policy or "default"
     console.print(

@@ -230,9 +230,7 @@ def config_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
 
 
 # The options commands share that set no config field.
-class Executor(str, enum.Enum):
-    local = "local"
-    slurm = "slurm"
+Executor = Literal["local", "slurm"]
 
 
 def gate_policy_option(use: str = "") -> Any:

@@ -58,7 +58,7 @@ def analyze(
     Exit status (table: evalctl --help): PASS when done; BAD_INPUT for unusable input (missing or corrupt run folder, bad policy).
     """
     from evalctl.analysis.gate import evaluate, load_policy
-    from evalctl.report.outputs import write_run_summary
+    from evalctl.report.finish import write_run_summary
     from evalctl.runs import load_run
 
     loaded = load_run(run)

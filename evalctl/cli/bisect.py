@@ -59,7 +59,7 @@ def bisect(
     resume: Annotated[Path | None, typer.Option(help="Go on with an interrupted bisect in this folder (its bisect.json).")] = None,
     executor: Annotated[
         Executor, typer.Option(help="local: run steps here; slurm: submit one step at a time as a Slurm job and wait for it.")
-    ] = Executor.local,
+    ] = "local",
 ) -> None:
     """Find the build that turned a pass into a regression, with a noise-aware search.
 
@@ -91,7 +91,7 @@ def bisect(
         regression = regression_of(from_run)
         server_env = dict(key_values(env, "--env"))
         folder, state = new_bisect(regression, from_run, repo, good, bad, builds, python, build, server_env, all_commits, output,
-                                   step_alpha, max_launches, executor.value, find)  # fmt: skip
+                                   step_alpha, max_launches, executor, find)  # fmt: skip
     folder = folder.resolve()
     err.print(f"bisect: {len(state.builds)} builds, cells {regression.cells.profile}/{regression.cells.variant} "
               f"shots {regression.cells.shots} cache {regression.cells.cache}; folder {folder}")  # fmt: skip
@@ -136,7 +136,7 @@ def _step_runner(state, folder: Path, shutdown):
     from evalctl.bisect.runners import local_runner, slurm_runner
     from evalctl.report.progress import RichProgress
 
-    if state.settings.executor != Executor.slurm.value:
+    if state.settings.executor != "slurm":
         return local_runner(lambda: RichProgress(console), shutdown)
     from evalctl.cluster.slurm import require_slurm
 

@@ -31,7 +31,7 @@ def compare(
     folder, runs without common questions).
     """
     from evalctl.analysis.summary import compare_runs
-    from evalctl.report.outputs import write_csv
+    from evalctl.fsio import write_atomic
     from evalctl.report.terminal import flips_view, frame_table, paired_view, ratio_view, settings_view
     from evalctl.runs import load_run
 
@@ -48,7 +48,7 @@ def compare(
     console.print(frame_table(flips_view(flipped.head(show)), f"Flipped questions ({min(show, len(flipped))} of {len(flipped)})"))
     if flips_csv is not None:
         try:
-            write_csv(flipped, flips_csv)
+            write_atomic(flips_csv, flipped.to_csv(index=False))
         except OSError as exc:
             raise fail(f"cannot write {flips_csv}: {exc.strerror}") from None
         console.print(f"flipped questions: {flips_csv}")

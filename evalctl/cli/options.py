@@ -32,11 +32,11 @@ Overrides = dict[str, Any]  # dotted config key -> value, for `load_config`
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
-def comma_ints(text: str) -> list[int]:
+def comma_ints(text: str, option: str | None = None) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise typer.BadParameter(f"not comma-separated integers: {text!r}") from None
+        raise typer.BadParameter(f"not comma-separated integers: {text!r}", param_hint=option and f"'{option}'") from None
 
 
 def _bare(annotation: Any) -> Any:
@@ -119,11 +119,7 @@ class ConfigOption:
             if self.cli.count and given.strip().isdigit():
                 return int(given)
             if get_args(self.kind)[0] is int:
-                try:
-                    return comma_ints(given)
-                except typer.BadParameter as exc:
-                    exc.param_hint = f"'{self.flags[0]}'"
-                    raise
+                return comma_ints(given, self.flags[0])
             return [x.strip() for x in given.split(",") if x.strip()]
         if self.cli.absolute and (self.kind is Path or Path(given).suffix in (".yaml", ".yml")):  # a task YAML, by its path
             return type(given)(Path(given).resolve())  # str stays str, Path Path
@@ -234,9 +230,7 @@ def config_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
 
 
 # The options commands share that set no config field.
-class Executor(str, enum.Enum):
-    local = "local"
-    slurm = "slurm"
+Executor = Literal["local", "slurm"]
 
 
 def gate_policy_option(use: str = "") -> Any:

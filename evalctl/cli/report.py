@@ -50,8 +50,6 @@ def report(
         if loaded.live:
             raise fail(f"{run} is still being written: attach the guidellm report once its sweep is done")
         console.print(f"attached: {guidellm.attach(run, attach_guidellm)}")
-    gate = read_gate(run)
-    if gate is None:
-        gate = GateDocument.of(evaluate(loaded, load_policy(policy or loaded.manifest.gate_policy), reference))
+    gate = read_gate(run) or GateDocument.of(evaluate(loaded, load_policy(policy or loaded.manifest.gate_policy), reference))
     write_report(loaded, out, baseline=reference, gate=gate)
     console.print(f"report: {out}")

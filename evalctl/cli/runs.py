@@ -13,9 +13,7 @@ from evalctl.cli.common import console, fail
 app = typer.Typer(help="List the runs in a results folder.", no_args_is_help=True)
 
 
-def parse_date(text: str | None) -> dt.date | None:
-    if text is None:
-        return None
+def parse_date(text: str) -> dt.date:
     try:
         return dt.date.fromisoformat(text)
     except ValueError:
@@ -32,7 +30,7 @@ def list_runs(
     from evalctl.history.store import HistoryStore
     from evalctl.report.terminal import runs_table
 
-    runs = HistoryStore(root).runs(model=model, since=parse_date(since))
+    runs = HistoryStore(root).runs(model=model, since=None if since is None else parse_date(since))
     if runs.empty:
         console.print(f"no runs in {root}" + (f" for model {model}" if model else ""))
         return

@@ -48,7 +48,7 @@ def sweep(
             help="local: run here. slurm: submit one job per server profile x variant (GPUs = tp) and an aggregation job "
             "(analysis, gate) to Slurm through submitit; the run folder is created under --output, which the nodes must share."
         ),
-    ] = Executor.local,
+    ] = "local",
     wait_for_lock: Annotated[
         float | None,
         typer.Option(
@@ -85,14 +85,14 @@ def sweep(
     TERMINATED by SIGINT/SIGTERM (records so far kept, servers stopped; finish with --resume). With
     --executor slurm: PASS once submitted; with --wait the gate's verdict, RUN_FAILED if no gate result.
     """
-    if wait and executor is not Executor.slurm:
+    if wait and executor != "slurm":
         raise fail("--wait applies to --executor slurm only")
-    if executor is Executor.slurm:
+    if executor == "slurm":
         from evalctl.cluster.slurm import require_slurm
 
         require_slurm()  # before anything is resolved, written or submitted
     if follow is not None:
-        if resume is not None or model or config or url or executor is Executor.slurm:
+        if resume is not None or model or config or url or executor == "slurm":
             raise fail("--follow takes its config from the run it follows: not with --resume, --model, --config, --url or Slurm")
         _follow_up(follow, overrides, api_key, wait_for_lock or 0, asked=True)
         return
@@ -103,7 +103,7 @@ def sweep(
 
         given = resolve_config(model, config, None, overrides) if model or config else None
         resolved, resume_point = resume_config(resume, given, overrides, url)
-    if executor is Executor.slurm:
+    if executor == "slurm":
         from evalctl.cli.slurm import sweep_on_slurm
 
         sweep_on_slurm(resolved, resume_point, api_key, wait, wait_for_lock or 0)
@@ -188,8 +188,7 @@ def _finish_sweep(result: SweepResult, resolved: SweepConfig) -> None:
     print_run_tables(run, gate)
     for failure in result.failures:
         err.print(f"[red]failed:[/red] {failure.server}: {failure.error}")
-    flips = regressed_cell_flips(run.samples, gate.checks, gate.policy.metric) if gate.verdict == "regression" else None
-    if flips is not None and len(flips):
+    if gate.verdict == "regression" and len(flips := regressed_cell_flips(run.samples, gate.checks, gate.policy.metric)):
         console.print(regressed_flips_table(flips))
     policy = resolved.gate_policy or "default"
     console.print(

@@ -8,7 +8,6 @@ never parsed here. Checked when attached (`evalctl report RUN --attach-guidellm 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,6 @@ from evalctl.extras import require
 from evalctl.fsio import write_atomic
 
 ATTACHED = ("guidellm.json", "guidellm.yaml")  # one a run; guidellm reads the format from the suffix
-
-
-@dataclass(frozen=True)
-class GuidellmSection:
-    file: str
-    table: pd.DataFrame | None  # one row per benchmark (load level); None when it could not be read
-    note: str  # who wrote it and the objective of its goodput, or why it is not shown
 
 
 def attached(run_dir: Path) -> Path | None:
@@ -75,12 +67,8 @@ def benchmark_table(report: Any) -> pd.DataFrame:
             "requests_per_s": m.requests_per_second.successful.mean,
             "goodput_per_s": m.request_goodput.successful.mean if m.request_goodput is not None else float("nan"),
             "output_tokens_per_s": m.output_tokens_per_second.successful.mean,
-            "ttft_p50_s": _ms(m.time_to_first_token_ms, "median"),
-            "ttft_p90_s": _ms(m.time_to_first_token_ms, "p90"),
-            "ttft_p99_s": _ms(m.time_to_first_token_ms, "p99"),
-            "itl_p50_s": _ms(m.inter_token_latency_ms, "median"),
-            "itl_p90_s": _ms(m.inter_token_latency_ms, "p90"),
-            "itl_p99_s": _ms(m.inter_token_latency_ms, "p99"),
+            **{f"{name}_{p}_s": _ms(getattr(m, field), "median" if p == "p50" else p)
+               for name, field in (("ttft", "time_to_first_token_ms"), ("itl", "inter_token_latency_ms")) for p in ("p50", "p90", "p99")},
             "in_flight_mean": m.request_concurrency.successful.mean,  # guidellm's time-weighted mean, as evalctl's
         })  # fmt: skip
     return pd.DataFrame(rows)
@@ -91,15 +79,18 @@ def _objective(report: Any) -> str:
     return f"goodput objective {', '.join(sorted(slos))}" if slos else "no goodput objective"
 
 
-def section(run_dir: Path) -> GuidellmSection | None:
-    """What the report shows of the run's attached guidellm report; None when there is none."""
+def section(run_dir: Path) -> dict | None:
+    """What the report shows of the run's attached guidellm report, None when there is none: its file, a note (who wrote
+    it and the objective of its goodput, or why it is not shown) and its table (one row per benchmark, or None)."""
     path = attached(run_dir)
     if path is None:
         return None
     if importlib.util.find_spec("guidellm") is None:
-        return GuidellmSection(path.name, None, "not shown: reading it needs evalctl's 'guidellm' extra (pip install 'evalctl[guidellm]')")
+        note = "not shown: reading it needs evalctl's 'guidellm' extra (pip install 'evalctl[guidellm]')"
+        return {"file": path.name, "note": note, "table": None}
     try:
         report = load(path)
     except BadInput as exc:
-        return GuidellmSection(path.name, None, f"not shown: {exc}")
-    return GuidellmSection(path.name, benchmark_table(report), f"guidellm {report.metadata.guidellm_version}, {_objective(report)}")
+        return {"file": path.name, "note": f"not shown: {exc}", "table": None}
+    note = f"guidellm {report.metadata.guidellm_version}, {_objective(report)}"
+    return {"file": path.name, "note": note, "table": benchmark_table(report)}

@@ -33,7 +33,6 @@ from evalctl.history.store import HistoryStore
 from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
 from evalctl.report import guidellm
-from evalctl.report.outputs import run_title
 from evalctl.report.plots import (
     accuracy_by_position,
     accuracy_vs_prefill,
@@ -77,7 +76,7 @@ class Table:
 
 
 def load_probes(run_dir: Path) -> list[dict]:
-    """Each `probe*.json` as {name, verdict, scalars, tables} (tables: every list of dicts in it)."""
+    """Each `probe*.json` (`probe.session`) as {name, verdict, scalars, tables} (tables: every list of dicts in it)."""
     probes = []
     for path in sorted(run_dir.glob(PROBE_GLOB)):
         try:
@@ -85,18 +84,9 @@ def load_probes(run_dir: Path) -> list[dict]:
         except (OSError, ValueError) as exc:
             probes.append({"name": path.name, "verdict": "unreadable", "scalars": [("error", str(exc))], "tables": []})
             continue
-        if isinstance(data, list):
-            data = {"rows": data}
-        if not isinstance(data, dict):
-            data = {"value": data}
-        scalars, tables = [], []
-        for key, value in data.items():
-            if key == "verdict":
-                continue
-            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-                tables.append((key, records_table(value)))
-            else:
-                scalars.append((key, _cell(value)))
+        rows = {k: v for k, v in data.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
+        scalars = [(k, _cell(v)) for k, v in data.items() if k not in rows and k != "verdict"]
+        tables = [(key, records_table(value)) for key, value in rows.items()]
         probes.append({"name": path.name, "verdict": data.get("verdict"), "scalars": scalars, "tables": tables})
     return probes
 
@@ -117,9 +107,15 @@ def png_uri(draw, *args, **kwargs) -> str:
         return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _as_baseline(table: pd.DataFrame) -> pd.DataFrame:
-    """Label a baseline's series apart from the candidate's in shared plots."""
-    return table.assign(variant=[f"{v} (baseline)" for v in table["variant"]])
+def _with_baseline(table: pd.DataFrame, base: pd.DataFrame | None) -> pd.DataFrame:
+    """The run's rows and the baseline's (if any) for shared plots, the baseline's series labelled apart."""
+    if base is None:
+        return table
+    return pd.concat([table, base.assign(variant=[f"{v} (baseline)" for v in base["variant"]])], ignore_index=True)
+
+
+def run_title(run: Run) -> str:
+    return f"{run.config.get('model', '?')} {run.config.get('task', '')} ({run.run_id})"
 
 
 def evalctl_build(manifest: Manifest) -> str:
@@ -179,17 +175,16 @@ def _ratios(comparisons: list[Comparison]) -> Table | None:
 def _guidellm(run_dir: Path) -> dict | None:
     """The run's attached guidellm report (`report.guidellm`), in the throughput table's columns."""
     found = guidellm.section(run_dir)
-    if found is None:
-        return None
-    table = None if found.table is None else Table.of(throughput_view(found.table, ["benchmark", "requests"]))
-    return {"file": found.file, "note": found.note, "table": table}
+    if found is not None and found["table"] is not None:
+        found["table"] = Table.of(throughput_view(found["table"], ["benchmark", "requests"]))
+    return found
 
 
 def throughput_section(run: Run, baseline: Run | None, title: str) -> dict:
     """The cells' throughput, its ratios (cache on / off, this run / the baseline) and the load and Pareto plots."""
     tp = run_summary(run).throughput
     base = run_summary(baseline).throughput if baseline is not None else None
-    plotted = tp if base is None else pd.concat([tp, _as_baseline(base)], ignore_index=True)
+    plotted = _with_baseline(tp, base)
     return {
         "guidellm": _guidellm(run.path),
         "plot_load": png_uri(throughput_vs_concurrency, plotted, title=title),
@@ -209,20 +204,18 @@ def _settings_diff(run: Run, baseline: Run | None) -> dict:
 
 
 def _flips(run: Run, baseline: Run | None, metric: str) -> list[dict]:
-    sections = []
-    df = run.samples
+    """The flipped questions of cache on vs off and of this run vs the baseline: (title, reference, candidate, table) each."""
+    df, sections = run.samples, []
     if {"on", "off"} <= set(df["cache"]):
         table = flipped_questions(df[df["cache"] == "off"], df[df["cache"] == "on"], CellKey.columns("cache"), metric)
-        sections.append({"title": "cache on vs cache off", "reference": "cache off", "candidate": "cache on", "table": table})
+        sections.append(("cache on vs cache off", "cache off", "cache on", table))
     if baseline is not None:
         table = flipped_questions(baseline.samples, df, CELL_KEYS, metric)
-        sections.append(
-            {"title": f"this run vs baseline {baseline.run_id}", "reference": "baseline", "candidate": "this run", "table": table}
-        )
-    for s in sections:
-        s["count"] = len(s["table"])
-        s["rows"] = s.pop("table").head(MAX_FLIPS).to_dict("records")
-    return sections
+        sections.append((f"this run vs baseline {baseline.run_id}", "baseline", "this run", table))
+    return [
+        {"title": title, "reference": ref, "candidate": cand, "count": len(table), "rows": table.head(MAX_FLIPS).to_dict("records")}
+        for title, ref, cand, table in sections
+    ]
 
 
 def _history(run: Run, root: Path, metric: str) -> dict | None:
@@ -261,13 +254,11 @@ def write_report(run: Run, out: Path, *, baseline: Run | None = None, gate: Gate
     plot_title = title.replace(" (", "\n(")  # two lines: fits a plot's width
     metric = run.metric(gate.policy.metric if gate else None)  # the tables' invalid counts follow the gate's
     summary = run_summary(run, metric)
-    plotted = ("accuracy", "by_length", "by_position")
-    acc, by_length, by_position = (getattr(summary, name) for name in plotted)
-    if baseline is not None:
-        base = run_summary(baseline, metric)
-        acc, by_length, by_position = (
-            pd.concat([getattr(summary, name), _as_baseline(getattr(base, name))], ignore_index=True) for name in plotted
-        )
+    base = run_summary(baseline, metric) if baseline is not None else None
+    acc, by_length, by_position = (
+        _with_baseline(getattr(summary, name), None if base is None else getattr(base, name))
+        for name in ("accuracy", "by_length", "by_position")
+    )
     checks = gate.check_rows() if gate is not None else None
     html = _env.get_template("report.html.j2").render(
         title=title,

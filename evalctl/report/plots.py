@@ -183,9 +183,7 @@ def history_trend(
     span = _span(table["created_at"].dt.tz_localize(None), pd.Timedelta(days=2)) if len(table) else pd.Timedelta(days=2)
     for i, ((profile, variant, cache, shots), group) in enumerate(drawn):
         x, y = group["created_at"].dt.tz_localize(None), group["value"]
-        yerr = None
-        if group["lo"].notna().any():
-            yerr = [(y - group["lo"]).clip(lower=0), (group["hi"] - y).clip(lower=0)]
+        yerr = [(y - group["lo"]).clip(lower=0), (group["hi"] - y).clip(lower=0)] if group["lo"].notna().any() else None
         label = series_label(table, profile, variant, f"cache {cache} {shots}-shot")
         ax.errorbar(dodged(x, span, (i, len(drawn))), y, yerr=yerr, marker="o", capsize=3, label=label)
     ax.set(xlabel="run date (UTC)", ylabel=ylabel)

@@ -60,11 +60,10 @@ def signoff_matrix(accuracy: pd.DataFrame, checks: list[dict] | None, metric: st
     row_keys = [k for k in CellKey.columns("shots", "pass_index") if k in first]
     for key, group in first.groupby(row_keys, sort=True):
         profile, variant, cache, level = (*key, None)[:4]
-        acc = {int(s): a for s, a in zip(group["shots"], group[column])}
+        acc = {int(s): float(a) for s, a in zip(group["shots"], group[column]) if not math.isnan(a)}
         cells = []
         for n in shots:
             value = acc.get(n)
-            value = None if value is None or math.isnan(value) else float(value)
             if checks is None:
                 cells.append(SignoffCell("not gated", value))
                 continue

@@ -37,12 +37,6 @@ def _fmt(value: object, column: str) -> str:
     return str(value)
 
 
-def title_above(title: str) -> Text:
-    """A table's title on its own line above it, where the terminal wraps it: Rich folds a title into the table's
-    width, one word a line over a narrow table."""
-    return Text(title, style="table.title")
-
-
 # Columns that say which cell a row is: repeated in every part of a table split to fit.
 KEY_COLUMNS = ("comparison", *CELL_KEYS, "bin", "column", "doc_id", "run_id")
 COLUMN_GAP = 2  # FittedTable.table: one space of padding on each side of a rule-less column boundary
@@ -118,7 +112,7 @@ class FittedTable:
 
     def stacked(self, width: int) -> Iterator[Table | Text]:
         """One small two-column table per row (header, value): for terminals too narrow for the keys."""
-        yield title_above(self.title)
+        yield Text(self.title, style="table.title")
         yield Text()
         headers = [header for header, _, _ in self.columns]
         for row in zip(*(cells for _, cells, _ in self.columns)):
@@ -129,7 +123,8 @@ class FittedTable:
         if not parts:
             yield from self.stacked(options.max_width)
         for i, columns in enumerate(parts):
-            yield title_above(self.title if len(parts) == 1 else f"{self.title} ({i + 1}/{len(parts)})")
+            # the title on its own line, wrapped by the terminal (Rich folds a title into a narrow table's width)
+            yield Text(self.title if len(parts) == 1 else f"{self.title} ({i + 1}/{len(parts)})", style="table.title")
             yield self.table(columns, options.max_width)
 
     def __rich_measure__(self, console, options) -> Measurement:
@@ -351,11 +346,6 @@ def _short(text: object, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _answer(value: object) -> str:
-    """An extracted answer, or "(none)" where the metric found none (never pandas' "nan")."""
-    return "(none)" if pd.isna(value) else str(value)
-
-
 def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
     """Flipped questions: the cell, direction, question, target and both answers, shortened to `width`."""
     keys = [c for c in CELL_KEYS if c in flipped]
@@ -364,7 +354,8 @@ def flips_view(flipped: pd.DataFrame, width: int = 60) -> pd.DataFrame:
     view["target"] = flipped["target"]
     for side in ("reference", "candidate"):
         answers, responses = flipped[f"{side}_answer"], flipped[f"{side}_response"]
-        view[f"{side} answer"] = [f"{_answer(a)} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
+        # "(none)" where the metric extracted no answer, never pandas' "nan"
+        view[f"{side} answer"] = [f"{'(none)' if pd.isna(a) else a} | {_short(r, width // 2)}" for a, r in zip(answers, responses)]
     return view
 
 

@@ -64,12 +64,11 @@ def _executor(folder: Path, slurm: SlurmConfig, name: str, time: str, cpus: int,
     return executor
 
 
-def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, part: str) -> submitit.SlurmExecutor:
-    """The executor of one profile x variant job: the GPUs its engine needs (tp on GPU engines), requeued on preemption."""
+def part_executor(folder: Path, config: SweepConfig, profile: ServerProfile, part: str, requeue: bool = True) -> submitit.SlurmExecutor:
+    """The executor of one profile's job: the GPUs its engine needs (tp on GPU engines), requeued on preemption unless not."""
     slurm = config.slurm
-    gpus = profile.gpus_needed()
     cpus = slurm.cpus_per_task or fitting_cpus(slurm.partition, DEFAULT_CPUS)
-    return _executor(folder, slurm, f"evalctl-{part}", slurm.time, cpus, gpus, requeue=True)
+    return _executor(folder, slurm, f"evalctl-{part}", slurm.time, cpus, profile.gpus_needed(), **({"requeue": True} if requeue else {}))
 
 
 def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | None = None, wait_for_lock_s: float = 0.0) -> Submission:

@@ -91,12 +91,9 @@ def fold_jobs(run_dir: Path, manifest: Manifest) -> None:
     manifest.servers = [server for state in parts.values() for server in state.servers]
     manifest.failures = [failure for state in parts.values() for failure in state.failures]
     manifest.decisions = [decision for state in parts.values() for decision in state.decisions]  # each part stopped its own cells
-    statuses = {part: parts[part].status if part in parts else "not started" for part in submitted}
-    manifest.parts = statuses
-    if all(s == "complete" for s in statuses.values()):
-        manifest.status = "complete"
-    else:
-        manifest.status = "failed" if "failed" in statuses.values() else "incomplete"
+    manifest.parts = statuses = {part: parts[part].status if part in parts else "not started" for part in submitted}
+    complete = all(s == "complete" for s in statuses.values())
+    manifest.status = "complete" if complete else "failed" if "failed" in statuses.values() else "incomplete"
     manifest.finished_at = now()
 
 

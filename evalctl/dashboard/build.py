@@ -71,11 +71,6 @@ def _fingerprint(folders: list[RunListing], *extra: object) -> str:
     return hashlib.sha256(json.dumps([stats, extra], default=str).encode()).hexdigest()
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text)
-
-
 def _date(value: object) -> str:
     return "" if pd.isna(value) else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
 
@@ -219,13 +214,10 @@ def _side_by_side(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> Tab
 
     def view(cells: pd.DataFrame, label: str) -> pd.DataFrame:
         interval = [f"[{lo:.2f}, {hi:.2f}]" if n else "-" for lo, hi, n in zip(cells["accuracy_lo"], cells["accuracy_hi"], cells["n"])]
-        columns = {
-            f"{label}_acc": cells["accuracy_acc"],
-            f"{label} 95%": interval,
-            f"{label} n": cells["n"],
-            f"{label} errors": cells["errors"],
-        }
-        return pd.DataFrame({**{k: cells[k].to_numpy() for k in keys}, **{k: list(v) for k, v in columns.items()}})
+        names = {"accuracy_acc": f"{label}_acc", "n": f"{label} n", "errors": f"{label} errors"}
+        table = cells[[*keys, *names]].rename(columns=names)
+        table.insert(len(keys) + 1, f"{label} 95%", interval)
+        return table
 
     table = view(candidate, "candidate")
     if baseline is not None:
@@ -341,7 +333,8 @@ def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildR
         if old.get(name) == digest and (site / name).is_file():
             result.skipped.append(name)
             return
-        _write(site / name, render())
+        (site / name).parent.mkdir(exist_ok=True)
+        write_atomic(site / name, render())
         result.written.append(name)
 
     reports = {f.path.name: _copy_report(f, site) for f in catalog.folders}
@@ -360,7 +353,7 @@ def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildR
         inputs = catalog.model_folders(model)
         page(href, _fingerprint(inputs, sorted(up.items()), sorted(up_signoffs.items()), sorted(catalog.bisects.items())),
              lambda m=model: _model_page(catalog, m, up, up_signoffs))  # fmt: skip
-    _write(site / "index.html", _index_page(catalog, latest, reports, signoffs, models))
+    write_atomic(site / "index.html", _index_page(catalog, latest, reports, signoffs, models))
     result.written.append("index.html")
-    _write(state_path, json.dumps(state, indent=1))
+    write_atomic(state_path, json.dumps(state, indent=1))
     return result

@@ -142,20 +142,11 @@ class HistoryStore:
         table["ttft_p50_s"] = table["ttft_p50_s"].astype(float)
         return table.sort_values(["created_at", "run_id", "profile", "variant", "cache", "shots"])[columns].reset_index(drop=True)
 
-    def history(
-        self,
-        model: str,
-        metric: str = "accuracy",
-        shots: int | None = None,
-        cache: str | None = None,
-        profile: str | None = None,
-        variant: str | None = None,
-    ) -> pd.DataFrame:
-        """`cells` of the model's runs as one metric's trend: `accuracy` each run's primary metric (its task's first:
-        strict match for GSM8K), another name one metric of the task, `throughput` output tokens/s. Only compacted
-        runs with a readable manifest count: a run still writing is not yet a point of history."""
-        folders = [f for f in self.folders() if f.model == model]
-        table = self.cells(folders, shots=shots, cache=cache, profile=profile, variant=variant)
+    def history(self, model: str, metric: str = "accuracy", **where: object) -> pd.DataFrame:
+        """`cells` of the model's runs (narrowed by `where`) as one metric's trend: `accuracy` each run's primary metric
+        (its task's first: strict match for GSM8K), another name one metric of the task, `throughput` output tokens/s.
+        Only compacted runs with a readable manifest count: a run still writing is not yet a point of history."""
+        table = self.cells([f for f in self.folders() if f.model == model], **where)
         known = [*TREND_KINDS, *(c[: -len("_hits")] for c in table.columns if c.endswith("_hits") and c != "hits")]
         if metric not in known:
             raise BadInput(f"--metric must be one of {', '.join(known)}, got {metric!r}")
@@ -265,6 +256,5 @@ def metric_trend(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
     else:
         hits = table["hits" if metric == "accuracy" else f"{metric}_hits"]
         table["value"] = [h / n if n else float("nan") for h, n in zip(hits, table["n"])]
-        bounds = [wilson_interval(int(h), int(n)) for h, n in zip(hits, table["n"])]
-        table["lo"], table["hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+        table["lo"], table["hi"] = zip(*(wilson_interval(int(h), int(n)) for h, n in zip(hits, table["n"])))
     return table[columns].reset_index(drop=True)

@@ -67,11 +67,10 @@ def commits(repo: Path, good: str, bad: str, all_commits: bool = False) -> list[
     good_sha, bad_sha = (_revision(repo, rev) for rev in (good, bad))
     path = ["--ancestry-path"] + ([] if all_commits else ["--first-parent"])
     lines = _git(repo, "rev-list", "--reverse", *path, "--format=%H %s", f"{good_sha}..{bad_sha}").splitlines()
-    found = [tuple(line.split(" ", 1)) if " " in line else (line, "") for line in lines if not line.startswith("commit ")]
+    found = [line.partition(" ")[::2] for line in lines if not line.startswith("commit ")]
     if not found or found[-1][0] != bad_sha:
         raise BuildInputError(f"{good} is not an ancestor of {bad} (no commit path between them; --find fix takes --good as the newer)")
-    subject = _git(repo, "log", "-1", "--format=%s", good_sha).strip()
-    return [(good_sha, subject), *((sha, text) for sha, text in found)]
+    return [(good_sha, _git(repo, "log", "-1", "--format=%s", good_sha).strip()), *found]
 
 
 def filled(template: Variant, worktree: Path, revision: str | None) -> Variant:

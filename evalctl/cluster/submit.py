@@ -110,9 +110,10 @@ def submit(config: SweepConfig, *, resume: Run | None = None, api_key: str | Non
 def _submit_jobs(config: SweepConfig, run: PreparedRun, api_key: str | None) -> Submission:
     folder = run.folder
     left = {key.part for key in run.remaining} if run.remaining is not None else None
-    pairs = list(dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.plan.launches))
-    profiles = {p.name: p for p in config.servers}
-    variants = {v.name: v for v in config.variants}
+    pairs = [
+        p for p in dict.fromkeys((launch.profile.name, launch.variant.name) for launch in run.plan.launches) if left is None or p in left
+    ]
+    profiles, variants = {p.name: p for p in config.servers}, {v.name: v for v in config.variants}
     scripts = folder.path / SUBMITIT_DIR
     scripts.mkdir(mode=0o700, exist_ok=True)
     if api_key:
@@ -123,8 +124,6 @@ def _submit_jobs(config: SweepConfig, run: PreparedRun, api_key: str | None) -> 
     entries: list[JobEntry] = []
     try:
         for profile_name, variant_name in pairs:
-            if left is not None and (profile_name, variant_name) not in left:
-                continue
             profile, variant = profiles[profile_name], variants[variant_name]
             part = f"{profile_name}-{variant_name}"
             executor = part_executor(scripts, config, profile, part)

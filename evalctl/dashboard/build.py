@@ -102,8 +102,7 @@ def _cache_gap(cells: pd.DataFrame) -> pd.DataFrame:
     both = acc.pivot_table(index=["path", "run_id", "created_at", "profile", "variant", "shots"], columns="cache", values="value")
     if not {"on", "off"} <= set(both.columns):
         return pd.DataFrame(columns=[*acc.columns, "path"])
-    both = both.dropna(subset=["on", "off"]).reset_index()
-    both = both[both["shots"] == both.groupby("path")["shots"].transform("max")]
+    both = _longest(both.dropna(subset=["on", "off"]).reset_index())
     return both.assign(cache="on − off", value=both["on"] - both["off"], lo=float("nan"), hi=float("nan"), n=0, errors=0)
 
 
@@ -142,15 +141,14 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
     rows = []
     for r in runs.itertuples(index=False):
         path = r.path
-        here = longest[longest["path"] == path]
-        on = here[here["cache"] == "on"] if (here["cache"] == "on").any() else here
-        first = on.iloc[0] if len(on) else None
+        here = longest[longest["path"] == path].sort_values("cache", key=lambda c: c != "on", kind="stable")  # cache on first
+        first = here.iloc[0] if len(here) else None
         rows.append({
             "date": _date(r.created_at), "run_id": r.run_id, "verdict": r.verdict, "status": r.status,
             "engine_version": r.engine_version or "-", "git_revision": r.git_revision or "-",
             "cell": f"{int(first['shots'])}-shot cache {first['cache']}" if first is not None else "-",
             "accuracy": fmt_acc(first["accuracy_acc"] if first is not None else None),
-            "gap": fmt_acc(gap.get(path)) if path in gap.index else "-",
+            "gap": fmt_acc(gap.get(path)),
             "throughput": f"{first['throughput']:.1f}" if first is not None and pd.notna(first["throughput"]) else "-",
             "ttft": f"{first['ttft_p50_s']:.3f}" if first is not None and pd.notna(first["ttft_p50_s"]) else "-",
             "report": reports.get(r.folder), "signoff": signoffs.get(r.folder), "path": path, "turned": None,

@@ -114,30 +114,25 @@ def probe_servers(
     task: LmEvalTask,
     out_dir: Path,
     *,
-    api_key: str | None,
-    policy: ProbePolicy,
-    on_step: Callable[[str], None],
+    api_key: str | None = None,
+    policy: ProbePolicy | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> Iterator[ServerProbe]:
     """Start each profile x variant the config runs (cache on), probe it, stop it; one ServerProbe each, as they finish.
 
     A server at a URL gets its engine's cache switches (the profile's `engine`, else the one detected).
     """
+    step = on_step or (lambda message: None)
     for profile in config.servers:
         for variant in config.active_variants():
             label = f"{profile.name}/{variant.name}"
             log = out_dir / f"server-{profile.name}-{variant.name}.log"
             server = ManagedServer(profile, variant, CacheMode.on, log, api_key=api_key)
             try:
-                on_step(f"{label}: starting server")
+                step(f"{label}: starting server")
                 server.start()
                 result, name = probe_managed(
-                    server,
-                    task,
-                    config,
-                    out_dir,
-                    api_key=api_key,
-                    policy=policy,
-                    on_step=lambda msg, label=label: on_step(f"{label}: {msg}"),
+                    server, task, config, out_dir, api_key=api_key, policy=policy, on_step=lambda msg, label=label: step(f"{label}: {msg}")
                 )
                 outcome = ServerProbe(label, result, name)
             except (ServerError, ProbeError) as exc:

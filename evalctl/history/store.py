@@ -125,20 +125,17 @@ class HistoryStore:
         meta = {str(f.path): f for f in folders}
         per_metric = [m for m in metrics if f"{m}_hits" in table]
         table["metric"] = [primary_of(meta[p], per_metric) for p in table["path"]]
-        table["hits"] = 0
-        for m in per_metric:
-            mine = table["metric"] == m
-            table.loc[mine, "hits"] = table.loc[mine, f"{m}_hits"]
+        table["hits"] = sum(table[f"{m}_hits"].where(table["metric"] == m, 0) for m in per_metric)
         columns += [f"{m}_hits" for m in per_metric]
         table["run_id"] = [meta[p].run_id for p in table["path"]]
         table["model"] = [meta[p].model for p in table["path"]]
         table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
         wall = table["wall_s"].astype(float)
         table["throughput"] = (table["out_tokens"].fillna(0).astype(float) / wall).where(wall > 0)
-        for column in ("n", "hits", "errors", "shots", *(f"{m}_hits" for m in per_metric)):
-            table[column] = table[column].fillna(0).astype(int)
-        for column in ("path", "profile", "variant", "cache"):  # plain strings: row access on Arrow-backed ones is slow
-            table[column] = table[column].astype(object)
+        counts = ["n", "hits", "errors", "shots", *(f"{m}_hits" for m in per_metric)]
+        table[counts] = table[counts].fillna(0).astype(int)
+        labels = ["path", "profile", "variant", "cache"]
+        table[labels] = table[labels].astype(object)  # plain strings: row access on Arrow-backed ones is slow
         table["ttft_p50_s"] = table["ttft_p50_s"].astype(float)
         return table.sort_values(["created_at", "run_id", "profile", "variant", "cache", "shots"])[columns].reset_index(drop=True)
 

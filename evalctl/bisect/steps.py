@@ -98,8 +98,7 @@ def step_config(
 
 def run_folder(root: Path) -> Path | None:
     """The step's run folder under its results root, if the step got that far."""
-    found = sorted(p for p in root.glob("*/manifest.json")) if root.is_dir() else []
-    return found[0].parent if found else None
+    return min((p.parent for p in root.glob("*/manifest.json")), default=None)
 
 
 def sweep_step(

@@ -92,8 +92,7 @@ def _copy_report(folder: RunListing, site: Path) -> str | None:
 
 def _longest(cells: pd.DataFrame) -> pd.DataFrame:
     """Each run's cells at its longest prefix (most shots)."""
-    most = cells.groupby("path")["shots"].transform("max")
-    return cells[cells["shots"] == most]
+    return cells[cells["shots"] == cells.groupby("path")["shots"].transform("max")]
 
 
 def _cache_gap(cells: pd.DataFrame) -> pd.DataFrame:

@@ -1,11 +1,7 @@
 """The builds a bisect searches, in commit order: git commits as worktrees, a listed set of variants, or released versions.
 
-From git, every commit on the path good..bad (`--ancestry-path`, first-parent unless `all_commits`)
-gets a detached worktree, its path filling the template variant's `{worktree}` (SGLang:
-`env: {PYTHONPATH: "{worktree}/python"}`, no build step). An optional build command runs in it once
-per commit (log kept); a failed build is skipped by the search, never called bad. Released versions
-(`PACKAGE==V1,V2,...`) are each the template variant with `pip: PACKAGE==V` (its venv made when first
-tested; a version pip cannot install is skipped too).
+A commit's worktree path fills the template variant's `{worktree}` (SGLang: `env: {PYTHONPATH: "{worktree}/python"}`,
+no build step). A build whose build command fails, or a version pip cannot install, is skipped, never called bad.
 """
 
 from __future__ import annotations
@@ -60,18 +56,18 @@ def _revision(repo: Path, rev: str) -> str:
 
 
 def commits(repo: Path, good: str, bad: str, all_commits: bool = False) -> list[tuple[str, str]]:
-    """(sha, subject) from good to bad inclusive, in commit order; BuildInputError unless good is an ancestor of bad."""
+    """(sha, subject) from good to bad inclusive, in commit order (first-parent unless `all_commits`); BuildInputError
+    unless good is an ancestor of bad."""
     if not repo.is_dir():
         raise BuildInputError(f"--repo {repo} is not a directory")
     _git(repo, "rev-parse", "--git-dir")
     good_sha, bad_sha = (_revision(repo, rev) for rev in (good, bad))
     path = ["--ancestry-path"] + ([] if all_commits else ["--first-parent"])
     lines = _git(repo, "rev-list", "--reverse", *path, "--format=%H %s", f"{good_sha}..{bad_sha}").splitlines()
-    found = [tuple(line.split(" ", 1)) if " " in line else (line, "") for line in lines if not line.startswith("commit ")]
+    found = [line.partition(" ")[::2] for line in lines if not line.startswith("commit ")]
     if not found or found[-1][0] != bad_sha:
         raise BuildInputError(f"{good} is not an ancestor of {bad} (no commit path between them; --find fix takes --good as the newer)")
-    subject = _git(repo, "log", "-1", "--format=%s", good_sha).strip()
-    return [(good_sha, subject), *((sha, text) for sha, text in found)]
+    return [(good_sha, _git(repo, "log", "-1", "--format=%s", good_sha).strip()), *found]
 
 
 def filled(template: Variant, worktree: Path, revision: str | None) -> Variant:

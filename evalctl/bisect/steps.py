@@ -1,8 +1,10 @@
-"""One bisect step: an ordinary run folder of only the regressed cells of one build.
+"""One bisect step: an ordinary run folder of only the regressed cells of one build, and where it runs.
 
 `--from-run` (a run whose gate says regression) gives the cells, the task, the questions, the
 tolerance and the metric. The good build runs them first, fully, as the reference; every other step
-runs them with sequential stopping against it, so a step ends once it is decided.
+runs them with sequential stopping against it, so a step ends once it is decided. A step runs here
+(`local_runner`) or as one Slurm job at a time (`slurm_runner`: the next build depends on its verdict);
+either takes up the run folder an interrupted bisect left (only its unanswered requests are sent).
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ from evalctl.bisect.search import Verdict
 from evalctl.bisect.state import CellSpec, Step
 from evalctl.config import config_from_dict
 from evalctl.errors import BadInput
+from evalctl.execution import Sweep, SweepProgress
 from evalctl.execution.stopping import right_answers
 from evalctl.manifest import Failure
 from evalctl.records import CELL_KEYS
+from evalctl.resume import resume_config
 from evalctl.runs import Run, open_run
 from evalctl.schema import SweepConfig, Variant
+from evalctl.signals import Shutdown
 
 ACCURACY_KINDS = ("accuracy", "sequential")
-# Runs (or takes up) the one run folder of a step's config under its root: its path and launch failures (`bisect.runners`).
+# Runs (or takes up) the one run folder of a step's config under its root: its path and launch failures.
 StepRunner = Callable[[SweepConfig, Path], tuple[Path, list[Failure]]]
 
 
@@ -93,8 +98,42 @@ def step_config(
 
 def run_folder(root: Path) -> Path | None:
     """The step's run folder under its results root, if the step got that far."""
-    found = sorted(p for p in root.glob("*/manifest.json")) if root.is_dir() else []
-    return found[0].parent if found else None
+    return min((p.parent for p in root.glob("*/manifest.json")), default=None)
+
+
+def sweep_step(
+    config: SweepConfig, root: Path, progress: SweepProgress | None = None, shutdown: Shutdown | None = None
+) -> tuple[Path, list[Failure]]:
+    """Run the step's sweep (or finish the one under `root`); its run folder and failures."""
+    existing, resumed = run_folder(root), None
+    if existing is not None:
+        run = open_run(existing)
+        if run.manifest.status in ("complete", "failed"):
+            return existing, list(run.manifest.failures)
+        config, resumed = resume_config(existing, config, {})
+    with Sweep(config, progress=progress, shutdown=shutdown, resume=resumed) as sweep:  # the writer lock released after
+        result = sweep.run()
+    return result.run_dir, result.failures
+
+
+def local_runner(progress: Callable[[], SweepProgress], shutdown: Shutdown) -> StepRunner:
+    def run(config: SweepConfig, root: Path) -> tuple[Path, list[Failure]]:
+        with progress() as bar:
+            return sweep_step(config, root, bar, shutdown)
+
+    return run
+
+
+def slurm_runner(scripts: Path) -> StepRunner:
+    """Each step one job (the profile's GPUs, the config's Slurm settings); waits for it, as the next build depends on it."""
+    from evalctl.cluster.submit import part_executor
+
+    def run(config: SweepConfig, root: Path) -> tuple[Path, list[Failure]]:
+        scripts.mkdir(mode=0o700, parents=True, exist_ok=True)
+        executor = part_executor(scripts, config, config.servers[0], f"bisect-{root.name}", requeue=False)
+        return executor.submit(sweep_step, config, root).result()
+
+    return run
 
 
 def measure(step: Step, run: Run, reference: Run | None, metric: str) -> None:
@@ -134,13 +173,11 @@ def endpoint_verdict(run: Run, reference: Run, metric: str, tolerance: float, al
     """The bad endpoint (every question) against the reference by the gate's fixed-n rule, cell by cell (Holm)."""
     mine, theirs = right_answers(run.samples, metric), right_answers(reference.samples, metric)
     shared = mine.index.intersection(theirs.index)
-    pairs = pd.DataFrame({"ref": theirs.loc[shared], "cand": mine.loc[shared]})
-    if pairs.empty:
+    if shared.empty:
         return EndpointJudgement(Verdict.unknown, "no question pairs with the reference", (0, 0, 0))
-    cells = pairs.groupby(level=list(range(len(CELL_KEYS))))
-    b = cells.apply(lambda g: int((g.ref & ~g.cand).sum())).to_numpy()
-    c = cells.apply(lambda g: int((~g.ref & g.cand).sum())).to_numpy()
-    n = cells.size().to_numpy()
+    ref, cand = theirs.loc[shared], mine.loc[shared]
+    cells = pd.DataFrame({"b": ref & ~cand, "c": ~ref & cand}).groupby(level=list(range(len(CELL_KEYS))))
+    b, c, n = cells["b"].sum().to_numpy(), cells["c"].sum().to_numpy(), cells.size().to_numpy()
     status = decide_drops(b, c, n, tolerance, alpha, min_n).status
     hit = status == "regression"
     drops = ", ".join(f"{(bi - ci) / ni:+.3f}" for bi, ci, ni in zip(b, c, n))

@@ -133,7 +133,7 @@ def _check_build_options(
 
 def _step_runner(state, folder: Path, shutdown):
     """Where each step runs: this machine with progress bars, or one Slurm job a step."""
-    from evalctl.bisect.runners import local_runner, slurm_runner
+    from evalctl.bisect.steps import local_runner, slurm_runner
     from evalctl.report.progress import RichProgress
 
     if state.settings.executor != "slurm":

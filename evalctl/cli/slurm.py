@@ -65,7 +65,7 @@ def jobs(
     from evalctl.extras import require
 
     require("submitit", "evalctl jobs")
-    from evalctl.cluster.jobs import job_rows, latest_submitted
+    from evalctl.cluster.submit import job_rows, latest_submitted
     from evalctl.manifest import read_manifest
     from evalctl.report.terminal import jobs_table
 

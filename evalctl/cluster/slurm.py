@@ -102,13 +102,10 @@ def _squeue(ids: list[str]) -> dict[str, JobState]:
 
 def _scontrol(job_id: str) -> JobState | None:
     out = _run(["scontrol", "show", "job", "-o", job_id])
-    if not out or out.returncode != 0:
-        return None
-    fields = dict(item.split("=", 1) for item in out.stdout.split() if "=" in item)
+    fields = dict(item.split("=", 1) for item in out.stdout.split() if "=" in item) if out and out.returncode == 0 else {}
     if "JobState" not in fields:
         return None
-    node = fields.get("NodeList")
-    reason = fields.get("Reason")
+    node, reason = fields.get("NodeList"), fields.get("Reason")
     return JobState(job_id, fields["JobState"], None if node in (None, "(null)") else node, None if reason in (None, "None") else reason)
 
 
@@ -126,14 +123,9 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
     """Each job's state from the first Slurm source that knows it; UNKNOWN when none does."""
     ids = list(dict.fromkeys(str(j) for j in job_ids))
     states = _squeue(ids) if ids else {}
-    for job_id in ids:
-        if job_id not in states:
-            found = _scontrol(job_id)
-            if found:
-                states[job_id] = found
+    states |= {j: found for j in ids if j not in states and (found := _scontrol(j))}
     rest = [j for j in ids if j not in states]
-    if rest:
-        states.update(_sacct(rest))
+    states |= _sacct(rest) if rest else {}
     return {j: states.get(j, JobState(j, UNKNOWN)) for j in ids}
 
 

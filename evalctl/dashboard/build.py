@@ -71,11 +71,6 @@ def _fingerprint(folders: list[RunListing], *extra: object) -> str:
     return hashlib.sha256(json.dumps([stats, extra], default=str).encode()).hexdigest()
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text)
-
-
 def _date(value: object) -> str:
     return "" if pd.isna(value) else pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
 
@@ -97,8 +92,7 @@ def _copy_report(folder: RunListing, site: Path) -> str | None:
 
 def _longest(cells: pd.DataFrame) -> pd.DataFrame:
     """Each run's cells at its longest prefix (most shots)."""
-    most = cells.groupby("path")["shots"].transform("max")
-    return cells[cells["shots"] == most]
+    return cells[cells["shots"] == cells.groupby("path")["shots"].transform("max")]
 
 
 def _cache_gap(cells: pd.DataFrame) -> pd.DataFrame:
@@ -107,8 +101,7 @@ def _cache_gap(cells: pd.DataFrame) -> pd.DataFrame:
     both = acc.pivot_table(index=["path", "run_id", "created_at", "profile", "variant", "shots"], columns="cache", values="value")
     if not {"on", "off"} <= set(both.columns):
         return pd.DataFrame(columns=[*acc.columns, "path"])
-    both = both.dropna(subset=["on", "off"]).reset_index()
-    both = both[both["shots"] == both.groupby("path")["shots"].transform("max")]
+    both = _longest(both.dropna(subset=["on", "off"]).reset_index())
     return both.assign(cache="on − off", value=both["on"] - both["off"], lo=float("nan"), hi=float("nan"), n=0, errors=0)
 
 
@@ -147,15 +140,14 @@ def _nights(catalog: Catalog, runs: pd.DataFrame, cells: pd.DataFrame, reports: 
     rows = []
     for r in runs.itertuples(index=False):
         path = r.path
-        here = longest[longest["path"] == path]
-        on = here[here["cache"] == "on"] if (here["cache"] == "on").any() else here
-        first = on.iloc[0] if len(on) else None
+        here = longest[longest["path"] == path].sort_values("cache", key=lambda c: c != "on", kind="stable")  # cache on first
+        first = here.iloc[0] if len(here) else None
         rows.append({
             "date": _date(r.created_at), "run_id": r.run_id, "verdict": r.verdict, "status": r.status,
             "engine_version": r.engine_version or "-", "git_revision": r.git_revision or "-",
             "cell": f"{int(first['shots'])}-shot cache {first['cache']}" if first is not None else "-",
             "accuracy": fmt_acc(first["accuracy_acc"] if first is not None else None),
-            "gap": fmt_acc(gap.get(path)) if path in gap.index else "-",
+            "gap": fmt_acc(gap.get(path)),
             "throughput": f"{first['throughput']:.1f}" if first is not None and pd.notna(first["throughput"]) else "-",
             "ttft": f"{first['ttft_p50_s']:.3f}" if first is not None and pd.notna(first["ttft_p50_s"]) else "-",
             "report": reports.get(r.folder), "signoff": signoffs.get(r.folder), "path": path, "turned": None,
@@ -219,13 +211,10 @@ def _side_by_side(candidate: pd.DataFrame, baseline: pd.DataFrame | None) -> Tab
 
     def view(cells: pd.DataFrame, label: str) -> pd.DataFrame:
         interval = [f"[{lo:.2f}, {hi:.2f}]" if n else "-" for lo, hi, n in zip(cells["accuracy_lo"], cells["accuracy_hi"], cells["n"])]
-        columns = {
-            f"{label}_acc": cells["accuracy_acc"],
-            f"{label} 95%": interval,
-            f"{label} n": cells["n"],
-            f"{label} errors": cells["errors"],
-        }
-        return pd.DataFrame({**{k: cells[k].to_numpy() for k in keys}, **{k: list(v) for k, v in columns.items()}})
+        names = {"accuracy_acc": f"{label}_acc", "n": f"{label} n", "errors": f"{label} errors"}
+        table = cells[[*keys, *names]].rename(columns=names)
+        table.insert(len(keys) + 1, f"{label} 95%", interval)
+        return table
 
     table = view(candidate, "candidate")
     if baseline is not None:
@@ -341,7 +330,8 @@ def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildR
         if old.get(name) == digest and (site / name).is_file():
             result.skipped.append(name)
             return
-        _write(site / name, render())
+        (site / name).parent.mkdir(exist_ok=True)
+        write_atomic(site / name, render())
         result.written.append(name)
 
     reports = {f.path.name: _copy_report(f, site) for f in catalog.folders}
@@ -360,7 +350,7 @@ def build_site(roots: Path | list[Path], site: Path, latest: int = 14) -> BuildR
         inputs = catalog.model_folders(model)
         page(href, _fingerprint(inputs, sorted(up.items()), sorted(up_signoffs.items()), sorted(catalog.bisects.items())),
              lambda m=model: _model_page(catalog, m, up, up_signoffs))  # fmt: skip
-    _write(site / "index.html", _index_page(catalog, latest, reports, signoffs, models))
+    write_atomic(site / "index.html", _index_page(catalog, latest, reports, signoffs, models))
     result.written.append("index.html")
-    _write(state_path, json.dumps(state, indent=1))
+    write_atomic(state_path, json.dumps(state, indent=1))
     return result

@@ -125,37 +125,25 @@ class HistoryStore:
         meta = {str(f.path): f for f in folders}
         per_metric = [m for m in metrics if f"{m}_hits" in table]
         table["metric"] = [primary_of(meta[p], per_metric) for p in table["path"]]
-        table["hits"] = 0
-        for m in per_metric:
-            mine = table["metric"] == m
-            table.loc[mine, "hits"] = table.loc[mine, f"{m}_hits"]
+        table["hits"] = sum(table[f"{m}_hits"].where(table["metric"] == m, 0) for m in per_metric)
         columns += [f"{m}_hits" for m in per_metric]
         table["run_id"] = [meta[p].run_id for p in table["path"]]
         table["model"] = [meta[p].model for p in table["path"]]
         table["created_at"] = pd.to_datetime([meta[p].created_at for p in table["path"]], utc=True)
         wall = table["wall_s"].astype(float)
         table["throughput"] = (table["out_tokens"].fillna(0).astype(float) / wall).where(wall > 0)
-        for column in ("n", "hits", "errors", "shots", *(f"{m}_hits" for m in per_metric)):
-            table[column] = table[column].fillna(0).astype(int)
-        for column in ("path", "profile", "variant", "cache"):  # plain strings: row access on Arrow-backed ones is slow
-            table[column] = table[column].astype(object)
+        counts = ["n", "hits", "errors", "shots", *(f"{m}_hits" for m in per_metric)]
+        table[counts] = table[counts].fillna(0).astype(int)
+        labels = ["path", "profile", "variant", "cache"]
+        table[labels] = table[labels].astype(object)  # plain strings: row access on Arrow-backed ones is slow
         table["ttft_p50_s"] = table["ttft_p50_s"].astype(float)
         return table.sort_values(["created_at", "run_id", "profile", "variant", "cache", "shots"])[columns].reset_index(drop=True)
 
-    def history(
-        self,
-        model: str,
-        metric: str = "accuracy",
-        shots: int | None = None,
-        cache: str | None = None,
-        profile: str | None = None,
-        variant: str | None = None,
-    ) -> pd.DataFrame:
-        """`cells` of the model's runs as one metric's trend: `accuracy` each run's primary metric (its task's first:
-        strict match for GSM8K), another name one metric of the task, `throughput` output tokens/s. Only compacted
-        runs with a readable manifest count: a run still writing is not yet a point of history."""
-        folders = [f for f in self.folders() if f.model == model]
-        table = self.cells(folders, shots=shots, cache=cache, profile=profile, variant=variant)
+    def history(self, model: str, metric: str = "accuracy", **where: object) -> pd.DataFrame:
+        """`cells` of the model's runs (narrowed by `where`) as one metric's trend: `accuracy` each run's primary metric
+        (its task's first: strict match for GSM8K), another name one metric of the task, `throughput` output tokens/s.
+        Only compacted runs with a readable manifest count: a run still writing is not yet a point of history."""
+        table = self.cells([f for f in self.folders() if f.model == model], **where)
         known = [*TREND_KINDS, *(c[: -len("_hits")] for c in table.columns if c.endswith("_hits") and c != "hits")]
         if metric not in known:
             raise BadInput(f"--metric must be one of {', '.join(known)}, got {metric!r}")
@@ -265,6 +253,5 @@ def metric_trend(cells: pd.DataFrame, metric: str) -> pd.DataFrame:
     else:
         hits = table["hits" if metric == "accuracy" else f"{metric}_hits"]
         table["value"] = [h / n if n else float("nan") for h, n in zip(hits, table["n"])]
-        bounds = [wilson_interval(int(h), int(n)) for h, n in zip(hits, table["n"])]
-        table["lo"], table["hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
+        table["lo"], table["hi"] = zip(*(wilson_interval(int(h), int(n)) for h, n in zip(hits, table["n"])))
     return table[columns].reset_index(drop=True)

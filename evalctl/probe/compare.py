@@ -25,10 +25,8 @@ class TokenComparison:
 
 
 def first_divergence(a: Sequence[Hashable], b: Sequence[Hashable]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+    found = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    return found if found is not None or len(a) == len(b) else min(len(a), len(b))
 
 
 def _with_unlisted(top: Mapping[str, float], support: set[str]) -> dict[str, float]:
@@ -48,12 +46,7 @@ def js_divergence(p_top: Mapping[str, float], q_top: Mapping[str, float]) -> flo
     """Jensen-Shannon divergence (nats, 0..ln 2) of two top-k logprob lists at one position."""
     support = set(p_top) | set(q_top)
     p, q = _with_unlisted(p_top, support), _with_unlisted(q_top, support)
-    total = 0.0
-    for token in p:
-        m = (p[token] + q[token]) / 2
-        for x in (p[token], q[token]):
-            if x > 0:
-                total += 0.5 * x * math.log(x / m)
+    total = sum(0.5 * x * math.log(2 * x / (p[t] + q[t])) for t in p for x in (p[t], q[t]) if x > 0)
     return max(0.0, total)
 
 

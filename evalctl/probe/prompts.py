@@ -8,6 +8,7 @@ hands state across a chunk boundary. All are cut from the same exemplar text, so
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from evalctl.plan import prompts_at, shared_prefix
@@ -32,13 +33,7 @@ class ProbePrompt:
 
 def _cut_to_tokens(text: str, tokens: int, counter: TokenCounter) -> str:
     """The longest prefix of `text` (ending at a space) with at most `tokens` tokens: binary search on characters."""
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if counter.count(text[:mid]) <= tokens:
-            lo = mid
-        else:
-            hi = mid - 1
+    lo = bisect.bisect_right(range(len(text) + 1), tokens, key=lambda n: counter.count(text[:n])) - 1
     cut = text.rfind(" ", 0, lo + 1)
     return text[: cut if cut > 0 else lo]
 

@@ -46,10 +46,6 @@ class ProbeRun:
         return sum(c.completion_tokens or 0 for c in completions)
 
 
-def _stop(prompt: ProbePrompt) -> dict:
-    return {"stop": list(prompt.stop)} if prompt.stop else {}
-
-
 @dataclass
 class ProbeRunner:
     base_url: str
@@ -104,12 +100,12 @@ class ProbeRunner:
                 if seed.error:
                     raise ProbeError(f"seeding the prefix cache failed: {seed.error}")
                 seeds.append(seed)
-                warms[i] = await warm_client.complete(prompts[i].text, **_stop(prompts[i]))
+                warms[i] = await warm_client.complete(prompts[i].text, stop=list(prompts[i].stop) or None)
         samples = [ProbeSample(p, cold, again, warms[i]) for i, (p, (cold, again)) in enumerate(zip(prompts, colds))]
         return ProbeRun(samples, seeds, flushed)
 
     async def _cold(self, client: CompletionClient, prompt: ProbePrompt) -> Completion:
-        completion = await client.complete(prompt.text, **_stop(prompt))
+        completion = await client.complete(prompt.text, stop=list(prompt.stop) or None)  # None: no stop field
         if completion.error:
             raise ProbeError(f"cold request ({prompt.bin}) failed: {completion.error}")
         if completion.cached_tokens:

@@ -76,8 +76,7 @@ def _bin_verdict(group: pd.DataFrame, policy: ProbePolicy) -> dict:
         "js": js,
         "baseline_js": js_base,
     }
-    cached = group["warm_cached_tokens"]
-    cold = cached.isna() | (cached <= 0)
+    cold = ~(group["warm_cached_tokens"] > 0)  # none reported counts as cold
     if cold.any():
         retried = group.loc[cold, "warm_first_error_kind"].dropna()
         if len(retried):  # retries are evidence: a server that failed on its cache, not a cache that never engaged

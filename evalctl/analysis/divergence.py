@@ -120,27 +120,17 @@ def compare_tokens(warm: Sequence[TokenLogprob], cold: Sequence[TokenLogprob]) -
     return TokenPair(exact, tokens.first_divergence, tokens.aligned, max(known) if known else (0.0 if exact else None))
 
 
-def token_pairs(comparison: Comparison) -> pd.DataFrame:
-    """One row per question answered on both sides with logprobs: the candidate's cell and request, its
-    usage, and how its tokens depart from the reference's (`compare_tokens`); the frames hold a logprobs column."""
-    pairs = align(comparison)
-    answered = pairs["error"].isna() & pairs["error_ref"].isna()
-    pairs = pairs[answered & pairs["logprobs"].notna() & pairs["logprobs_ref"].notna()]
-    rows = []
-    for _, row in pairs.iterrows():
-        pair = compare_tokens(read_logprobs(row["logprobs"]) or (), read_logprobs(row["logprobs_ref"]) or ())
-        rows.append({**{k: row.get(k) for k in PAIR_COLUMNS}, **asdict(pair)})
-    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
-
-
 def cell_pairs(samples: pd.DataFrame) -> list[tuple[CellKey, pd.DataFrame]]:
-    """Per cache-on cell with logprobs: its warm-vs-cold pairs."""
+    """Per cache-on cell with logprobs: one row per question answered on both sides with logprobs, the warm request
+    and its usage, and how its tokens depart from its cold twin's (`compare_tokens`)."""
     if "logprobs" not in samples or not samples["logprobs"].notna().any():
         return []
-    cold = samples[samples["cache"] == CacheMode.off.value]
-    warm = token_pairs(Comparison("cache", "warm vs cold", cold, samples[samples["cache"] == CacheMode.on.value],
-                                  tuple(CellKey.columns("cache")), "cache off"))  # fmt: skip
-    return list(CellKey.groups(warm))
+    cold, warm = (samples[samples["cache"] == mode.value] for mode in (CacheMode.off, CacheMode.on))
+    pairs = align(Comparison("cache", "warm vs cold", cold, warm, tuple(CellKey.columns("cache")), "cache off"))
+    pairs = pairs[pairs["error"].isna() & pairs["error_ref"].isna() & pairs["logprobs"].notna() & pairs["logprobs_ref"].notna()]
+    tokens = [compare_tokens(read_logprobs(w) or (), read_logprobs(c) or ()) for w, c in zip(pairs["logprobs"], pairs["logprobs_ref"])]
+    rows = [{**{k: row.get(k) for k in PAIR_COLUMNS}, **asdict(pair)} for (_, row), pair in zip(pairs.iterrows(), tokens)]
+    return list(CellKey.groups(pd.DataFrame(rows, columns=PAIR_COLUMNS)))
 
 
 def exceedance_p(k: int, n: int, m: int) -> float:
@@ -177,7 +167,6 @@ class RungRow:
     reason: str
     judged: int  # engaged judged pairs
     exceeding: int  # exact rung: pairs not exact; divergence rung: K
-    reference: int
     threshold: float | None
     p_value: float | None
     worst: pd.DataFrame  # the judged pairs that decided, worst first
@@ -227,7 +216,7 @@ def _guard(judged: pd.DataFrame, reference: pd.DataFrame, unsupported: pd.DataFr
         why = f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
     else:
         return None
-    return RungRow("inconclusive", why + _left_out(unsupported, reference), len(judged), 0, len(reference), None, None, judged.head(0))
+    return RungRow("inconclusive", why + _left_out(unsupported, reference), len(judged), 0, None, None, judged.head(0))
 
 
 def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
@@ -245,47 +234,48 @@ def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
         f"{len(parted)} of {len(judged)} engaged returns differ from their cold twins, where all {len(reference)} reference pairs"
         " (extensions) are bitwise identical" + _left_out(unsupported, reference)
     )
-    return RungRow(status, reason, len(judged), len(parted), len(reference), 0.0, None, worst)
+    return RungRow(status, reason, len(judged), len(parted), 0.0, None, worst)
 
 
 def divergence_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
-    """The divergence rung on one cell (its p-value unadjusted: `decide` adjusts a build's cells); None where
+    """The divergence rung on one cell (its p-value unadjusted: `decided` adjusts a build's cells); None where
     the run collected no reference at all (no judged extension): the answer rung judges such a run alone,
     where an inconclusive here would make every such run inconclusive by construction."""
     judged, reference, unsupported = split(pairs)
     if reference.empty:
         return None
     judged = judged[judged["divergence"].notna()]
-    beyond_any = bool((judged["divergence"] > reference["divergence"].max() + settings.margin).any())
-    if undecided := _guard(judged, reference, unsupported, settings, found=beyond_any):
-        return undecided
     count, threshold, p = exceedances(judged["divergence"].to_numpy(float), reference["divergence"].to_numpy(float), settings.margin)
+    if undecided := _guard(judged, reference, unsupported, settings, found=count > 0):
+        return undecided
     beyond = judged[judged["divergence"] > threshold].sort_values("divergence", ascending=False)
     reason = (
-        f"{len(beyond)} of {len(judged)} engaged returns moved a token's logprob more than {threshold:.3f} nats (the largest of"
+        f"{count} of {len(judged)} engaged returns moved a token's logprob more than {threshold:.3f} nats (the largest of"
         f" {len(reference)} healthy pairs + {settings.margin} margin); p {p:.3g} that exchangeable healthy pairs put them on top"
         + _left_out(unsupported, reference)
     )
-    return RungRow("pass" if beyond.empty else "inconclusive", reason, len(judged), len(beyond), len(reference), threshold, p, beyond)
+    return RungRow("pass" if beyond.empty else "inconclusive", reason, len(judged), count, threshold, p, beyond)
 
 
-def decide(rows: Mapping[object, RungRow], alpha: float) -> dict[object, tuple[str, float | None]]:
-    """(status, Holm-adjusted p) per cell of one build: regression where the adjusted p is <= alpha."""
-    tested = [key for key, row in rows.items() if row.p_value is not None]
-    adjusted = dict(zip(tested, holm([rows[k].p_value for k in tested]))) if tested else {}
-    out = {}
-    for key, row in rows.items():
-        p = adjusted.get(key)
-        out[key] = ("regression" if p is not None and p <= alpha and row.exceeding else row.status, None if p is None else float(p))
-    return out
+def rungs(samples: pd.DataFrame, settings: Settings) -> dict[CellKey, tuple[RungRow, pd.DataFrame]]:
+    """Per cache-on cell the divergence rung applies to, builds in order: its finding and its warm-vs-cold pairs."""
+    found = {cell: (row, pairs) for cell, pairs in cell_pairs(samples) if (row := divergence_rung(pairs, settings)) is not None}
+    return {cell: found[cell] for cell in sorted(found, key=lambda cell: cell.variant)}
 
 
 def decided(rows: Mapping[CellKey, RungRow], alpha: float) -> dict[CellKey, tuple[str, float | None]]:
-    """`decide` on each build's cells, a Holm family a build, in `rows`' order."""
-    out: dict[CellKey, tuple[str, float | None]] = {}
-    for variant in dict.fromkeys(cell.variant for cell in rows):
-        out.update(decide({cell: row for cell, row in rows.items() if cell.variant == variant}, alpha))
-    return {cell: out[cell] for cell in rows}
+    """(status, Holm-adjusted p) per cell in `rows`' order, each build's cells one Holm family: regression where the
+    adjusted p is <= alpha."""
+    tested = [cell for cell, row in rows.items() if row.p_value is not None]
+    adjusted = {}
+    for variant in {cell.variant for cell in tested}:
+        family = [cell for cell in tested if cell.variant == variant]
+        adjusted.update(zip(family, holm([rows[cell].p_value for cell in family])))
+    out = {}
+    for cell, row in rows.items():
+        p = adjusted.get(cell)
+        out[cell] = ("regression" if p is not None and p <= alpha and row.exceeding else row.status, None if p is None else float(p))
+    return out
 
 
 def near_ties(pairs: pd.DataFrame, threshold: float, cleared: str = "the divergence rung passed this cell") -> str | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalctl.analysis.divergence import Settings, cell_pairs, decided, divergence_rung
+from evalctl.analysis.divergence import Settings, decided, rungs
 from evalctl.cell import CellKey
 from evalctl.records import EXTENDING
 from evalctl.schema import CacheMode, Lead
@@ -30,8 +30,7 @@ MOST = 2
 def leads(samples: pd.DataFrame, settings: Settings, alpha: float) -> dict[str, list[Lead]]:
     """Per build whose divergence rung is not already a regression, its returns beyond the spread (the `MOST` worst), each
     named by its conversation and which of that conversation's returns it is."""
-    rows = {cell: divergence_rung(pairs, settings) for cell, pairs in cell_pairs(samples)}
-    rows = {cell: row for cell, row in rows.items() if row is not None}
+    rows = {cell: row for cell, (row, _) in rungs(samples, settings).items()}
     warm = dict(CellKey.groups(samples[samples["cache"] == CacheMode.on.value]))
     found: dict[str, list[tuple[float, Lead]]] = {}
     for cell, (status, _) in decided(rows, alpha).items():

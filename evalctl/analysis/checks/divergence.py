@@ -12,12 +12,13 @@ regression of the answer rung stands, and so does any move beyond the spread.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pandas as pd
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.divergence import RungRow, Settings, cell_pairs, decided, divergence_rung, near_ties, worst_requests
+from evalctl.analysis.divergence import Settings, decided, near_ties, rungs, worst_requests
 from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.cell import CellKey
 
@@ -33,12 +34,6 @@ class Divergence(GateCheck):
     family = KIND
     settings = Settings
 
-    def _rungs(self, inputs: GateInputs) -> dict[CellKey, tuple[RungRow, pd.DataFrame]]:
-        """Per cache-on cell the rung applies to: its finding and its warm-vs-cold pairs, for `results` and `revise` alike."""
-        settings = self.settings_of(inputs.policy)
-        rungs = {cell: (divergence_rung(pairs, settings), pairs) for cell, pairs in cell_pairs(inputs.run.samples)}
-        return {cell: (row, pairs) for cell, (row, pairs) in rungs.items() if row is not None}
-
     def results(self, inputs: GateInputs) -> list[Check]:
         hunt = inputs.run.config.get("workload") == "hunt" and not inputs.run.config.get("hunt", {}).get("follow")
         undecided = FOLLOW if hunt and inputs.run.follow_up is None else ""  # a follow-up's own leads name no hunt's shape
@@ -46,22 +41,22 @@ class Divergence(GateCheck):
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
         """An undecided answer comparison of a cell this rung passed: a warning when every move was a near tie."""
-        passed = {cell: near_ties(pairs, row.threshold) for cell, (row, pairs) in self._rungs(inputs).items() if row.status == "pass"}
-        out = []
-        undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
-        for check in earlier:
-            ties = passed.get(check.cell) if (check.kind, check.comparison, check.status) == undecided else None
-            if ties:
-                check = replace(check, status="warning", reason=f"{check.reason}; {ties}")
-            out.append(check)
-        return out
+        found = rungs(inputs.run.samples, self.settings_of(inputs.policy)).items()
+        return near_tie_warnings(earlier, {cell: near_ties(pairs, row.threshold) for cell, (row, pairs) in found if row.status == "pass"})
+
+
+def near_tie_warnings(checks: list[Check], ties: Mapping[CellKey | None, str | None]) -> list[Check]:
+    """`checks` with each undecided cache on vs off answer check of a cell in `ties` a warning, where `near_ties` said
+    why (the ladder: module docstring)."""
+    undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
+    tied = [(c, ties.get(c.cell) if (c.kind, c.comparison, c.status) == undecided else None) for c in checks]
+    return [replace(c, status="warning", reason=f"{c.reason}; {why}") if why else c for c, why in tied]
 
 
 def findings(samples: pd.DataFrame, settings: Settings, alpha: float, name: str, undecided: str = "", kind: str = KIND) -> list[Check]:
     """The rung's finding per cache-on cell of `samples`, a Holm family per build; `undecided` ends the reason of an
     inconclusive finding with returns beyond the spread."""
-    rows = {cell: row for cell, pairs in cell_pairs(samples) if (row := divergence_rung(pairs, settings)) is not None}
-    rows = {cell: rows[cell] for cell in sorted(rows, key=lambda cell: cell.variant)}
+    rows = {cell: row for cell, (row, _) in rungs(samples, settings).items()}
     checks = []
     for cell, (status, p_adjusted) in decided(rows, alpha).items():
         row = rows[cell]

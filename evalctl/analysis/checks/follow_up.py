@@ -21,9 +21,8 @@ from dataclasses import replace
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.checks.divergence import CHECK as DIVERGENCE
 from evalctl.analysis.checks.divergence import KIND as DIVERGENCE_KIND
-from evalctl.analysis.checks.divergence import findings
+from evalctl.analysis.checks.divergence import findings, near_tie_warnings
 from evalctl.analysis.divergence import cell_pairs, near_ties
-from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.analysis.leads import leads
 
 KIND = "follow-up"
@@ -56,19 +55,14 @@ class FollowUp(GateCheck):
         cleared = {}
         out = []
         for check in earlier:
-            if check.kind == DIVERGENCE_KIND and check.status == "inconclusive" and check.variant in spread:
-                if (check.b or 0) <= len(followed.get(check.variant, [])):
-                    check = replace(check, status="warning", reason=f"{check.reason}; followed up: their copies stayed within the spread")
-                    cleared[check.cell] = spread[check.variant]
+            all_followed = (check.b or 0) <= len(followed.get(check.variant, []))
+            if check.kind == DIVERGENCE_KIND and check.status == "inconclusive" and check.variant in spread and all_followed:
+                check = replace(check, status="warning", reason=f"{check.reason}; followed up: their copies stayed within the spread")
+                cleared[check.cell] = spread[check.variant]
             out.append(check)
         pairs = dict(cell_pairs(inputs.run.samples))
-        undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
-        for i, check in enumerate(out):
-            if (check.kind, check.comparison, check.status) == undecided and check.cell in cleared:
-                ties = near_ties(pairs[check.cell], cleared[check.cell], "the follow-up cleared this cell's returns")
-                if ties:
-                    out[i] = replace(check, status="warning", reason=f"{check.reason}; {ties}")
-        return out
+        ties = {cell: near_ties(pairs[cell], threshold, "the follow-up cleared this cell's returns") for cell, threshold in cleared.items()}
+        return near_tie_warnings(out, ties)
 
 
 CHECK = FollowUp()  # listed in analysis.checks.CHECKS

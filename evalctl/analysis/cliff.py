@@ -22,10 +22,9 @@ from typing import Literal
 
 import pandas as pd
 
-from evalctl.analysis.lengths import length_bin
+from evalctl.analysis.accuracy import length_bin
 from evalctl.analysis.multiple import holm
-from evalctl.analysis.paired import mcnemar_p
-from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs
+from evalctl.analysis.pairing import Comparison, Metric, align, judged_pairs, mcnemar_p
 from evalctl.cell import CellKey
 from evalctl.records import primary_metric
 

@@ -8,11 +8,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from evalctl.analysis.accuracy import accuracy_table
+from evalctl.analysis.accuracy import accuracy_by_length, accuracy_by_position, accuracy_table
 from evalctl.analysis.flips import flipped_questions
-from evalctl.analysis.lengths import accuracy_by_length
 from evalctl.analysis.pairing import align_runs, between_runs, paired_table, with_holm
-from evalctl.analysis.positions import accuracy_by_position
 from evalctl.analysis.settings import settings_diff_runs
 from evalctl.analysis.throughput import throughput_ratios, throughput_table
 from evalctl.records import CELL_KEYS, Metric, primary_metric

@@ -26,10 +26,10 @@ from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.inflight import cell_in_flight
 from evalctl.analysis.noise import Noise, beyond_noise
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
 from evalctl.analysis.power import mde_beyond_tolerance
+from evalctl.analysis.throughput import cell_in_flight
 from evalctl.cell import CellKey
 
 MDE_POWER = 0.8

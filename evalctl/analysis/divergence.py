@@ -1,62 +1,52 @@
 """The logprob rungs of the oracle ladder: a warm request against its cold twin, token by token.
 
-The same bytes sent to a cache-on server and sent cold should generate the same tokens with the
-same logprobs; a wrongly restored cache state shows first in the logprobs (on llama.cpp #24411's
-buggy build a restored checkpoint moves a return's logprobs by 0.35-0.64 nats, against a healthy
-warm-vs-cold drift of about 0.07), long before it flips an answer. Per pair (`compare_tokens`,
-over the positions `probe.compare` picks: those before the first divergent token and that one,
-the last with the same context on both sides):
+The same bytes sent warm and cold should generate the same tokens with the same logprobs; a
+wrongly restored cache state shows first in the logprobs (llama.cpp #24411: 0.35-0.64 nats
+against a healthy drift of about 0.07), long before it flips an answer. Per pair
+(`compare_tokens`, over the positions `probe.compare` picks: up to the first divergent token):
 
 - exact: identical tokens, logprobs and top-k alternatives at every position;
 - first divergence: the first position whose tokens differ (None: none);
 - divergence (nats): the largest change over those positions in the logprob of either side's
-  chosen token (a token one side did not list counts at most its least listed logprob: a lower
-  bound on the change).
+  chosen token (one the other side did not list counts at most its least listed logprob: a
+  lower bound on the change).
 
-The healthy spread comes from the same run, from pairs drawn like the judged ones: the
-*reference* is the warm requests that only extend what the previous request cached (a
-conversation's `extend` turns; `hunt` judges those nearest each return in length), the *judged*
-requests the returns (rewinds and branches). The A/A arm's cold-vs-cold pairs are no reference:
-two cold paths follow a law of their own (bitwise zero on llama.cpp, where healthy warm pairs
-drift 0.07-0.16 nats), and pooled with the returns they would make the p-value too small. A
-judged pair counts only when its cache engaged (cached tokens reported on the warm side > 0) and
-its warm side recomputed no more of its prompt than some reference pair did: a return served
-from an early checkpoint recomputes most of its prompt in other micro-batches than its cold twin,
-a drift no extension shows (llama.cpp 2026.7.10068 on Gemma-3: 17 of 1,047 tokens cached, 1.7
-nats, the answer a healthy build gives for that split too: `scripts/split_screen.py`), so
-exchangeability is assumed only within the reference's support, and the reason names the returns
-left out. A rung passes only with at least `min_positions` positions compared over its judged pairs; a difference found
-needs no more (a return the cache broke parts at its first token, and a follow-up of eight such compares eight). A run
-with no judged extension (no conversation, or every extension sent as history) gets neither rung:
-the answer rung judges it alone.
+The healthy spread comes from the same run: the *reference* is the warm requests that only
+extend what the previous request cached (a conversation's `extend` turns), the *judged* ones
+the returns (rewinds and branches). The A/A arm's cold-vs-cold pairs are no reference: two cold
+paths follow a law of their own (bitwise zero on llama.cpp), and would make the p-value too
+small. A judged pair counts only when its cache engaged (cached tokens on the warm side > 0) and
+it recomputed no more of its prompt than some reference pair did: a return served from an early
+checkpoint recomputes most of its prompt in other micro-batches, a drift no extension shows
+(`scripts/split_screen.py`), so exchangeability is assumed only within the reference's support,
+and the reason names the returns left out. A rung passes only with at least `min_positions`
+positions compared over its judged pairs; a difference found needs no more. A run with no
+judged extension gets neither rung: the answer rung judges it alone. Measurements:
+docs/conversations.md.
 
 **Exact rung.** Where the reference shows the engine deterministic (at least `min_reference`
-reference pairs, every one exact), any judged pair not exact is a regression (the SGLang
-nightly's oracle: zero mismatches). It needs no error rate: on an engine whose every reference
-pair is bitwise identical a healthy judged pair is too; where they are not all exact the rung
-does not apply and says so.
+reference pairs, every one exact), any judged pair not exact is a regression. It needs no error
+rate: where every reference pair is bitwise identical a healthy judged pair is too; where they
+are not all exact the rung does not apply.
 
 **Divergence rung** (Rosenbaum 1954's exceedance statistic). Of m reference and n judged
 divergences, K counts the judged ones above the reference's largest by more than `margin` nats.
-When all N = n + m values are exchangeable (no bug: a return diverges like any healthy pair) the
-k largest are all judged with probability C(n, k) / C(N, k) = prod_{i<k} (n - i) / (N - i), the
-p-value of K >= k. Regression when that p, Holm-adjusted over a build's cells, is <= alpha; pass
-when K = 0; inconclusive otherwise. Guarantee: false regression <= alpha for any continuous law
-of the divergences (exact, no asymptotics); ties at the reference's maximum and the margin only
-lower K, so the rate stays below alpha with them (a deterministic engine's zeros included).
-`scripts/divergence_false_alarms.py` measures the rate by simulation (exchangeable laws with
-ties, point masses and heavy tails) and fails above alpha.
+When all N = n + m values are exchangeable (no bug) the k largest are all judged with
+probability C(n, k) / C(N, k) = prod_{i<k} (n - i) / (N - i), the p-value of K >= k. Regression
+when that p, Holm-adjusted over a build's cells, is <= alpha; pass when K = 0; inconclusive
+otherwise. Guarantee: false regression <= alpha for any continuous law of the divergences (exact,
+no asymptotics); ties at the reference's maximum and the margin only lower K, so the rate stays
+below alpha with them. `scripts/divergence_false_alarms.py` measures the rate by simulation and
+fails above alpha.
 
 Assumptions: under no bug the judged divergences are exchangeable with the reference's; returns
 that restore saved state may drift a little more than extensions on a healthy build, which the
 margin (default 0.1 nats, above llama.cpp's 0.07) covers. Requests of one conversation share
-their state, so they are not independent; the p-value needs exchangeability, a statement about
-the build, not independence.
+their state, so they are not independent; the p-value needs exchangeability, not independence.
 
 Reference: S. Rosenbaum (1954), "Tables for a nonparametric test of location", Ann. Math.
-Statist. 25(1):146-150 (the count of one sample's values above the other's largest).
+Statist. 25(1):146-150.
 """
-
 from __future__ import annotations
 
 import math

@@ -47,6 +47,7 @@ their state, so they are not independent; the p-value needs exchangeability, not
 Reference: S. Rosenbaum (1954), "Tables for a nonparametric test of location", Ann. Math.
 Statist. 25(1):146-150.
 """
+
 from __future__ import annotations
 
 import math

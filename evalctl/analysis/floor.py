@@ -43,9 +43,8 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT, with_agreement
-from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.pairing import Comparison, paired_table
+from evalctl.analysis.pairing import Comparison
 from evalctl.schema import CacheMode
 
 # The floor check's findings carry the cache comparison's name: they rest on the same cells (the
@@ -65,14 +64,3 @@ def floor_comparison(samples: pd.DataFrame, replica: pd.DataFrame) -> Comparison
     warm = with_agreement(samples[samples["cache"] == CacheMode.on.value], samples)
     cold_again = with_agreement(replica, samples)
     return Comparison("floor", CACHE_COMPARISON, cold_again, warm, ("profile", "variant", "shots"), REFERENCE_LABEL)
-
-
-def floor_table(comparison: Comparison, margin: float, alpha: float, min_n: int) -> list[tuple[str, pd.DataFrame]]:
-    """Per build (variant), one row per paired cache-on cell: the paired table (b, c, n; `acc_drop` is the excess), warm and
-    floor disagreement shares, the rule's status, p-values and (1 - 2 alpha) interval on the excess (`with_drop_decisions`),
-    Holm within the build's cells."""
-    table = paired_table([comparison], AGREEMENT)
-    return [
-        (str(key), with_drop_decisions(group, margin, alpha, min_n).assign(warm=1 - group["cand_acc"], floor=1 - group["ref_acc"]))
-        for key, group in table.groupby("variant", sort=False)
-    ]

@@ -23,7 +23,6 @@ from scipy.stats import binom
 
 from evalctl.analysis.drop_rule import drop_bounds
 from evalctl.analysis.intervals import share_bounds
-from evalctl.analysis.multiple import holm
 from evalctl.cell import CellKey
 from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS, Metric, primary_metric
@@ -224,8 +223,3 @@ def unpaired_cells(comparison: Comparison, metric: Metric | None = None) -> pd.D
         for c, q in zip(missing["has_cell"], missing["has_question"])
     ]  # fmt: skip
     return missing[CELL_KEYS].assign(reason=reasons).reset_index(drop=True)
-
-
-def with_holm(table: pd.DataFrame) -> pd.DataFrame:
-    """`table` plus `p_two_sided_holm`: its two-sided p-values Holm-adjusted over all its rows (one family)."""
-    return table.assign(p_two_sided_holm=holm(table["p_two_sided"].to_numpy(dtype=float)) if len(table) else [])

@@ -66,6 +66,7 @@ test catches that once both halves are seen; a decision made before cannot be pr
 n = N and e_share = 0 the rule is the fixed-n gate exactly. Why both procedures:
 docs/sequential-stopping.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,17 +2,12 @@
 
 The rule, its guarantees and references: `analysis.gate` (module docstring) and `analysis.drop_rule`.
 
-Builds judged as a differential. Under a policy that judges the cache by agreement against a floor
-(`floor.replaces_cache_accuracy`), a variant's cache-on cell scored by agreement is the candidate
-build's warm-vs-cold disagreement, paired question by question (same prompt bytes) with the
-baseline build's: b counts prompts whose warm answer only the candidate changed, c only the
-baseline. The excess is judged with the floor's margin (`floor_margin`), not the task tolerance:
-it is the same question the floor check asks, with the baseline build's warm path as the floor,
-and the same rule on the same kind of pairs, so the floor's exact guarantee covers it
-(`scripts/exact_floor.py`: any joint law of the two outcomes within a question). The variant's
-cache-off cells are left out there: each build's cold answers are the reference of its own
-agreement, so they agree with themselves by definition and judge nothing (request errors are the
-rate checks').
+Builds judged as a differential. Under an agreement floor (`floor.replaces_cache_accuracy`), a variant's cache-on
+cell scored by agreement is the candidate build's warm-vs-cold disagreement, paired prompt by prompt with the
+baseline build's (b: only the candidate changed its warm answer, c: only the baseline), judged at the floor's margin
+(`floor_margin`): the floor's question with the baseline build's warm path as the floor, so the floor's exact
+guarantee covers it (`scripts/exact_floor.py`, any joint law of the two outcomes; docs/statistics.md). The variant's
+cache-off cells are left out there: each build's cold answers are the reference of its own agreement.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""The divergence rung, on a run whose records carry logprobs (a conversation workload's, `conversation.top_logprobs`;
-no finding otherwise): warm returns' logprobs against the healthy spread of the same run (Rosenbaum's exceedance
-count), a Holm family per build; false regression <= alpha under exchangeability, measured by
-`scripts/divergence_false_alarms.py`.
+"""The divergence rung (`analysis.divergence`: Rosenbaum's exceedance count against the run's healthy spread, a Holm
+family per build, false regression <= alpha under exchangeability, measured by `scripts/divergence_false_alarms.py`),
+on a run whose records carry logprobs (a conversation workload's); no finding otherwise.
 
-The ladder: where the divergence rung passed a cache-on cell, the answer rung below it (that cell's cache on vs off
-accuracy check) no longer decides alone. If it could not decide (inconclusive: a few answers moved) and
-every request of the cell whose tokens moved parted within the healthy spread (`analysis.divergence.near_ties`),
-those moves are near ties a healthy warm path makes, and the finding becomes a warning that says so. A
-regression of the answer rung stands, and so does any move beyond the spread.
+The ladder: where the rung passed a cache-on cell and that cell's answer rung (cache on vs off accuracy) could not
+decide, the finding becomes a warning when every request of the cell whose tokens moved parted within the healthy
+spread (`analysis.divergence.near_ties`): near ties a healthy warm path makes. A regression of the answer rung stands,
+and so does any move beyond the spread.
 """
 
 from __future__ import annotations

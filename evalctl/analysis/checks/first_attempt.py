@@ -1,25 +1,20 @@
 """Retries are evidence: did more requests fail their first attempt on one side of a comparison? One Holm family.
 
-The client retries 5xx answers, timeouts and dropped connections, and a retried answer is scored like
-any other. So a build that fails a request whenever it hits the prefix cache, and serves the retry from
-scratch, looks healthy by its answers (accuracy holds, the error rate counts nothing; `checks.cache_engaged`
-names the retries rather than a cache that did not engage). The records keep every attempt
-(`records.SampleRecord.first_error_kind`, `attempts`).
+The client retries 5xx answers, timeouts and dropped connections, and a retried answer is scored like any other, so
+a build that fails whenever it hits the prefix cache and serves the retry from scratch looks healthy by its answers.
+The records keep every attempt (`records.SampleRecord.first_error_kind`, `attempts`).
 
-Per comparison (`pairing.Comparison`) the requests are paired question by question (`pairing.align`),
-each side "right" when answered at its first attempt (no error, one attempt): b counts requests answered
-at once by the reference only, c by the candidate only, so the "drop" is the increase in the first-attempt
-failure rate, judged by the paired drop rule (`drop_rule.with_drop_decisions`) at
+Per comparison the requests are paired question by question (`pairing.align`), each side "right" when answered at its
+first attempt: b counts requests answered at once by the reference only, c by the candidate only, so the "drop" is the
+increase in the first-attempt failure rate, judged by the paired drop rule (`drop_rule.with_drop_decisions`) at
 `max_first_attempt_failure_increase`.
 
-Guarantee: the drop rule's, by exact enumeration (`scripts/exact_gate.py --tolerance 0.10 --max-n 1500`:
-at alpha 0.05 and n from 30 to 1,500 the worst false regression is 4.78%, the worst false pass 4.99%;
-other tolerances hold only if the script is run for them): when every cell's true increase is at most the
-tolerance, the chance of any false regression in this family is at most alpha under any dependence
-between cells (Holm); when a cell's true increase is at least the tolerance, the chance it passes is at
-most alpha. Assumption: each question gives one independent (reference, candidate) pair. Failures in
-bursts (a server restarting, a neighbour's load spike) break it, toward more false regressions; the
-reason names the kinds, so a burst of timeouts reads as what it is.
+Guarantee: the drop rule's, by exact enumeration (`scripts/exact_gate.py --tolerance 0.10 --max-n 1500`, figures in
+docs/statistics.md): when every cell's true increase is at most the tolerance, the chance of any false regression in
+this family is at most alpha under any dependence between cells (Holm); when a cell's true increase is at least the
+tolerance, the chance it passes is at most alpha. Assumption: each question gives one independent (reference,
+candidate) pair; failures in bursts (a restarting server, a load spike) break it toward more false regressions, and
+the reason names the kinds, so a burst of timeouts reads as what it is.
 """
 
 from __future__ import annotations

@@ -3,10 +3,8 @@ writes into the hunt's folder (`Run.follow_up`), read back into the hunt's verdi
 
 Per build the follow-up's divergence rung (the same rule and settings, a Holm family of its own) decides what the hunt
 left undecided. Its regression is the build's. Its pass turns the hunt's undecided divergence finding into a warning
-when every return the hunt found beyond the spread was followed: the shapes that drifted did not drift again. The
-ladder then applies as where the rung passes (`checks.divergence`), with the follow-up's spread: an undecided answer
-comparison is a warning when every request whose tokens moved parted within it (a healthy llama.cpp hunt, seed 2: two
-returns 0.208 nats against the survey's 0.196, their copies within 0.224, and 4 of 36 answers moved).
+when every return the hunt found beyond the spread was followed; the ladder then applies as where the rung passes
+(`checks.divergence`), with the follow-up's spread (docs/conversations.md).
 
 Guarantee: the copies and their references are new draws, so the follow-up's rung keeps its own false-regression rate
 <= alpha under the rung's exchangeability (`analysis.divergence`); a healthy build is called a regression by the hunt or

@@ -147,26 +147,15 @@ def throughput_ratios(comparisons: list[Comparison]) -> pd.DataFrame:
     """What `evalctl compare` prints (a description; the gate's test is checks/throughput.py): per (comparison,
     candidate cell, measure on both sides) both values, their ratio, and the slowdown as a share of the reference's
     throughput: 1 - ratio for rates, 1 - 1/ratio for latencies (twice the latency is 0.5, as is half the rate)."""
-    parts = []
+    parts = [pd.DataFrame(columns=RATIO_COLUMNS)]
     for comp in comparisons:
         cells = match(comp)
         for measure in (*RATES, *LATENCIES):
-            part = cells[[*CELL_KEYS, f"{measure}_ref", measure, "requests_ref", "requests"]].dropna(subset=[f"{measure}_ref", measure])
-            part = part.rename(
-                columns={f"{measure}_ref": "ref_value", measure: "cand_value", "requests_ref": "ref_requests", "requests": "cand_requests"}
-            )
-            part = part[part["ref_value"] > 0]
-            ratio = part["cand_value"] / part["ref_value"]
-            part = part.assign(
-                kind=comp.kind,
-                comparison=comp.name,
-                reference=comp.reference_label,
-                measure=measure,
-                ratio=ratio,
-                slowdown=1 - ratio if measure in RATES else 1 - 1 / ratio,
-            )
-            parts.append(part)
-    parts = [p for p in parts if not p.empty]
-    if not parts:
-        return pd.DataFrame(columns=RATIO_COLUMNS)
-    return pd.concat(parts, ignore_index=True)[RATIO_COLUMNS]
+            named = {f"{measure}_ref": "ref_value", measure: "cand_value", "requests_ref": "ref_requests", "requests": "cand_requests"}
+            part = cells[[*CELL_KEYS, *named]].rename(columns=named)
+            parts.append(part.assign(kind=comp.kind, comparison=comp.name, reference=comp.reference_label, measure=measure))
+    table = pd.concat([p for p in parts if not p.empty] or parts, ignore_index=True)
+    table = table[table["cand_value"].notna() & (table["ref_value"] > 0)]
+    ratio = table["cand_value"] / table["ref_value"]
+    slowdown = np.where(table["measure"].isin(RATES), 1 - ratio, 1 - 1 / ratio)
+    return table.assign(ratio=ratio, slowdown=slowdown)[RATIO_COLUMNS].reset_index(drop=True)

@@ -55,27 +55,24 @@ def findings(samples: pd.DataFrame, settings: Settings, alpha: float, name: str,
     """The rung's finding per cache-on cell of `samples`, a Holm family per build; `undecided` ends the reason of an
     inconclusive finding with returns beyond the spread."""
     rows = {cell: row for cell, (row, _) in rungs(samples, settings).items()}
-    checks = []
-    for cell, (status, p_adjusted) in decided(rows, alpha).items():
-        row = rows[cell]
-        checks.append(
-            Check(
-                name,
-                kind,
-                status,
-                row.reason + worst_requests(row.worst) + (undecided if status == "inconclusive" and row.exceeding else ""),
-                **cell.as_dict(),
-                metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
-                value=float(row.worst["divergence"].max()) if len(row.worst) else None,
-                threshold=row.threshold,
-                p_value=row.p_value,
-                p_adjusted=p_adjusted,
-                b=row.exceeding,
-                n=row.judged,
-                family=f"{kind} {cell.variant}",
-            )
+    return [
+        Check(
+            name,
+            kind,
+            status,
+            row.reason + worst_requests(row.worst) + (undecided if status == "inconclusive" and row.exceeding else ""),
+            **cell.as_dict(),
+            metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
+            value=float(row.worst["divergence"].max()) if len(row.worst) else None,
+            threshold=row.threshold,
+            p_value=row.p_value,
+            p_adjusted=p_adjusted,
+            b=row.exceeding,
+            n=row.judged,
+            family=f"{kind} {cell.variant}",
         )
-    return checks
+        for (cell, row), (status, p_adjusted) in zip(rows.items(), decided(rows, alpha).values())
+    ]
 
 
 CHECK = Divergence()  # listed in analysis.checks.CHECKS

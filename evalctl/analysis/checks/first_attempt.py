@@ -29,25 +29,10 @@ from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison, align
 from evalctl.cell import CellKey
-from evalctl.records import CELL_KEYS
 
 KIND = "first-attempt"
 # The first failure of a retried answer recorded before its kind was (an older run folder): its count is known, its kind not.
 UNRECORDED = "kind unrecorded"
-TABLE_COLUMNS = [
-    "comparison",
-    "reference",
-    "candidate",
-    *CELL_KEYS,
-    "n",
-    "b",
-    "c",
-    "increase",
-    "ref_failed",
-    "cand_failed",
-    "cand_retried",
-    "cand_kinds",
-]
 
 
 def first_failures(side: pd.DataFrame, suffix: str = "") -> pd.Series:
@@ -68,8 +53,8 @@ def candidate_label(comparison: Comparison, cell: CellKey) -> str:
 
 def first_attempt_table(comparisons: list[Comparison]) -> pd.DataFrame:
     """One row per (comparison, candidate cell): pairs n, b (answered at once by the reference only), c (by the
-    candidate only), the increase (b - c) / n, each side's first-attempt failures, the candidate's answered on a
-    retry, and the kinds of the candidate's first failures, most frequent first ("http_5xx 7, timeout 2")."""
+    candidate only), each side's first-attempt failures, the candidate's answered on a retry, and the kinds of the
+    candidate's first failures, most frequent first ("http_5xx 7, timeout 2")."""
     rows = []
     for comp in comparisons:
         for cell, group in CellKey.groups(align(comp)):
@@ -85,14 +70,13 @@ def first_attempt_table(comparisons: list[Comparison]) -> pd.DataFrame:
                     "n": len(group),
                     "b": b,
                     "c": c,
-                    "increase": (b - c) / len(group),
                     "ref_failed": int(ref.sum()),
                     "cand_failed": int(failed.sum()),
                     "cand_retried": int((failed & group["error"].isna()).sum()),
                     "cand_kinds": ", ".join(k if len(kinds) == 1 else f"{k} {m}" for k, m in kinds.most_common()),
                 }
             )
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return pd.DataFrame(rows)
 
 
 def failures_named(row: pd.Series) -> str:
@@ -107,7 +91,10 @@ def failures_named(row: pd.Series) -> str:
 
 def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
     """One finding per candidate cell of each comparison, each judged (with no failure anywhere it can pass), one family."""
-    table = with_drop_decisions(first_attempt_table(comparisons), policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
+    table = first_attempt_table(comparisons)
+    if table.empty:
+        return []
+    table = with_drop_decisions(table, policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
     tests = int((table["n"] >= policy.min_n).sum())
     return [
         drop_check(

@@ -35,28 +35,10 @@ from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison
 from evalctl.analysis.throughput import request_measures
 from evalctl.cell import CellKey
-from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
 # Per-request measures; True where higher is better.
 MEASURES = {"output_tokens_per_s": True, "latency_s": False, "ttft_s": False}
-TEST_COLUMNS = [
-    "kind",
-    "comparison",
-    "reference",
-    *CELL_KEYS,
-    "measure",
-    "ref_requests",
-    "cand_requests",
-    "ref_median",
-    "cand_median",
-    "ratio",
-    "slowdown",
-    "p_slower",
-    "p_within",
-    "ref_host_other",
-    "cand_host_other",
-]
 HostLoads = dict[tuple[str, CellKey], float]  # (run id, cell) -> share of the host's CPUs other work used
 
 
@@ -122,7 +104,7 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostL
                         "cand_host_other": _load_of(loads, cand),
                     }
                 )
-    return pd.DataFrame(rows, columns=TEST_COLUMNS)
+    return pd.DataFrame(rows)
 
 
 def _confounded(row: pd.Series, state: str, limit: float | None) -> str | None:
@@ -146,6 +128,8 @@ def throughput_checks(comparisons: list[Comparison], policy: GatePolicy, loads: 
         return []
     tol = policy.max_throughput_drop
     table = slowdown_tests(comparisons, tol, loads)
+    if table.empty:
+        return []
     tested = (table[["ref_requests", "cand_requests"]].min(axis=1) >= policy.min_n).to_numpy()
     status, p_adjusted = decide(table["p_slower"], table["p_within"], tested, policy.alpha)
     checks = []

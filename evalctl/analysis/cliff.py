@@ -1,19 +1,17 @@
 """Where along the prompt does cache-on accuracy fall off? Paired accuracy by length bin, and the cliff.
 
-Cache-on and cache-off answers to the same question are paired and binned by the cache-on request's
-prompt tokens or cached tokens. All shot counts of a (profile, variant, pass) pool into one axis:
-the bug this exists for depends on length, not on the shot count as such.
+Cache-on and cache-off answers to the same question are paired and binned by the cache-on request's prompt tokens or
+cached tokens; all shot counts of a (profile, variant, pass) pool into one axis (the bug this exists for depends on
+length, not on the shot count as such).
 
-The cliff is the smallest bin from which on cache-on accuracy is below cache-off by more than the
-tolerance, significantly: the bin's own drop exceeds the tolerance, and the pooled pairs of that
-bin and every longer one (a noisy dip that longer prompts do not share makes no cliff; a real one
-gains power from everything past it) show a drop above the tolerance, a one-sided exact McNemar
+The cliff is the smallest bin from which on cache-on accuracy is below cache-off by more than the tolerance,
+significantly: the bin's own drop exceeds the tolerance, and the pooled pairs of that bin and every longer one (a noisy
+dip that longer prompts do not share makes no cliff) show a drop above the tolerance, a one-sided exact McNemar
 p <= alpha after Holm over every tail tested, and at least the gate's `min_n` distinct questions.
 
-A description, never a verdict (the per-cell accuracy checks decide): the tail's p-value counts one
-question asked at two shot counts as two pairs, which overstates the evidence when the same
-questions flip at every length (an audit at n=200 without any drop: 4% false cliffs, 6% when a
-question's outcome repeats across lengths).
+A description, never a verdict (the per-cell accuracy checks decide): the tail's p-value counts one question asked at
+two shot counts as two pairs, which overstates the evidence when the same questions flip at every length (an audit at
+n=200 without any drop: 4% false cliffs, 6% when a question's outcome repeats across lengths).
 """
 
 from __future__ import annotations

@@ -114,13 +114,11 @@ def _throughput_row(group: pd.DataFrame, slo: SloConfig | None) -> pd.Series:
     return pd.Series(row)
 
 
-def throughput_table(df: pd.DataFrame, by: list[str] | None = None, slo: SloConfig | None = None) -> pd.DataFrame:
-    """One row per cell (or per `by` group): the module docstring's figures; goodput NaN without an objective
-    or without a streamed request."""
-    by = by or CELL_KEYS
+def throughput_table(df: pd.DataFrame, slo: SloConfig | None = None) -> pd.DataFrame:
+    """One row per cell: the module docstring's figures; goodput NaN without an objective or without a streamed request."""
     if df.empty:
-        return pd.DataFrame(columns=[*by, *COLUMNS])
-    out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, slo, include_groups=False).reset_index()
+        return pd.DataFrame(columns=[*CELL_KEYS, *COLUMNS])
+    out = df.groupby(CELL_KEYS, sort=True, dropna=False).apply(_throughput_row, slo, include_groups=False).reset_index()
     out["requests"] = out["requests"].astype(int)
     return out
 

@@ -145,7 +145,8 @@ def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike,
 
 def with_drop_decisions(table: pd.DataFrame, tolerance: ArrayLike, alpha: float, min_n: int) -> pd.DataFrame:
     """A paired table (b, c, n per cell, one family) with the rule's columns: tolerance, status, p_beyond, p_adjusted
-    (Holm), p_within, and the interval rule_lower, rule_upper (`drop_bounds`), named apart from its McNemar p_value."""
+    (Holm), p_within, tests (the family's size), and the interval rule_lower, rule_upper (`drop_bounds`), named apart
+    from its McNemar p_value."""
     decided = decide_drops(table["b"], table["c"], table["n"], tolerance, alpha, min_n)
     lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), alpha) if len(table) else ([], [])
     return table.assign(
@@ -154,6 +155,7 @@ def with_drop_decisions(table: pd.DataFrame, tolerance: ArrayLike, alpha: float,
         p_beyond=decided.p_beyond,
         p_adjusted=decided.p_adjusted,
         p_within=decided.p_within,
+        tests=int(decided.tests),
         rule_lower=lower,
         rule_upper=upper,
     )

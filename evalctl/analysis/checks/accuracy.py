@@ -54,11 +54,11 @@ def drop_check(row: Any, min_n: int, name: str, kind: str, status: str, reason: 
     )
 
 
-def drop_reason(row: pd.Series, policy: GatePolicy, tests: int, facts: str, value: str = "drop", subject: str = "drop") -> str:
+def drop_reason(row: pd.Series, policy: GatePolicy, facts: str, value: str = "drop", subject: str = "drop") -> str:
     """Why the drop rule decided a row as it did, with the interval that inverts its tests (`drop_rule`), then `facts`
     (below `min_n` pairs: those alone). `value` names the drop (an excess, an increase), `subject` what lies beyond or
     within the tolerance."""
-    n, alpha, tol = int(row["n"]), policy.alpha, row["tolerance"]
+    n, alpha, tol, tests = int(row["n"]), policy.alpha, row["tolerance"], int(row["tests"])
     if n < policy.min_n:
         return f"only {n} pairs (min_n {policy.min_n}); {facts}"
     bounds = f"{value} {(row['b'] - row['c']) / n:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
@@ -74,7 +74,7 @@ def drop_reason(row: pd.Series, policy: GatePolicy, tests: int, facts: str, valu
     return f"cannot tell the {subject} from {tol:.3f}: {bounds}{holm}; {facts}"
 
 
-def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Noise | None = None) -> str:
+def _accuracy_reason(row: pd.Series, policy: GatePolicy, noise: Noise | None = None) -> str:
     n, b, c = int(row["n"]), int(row["b"]), int(row["c"])
     errors = f", {row['cand_errors']} of them request errors" if row["cand_errors"] else ""
     versus = (
@@ -85,19 +85,19 @@ def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Nois
         versus += f"; {noise.describe()}"
     if row["status"] == "inconclusive" and n >= policy.min_n:
         unexplained = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
-        mde = mde_beyond_tolerance(n, unexplained, row["tolerance"], policy.alpha, MDE_POWER, max(tests, 1))
+        mde = mde_beyond_tolerance(n, unexplained, row["tolerance"], policy.alpha, MDE_POWER, max(int(row["tests"]), 1))
         versus = f"a drop of {mde:.3f} would be found with {MDE_POWER:.0%} power at n={n} (MDE); {versus}"
-    return drop_reason(row, policy, tests, versus)
+    return drop_reason(row, policy, versus)
 
 
-def _differential_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+def _differential_reason(row: pd.Series, policy: GatePolicy) -> str:
     errors = f" ({row['cand_errors']} of them request errors)" if row["cand_errors"] else ""
     shares = (
         f"warm answers differ from the build's own cold ones on {1 - row['cand_acc']:.1%} (variant {row['variant']}) vs "
         f"{1 - row['ref_acc']:.1%} ({row['reference']}), on the same prompts; {row['b']} changed by this build only{errors}, "
         f"{row['c']} by the baseline only, of {row['n']}"
     )
-    return drop_reason(row, policy, tests, shares, "excess", "excess")
+    return drop_reason(row, policy, shares, "excess", "excess")
 
 
 def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataFrame:
@@ -130,13 +130,12 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     not pair. With `noise` (by profile, the A/A arm's) a regression must also exceed the engine's own noise
     (`noise.drop_margin`), whose figures every reason shows."""
     table = _judged_table(comparisons, policy)
-    tests = int((table["n"] >= policy.min_n).sum())
     load = measured_load(comparisons)
     checks = []
     for _, row in table.iterrows():
         profile_noise = (noise or {}).get(str(row["profile"]))
         differential, status = bool(row["differential"]), row["status"]
-        reason = _differential_reason(row, policy, tests) if differential else _accuracy_reason(row, policy, tests, profile_noise)
+        reason = _differential_reason(row, policy) if differential else _accuracy_reason(row, policy, profile_noise)
         status, reason = beyond_noise(status, reason, row["acc_drop"], row["tolerance"], policy.alpha, profile_noise)
         held = load.get((row["comparison"], CellKey.from_row(row)))
         reason = f"{reason}; {held}" if held else reason

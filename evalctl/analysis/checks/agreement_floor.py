@@ -29,12 +29,12 @@ NO_ARM = (
 ARM_SCOPE = "the A/A arm repeats every server's reference cells: its arm failed or stopped, or the run predates per-variant arms"
 
 
-def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+def _reason(row: pd.Series, policy: GatePolicy) -> str:
     shares = (
         f"warm answers differ from the cold ones on {1 - row['cand_acc']:.1%}, the cold replica on {1 - row['ref_acc']:.1%} (the floor); "
         f"{row['b']} differ warm only, {row['c']} cold only, of {row['n']}"
     )
-    return drop_reason(row, policy, tests, shares, "excess", "excess over the floor")
+    return drop_reason(row, policy, shares, "excess", "excess over the floor")
 
 
 def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolicy) -> list[Check]:
@@ -51,7 +51,6 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
     checks = []
     for variant, group in paired_table([comparison], AGREEMENT).groupby("variant", sort=False):  # a Holm family per build
         table = with_drop_decisions(group, policy.floor_margin, policy.alpha, policy.min_n)
-        tests = int((table["n"] >= policy.min_n).sum())
         checks += [
             drop_check(
                 row,
@@ -59,7 +58,7 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
                 NAME,
                 KIND,
                 row["status"],
-                _reason(row, policy, tests),
+                _reason(row, policy),
                 metric="agreement: warm minus cold-vs-cold disagreement",
                 comparison=CACHE_COMPARISON,
                 family=f"{KIND} {variant}",

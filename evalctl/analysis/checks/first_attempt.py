@@ -95,7 +95,6 @@ def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> l
     if table.empty:
         return []
     table = with_drop_decisions(table, policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
-    tests = int((table["n"] >= policy.min_n).sum())
     return [
         drop_check(
             row,
@@ -103,7 +102,7 @@ def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> l
             f"{row['comparison']}: first attempts",
             KIND,
             row["status"],
-            drop_reason(row, policy, tests, failures_named(row), "increase", "increase in first-attempt failures"),
+            drop_reason(row, policy, failures_named(row), "increase", "increase in first-attempt failures"),
             metric="first-attempt failure rate increase",
             comparison=row["comparison"],
         )

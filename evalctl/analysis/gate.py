@@ -64,11 +64,7 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
     return pd.concat([f for f in found if not f.empty] or [pd.DataFrame(columns=CLIFF_COLUMNS)], ignore_index=True)
 
 
-def baseline_variant(manifest: Manifest) -> str | None:
-    return _first_named(manifest, "variants")
-
-
-def _first_named(manifest: Manifest, section: str) -> str | None:
+def baseline_variant(manifest: Manifest, section: str = "variants") -> str | None:
     """The config's first entry of `section` (variants, servers): the reference the others are compared with."""
     entries = manifest.config.get(section) or []
     return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
@@ -77,7 +73,7 @@ def _first_named(manifest: Manifest, section: str) -> str | None:
 def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateInputs:
     """What every check reads; the policy's metric resolved to the run's (default: its task's first)."""
     policy = policy.for_run(run)
-    comparisons = within_run(run.samples, baseline_variant(run.manifest), _first_named(run.manifest, "servers"))
+    comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_variant(run.manifest, "servers"))
     if baseline is not None:
         baseline.metric(policy.metric)  # scored the same way (a derived metric's columns added)
         comparisons.append(between_runs(baseline.samples, run.samples))

@@ -1,60 +1,51 @@
 """The logprob rungs of the oracle ladder: a warm request against its cold twin, token by token.
 
-The same bytes sent to a cache-on server and sent cold should generate the same tokens with the
-same logprobs; a wrongly restored cache state shows first in the logprobs (on llama.cpp #24411's
-buggy build a restored checkpoint moves a return's logprobs by 0.35-0.64 nats, against a healthy
-warm-vs-cold drift of about 0.07), long before it flips an answer. Per pair (`compare_tokens`,
-over the positions `probe.compare` picks: those before the first divergent token and that one,
-the last with the same context on both sides):
+The same bytes sent warm and cold should generate the same tokens with the same logprobs; a
+wrongly restored cache state shows first in the logprobs (llama.cpp #24411: 0.35-0.64 nats
+against a healthy drift of about 0.07), long before it flips an answer. Per pair
+(`compare_tokens`, over the positions `probe.compare` picks: up to the first divergent token):
 
 - exact: identical tokens, logprobs and top-k alternatives at every position;
 - first divergence: the first position whose tokens differ (None: none);
 - divergence (nats): the largest change over those positions in the logprob of either side's
-  chosen token (a token one side did not list counts at most its least listed logprob: a lower
-  bound on the change).
+  chosen token (one the other side did not list counts at most its least listed logprob: a
+  lower bound on the change).
 
-The healthy spread comes from the same run, from pairs drawn like the judged ones: the
-*reference* is the warm requests that only extend what the previous request cached (a
-conversation's `extend` turns; `hunt` judges those nearest each return in length), the *judged*
-requests the returns (rewinds and branches). The A/A arm's cold-vs-cold pairs are no reference:
-two cold paths follow a law of their own (bitwise zero on llama.cpp, where healthy warm pairs
-drift 0.07-0.16 nats), and pooled with the returns they would make the p-value too small. A
-judged pair counts only when its cache engaged (cached tokens reported on the warm side > 0) and
-its warm side recomputed no more of its prompt than some reference pair did: a return served
-from an early checkpoint recomputes most of its prompt in other micro-batches than its cold twin,
-a drift no extension shows (llama.cpp 2026.7.10068 on Gemma-3: 17 of 1,047 tokens cached, 1.7
-nats, the answer a healthy build gives for that split too: `scripts/split_screen.py`), so
-exchangeability is assumed only within the reference's support, and the reason names the returns
-left out. A rung passes only with at least `min_positions` positions compared over its judged pairs; a difference found
-needs no more (a return the cache broke parts at its first token, and a follow-up of eight such compares eight). A run
-with no judged extension (no conversation, or every extension sent as history) gets neither rung:
-the answer rung judges it alone.
+The healthy spread comes from the same run: the *reference* is the warm requests that only
+extend what the previous request cached (a conversation's `extend` turns), the *judged* ones
+the returns (rewinds and branches). The A/A arm's cold-vs-cold pairs are no reference: two cold
+paths follow a law of their own (bitwise zero on llama.cpp), and would make the p-value too
+small. A judged pair counts only when its cache engaged (cached tokens on the warm side > 0) and
+it recomputed no more of its prompt than some reference pair did: a return served from an early
+checkpoint recomputes most of its prompt in other micro-batches, a drift no extension shows
+(`scripts/split_screen.py`), so exchangeability is assumed only within the reference's support,
+and the reason names the returns left out. A rung passes only with at least `min_positions`
+positions compared over its judged pairs; a difference found needs no more. A run with no
+judged extension gets neither rung: the answer rung judges it alone. Measurements:
+docs/conversations.md.
 
 **Exact rung.** Where the reference shows the engine deterministic (at least `min_reference`
-reference pairs, every one exact), any judged pair not exact is a regression (the SGLang
-nightly's oracle: zero mismatches). It needs no error rate: on an engine whose every reference
-pair is bitwise identical a healthy judged pair is too; where they are not all exact the rung
-does not apply and says so.
+reference pairs, every one exact), any judged pair not exact is a regression. It needs no error
+rate: where every reference pair is bitwise identical a healthy judged pair is too; where they
+are not all exact the rung does not apply.
 
 **Divergence rung** (Rosenbaum 1954's exceedance statistic). Of m reference and n judged
 divergences, K counts the judged ones above the reference's largest by more than `margin` nats.
-When all N = n + m values are exchangeable (no bug: a return diverges like any healthy pair) the
-k largest are all judged with probability C(n, k) / C(N, k) = prod_{i<k} (n - i) / (N - i), the
-p-value of K >= k. Regression when that p, Holm-adjusted over a build's cells, is <= alpha; pass
-when K = 0; inconclusive otherwise. Guarantee: false regression <= alpha for any continuous law
-of the divergences (exact, no asymptotics); ties at the reference's maximum and the margin only
-lower K, so the rate stays below alpha with them (a deterministic engine's zeros included).
-`scripts/divergence_false_alarms.py` measures the rate by simulation (exchangeable laws with
-ties, point masses and heavy tails) and fails above alpha.
+When all N = n + m values are exchangeable (no bug) the k largest are all judged with
+probability C(n, k) / C(N, k) = prod_{i<k} (n - i) / (N - i), the p-value of K >= k. Regression
+when that p, Holm-adjusted over a build's cells, is <= alpha; pass when K = 0; inconclusive
+otherwise. Guarantee: false regression <= alpha for any continuous law of the divergences (exact,
+no asymptotics); ties at the reference's maximum and the margin only lower K, so the rate stays
+below alpha with them. `scripts/divergence_false_alarms.py` measures the rate by simulation and
+fails above alpha.
 
 Assumptions: under no bug the judged divergences are exchangeable with the reference's; returns
 that restore saved state may drift a little more than extensions on a healthy build, which the
 margin (default 0.1 nats, above llama.cpp's 0.07) covers. Requests of one conversation share
-their state, so they are not independent; the p-value needs exchangeability, a statement about
-the build, not independence.
+their state, so they are not independent; the p-value needs exchangeability, not independence.
 
 Reference: S. Rosenbaum (1954), "Tables for a nonparametric test of location", Ann. Math.
-Statist. 25(1):146-150 (the count of one sample's values above the other's largest).
+Statist. 25(1):146-150.
 """
 
 from __future__ import annotations
@@ -120,27 +111,17 @@ def compare_tokens(warm: Sequence[TokenLogprob], cold: Sequence[TokenLogprob]) -
     return TokenPair(exact, tokens.first_divergence, tokens.aligned, max(known) if known else (0.0 if exact else None))
 
 
-def token_pairs(comparison: Comparison) -> pd.DataFrame:
-    """One row per question answered on both sides with logprobs: the candidate's cell and request, its
-    usage, and how its tokens depart from the reference's (`compare_tokens`); the frames hold a logprobs column."""
-    pairs = align(comparison)
-    answered = pairs["error"].isna() & pairs["error_ref"].isna()
-    pairs = pairs[answered & pairs["logprobs"].notna() & pairs["logprobs_ref"].notna()]
-    rows = []
-    for _, row in pairs.iterrows():
-        pair = compare_tokens(read_logprobs(row["logprobs"]) or (), read_logprobs(row["logprobs_ref"]) or ())
-        rows.append({**{k: row.get(k) for k in PAIR_COLUMNS}, **asdict(pair)})
-    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
-
-
 def cell_pairs(samples: pd.DataFrame) -> list[tuple[CellKey, pd.DataFrame]]:
-    """Per cache-on cell with logprobs: its warm-vs-cold pairs."""
+    """Per cache-on cell with logprobs: one row per question answered on both sides with logprobs, the warm request
+    and its usage, and how its tokens depart from its cold twin's (`compare_tokens`)."""
     if "logprobs" not in samples or not samples["logprobs"].notna().any():
         return []
-    cold = samples[samples["cache"] == CacheMode.off.value]
-    warm = token_pairs(Comparison("cache", "warm vs cold", cold, samples[samples["cache"] == CacheMode.on.value],
-                                  tuple(CellKey.columns("cache")), "cache off"))  # fmt: skip
-    return list(CellKey.groups(warm))
+    cold, warm = (samples[samples["cache"] == mode.value] for mode in (CacheMode.off, CacheMode.on))
+    pairs = align(Comparison("cache", "warm vs cold", cold, warm, tuple(CellKey.columns("cache")), "cache off"))
+    pairs = pairs[pairs["error"].isna() & pairs["error_ref"].isna() & pairs["logprobs"].notna() & pairs["logprobs_ref"].notna()]
+    tokens = [compare_tokens(read_logprobs(w) or (), read_logprobs(c) or ()) for w, c in zip(pairs["logprobs"], pairs["logprobs_ref"])]
+    rows = [{**{k: row.get(k) for k in PAIR_COLUMNS}, **asdict(pair)} for (_, row), pair in zip(pairs.iterrows(), tokens)]
+    return list(CellKey.groups(pd.DataFrame(rows, columns=PAIR_COLUMNS)))
 
 
 def exceedance_p(k: int, n: int, m: int) -> float:
@@ -177,7 +158,6 @@ class RungRow:
     reason: str
     judged: int  # engaged judged pairs
     exceeding: int  # exact rung: pairs not exact; divergence rung: K
-    reference: int
     threshold: float | None
     p_value: float | None
     worst: pd.DataFrame  # the judged pairs that decided, worst first
@@ -227,7 +207,7 @@ def _guard(judged: pd.DataFrame, reference: pd.DataFrame, unsupported: pd.DataFr
         why = f"{positions} token positions compared over {len(judged)} judged pairs, fewer than {settings.min_positions}"
     else:
         return None
-    return RungRow("inconclusive", why + _left_out(unsupported, reference), len(judged), 0, len(reference), None, None, judged.head(0))
+    return RungRow("inconclusive", why + _left_out(unsupported, reference), len(judged), 0, None, None, judged.head(0))
 
 
 def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
@@ -245,47 +225,48 @@ def exact_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
         f"{len(parted)} of {len(judged)} engaged returns differ from their cold twins, where all {len(reference)} reference pairs"
         " (extensions) are bitwise identical" + _left_out(unsupported, reference)
     )
-    return RungRow(status, reason, len(judged), len(parted), len(reference), 0.0, None, worst)
+    return RungRow(status, reason, len(judged), len(parted), 0.0, None, worst)
 
 
 def divergence_rung(pairs: pd.DataFrame, settings: Settings) -> RungRow | None:
-    """The divergence rung on one cell (its p-value unadjusted: `decide` adjusts a build's cells); None where
+    """The divergence rung on one cell (its p-value unadjusted: `decided` adjusts a build's cells); None where
     the run collected no reference at all (no judged extension): the answer rung judges such a run alone,
     where an inconclusive here would make every such run inconclusive by construction."""
     judged, reference, unsupported = split(pairs)
     if reference.empty:
         return None
     judged = judged[judged["divergence"].notna()]
-    beyond_any = bool((judged["divergence"] > reference["divergence"].max() + settings.margin).any())
-    if undecided := _guard(judged, reference, unsupported, settings, found=beyond_any):
-        return undecided
     count, threshold, p = exceedances(judged["divergence"].to_numpy(float), reference["divergence"].to_numpy(float), settings.margin)
+    if undecided := _guard(judged, reference, unsupported, settings, found=count > 0):
+        return undecided
     beyond = judged[judged["divergence"] > threshold].sort_values("divergence", ascending=False)
     reason = (
-        f"{len(beyond)} of {len(judged)} engaged returns moved a token's logprob more than {threshold:.3f} nats (the largest of"
+        f"{count} of {len(judged)} engaged returns moved a token's logprob more than {threshold:.3f} nats (the largest of"
         f" {len(reference)} healthy pairs + {settings.margin} margin); p {p:.3g} that exchangeable healthy pairs put them on top"
         + _left_out(unsupported, reference)
     )
-    return RungRow("pass" if beyond.empty else "inconclusive", reason, len(judged), len(beyond), len(reference), threshold, p, beyond)
+    return RungRow("pass" if beyond.empty else "inconclusive", reason, len(judged), count, threshold, p, beyond)
 
 
-def decide(rows: Mapping[object, RungRow], alpha: float) -> dict[object, tuple[str, float | None]]:
-    """(status, Holm-adjusted p) per cell of one build: regression where the adjusted p is <= alpha."""
-    tested = [key for key, row in rows.items() if row.p_value is not None]
-    adjusted = dict(zip(tested, holm([rows[k].p_value for k in tested]))) if tested else {}
-    out = {}
-    for key, row in rows.items():
-        p = adjusted.get(key)
-        out[key] = ("regression" if p is not None and p <= alpha and row.exceeding else row.status, None if p is None else float(p))
-    return out
+def rungs(samples: pd.DataFrame, settings: Settings) -> dict[CellKey, tuple[RungRow, pd.DataFrame]]:
+    """Per cache-on cell the divergence rung applies to, builds in order: its finding and its warm-vs-cold pairs."""
+    found = {cell: (row, pairs) for cell, pairs in cell_pairs(samples) if (row := divergence_rung(pairs, settings)) is not None}
+    return {cell: found[cell] for cell in sorted(found, key=lambda cell: cell.variant)}
 
 
 def decided(rows: Mapping[CellKey, RungRow], alpha: float) -> dict[CellKey, tuple[str, float | None]]:
-    """`decide` on each build's cells, a Holm family a build, in `rows`' order."""
-    out: dict[CellKey, tuple[str, float | None]] = {}
-    for variant in dict.fromkeys(cell.variant for cell in rows):
-        out.update(decide({cell: row for cell, row in rows.items() if cell.variant == variant}, alpha))
-    return {cell: out[cell] for cell in rows}
+    """(status, Holm-adjusted p) per cell in `rows`' order, each build's cells one Holm family: regression where the
+    adjusted p is <= alpha."""
+    tested = [cell for cell, row in rows.items() if row.p_value is not None]
+    adjusted = {}
+    for variant in {cell.variant for cell in tested}:
+        family = [cell for cell in tested if cell.variant == variant]
+        adjusted.update(zip(family, holm([rows[cell].p_value for cell in family])))
+    out = {}
+    for cell, row in rows.items():
+        p = adjusted.get(cell)
+        out[cell] = ("regression" if p is not None and p <= alpha and row.exceeding else row.status, None if p is None else float(p))
+    return out
 
 
 def near_ties(pairs: pd.DataFrame, threshold: float, cleared: str = "the divergence rung passed this cell") -> str | None:

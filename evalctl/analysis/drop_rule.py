@@ -3,27 +3,21 @@
 A reference and a candidate answer the same n questions; b counts right->wrong flips, c
 wrong->right ones; the drop delta = p_b - p_c (reference minus candidate accuracy) is estimated
 by (b - c) / n. Each cell gets two one-sided tests at tolerance `tol`, both with the
-skew-corrected score z*(tol) (`intervals.skew_corrected_score`: Tango's 1998 score, its variance
-from the cell probabilities fitted under the null (constrained MLE), with Gart & Nam's 1988
-Cornish-Fisher skewness correction and a continuity correction toward not rejecting):
+skew-corrected score z*(tol) (`intervals.skew_corrected_score`: Tango's 1998 score with Gart &
+Nam's 1988 skewness correction and a continuity correction toward not rejecting):
 
 - beyond (regression): H0 delta <= tol vs H1 delta > tol; p = 1 - Phi(z*), b - c lowered by
   three quarters of a flip;
 - within (pass): H0 delta >= tol vs H1 delta < tol; p = Phi(z*), b - c raised by half a flip
   (the matched-pairs non-inferiority test of Nam 1997 and Tango 1998, corrected the same way).
 
-Why both corrections: when the flips go one way (a deterministic engine: no flips besides the
-drop) b - c is a binomial count with a right tail heavier than the normal's, and Holm tests the
-first of m cells at alpha / m, far in that tail. Tango's z with half a flip off had an exact
-family-wise rate up to 9.6% (n = 400, 18 cells, any dependence) and 6.7% with 13 independent
-cells; a whole flip off still 6.2% (n = 1319, 20 cells). The skew term is the size of that
-tail's excess, level by level, and costs little where flips go both ways.
+Both corrections because one-way flips (a deterministic engine) make b - c a binomial count whose
+right tail is heavier than the normal's, where Holm tests the first of m cells at alpha / m; the
+uncorrected rule's worst cases are in docs/statistics.md.
 
-`drop_bounds` inverts the two tests: the lower bound is the smallest delta0 the beyond-test at
-level alpha does not reject, the upper the largest the within-test does not. z* decreases in
-delta0, so the lower bound is above tol exactly when the beyond-p is <= alpha, and the upper
-below tol exactly when the cell passes: interval and decision cannot disagree
-(tests/analysis/test_drop_rule.py checks every (b, c) at several n).
+`drop_bounds` inverts the two tests: the lower bound is above tol exactly when the beyond-p is <=
+alpha, the upper below tol exactly when the cell passes (z* decreases in delta0), so interval and
+decision cannot disagree (tests/analysis/test_drop_rule.py checks every (b, c) at several n).
 
 `decide_drops` applies the rule to a family of cells (all accuracy checks of one gate):
 regression where the beyond-p, Holm-adjusted over the family (Holm 1979), is <= alpha; pass where
@@ -32,19 +26,17 @@ test, Berger 1982, which needs no adjustment); inconclusive otherwise, and for c
 than `min_n` pairs, which stay out of the family.
 
 Guarantees, proven by exact enumeration (`scripts/exact_gate.py`, no simulation) for alpha =
-0.05, tolerance 0.03, every n from 30 to 5,000, every extra discordance 2 p_c from 0 to 0.3 (a
-grid refined around its worst points), 1 to 20 cells:
+0.05, tolerance 0.03, every n from 30 to 5,000, every extra discordance 2 p_c from 0 to 0.3, 1 to
+20 cells:
 - family-wise false-regression rate <= alpha: whenever every cell's true drop is <= tol, the
   chance that any cell is called a regression is at most alpha, under any dependence between
-  cells (they share questions and servers). The script bounds it by m0 * size(alpha / m0), the
-  Bonferroni bound Holm's first step obeys, m0 the cells whose null holds, and reports the worst
-  case beside the rule before this one;
+  cells (the script bounds it by m0 * size(alpha / m0), the Bonferroni bound Holm's first step
+  obeys, m0 the cells whose null holds);
 - false acceptance <= alpha: whenever some cell's true drop is >= tol, the chance that the cell,
   hence the gate, passes is at most alpha.
-The worst case over the null is at a drop of exactly tol: given c, the rejection region is an
-upper set in b, and b | c ~ Bin(n - c, p_b / (1 - p_c)) grows stochastically with p_b (the pass
-side mirrors it). Other tolerances and alphas are approximate unless the script is run for them
-(`--tolerance`, `--alpha`).
+The worst case over the null is at a drop of exactly tol (given c the rejection region is an upper
+set in b, and b | c grows stochastically with p_b). Other tolerances and alphas are approximate
+unless the script is run for them (`--tolerance`, `--alpha`).
 
 Assumptions: questions are independent draws from the population the run stands for, each giving
 one (reference, candidate) outcome pair; the `min_n` floor keeps tiny cells out. References: Tango
@@ -57,7 +49,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 import pandas as pd
@@ -71,12 +62,6 @@ from evalctl.analysis.multiple import holm_rows
 # the regression side a quarter more for what the one-term expansion leaves out (its tail is
 # tested at alpha / m); 0.5 there exceeds alpha (5.2%, n = 274), 1.0 costs 3.4 points of power.
 REGRESSION_CONTINUITY, PASS_CONTINUITY = 0.75, 0.5
-
-
-class DropStatus(str, Enum):
-    passed = "pass"
-    regression = "regression"
-    inconclusive = "inconclusive"
 
 
 def beyond_score(b: ArrayLike, c: ArrayLike, n: ArrayLike, delta0: ArrayLike) -> np.ndarray:
@@ -140,9 +125,9 @@ def decide(p_beyond: ArrayLike, p_within: ArrayLike, tested: ArrayLike, alpha: f
     p_beyond, p_within = np.asarray(p_beyond, dtype=float), np.asarray(p_within, dtype=float)
     tested = np.asarray(tested, dtype=bool)
     p_adjusted = holm_rows(np.atleast_2d(p_beyond), np.atleast_2d(tested)).reshape(p_beyond.shape)
-    status = np.full(p_beyond.shape, DropStatus.inconclusive.value, dtype=object)
-    status[tested & (p_within <= alpha)] = DropStatus.passed.value
-    status[tested & (p_adjusted <= alpha)] = DropStatus.regression.value
+    status = np.full(p_beyond.shape, "inconclusive", dtype=object)
+    status[tested & (p_within <= alpha)] = "pass"
+    status[tested & (p_adjusted <= alpha)] = "regression"
     return status, p_adjusted
 
 
@@ -160,7 +145,8 @@ def decide_drops(b: ArrayLike, c: ArrayLike, n: ArrayLike, tolerance: ArrayLike,
 
 def with_drop_decisions(table: pd.DataFrame, tolerance: ArrayLike, alpha: float, min_n: int) -> pd.DataFrame:
     """A paired table (b, c, n per cell, one family) with the rule's columns: tolerance, status, p_beyond, p_adjusted
-    (Holm), p_within, and the interval rule_lower, rule_upper (`drop_bounds`), named apart from its McNemar p_value."""
+    (Holm), p_within, tests (the family's size), and the interval rule_lower, rule_upper (`drop_bounds`), named apart
+    from its McNemar p_value."""
     decided = decide_drops(table["b"], table["c"], table["n"], tolerance, alpha, min_n)
     lower, upper = drop_bounds(table["b"], table["c"], table["n"].clip(lower=1), alpha) if len(table) else ([], [])
     return table.assign(
@@ -169,6 +155,7 @@ def with_drop_decisions(table: pd.DataFrame, tolerance: ArrayLike, alpha: float,
         p_beyond=decided.p_beyond,
         p_adjusted=decided.p_adjusted,
         p_within=decided.p_within,
+        tests=int(decided.tests),
         rule_lower=lower,
         rule_upper=upper,
     )

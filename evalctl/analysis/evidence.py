@@ -1,14 +1,11 @@
 """Which evidence decided the gate's verdict: the deciding checks, their counts, and the requests that show it.
 
-A regression rests on the checks that found one, an inconclusive verdict on those that could not
-decide, each with its counts (b, c, n); a pass rests on every check alike and names none. For a
-check that pairs answers (an accuracy check, the agreement floor) the requests shown are the
-candidate cell's whose response differs from its reference's (same doc_id and prompt_hash), worst
-first: the earliest first difference (a response that parts at its first character never saw its
-context; one that parts after the answer only reworded its tail), then the most cached tokens.
-Pairs with a request error on either side have no two responses to compare (the error-rate check
-counts them, b the candidate's). Positions are in characters: the records hold each response's
-text, not its tokens.
+A regression rests on the checks that found one, an inconclusive verdict on those that could not decide, each with
+its counts (b, c, n); a pass names none. For a check that pairs answers (an accuracy check, the agreement floor) the
+requests shown are the candidate cell's whose response differs from its reference's (same doc_id and prompt_hash),
+worst first: the earliest first difference (a response that parts at its first character never saw its context),
+then the most cached tokens. Pairs with a request error on either side have no two responses to compare. Positions
+are in characters: the records hold each response's text, not its tokens.
 """
 
 from __future__ import annotations

@@ -1,28 +1,21 @@
 """Agreement judged against the measured floor: warm-vs-cold disagreement beside cold-vs-cold.
 
 A good build's warm answer can differ from its cold twin now and then (non-batch-invariant
-numerics; llama.cpp's cached path feeds the last prompt tokens as a batch of their own), so a
-fixed tolerance on warm-vs-cold disagreement either hides a real bug or blames a good build. The
-A/A arm (`noise: true`) runs each server's cache-off reference cell again, cold, on the same
-questions: its disagreement with the first cold run is the floor a good build shows uncached.
+numerics), so a fixed tolerance on warm-vs-cold disagreement either hides a bug or blames a good
+build. The A/A arm (`noise: true`) runs each server's cache-off reference cell again, cold, on the
+same questions: its disagreement with the first cold run is the floor a good build shows uncached.
 
 The pairs. Every answer is scored by `agreement` against the first cold run R of its server and
 question. Question by question (same profile, variant, shots, doc and prompt hash) of a cache-on
 cell, W_i = 1 when the warm answer differs from R, A_i = 1 when the cold replica does; b = #{W = 1,
-A = 0}, c = #{W = 0, A = 1}, and the excess d = P(W = 1) - P(A = 1), warm disagreement minus the
-floor, is estimated (b - c) / n.
+A = 0}, c = #{W = 0, A = 1}, and the excess d = P(W = 1) - P(A = 1) is estimated (b - c) / n.
 
-The rule, margin m = `floor_margin`, is the gate's paired drop rule (`drop_rule`) on these pairs,
-the replica's outcome as reference and the warm one as candidate:
-- regression: H0 d <= m rejected one-sided (skew-corrected Tango score), Holm over the floor checks
-  of one build at `alpha` (each build its own family: its verdict is the same alone or beside
-  other builds in one sweep);
-- pass: H0 d >= m rejected in the cell (Nam 1997, Tango 1998 non-inferiority);
-- inconclusive otherwise, below `min_n` pairs, for a cache-on cell with no A/A replica (only a
-  failed arm or an older run lacks one: the arm repeats every server's reference cells, each build
-  and shot count its own), and when the run has no A/A arm (the reason says to set `noise: true`).
-A candidate build's warm-vs-cold disagreement is also paired with the baseline build's on the same
-prompts (`checks.accuracy`, the differential), by this rule at the same margin.
+The rule, margin m = `floor_margin`, is the paired drop rule (`drop_rule`), the replica as reference:
+regression when H0 d <= m is rejected one-sided, Holm over one build's floor checks at `alpha` (a
+build's verdict is the same alone or beside others); pass when H0 d >= m is rejected in the cell;
+inconclusive otherwise, below `min_n` pairs, for a cell with no A/A replica, and without the arm (the
+reason says to set `noise: true`). A candidate build's disagreement is also paired with the baseline
+build's on the same prompts by this rule at the same margin (`checks.accuracy`, the differential).
 
 Guarantee (exact, `scripts/exact_floor.py`, no simulation): whenever every judged cell of a build
 has a true excess of at most m, the chance that any of its floor checks is called a regression is
@@ -35,11 +28,11 @@ only if the script is run for them.
 Assumptions:
 - questions are independent draws, each giving one (A, W) pair (turns of one conversation are not:
   judge one turn a conversation, `conversation: {judge: returns, events: 1}`), and n is fixed before
-  the answers are seen (a sequential run stops its cells on the task metric's decisions: the floor
-  check judges the pairs there are, at a rate the script does not cover);
-- under no bug, the warm path disagrees with R at most m more often than a cold re-run does. The
-  floor is run-to-run noise; what warm computation adds on a good build (llama.cpp's separate
-  last-tokens batch) it does not measure: m must cover that.
+  the answers are seen (a sequential run's floor check judges the pairs there are, at a rate the
+  script does not cover);
+- under no bug, the warm path disagrees with R at most m more often than a cold re-run does; what
+  warm computation adds on a good build (llama.cpp's separate last-tokens batch) the floor does not
+  measure: m must cover that.
 
 References: Nam 1997, Biometrics 53:1422; Tango 1998, Stat Med 17:891; Holm 1979, Scand J Stat 6:65;
 Berger 1982, Technometrics 24:295 (intersection-union, for the pass side).
@@ -50,9 +43,8 @@ from __future__ import annotations
 import pandas as pd
 
 from evalctl.agreement import AGREEMENT, with_agreement
-from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.pairing import Comparison, paired_table
+from evalctl.analysis.pairing import Comparison
 from evalctl.schema import CacheMode
 
 # The floor check's findings carry the cache comparison's name: they rest on the same cells (the
@@ -72,14 +64,3 @@ def floor_comparison(samples: pd.DataFrame, replica: pd.DataFrame) -> Comparison
     warm = with_agreement(samples[samples["cache"] == CacheMode.on.value], samples)
     cold_again = with_agreement(replica, samples)
     return Comparison("floor", CACHE_COMPARISON, cold_again, warm, ("profile", "variant", "shots"), REFERENCE_LABEL)
-
-
-def floor_table(comparison: Comparison, margin: float, alpha: float, min_n: int) -> list[tuple[str, pd.DataFrame]]:
-    """Per build (variant), one row per paired cache-on cell: the paired table (b, c, n; `acc_drop` is the excess), warm and
-    floor disagreement shares, the rule's status, p-values and (1 - 2 alpha) interval on the excess (`with_drop_decisions`),
-    Holm within the build's cells."""
-    table = paired_table([comparison], AGREEMENT)
-    return [
-        (str(key), with_drop_decisions(group, margin, alpha, min_n).assign(warm=1 - group["cand_acc"], floor=1 - group["ref_acc"]))
-        for key, group in table.groupby("variant", sort=False)
-    ]

@@ -1,25 +1,19 @@
 """The gate: every registered check on a run (and optionally a baseline run) and one verdict.
 
-Each kind of check is a `GateCheck` under `analysis.checks`, its rule and guarantee in its module's
-docstring (the accuracy rule's in `drop_rule`; docs/gate.md and docs/statistics.md for people).
-Verdicts, by precedence (exit statuses: `errors.ExitCode`): *regression* when any check found one;
-*inconclusive* when none did but some check could not decide (too few questions, data that neither
-show the drop beyond the tolerance nor exclude it, an incomplete run, a comparison with nothing to
-pair: never left out silently); *pass* only when every check passed. *Warnings* (a cache that saved
-no time, resolved settings that differ from the baseline's) are shown but change no verdict. The
-result names the evidence a regression or an inconclusive verdict rests on (`analysis.evidence`).
+Each kind of check is a `GateCheck` under `analysis.checks`, its rule and guarantee in its module's docstring
+(docs/gate.md and docs/statistics.md for people). Verdicts, by precedence (exit statuses: `errors.ExitCode`):
+*regression* when any check found one; *inconclusive* when none did but some check could not decide (never left out
+silently); *pass* only when every check passed. *Warnings* are shown but change no verdict. The result names the
+evidence a regression or an inconclusive verdict rests on (`analysis.evidence`).
 
 Guarantees (questions independent; exact by enumeration at alpha 0.05, tolerance 0.03, n 30-5,000, approximate
-elsewhere: `drop_rule`): when every true drop is <= tol,
-the chance of any false accuracy regression is <= alpha (Holm 1979, any dependence between cells);
-when some true drop is >= tol, the chance of a pass is <= alpha (Berger 1982). Holm, not
-Benjamini-Hochberg: a verdict blocks a merge or a release, so one false "regression" anywhere is the
-error that costs; BH bounds only the expected share of false flags, the right trade for exploration
-(`evalctl analyze`). Throughput and first-attempt checks are Holm families of their own, so a gate
-keeps its any-false-regression rate <= 3 alpha, plus alpha for each build the agreement floor judges
-(`analysis.floor`: one family a build, so its verdict is the same alone or beside others). The A/A
-noise margin (`analysis.noise`) only turns would-be regressions into inconclusive; the length cliff
-(`cliff`) is described, never judged.
+elsewhere: `drop_rule`): when every true drop is <= tol, the chance of any false accuracy regression is <= alpha
+(Holm 1979, any dependence between cells); when some true drop is >= tol, the chance of a pass is <= alpha (Berger
+1982). Holm, not Benjamini-Hochberg: one false "regression" anywhere is the error that costs a merge or a release.
+Throughput and first-attempt checks are Holm families of their own, so a gate keeps its any-false-regression rate
+<= 3 alpha, plus alpha for each build the agreement floor judges (`analysis.floor`). The A/A noise margin
+(`analysis.noise`) only turns would-be regressions into inconclusive; the length cliff (`cliff`) is described,
+never judged.
 """
 
 from __future__ import annotations
@@ -70,11 +64,7 @@ def cliffs(samples: pd.DataFrame, policy: GatePolicy) -> pd.DataFrame:
     return pd.concat([f for f in found if not f.empty] or [pd.DataFrame(columns=CLIFF_COLUMNS)], ignore_index=True)
 
 
-def baseline_variant(manifest: Manifest) -> str | None:
-    return _first_named(manifest, "variants")
-
-
-def _first_named(manifest: Manifest, section: str) -> str | None:
+def baseline_variant(manifest: Manifest, section: str = "variants") -> str | None:
     """The config's first entry of `section` (variants, servers): the reference the others are compared with."""
     entries = manifest.config.get(section) or []
     return entries[0].get("name") if entries and isinstance(entries[0], dict) else None
@@ -83,7 +73,7 @@ def _first_named(manifest: Manifest, section: str) -> str | None:
 def gate_inputs(run: Run, policy: GatePolicy, baseline: Run | None = None) -> GateInputs:
     """What every check reads; the policy's metric resolved to the run's (default: its task's first)."""
     policy = policy.for_run(run)
-    comparisons = within_run(run.samples, baseline_variant(run.manifest), _first_named(run.manifest, "servers"))
+    comparisons = within_run(run.samples, baseline_variant(run.manifest), baseline_variant(run.manifest, "servers"))
     if baseline is not None:
         baseline.metric(policy.metric)  # scored the same way (a derived metric's columns added)
         comparisons.append(between_runs(baseline.samples, run.samples))

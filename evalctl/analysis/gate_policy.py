@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -92,9 +92,16 @@ def load_policy(name: str | Path | None = None) -> GatePolicy:
     if name is None:
         return GatePolicy()
     path = policy_file(name)
-    data = read_yaml(path, "gate policy")
+    return validated(GatePolicy, read_yaml(path, "gate policy"), f"gate policy {path}")
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(model: type[Model], data: Any, what: str, top: str = "(top level)") -> Model:
+    """`data` as a `model`, or BadInput naming `what` and each field at fault (`top`: the whole of it)."""
     try:
-        return GatePolicy.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
-        where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors())
-        raise BadInput(f"invalid gate policy {path}: {where}") from None
+        where = "; ".join(f"{'.'.join(map(str, e['loc'])) or top}: {e['msg']}" for e in exc.errors())
+        raise BadInput(f"invalid {what}: {where}") from None

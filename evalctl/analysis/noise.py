@@ -1,27 +1,24 @@
 """The engine's own noise: an A/A arm, the reference cell run twice, cold, on the same server.
 
-With nothing changed, a question whose outcome differs between the two runs is noise (GPU
-engines are not batch-invariant: a request's batch changes its numerics). Per profile, builds
-pooled, the arm (`noise: true`, records in `noise-<profile>-<variant>.jsonl`) gives the
-discordance (b0 + c0) / n0 and the noise drop (b0 - c0) / n0, the accuracy lost to noise alone:
-noise is not symmetric, as mostly-right answers have more right ones to break than wrong to fix.
+With nothing changed, a question whose outcome differs between the two runs is noise (GPU engines
+are not batch-invariant). Per profile, builds pooled, the arm (`noise: true`, records in
+`noise-<profile>-<variant>.jsonl`) gives the discordance (b0 + c0) / n0 and the noise drop
+(b0 - c0) / n0, the accuracy lost to noise alone (not symmetric: mostly-right answers have more
+right ones to break than wrong to fix).
 
-The gate (`checks.accuracy`) calls a regression only when the paired drop, beyond passing the
-regression test (`drop_rule`), is above `max_accuracy_drop + max(0, U)`, U the one-sided
-(1 - alpha) upper bound on the noise drop (normal approximation: drop + z sqrt(((b0 + c0)/n0 -
-drop^2) / n0); no flips give U = 0, the plain rule, as on CPU llama.cpp, which is deterministic).
+The gate (`checks.accuracy`, `checks.sequential`) calls a regression only when the paired drop,
+beyond passing the regression test (`drop_rule`), is above `max_accuracy_drop + max(0, U)`, U the
+one-sided (1 - alpha) upper bound on the noise drop (normal approximation: drop + z sqrt(((b0 +
+c0)/n0 - drop^2) / n0); no flips give U = 0, the plain rule).
 
 - False regression: the margin only turns would-be regressions into inconclusive, so the rate
   stays <= alpha wherever the gate's null holds (true drop <= tolerance, no engine change). Noise
-  breaks that null on its own: the candidate loses 0.6 q against the reference run with nothing
-  changed (accuracy 0.8, q flips each way), which the tolerance-shifted test alone calls a
-  regression ever more surely as n grows. The point estimate is not enough (the arm
-  underestimates it half the time); the upper bound brings the rate back under alpha
-  (`scripts/sim_noise_rule.py`: the gate's test with no margin, the point estimate and this rule,
-  0-15% flips each way, n = 200). Assumptions: the arm's noise is the comparison's (same engine,
-  same kind of cell); n0 large enough for the normal approximation (tens of flips).
-- False pass: the pass rule is unchanged, so is its rate; the price is power (more inconclusive
-  verdicts on a noisy engine).
+  alone breaks that null (the tolerance-shifted test calls it a regression ever more surely as n
+  grows); the upper bound, not the point estimate, brings the rate back under alpha
+  (`scripts/sim_noise_rule.py`, figures in docs/statistics.md). Assumptions: the arm's noise is
+  the comparison's (same engine, same kind of cell); n0 large enough for the normal approximation
+  (tens of flips).
+- False pass: the pass rule is unchanged, so is its rate; the price is power.
 """
 
 from __future__ import annotations

@@ -2,11 +2,10 @@
 
 Questions go out in one seeded permutation shared by every cell, so the first n are a random
 sample and the cells stay paired. At planned *looks* (n_1 = `min_n` paired questions, then
-`growth` times more each look, up to the planned total N) each candidate cell is tested against
-its reference with the fixed-n gate's rule and its tolerance `tol` on both sides:
+`growth` times more each look, up to the planned total N; fixed in advance, never by the data)
+each candidate cell is tested against its reference with the fixed-n gate's rule at `tol`:
 
-- regression: H0 d <= tol rejected, one-sided, Holm across the cells, d = p_b - p_c the drop
-  (reference minus candidate accuracy; p_b = P(reference right, candidate wrong), p_c the reverse);
+- regression: H0 d <= tol rejected, one-sided, Holm across the cells, d = p_b - p_c the drop;
 - pass: H0 d >= tol rejected in every cell (an intersection-union test, no adjustment);
 - otherwise the cell goes on, and is inconclusive when its questions run out.
 
@@ -14,70 +13,58 @@ A decided cell sends no more questions. Both tests act on X_i = ref_i - cand_i i
 (mean d) and keep their level whenever, for whichever reason, the cell stops at a look.
 
 **Group-sequential part** (both sides). At look k, Z_k = z*(b_k, c_k, n_k; tol), the fixed-n
-gate's skew-corrected Tango score (`drop_rule.beyond_score`, `within_score`; b_k, c_k the
-right->wrong and wrong->right flips among the first n_k pairs), built to be compared with any
-critical value. Under d = tol, (Z_1, ..., Z_K) is asymptotically multivariate normal with
-cov(Z_j, Z_k) = sqrt(t_j / t_k), t_k = n_k / N (Jennison & Turnbull 2000, ch. 3). The
-boundaries spend alpha (Lan & DeMets 1983) by the Hwang, Shih & DeCani (1990) function
+gate's skew-corrected Tango score (`drop_rule.beyond_score`, `within_score`). Under d = tol,
+(Z_1, ..., Z_K) is asymptotically multivariate normal with cov(Z_j, Z_k) = sqrt(t_j / t_k),
+t_k = n_k / N (Jennison & Turnbull 2000, ch. 3). The boundaries spend alpha (Lan & DeMets 1983)
+by the Hwang, Shih & DeCani (1990) function
 
     a(t) = a (1 - exp(-gamma t)) / (1 - exp(-gamma)),    gamma != 0 (a t at gamma = 0),
 
 solved look by look so that P(Z_1 < c_1, ..., Z_{k-1} < c_{k-1}, Z_k >= c_k) = a(t_k) - a(t_{k-1})
 under H0, by recursive numerical integration of the score process (Armitage, McPherson & Rowe
-1969; Jennison & Turnbull, ch. 19); the last look spends what is left. gamma = -4 (the
-regression default) spends almost nothing early, like O'Brien-Fleming, so the last boundary stays
-near the fixed-n z_a and a 5-point drop loses little power; the pass side's -2 spends a little
-more early and stops healthy cells sooner. Looks are fixed in advance by question count, never by
-the data. Regression rejects when Z_k >= c_k(a_R); pass when Z_k <= -c_k(a), the mirror test of
-H0 d >= tol at level a.
+1969; Jennison & Turnbull, ch. 19); the last look spends what is left. gamma = -4 (regression)
+spends almost nothing early, like O'Brien-Fleming, so the last boundary stays near the fixed-n
+z_a; the pass side's -2 stops healthy cells sooner. Regression rejects when Z_k >= c_k(a_R);
+pass when Z_k <= -c_k(a), the mirror test of H0 d >= tol at level a.
 
-**E-process part** (regression side only). Early, with a handful of flips, the z's right tail is
-too light, yet a 20-point collapse should stop within a few dozen pairs. A share `e_share` of
-each cell's regression level goes to a betting e-process, exact for any law of X with mean <= tol
-at every question (Shafer & Vovk; Waudby-Smith & Ramdas 2023, "Estimating means of bounded
-random variables by betting", JRSS-B):
+**E-process part** (regression side only: early, the z's right tail is too light, yet a collapse
+should stop within a few dozen pairs). A share `e_share` of each cell's regression level goes to
+a betting e-process, exact for any law of X with mean <= tol at every question (Shafer & Vovk;
+Waudby-Smith & Ramdas 2023, JRSS-B):
 
     E_n = (1/J) sum_j prod_{i<=n} (1 + lambda_j (X_i - tol)),  lambda_j = j / ((J + 1)(1 + tol)),
 
 with b, c flips among n pairs prod_i = (1 + l(1 - tol))^b (1 - l(1 + tol))^c (1 - l tol)^(n - b - c).
-Each product is a nonnegative supermartingale under H0 (lambda_j < 1/(1 + tol) keeps every factor
-positive), so is their mean, and Ville's inequality gives P(sup_n E_n >= 1/eps) <= eps. The cell
-rejects on this side when E's running maximum reaches 1 / (e_share * a_R).
+Each product is a nonnegative supermartingale under H0 (every factor positive), so is their mean,
+and Ville's inequality gives P(sup_n E_n >= 1/eps) <= eps: the cell rejects on this side when E's
+running maximum reaches 1 / (e_share * a_R).
 
-**One cell's regression test** at level a_R rejects when either part does, the e-process at
-e_share * a_R or the bound at (1 - e_share) * a_R: by the union bound its error is at most a_R
-at any stopping among the looks. **Across cells**, Holm: with r cells rejected, the others are
-tested at a_R = alpha / (m - r) on their whole history so far (Maurer & Bretz 2013, "Multiple
-testing in group sequential trials using graphical approaches"), valid because each cell's test
-is monotone in its level. **Across families** (the parts of a Slurm run, each a job stopping its
-own cells): family f runs Holm at `regression_share` w_f * alpha, w_f its share of the run's
-cells (sum 1), so the run's family-wise rate is at most sum_f w_f alpha = alpha (weighted
-Bonferroni over the parts, Holm within each). The pass side is per cell and needs no split; a
-cell stopped for pass keeps its pass. Each side's boundaries are computed as if the other never
-stopped the cell (non-binding), so stopping only removes chances to err.
+**One cell's regression test** at level a_R rejects when either part does (the e-process at
+e_share * a_R, the bound at (1 - e_share) * a_R): by the union bound its error is at most a_R at
+any stopping among the looks. **Across cells**, Holm: with r cells rejected, the others are
+tested at a_R = alpha / (m - r) on their whole history so far (Maurer & Bretz 2013), valid as each
+cell's test is monotone in its level. **Across families** (the parts of a Slurm run): family f runs
+Holm at `regression_share` w_f * alpha, w_f its share of the run's cells, so the run's family-wise
+rate is at most alpha (weighted Bonferroni over the parts). The pass side is per cell and needs no
+split. Each side's boundaries are non-binding, so stopping only removes chances to err.
 
 **Edges.** A look is reached only with at least `min_n` pairs (`execution.stopping` counts a
-look's pairs among the questions the baseline holds, so n_k is the planned size); a cell whose
-questions end below `min_n` is inconclusive at its last look, as in the fixed-n gate.
+look's pairs among the questions the baseline holds); a cell whose questions end below `min_n`
+is inconclusive at its last look, as in the fixed-n gate. **Drift** (`drift_flags`): at every
+look the halves' drops are compared (two-sided, level 0.1); where they differ the look counts as
+not reached, so the cell is decided only at its last look, as the fixed-n gate decides it.
 
-**Drift** (`drift_flags`). At every look the pairs are split at the look with half of them and
-the halves' drops compared (a two-sided homogeneity test at level 0.1). Where they differ the
-look counts as not reached: the cell is decided only at its last look, on all its questions, as
-the fixed-n gate decides it, and its reason says so.
-
-**Guarantees.** Family-wise probability of any false regression (a cell called a regression
-whose true drop is <= tol) <= alpha; probability that a cell whose true drop is >= tol passes
-<= alpha, hence that a run with such a cell passes. The e-process part is exact; the
-group-sequential part rests on the normal approximation of the score process, checked by
-simulation (`scripts/bench_sequential.py`, 10,000 runs at a true drop of exactly tol, flips both
-ways and one way only: both rates within Monte Carlo error of alpha, at most the fixed-n gate's).
-**Assumptions**: a cell's pairs are exchangeable draws from the question population. The shared
-permutation makes every prefix a uniform sample of the *questions*, not of the *time* they were
-asked in, so an engine whose accuracy changes during the run (a cache that degrades once it
-fills) breaks it. The drift test catches that once both halves are seen; a decision made before
-the change shows cannot be protected (docs/statistics.md; where such drift is expected, run
-`stopping.mode: fixed`). Look times must not depend on the outcomes. With one look at n = N and
-e_share = 0 the rule is the fixed-n gate exactly. Why both procedures: docs/sequential-stopping.md.
+**Guarantees.** Family-wise probability of any false regression (true drop <= tol) <= alpha;
+probability that a cell whose true drop is >= tol passes <= alpha. The e-process part is exact;
+the group-sequential part rests on the normal approximation of the score process, checked by
+simulation (`scripts/bench_sequential.py`: both rates within Monte Carlo error of alpha, at most
+the fixed-n gate's). **Assumptions**: a cell's pairs are exchangeable draws from the question
+population; the permutation makes every prefix a uniform sample of the questions, not of the
+time they were asked in, so an engine whose accuracy changes during the run breaks it. The drift
+test catches that once both halves are seen; a decision made before cannot be protected
+(docs/statistics.md; where such drift is expected, `stopping.mode: fixed`). With one look at
+n = N and e_share = 0 the rule is the fixed-n gate exactly. Why both procedures:
+docs/sequential-stopping.md.
 """
 
 from __future__ import annotations

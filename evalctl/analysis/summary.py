@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from evalctl.analysis.accuracy import accuracy_table
+from evalctl.analysis.accuracy import accuracy_by_length, accuracy_by_position, accuracy_table
 from evalctl.analysis.flips import flipped_questions
-from evalctl.analysis.lengths import accuracy_by_length
-from evalctl.analysis.pairing import align_runs, between_runs, paired_table, with_holm
-from evalctl.analysis.positions import accuracy_by_position
+from evalctl.analysis.multiple import holm
+from evalctl.analysis.pairing import align_runs, between_runs, paired_table
 from evalctl.analysis.settings import settings_diff_runs
 from evalctl.analysis.throughput import throughput_ratios, throughput_table
 from evalctl.records import CELL_KEYS, Metric, primary_metric
@@ -73,9 +72,10 @@ def compare_runs(baseline: Run, candidate: Run, metric: Metric | None = None) ->
     pairs = align_runs(baseline.samples, candidate.samples)
     metric = baseline.metric(candidate.metric(metric))
     ratios = throughput_ratios([between_runs(throughput_table(baseline.samples), throughput_table(candidate.samples))])
+    paired = paired_table([between_runs(baseline.samples, candidate.samples)], metric)
     return RunComparison(
         metric,
-        with_holm(paired_table([between_runs(baseline.samples, candidate.samples)], metric)),
+        paired.assign(p_two_sided_holm=holm(paired["p_two_sided"].to_numpy(dtype=float))),
         ratios,
         settings_diff_runs(baseline.manifest, candidate.manifest),
         flipped_questions(baseline.samples, candidate.samples, CELL_KEYS, metric),

@@ -3,14 +3,22 @@
 A cell is one load level (its `concurrency`), so the table is throughput at each level: aggregate
 output tokens/s and requests/s, TTFT and inter-token latency percentiles, the cache hit rate and,
 under a latency objective (`slo:`), goodput: the rate of requests that met it.
+
+And the requests the server held at once, measured from the records' timings (not the level the
+client was asked for): a request is in flight from its send (`started_at`) to its last byte
+(`started_at + latency_s`); over a cell's window (first send to last finish) this gives the
+time-weighted mean and the most at any instant. Queued requests count: a level of 32 against a
+server with 4 slots still shows 32 (what the engine batched is bounded by its slots, the manifest's
+`parallel` / `max_running_requests`); a client that cannot keep the level up shows a lower mean.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from evalctl.analysis.inflight import cell_in_flight
 from evalctl.analysis.pairing import Comparison, match
 from evalctl.records import CELL_KEYS
 from evalctl.schema import SloConfig
@@ -29,6 +37,37 @@ COLUMNS = [
     "in_flight_mean",
     "in_flight_max",
 ]
+
+
+@dataclass(frozen=True)
+class InFlight:
+    mean: float  # time-weighted over the window; NaN without a timed request
+    max: int
+
+    def describe(self) -> str:
+        return f"{self.mean:.1f} in flight on average (max {self.max})"
+
+
+def in_flight(starts: np.ndarray, ends: np.ndarray) -> InFlight:
+    """Mean and max requests in flight over [min(starts), max(ends)]; a request ending as another starts does not overlap it."""
+    starts, ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+    timed = ~(np.isnan(starts) | np.isnan(ends))
+    starts, ends = starts[timed], np.maximum(ends[timed], starts[timed])
+    if not starts.size:
+        return InFlight(float("nan"), 0)
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([np.ones(starts.size), -np.ones(ends.size)])
+    order = np.lexsort((steps, times))  # at one instant, ends (-1) before starts (+1)
+    times, held = times[order], np.cumsum(steps[order])
+    window = times[-1] - times[0]
+    mean = float(np.sum(held[:-1] * np.diff(times)) / window) if window > 0 else float(starts.size)
+    return InFlight(mean, int(held.max()))
+
+
+def cell_in_flight(rows: pd.DataFrame) -> InFlight:
+    """In flight over one cell's sample rows (a request that failed before any reply has no latency: its send only)."""
+    starts = rows["started_at"].astype(float).to_numpy()
+    return in_flight(starts, starts + rows["latency_s"].astype(float).fillna(0).to_numpy())
 
 
 def request_measures(samples: pd.DataFrame) -> pd.DataFrame:
@@ -75,13 +114,11 @@ def _throughput_row(group: pd.DataFrame, slo: SloConfig | None) -> pd.Series:
     return pd.Series(row)
 
 
-def throughput_table(df: pd.DataFrame, by: list[str] | None = None, slo: SloConfig | None = None) -> pd.DataFrame:
-    """One row per cell (or per `by` group): the module docstring's figures; goodput NaN without an objective
-    or without a streamed request."""
-    by = by or CELL_KEYS
+def throughput_table(df: pd.DataFrame, slo: SloConfig | None = None) -> pd.DataFrame:
+    """One row per cell: the module docstring's figures; goodput NaN without an objective or without a streamed request."""
     if df.empty:
-        return pd.DataFrame(columns=[*by, *COLUMNS])
-    out = df.groupby(by, sort=True, dropna=False).apply(_throughput_row, slo, include_groups=False).reset_index()
+        return pd.DataFrame(columns=[*CELL_KEYS, *COLUMNS])
+    out = df.groupby(CELL_KEYS, sort=True, dropna=False).apply(_throughput_row, slo, include_groups=False).reset_index()
     out["requests"] = out["requests"].astype(int)
     return out
 
@@ -108,26 +145,15 @@ def throughput_ratios(comparisons: list[Comparison]) -> pd.DataFrame:
     """What `evalctl compare` prints (a description; the gate's test is checks/throughput.py): per (comparison,
     candidate cell, measure on both sides) both values, their ratio, and the slowdown as a share of the reference's
     throughput: 1 - ratio for rates, 1 - 1/ratio for latencies (twice the latency is 0.5, as is half the rate)."""
-    parts = []
+    parts = [pd.DataFrame(columns=RATIO_COLUMNS)]
     for comp in comparisons:
         cells = match(comp)
         for measure in (*RATES, *LATENCIES):
-            part = cells[[*CELL_KEYS, f"{measure}_ref", measure, "requests_ref", "requests"]].dropna(subset=[f"{measure}_ref", measure])
-            part = part.rename(
-                columns={f"{measure}_ref": "ref_value", measure: "cand_value", "requests_ref": "ref_requests", "requests": "cand_requests"}
-            )
-            part = part[part["ref_value"] > 0]
-            ratio = part["cand_value"] / part["ref_value"]
-            part = part.assign(
-                kind=comp.kind,
-                comparison=comp.name,
-                reference=comp.reference_label,
-                measure=measure,
-                ratio=ratio,
-                slowdown=1 - ratio if measure in RATES else 1 - 1 / ratio,
-            )
-            parts.append(part)
-    parts = [p for p in parts if not p.empty]
-    if not parts:
-        return pd.DataFrame(columns=RATIO_COLUMNS)
-    return pd.concat(parts, ignore_index=True)[RATIO_COLUMNS]
+            named = {f"{measure}_ref": "ref_value", measure: "cand_value", "requests_ref": "ref_requests", "requests": "cand_requests"}
+            part = cells[[*CELL_KEYS, *named]].rename(columns=named)
+            parts.append(part.assign(kind=comp.kind, comparison=comp.name, reference=comp.reference_label, measure=measure))
+    table = pd.concat([p for p in parts if not p.empty] or parts, ignore_index=True)
+    table = table[table["cand_value"].notna() & (table["ref_value"] > 0)]
+    ratio = table["cand_value"] / table["ref_value"]
+    slowdown = np.where(table["measure"].isin(RATES), 1 - ratio, 1 - 1 / ratio)
+    return table.assign(ratio=ratio, slowdown=slowdown)[RATIO_COLUMNS].reset_index(drop=True)

@@ -10,9 +10,8 @@ from frames import sweep_frame
 
 from evalctl.analysis.checks.accuracy import accuracy_checks
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.inflight import in_flight
 from evalctl.analysis.pairing import within_run
-from evalctl.analysis.throughput import throughput_table
+from evalctl.analysis.throughput import in_flight, throughput_table
 
 
 def test_overlaps_are_weighted_by_time_and_back_to_back_requests_never_overlap():

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from evalctl.analysis.paired import mcnemar_p
+from evalctl.analysis.pairing import mcnemar_p
 
 counts = st.integers(min_value=0, max_value=500)
 

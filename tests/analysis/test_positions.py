@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analysis.frames import sample_frame
 
-from evalctl.analysis.positions import accuracy_by_position
+from evalctl.analysis.accuracy import accuracy_by_position
 from evalctl.report.terminal import accuracy_view
 
 

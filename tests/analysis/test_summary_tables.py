@@ -5,8 +5,7 @@ import math
 import pytest
 from frames import sample_frame
 
-from evalctl.analysis.accuracy import accuracy_table
-from evalctl.analysis.lengths import accuracy_by_length
+from evalctl.analysis.accuracy import accuracy_by_length, accuracy_table
 from evalctl.analysis.throughput import throughput_table
 
 

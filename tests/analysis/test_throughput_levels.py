@@ -15,8 +15,6 @@ from evalctl.analysis.throughput import throughput_table
 from evalctl.schema import SloConfig
 from tests.analysis.frames import sample_frame
 
-LEVELS = ["cache", "concurrency"]
-
 
 def _levels():
     """Four requests one after another at concurrency 1 (1 s each), four at once at 8 (2 s each, from t=10)."""
@@ -26,7 +24,7 @@ def _levels():
 
 
 def test_rates_and_percentiles_at_each_level():
-    table = throughput_table(_levels(), by=LEVELS).set_index("concurrency")
+    table = throughput_table(_levels()).set_index("concurrency")
     assert table.loc[1, "requests_per_s"] == pytest.approx(1.0)  # 4 requests in 4 s
     assert table.loc[8, "requests_per_s"] == pytest.approx(2.0)  # 4 requests in 2 s
     assert table.loc[8, "output_tokens_per_s"] == pytest.approx(40 / 2)
@@ -38,19 +36,19 @@ def test_rates_and_percentiles_at_each_level():
 
 
 def test_goodput_counts_requests_meeting_both_objectives():
-    table = throughput_table(_levels(), by=LEVELS, slo=SloConfig(ttft_ms=500, itl_ms=50)).set_index("concurrency")
+    table = throughput_table(_levels(), slo=SloConfig(ttft_ms=500, itl_ms=50)).set_index("concurrency")
     assert table.loc[1, "goodput_per_s"] == pytest.approx(1.0)  # every request met it
     # at 8: TTFT 0.2 (ITL 20 ms) met; 0.4 (ITL 60 ms) missed the ITL; 0.6 and 0.8 missed the TTFT
     assert table.loc[8, "goodput_per_s"] == pytest.approx(1 / 2)
-    only_ttft = throughput_table(_levels(), by=LEVELS, slo=SloConfig(ttft_ms=700)).set_index("concurrency")
+    only_ttft = throughput_table(_levels(), slo=SloConfig(ttft_ms=700)).set_index("concurrency")
     assert only_ttft.loc[8, "goodput_per_s"] == pytest.approx(3 / 2)
-    only_itl = throughput_table(_levels(), by=LEVELS, slo=SloConfig(itl_ms=50)).set_index("concurrency")
+    only_itl = throughput_table(_levels(), slo=SloConfig(itl_ms=50)).set_index("concurrency")
     assert only_itl.loc[8, "goodput_per_s"] == pytest.approx(2 / 2)  # as guidellm's: one with no ITL did not show it met it
 
 
 def test_goodput_unknown_without_streamed_requests():
     frame = sample_frame([dict(doc_id=i, started_at=float(i)) for i in range(3)]).assign(concurrency=1)  # ttft_s None
-    row = throughput_table(frame, by=LEVELS, slo=SloConfig(itl_ms=50)).iloc[0]
+    row = throughput_table(frame, slo=SloConfig(itl_ms=50)).iloc[0]
     assert math.isnan(row.goodput_per_s)
 
 

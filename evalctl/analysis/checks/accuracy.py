@@ -2,17 +2,12 @@
 
 The rule, its guarantees and references: `analysis.gate` (module docstring) and `analysis.drop_rule`.
 
-Builds judged as a differential. Under a policy that judges the cache by agreement against a floor
-(`floor.replaces_cache_accuracy`), a variant's cache-on cell scored by agreement is the candidate
-build's warm-vs-cold disagreement, paired question by question (same prompt bytes) with the
-baseline build's: b counts prompts whose warm answer only the candidate changed, c only the
-baseline. The excess is judged with the floor's margin (`floor_margin`), not the task tolerance:
-it is the same question the floor check asks, with the baseline build's warm path as the floor,
-and the same rule on the same kind of pairs, so the floor's exact guarantee covers it
-(`scripts/exact_floor.py`: any joint law of the two outcomes within a question). The variant's
-cache-off cells are left out there: each build's cold answers are the reference of its own
-agreement, so they agree with themselves by definition and judge nothing (request errors are the
-rate checks').
+Builds judged as a differential. Under an agreement floor (`floor.replaces_cache_accuracy`), a variant's cache-on
+cell scored by agreement is the candidate build's warm-vs-cold disagreement, paired prompt by prompt with the
+baseline build's (b: only the candidate changed its warm answer, c: only the baseline), judged at the floor's margin
+(`floor_margin`): the floor's question with the baseline build's warm path as the floor, so the floor's exact
+guarantee covers it (`scripts/exact_floor.py`, any joint law of the two outcomes; docs/statistics.md). The variant's
+cache-off cells are left out there: each build's cold answers are the reference of its own agreement.
 """
 
 from __future__ import annotations
@@ -26,10 +21,10 @@ from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.floor import replaces_cache_accuracy
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.inflight import cell_in_flight
 from evalctl.analysis.noise import Noise, beyond_noise
 from evalctl.analysis.pairing import Comparison, paired_table, unpaired_cells
 from evalctl.analysis.power import mde_beyond_tolerance
+from evalctl.analysis.throughput import cell_in_flight
 from evalctl.cell import CellKey
 
 MDE_POWER = 0.8
@@ -59,11 +54,11 @@ def drop_check(row: Any, min_n: int, name: str, kind: str, status: str, reason: 
     )
 
 
-def drop_reason(row: pd.Series, policy: GatePolicy, tests: int, facts: str, value: str = "drop", subject: str = "drop") -> str:
+def drop_reason(row: pd.Series, policy: GatePolicy, facts: str, value: str = "drop", subject: str = "drop") -> str:
     """Why the drop rule decided a row as it did, with the interval that inverts its tests (`drop_rule`), then `facts`
     (below `min_n` pairs: those alone). `value` names the drop (an excess, an increase), `subject` what lies beyond or
     within the tolerance."""
-    n, alpha, tol = int(row["n"]), policy.alpha, row["tolerance"]
+    n, alpha, tol, tests = int(row["n"]), policy.alpha, row["tolerance"], int(row["tests"])
     if n < policy.min_n:
         return f"only {n} pairs (min_n {policy.min_n}); {facts}"
     bounds = f"{value} {(row['b'] - row['c']) / n:.3f}, {1 - 2 * alpha:.0%} interval [{row['rule_lower']:.3f},{row['rule_upper']:.3f}]"
@@ -79,7 +74,7 @@ def drop_reason(row: pd.Series, policy: GatePolicy, tests: int, facts: str, valu
     return f"cannot tell the {subject} from {tol:.3f}: {bounds}{holm}; {facts}"
 
 
-def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Noise | None = None) -> str:
+def _accuracy_reason(row: pd.Series, policy: GatePolicy, noise: Noise | None = None) -> str:
     n, b, c = int(row["n"]), int(row["b"]), int(row["c"])
     errors = f", {row['cand_errors']} of them request errors" if row["cand_errors"] else ""
     versus = (
@@ -90,19 +85,19 @@ def _accuracy_reason(row: pd.Series, policy: GatePolicy, tests: int, noise: Nois
         versus += f"; {noise.describe()}"
     if row["status"] == "inconclusive" and n >= policy.min_n:
         unexplained = min(2 * min(b, c) / n, 0.999)  # the flips a drop does not explain, both ways
-        mde = mde_beyond_tolerance(n, unexplained, row["tolerance"], policy.alpha, MDE_POWER, max(tests, 1))
+        mde = mde_beyond_tolerance(n, unexplained, row["tolerance"], policy.alpha, MDE_POWER, max(int(row["tests"]), 1))
         versus = f"a drop of {mde:.3f} would be found with {MDE_POWER:.0%} power at n={n} (MDE); {versus}"
-    return drop_reason(row, policy, tests, versus)
+    return drop_reason(row, policy, versus)
 
 
-def _differential_reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+def _differential_reason(row: pd.Series, policy: GatePolicy) -> str:
     errors = f" ({row['cand_errors']} of them request errors)" if row["cand_errors"] else ""
     shares = (
         f"warm answers differ from the build's own cold ones on {1 - row['cand_acc']:.1%} (variant {row['variant']}) vs "
         f"{1 - row['ref_acc']:.1%} ({row['reference']}), on the same prompts; {row['b']} changed by this build only{errors}, "
         f"{row['c']} by the baseline only, of {row['n']}"
     )
-    return drop_reason(row, policy, tests, shares, "excess", "excess")
+    return drop_reason(row, policy, shares, "excess", "excess")
 
 
 def _judged_table(comparisons: list[Comparison], policy: GatePolicy) -> pd.DataFrame:
@@ -135,13 +130,12 @@ def accuracy_checks(comparisons: list[Comparison], policy: GatePolicy, noise: di
     not pair. With `noise` (by profile, the A/A arm's) a regression must also exceed the engine's own noise
     (`noise.drop_margin`), whose figures every reason shows."""
     table = _judged_table(comparisons, policy)
-    tests = int((table["n"] >= policy.min_n).sum())
     load = measured_load(comparisons)
     checks = []
     for _, row in table.iterrows():
         profile_noise = (noise or {}).get(str(row["profile"]))
         differential, status = bool(row["differential"]), row["status"]
-        reason = _differential_reason(row, policy, tests) if differential else _accuracy_reason(row, policy, tests, profile_noise)
+        reason = _differential_reason(row, policy) if differential else _accuracy_reason(row, policy, profile_noise)
         status, reason = beyond_noise(status, reason, row["acc_drop"], row["tolerance"], policy.alpha, profile_noise)
         held = load.get((row["comparison"], CellKey.from_row(row)))
         reason = f"{reason}; {held}" if held else reason

@@ -12,9 +12,10 @@ import pandas as pd
 from evalctl.agreement import AGREEMENT
 from evalctl.analysis.checks.accuracy import drop_check, drop_reason
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison, floor_table
+from evalctl.analysis.drop_rule import with_drop_decisions
+from evalctl.analysis.floor import CACHE_COMPARISON, floor_comparison
 from evalctl.analysis.gate_policy import GatePolicy
-from evalctl.analysis.pairing import unpaired_cells
+from evalctl.analysis.pairing import paired_table, unpaired_cells
 from evalctl.cell import CellKey
 from evalctl.schema import CacheMode
 
@@ -28,12 +29,12 @@ NO_ARM = (
 ARM_SCOPE = "the A/A arm repeats every server's reference cells: its arm failed or stopped, or the run predates per-variant arms"
 
 
-def _reason(row: pd.Series, policy: GatePolicy, tests: int) -> str:
+def _reason(row: pd.Series, policy: GatePolicy) -> str:
     shares = (
-        f"warm answers differ from the cold ones on {row['warm']:.1%}, the cold replica on {row['floor']:.1%} (the floor); "
+        f"warm answers differ from the cold ones on {1 - row['cand_acc']:.1%}, the cold replica on {1 - row['ref_acc']:.1%} (the floor); "
         f"{row['b']} differ warm only, {row['c']} cold only, of {row['n']}"
     )
-    return drop_reason(row, policy, tests, shares, "excess", "excess over the floor")
+    return drop_reason(row, policy, shares, "excess", "excess over the floor")
 
 
 def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolicy) -> list[Check]:
@@ -48,8 +49,8 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
         ]
     comparison = floor_comparison(samples, replica)
     checks = []
-    for variant, table in floor_table(comparison, policy.floor_margin, policy.alpha, policy.min_n):
-        tests = int((table["n"] >= policy.min_n).sum())
+    for variant, group in paired_table([comparison], AGREEMENT).groupby("variant", sort=False):  # a Holm family per build
+        table = with_drop_decisions(group, policy.floor_margin, policy.alpha, policy.min_n)
         checks += [
             drop_check(
                 row,
@@ -57,7 +58,7 @@ def floor_checks(samples: pd.DataFrame, replica: pd.DataFrame, policy: GatePolic
                 NAME,
                 KIND,
                 row["status"],
-                _reason(row, policy, tests),
+                _reason(row, policy),
                 metric="agreement: warm minus cold-vs-cold disagreement",
                 comparison=CACHE_COMPARISON,
                 family=f"{KIND} {variant}",

@@ -9,13 +9,12 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from evalctl.analysis.gate_policy import GatePolicy
+from evalctl.analysis.gate_policy import GatePolicy, validated
 from evalctl.analysis.noise import Noise
 from evalctl.analysis.pairing import Comparison
 from evalctl.cell import CellKey, cell_label
-from evalctl.errors import BadInput
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
@@ -123,8 +122,4 @@ class GateCheck:
         """This check's policy section, validated (its defaults when the policy has none)."""
         if self.settings is None:
             return None
-        try:
-            return self.settings.model_validate(policy.checks.get(self.kind, {}))
-        except ValidationError as exc:
-            where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(section)'}: {e['msg']}" for e in exc.errors())
-            raise BadInput(f"invalid gate policy section checks.{self.kind}: {where}") from None
+        return validated(self.settings, policy.checks.get(self.kind, {}), f"gate policy section checks.{self.kind}", "(section)")

@@ -13,14 +13,12 @@ from evalctl.manifest import Manifest
 from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
-COLUMNS = [*CELL_KEYS, "expected", "found"]
-
 
 def cell_counts(samples: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """Per planned cell (the manifest's `plan`): questions expected and found (distinct doc ids, errors included)."""
     found = samples.groupby(CELL_KEYS)["doc_id"].nunique().rename("found").reset_index()
     plan = pd.DataFrame([{**c.cell.as_dict(), "expected": c.questions} for c in manifest.plan], columns=[*CELL_KEYS, "expected"])
-    return plan.merge(found, on=CELL_KEYS, how="left").fillna({"found": 0}).astype({"found": int})[COLUMNS]
+    return plan.merge(found, on=CELL_KEYS, how="left").fillna({"found": 0}).astype({"found": int})
 
 
 def completeness_checks(run: Run, role: str) -> list[Check]:

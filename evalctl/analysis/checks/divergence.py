@@ -1,23 +1,22 @@
-"""The divergence rung, on a run whose records carry logprobs (a conversation workload's, `conversation.top_logprobs`;
-no finding otherwise): warm returns' logprobs against the healthy spread of the same run (Rosenbaum's exceedance
-count), a Holm family per build; false regression <= alpha under exchangeability, measured by
-`scripts/divergence_false_alarms.py`.
+"""The divergence rung (`analysis.divergence`: Rosenbaum's exceedance count against the run's healthy spread, a Holm
+family per build, false regression <= alpha under exchangeability, measured by `scripts/divergence_false_alarms.py`),
+on a run whose records carry logprobs (a conversation workload's); no finding otherwise.
 
-The ladder: where the divergence rung passed a cache-on cell, the answer rung below it (that cell's cache on vs off
-accuracy check) no longer decides alone. If it could not decide (inconclusive: a few answers moved) and
-every request of the cell whose tokens moved parted within the healthy spread (`analysis.divergence.near_ties`),
-those moves are near ties a healthy warm path makes, and the finding becomes a warning that says so. A
-regression of the answer rung stands, and so does any move beyond the spread.
+The ladder: where the rung passed a cache-on cell and that cell's answer rung (cache on vs off accuracy) could not
+decide, the finding becomes a warning when every request of the cell whose tokens moved parted within the healthy
+spread (`analysis.divergence.near_ties`): near ties a healthy warm path makes. A regression of the answer rung stands,
+and so does any move beyond the spread.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import pandas as pd
 
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
-from evalctl.analysis.divergence import RungRow, Settings, cell_pairs, decided, divergence_rung, near_ties, worst_requests
+from evalctl.analysis.divergence import Settings, decided, near_ties, rungs, worst_requests
 from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.cell import CellKey
 
@@ -33,12 +32,6 @@ class Divergence(GateCheck):
     family = KIND
     settings = Settings
 
-    def _rungs(self, inputs: GateInputs) -> dict[CellKey, tuple[RungRow, pd.DataFrame]]:
-        """Per cache-on cell the rung applies to: its finding and its warm-vs-cold pairs, for `results` and `revise` alike."""
-        settings = self.settings_of(inputs.policy)
-        rungs = {cell: (divergence_rung(pairs, settings), pairs) for cell, pairs in cell_pairs(inputs.run.samples)}
-        return {cell: (row, pairs) for cell, (row, pairs) in rungs.items() if row is not None}
-
     def results(self, inputs: GateInputs) -> list[Check]:
         hunt = inputs.run.config.get("workload") == "hunt" and not inputs.run.config.get("hunt", {}).get("follow")
         undecided = FOLLOW if hunt and inputs.run.follow_up is None else ""  # a follow-up's own leads name no hunt's shape
@@ -46,43 +39,40 @@ class Divergence(GateCheck):
 
     def revise(self, inputs: GateInputs, earlier: list[Check]) -> list[Check]:
         """An undecided answer comparison of a cell this rung passed: a warning when every move was a near tie."""
-        passed = {cell: near_ties(pairs, row.threshold) for cell, (row, pairs) in self._rungs(inputs).items() if row.status == "pass"}
-        out = []
-        undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
-        for check in earlier:
-            ties = passed.get(check.cell) if (check.kind, check.comparison, check.status) == undecided else None
-            if ties:
-                check = replace(check, status="warning", reason=f"{check.reason}; {ties}")
-            out.append(check)
-        return out
+        found = rungs(inputs.run.samples, self.settings_of(inputs.policy)).items()
+        return near_tie_warnings(earlier, {cell: near_ties(pairs, row.threshold) for cell, (row, pairs) in found if row.status == "pass"})
+
+
+def near_tie_warnings(checks: list[Check], ties: Mapping[CellKey | None, str | None]) -> list[Check]:
+    """`checks` with each undecided cache on vs off answer check of a cell in `ties` a warning, where `near_ties` said
+    why (the ladder: module docstring)."""
+    undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
+    tied = [(c, ties.get(c.cell) if (c.kind, c.comparison, c.status) == undecided else None) for c in checks]
+    return [replace(c, status="warning", reason=f"{c.reason}; {why}") if why else c for c, why in tied]
 
 
 def findings(samples: pd.DataFrame, settings: Settings, alpha: float, name: str, undecided: str = "", kind: str = KIND) -> list[Check]:
     """The rung's finding per cache-on cell of `samples`, a Holm family per build; `undecided` ends the reason of an
     inconclusive finding with returns beyond the spread."""
-    rows = {cell: row for cell, pairs in cell_pairs(samples) if (row := divergence_rung(pairs, settings)) is not None}
-    rows = {cell: rows[cell] for cell in sorted(rows, key=lambda cell: cell.variant)}
-    checks = []
-    for cell, (status, p_adjusted) in decided(rows, alpha).items():
-        row = rows[cell]
-        checks.append(
-            Check(
-                name,
-                kind,
-                status,
-                row.reason + worst_requests(row.worst) + (undecided if status == "inconclusive" and row.exceeding else ""),
-                **cell.as_dict(),
-                metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
-                value=float(row.worst["divergence"].max()) if len(row.worst) else None,
-                threshold=row.threshold,
-                p_value=row.p_value,
-                p_adjusted=p_adjusted,
-                b=row.exceeding,
-                n=row.judged,
-                family=f"{kind} {cell.variant}",
-            )
+    rows = {cell: row for cell, (row, _) in rungs(samples, settings).items()}
+    return [
+        Check(
+            name,
+            kind,
+            status,
+            row.reason + worst_requests(row.worst) + (undecided if status == "inconclusive" and row.exceeding else ""),
+            **cell.as_dict(),
+            metric="returns beyond the healthy pairs' largest divergence + margin (nats)",
+            value=float(row.worst["divergence"].max()) if len(row.worst) else None,
+            threshold=row.threshold,
+            p_value=row.p_value,
+            p_adjusted=p_adjusted,
+            b=row.exceeding,
+            n=row.judged,
+            family=f"{kind} {cell.variant}",
         )
-    return checks
+        for (cell, row), (status, p_adjusted) in zip(rows.items(), decided(rows, alpha).values())
+    ]
 
 
 CHECK = Divergence()  # listed in analysis.checks.CHECKS

@@ -1,25 +1,20 @@
 """Retries are evidence: did more requests fail their first attempt on one side of a comparison? One Holm family.
 
-The client retries 5xx answers, timeouts and dropped connections, and a retried answer is scored like
-any other. So a build that fails a request whenever it hits the prefix cache, and serves the retry from
-scratch, looks healthy by its answers (accuracy holds, the error rate counts nothing; `checks.cache_engaged`
-names the retries rather than a cache that did not engage). The records keep every attempt
-(`records.SampleRecord.first_error_kind`, `attempts`).
+The client retries 5xx answers, timeouts and dropped connections, and a retried answer is scored like any other, so
+a build that fails whenever it hits the prefix cache and serves the retry from scratch looks healthy by its answers.
+The records keep every attempt (`records.SampleRecord.first_error_kind`, `attempts`).
 
-Per comparison (`pairing.Comparison`) the requests are paired question by question (`pairing.align`),
-each side "right" when answered at its first attempt (no error, one attempt): b counts requests answered
-at once by the reference only, c by the candidate only, so the "drop" is the increase in the first-attempt
-failure rate, judged by the paired drop rule (`drop_rule.with_drop_decisions`) at
+Per comparison the requests are paired question by question (`pairing.align`), each side "right" when answered at its
+first attempt: b counts requests answered at once by the reference only, c by the candidate only, so the "drop" is the
+increase in the first-attempt failure rate, judged by the paired drop rule (`drop_rule.with_drop_decisions`) at
 `max_first_attempt_failure_increase`.
 
-Guarantee: the drop rule's, by exact enumeration (`scripts/exact_gate.py --tolerance 0.10 --max-n 1500`:
-at alpha 0.05 and n from 30 to 1,500 the worst false regression is 4.78%, the worst false pass 4.99%;
-other tolerances hold only if the script is run for them): when every cell's true increase is at most the
-tolerance, the chance of any false regression in this family is at most alpha under any dependence
-between cells (Holm); when a cell's true increase is at least the tolerance, the chance it passes is at
-most alpha. Assumption: each question gives one independent (reference, candidate) pair. Failures in
-bursts (a server restarting, a neighbour's load spike) break it, toward more false regressions; the
-reason names the kinds, so a burst of timeouts reads as what it is.
+Guarantee: the drop rule's, by exact enumeration (`scripts/exact_gate.py --tolerance 0.10 --max-n 1500`, figures in
+docs/statistics.md): when every cell's true increase is at most the tolerance, the chance of any false regression in
+this family is at most alpha under any dependence between cells (Holm); when a cell's true increase is at least the
+tolerance, the chance it passes is at most alpha. Assumption: each question gives one independent (reference,
+candidate) pair; failures in bursts (a restarting server, a load spike) break it toward more false regressions, and
+the reason names the kinds, so a burst of timeouts reads as what it is.
 """
 
 from __future__ import annotations
@@ -34,25 +29,10 @@ from evalctl.analysis.drop_rule import with_drop_decisions
 from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison, align
 from evalctl.cell import CellKey
-from evalctl.records import CELL_KEYS
 
 KIND = "first-attempt"
 # The first failure of a retried answer recorded before its kind was (an older run folder): its count is known, its kind not.
 UNRECORDED = "kind unrecorded"
-TABLE_COLUMNS = [
-    "comparison",
-    "reference",
-    "candidate",
-    *CELL_KEYS,
-    "n",
-    "b",
-    "c",
-    "increase",
-    "ref_failed",
-    "cand_failed",
-    "cand_retried",
-    "cand_kinds",
-]
 
 
 def first_failures(side: pd.DataFrame, suffix: str = "") -> pd.Series:
@@ -73,8 +53,8 @@ def candidate_label(comparison: Comparison, cell: CellKey) -> str:
 
 def first_attempt_table(comparisons: list[Comparison]) -> pd.DataFrame:
     """One row per (comparison, candidate cell): pairs n, b (answered at once by the reference only), c (by the
-    candidate only), the increase (b - c) / n, each side's first-attempt failures, the candidate's answered on a
-    retry, and the kinds of the candidate's first failures, most frequent first ("http_5xx 7, timeout 2")."""
+    candidate only), each side's first-attempt failures, the candidate's answered on a retry, and the kinds of the
+    candidate's first failures, most frequent first ("http_5xx 7, timeout 2")."""
     rows = []
     for comp in comparisons:
         for cell, group in CellKey.groups(align(comp)):
@@ -90,14 +70,13 @@ def first_attempt_table(comparisons: list[Comparison]) -> pd.DataFrame:
                     "n": len(group),
                     "b": b,
                     "c": c,
-                    "increase": (b - c) / len(group),
                     "ref_failed": int(ref.sum()),
                     "cand_failed": int(failed.sum()),
                     "cand_retried": int((failed & group["error"].isna()).sum()),
                     "cand_kinds": ", ".join(k if len(kinds) == 1 else f"{k} {m}" for k, m in kinds.most_common()),
                 }
             )
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return pd.DataFrame(rows)
 
 
 def failures_named(row: pd.Series) -> str:
@@ -112,8 +91,10 @@ def failures_named(row: pd.Series) -> str:
 
 def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> list[Check]:
     """One finding per candidate cell of each comparison, each judged (with no failure anywhere it can pass), one family."""
-    table = with_drop_decisions(first_attempt_table(comparisons), policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
-    tests = int((table["n"] >= policy.min_n).sum())
+    table = first_attempt_table(comparisons)
+    if table.empty:
+        return []
+    table = with_drop_decisions(table, policy.max_first_attempt_failure_increase, policy.alpha, policy.min_n)
     return [
         drop_check(
             row,
@@ -121,7 +102,7 @@ def first_attempt_checks(comparisons: list[Comparison], policy: GatePolicy) -> l
             f"{row['comparison']}: first attempts",
             KIND,
             row["status"],
-            drop_reason(row, policy, tests, failures_named(row), "increase", "increase in first-attempt failures"),
+            drop_reason(row, policy, failures_named(row), "increase", "increase in first-attempt failures"),
             metric="first-attempt failure rate increase",
             comparison=row["comparison"],
         )

@@ -3,10 +3,8 @@ writes into the hunt's folder (`Run.follow_up`), read back into the hunt's verdi
 
 Per build the follow-up's divergence rung (the same rule and settings, a Holm family of its own) decides what the hunt
 left undecided. Its regression is the build's. Its pass turns the hunt's undecided divergence finding into a warning
-when every return the hunt found beyond the spread was followed: the shapes that drifted did not drift again. The
-ladder then applies as where the rung passes (`checks.divergence`), with the follow-up's spread: an undecided answer
-comparison is a warning when every request whose tokens moved parted within it (a healthy llama.cpp hunt, seed 2: two
-returns 0.208 nats against the survey's 0.196, their copies within 0.224, and 4 of 36 answers moved).
+when every return the hunt found beyond the spread was followed; the ladder then applies as where the rung passes
+(`checks.divergence`), with the follow-up's spread (docs/conversations.md).
 
 Guarantee: the copies and their references are new draws, so the follow-up's rung keeps its own false-regression rate
 <= alpha under the rung's exchangeability (`analysis.divergence`); a healthy build is called a regression by the hunt or
@@ -21,9 +19,8 @@ from dataclasses import replace
 from evalctl.analysis.checks.base import Check, GateCheck, GateInputs
 from evalctl.analysis.checks.divergence import CHECK as DIVERGENCE
 from evalctl.analysis.checks.divergence import KIND as DIVERGENCE_KIND
-from evalctl.analysis.checks.divergence import findings
+from evalctl.analysis.checks.divergence import findings, near_tie_warnings
 from evalctl.analysis.divergence import cell_pairs, near_ties
-from evalctl.analysis.floor import CACHE_COMPARISON
 from evalctl.analysis.leads import leads
 
 KIND = "follow-up"
@@ -56,19 +53,14 @@ class FollowUp(GateCheck):
         cleared = {}
         out = []
         for check in earlier:
-            if check.kind == DIVERGENCE_KIND and check.status == "inconclusive" and check.variant in spread:
-                if (check.b or 0) <= len(followed.get(check.variant, [])):
-                    check = replace(check, status="warning", reason=f"{check.reason}; followed up: their copies stayed within the spread")
-                    cleared[check.cell] = spread[check.variant]
+            all_followed = (check.b or 0) <= len(followed.get(check.variant, []))
+            if check.kind == DIVERGENCE_KIND and check.status == "inconclusive" and check.variant in spread and all_followed:
+                check = replace(check, status="warning", reason=f"{check.reason}; followed up: their copies stayed within the spread")
+                cleared[check.cell] = spread[check.variant]
             out.append(check)
         pairs = dict(cell_pairs(inputs.run.samples))
-        undecided = ("accuracy", CACHE_COMPARISON, "inconclusive")
-        for i, check in enumerate(out):
-            if (check.kind, check.comparison, check.status) == undecided and check.cell in cleared:
-                ties = near_ties(pairs[check.cell], cleared[check.cell], "the follow-up cleared this cell's returns")
-                if ties:
-                    out[i] = replace(check, status="warning", reason=f"{check.reason}; {ties}")
-        return out
+        ties = {cell: near_ties(pairs[cell], threshold, "the follow-up cleared this cell's returns") for cell, threshold in cleared.items()}
+        return near_tie_warnings(out, ties)
 
 
 CHECK = FollowUp()  # listed in analysis.checks.CHECKS

@@ -21,9 +21,8 @@ def ttft_speedup(throughput: pd.DataFrame) -> pd.DataFrame:
     if both.empty:
         return pd.DataFrame(columns=SPEEDUP_COLUMNS)
     longest = both.loc[both.groupby(keys)["shots"].idxmax()]
-    out = longest.assign(ttft_on_s=longest["ttft_p50_s_on"], ttft_off_s=longest["ttft_p50_s_off"])
-    out["ratio"] = out["ttft_on_s"] / out["ttft_off_s"]
-    return out[SPEEDUP_COLUMNS].reset_index(drop=True)
+    on_s, off_s = longest["ttft_p50_s_on"], longest["ttft_p50_s_off"]
+    return longest.assign(ttft_on_s=on_s, ttft_off_s=off_s, ratio=on_s / off_s)[SPEEDUP_COLUMNS].reset_index(drop=True)
 
 
 class CacheSpeedup(GateCheck):

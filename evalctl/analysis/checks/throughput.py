@@ -1,29 +1,24 @@
 """Per-request throughput: a slowdown beyond `max_throughput_drop`, by rank tests, Holm over its own family.
 
-The comparisons are accuracy's (`pairing.Comparison`), so a throughput verdict belongs to the cell
-whose accuracy is judged. A ratio of two cell-wide figures is one draw of a noisy measurement (a
-shared machine, a neighbour's burst); a cell's requests are many draws, so the check tests them.
-
-Each measure goes on a log "time" scale, t = log(latency) or -log(rate), where a slowdown by the
-tolerated fraction s (rate times 1 - s, latency divided by 1 - s) is a shift of -log(1 - s). Two
-one-sided Wilcoxon-Mann-Whitney tests (`scipy.stats.mannwhitneyu`) of the candidate's t, shifted
-back by that amount, against the reference's:
+The comparisons are accuracy's (`pairing.Comparison`), so a throughput verdict belongs to the cell whose accuracy is
+judged. A ratio of two cell-wide figures is one draw of a noisy measurement; a cell's requests are many draws, so the
+check tests them. Each measure goes on a log "time" scale, t = log(latency) or -log(rate), where a slowdown by the
+tolerated fraction s is a shift of -log(1 - s). Two one-sided Wilcoxon-Mann-Whitney tests (`scipy.stats.mannwhitneyu`)
+of the candidate's t, shifted back by that amount, against the reference's:
 
 - slower (regression): H0 shift <= -log(1 - s); small p says the slowdown exceeds s;
 - within (pass): H0 shift >= -log(1 - s); small p says it is below s.
 
-Inverting them gives the rank-based (Hodges-Lehmann) bounds on the ratio, so "p <= alpha" is "the
-interval excludes the threshold". Assumptions: requests are independent, and the candidate's
-distribution is the reference's scaled by a factor; concurrency and a shared machine weaken the
-first, so the median ratio is a description and the p-values are approximate.
+Inverting them gives the rank-based (Hodges-Lehmann) bounds on the ratio, so "p <= alpha" is "the interval excludes
+the threshold". Assumptions: requests are independent, and the candidate's distribution is the reference's scaled by
+a factor; concurrency and a shared machine weaken the first, so the median ratio is a description and the p-values
+are approximate.
 
-The two cells are timed minutes apart, and another job on the machine moves speed more than any
-build does. Each cell records the share of the CPUs other processes used (`execution.host_load`).
-When the candidate's cell had less than 1 - `max_host_cpu_loss` of its reference's free share, the
-load alone could explain the slowdown: no regression is concluded (inconclusive, saying why); when
-the reference's had that much less, no pass either (a slowdown could hide). Relative, not absolute:
-on 2 cores a neighbour going from 53% to 73% of the CPUs leaves 43% less for the server, and a 2x
-slowdown of a healthy build was seen there (scripts/conversation_seeds.py).
+Another job on the machine moves speed more than any build does, so each cell records the share of the CPUs other
+processes used (`execution.host_load`). Where one side had less than 1 - `max_host_cpu_loss` of the other's free
+share, the load could decide the finding: a slower candidate is no regression, a slower reference no pass
+(inconclusive, saying why). Relative, not absolute: on 2 cores a neighbour going from 53% to 73% of the CPUs leaves
+43% less for the server, and a 2x slowdown of a healthy build was seen there (scripts/conversation_seeds.py).
 """
 
 from __future__ import annotations
@@ -40,28 +35,10 @@ from evalctl.analysis.gate_policy import GatePolicy
 from evalctl.analysis.pairing import Comparison
 from evalctl.analysis.throughput import request_measures
 from evalctl.cell import CellKey
-from evalctl.records import CELL_KEYS
 from evalctl.runs import Run
 
 # Per-request measures; True where higher is better.
 MEASURES = {"output_tokens_per_s": True, "latency_s": False, "ttft_s": False}
-TEST_COLUMNS = [
-    "kind",
-    "comparison",
-    "reference",
-    *CELL_KEYS,
-    "measure",
-    "ref_requests",
-    "cand_requests",
-    "ref_median",
-    "cand_median",
-    "ratio",
-    "slowdown",
-    "p_slower",
-    "p_within",
-    "ref_host_other",
-    "cand_host_other",
-]
 HostLoads = dict[tuple[str, CellKey], float]  # (run id, cell) -> share of the host's CPUs other work used
 
 
@@ -127,7 +104,7 @@ def slowdown_tests(comparisons: list[Comparison], tolerance: float, loads: HostL
                         "cand_host_other": _load_of(loads, cand),
                     }
                 )
-    return pd.DataFrame(rows, columns=TEST_COLUMNS)
+    return pd.DataFrame(rows)
 
 
 def _confounded(row: pd.Series, state: str, limit: float | None) -> str | None:
@@ -151,6 +128,8 @@ def throughput_checks(comparisons: list[Comparison], policy: GatePolicy, loads: 
         return []
     tol = policy.max_throughput_drop
     table = slowdown_tests(comparisons, tol, loads)
+    if table.empty:
+        return []
     tested = (table[["ref_requests", "cand_requests"]].min(axis=1) >= policy.min_n).to_numpy()
     status, p_adjusted = decide(table["p_slower"], table["p_within"], tested, policy.alpha)
     checks = []

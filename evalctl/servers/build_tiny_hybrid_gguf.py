@@ -1,11 +1,7 @@
-"""Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe as a GGUF that llama.cpp serves (`nemotron_h`).
-
-Written with `gguf` and numpy in evalctl's own process (no torch), SmolLM2's tokenizer copied from the bundled GGUF;
-the same numpy and seed give the same bytes, so the file's digest identifies it. The shape, seed and weights are
-build_tiny_hybrid.py's (docs/hybrid-cpu.md: D = 0, slow decays, unit-scale input projections, a sharp output head),
-with one addition: tokens whose bytes are not printable UTF-8 (a piece of a multi-byte character, a control token)
-would make answers hold U+FFFD, which some llama.cpp releases answer with HTTP 500 (the server's reply to our model,
-not a cache bug). Their output-head rows are zero, so their logit is 0 against the others' top of about +60: never chosen.
+"""Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe (shape, seed, weights) as a GGUF that llama.cpp
+serves (`nemotron_h`), written with `gguf` and numpy, SmolLM2's tokenizer copied from the bundled GGUF; the same numpy
+and seed give the same bytes. Tokens that are not printable UTF-8 get zero output-head rows (logit 0 against a top of
+about +60: never chosen): an answer holding U+FFFD makes some llama.cpp releases answer HTTP 500.
 """
 
 from __future__ import annotations

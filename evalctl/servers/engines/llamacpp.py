@@ -51,6 +51,11 @@ class Speculation(BaseModel):
             raise ValueError("speculative: kind draft needs draft_model, and only it takes one")
         return self
 
+    def argv(self) -> list[str]:
+        """The launcher's flags: the kind as the name after xllamacpp's COMMON_SPECULATIVE_TYPE_ prefix (lower case)."""
+        kind = "draft_simple" if self.kind == "draft" else self.kind.replace("-", "_")
+        return ["--speculative", kind, *(["--draft-model", resolve_model_path(self.draft_model)] if self.draft_model else [])]
+
 
 class LlamaCppSettings(EngineSettings):
     name: Literal["llamacpp"] = "llamacpp"
@@ -67,15 +72,6 @@ class LlamaCppSettings(EngineSettings):
 
     def with_slots(self, requests: int) -> LlamaCppSettings:
         return self if "parallel" in self.model_fields_set else self.model_copy(update={"parallel": max(self.parallel, requests)})
-
-
-def _speculation_argv(speculation: Speculation | None) -> list[str]:
-    if speculation is None:
-        return []
-    draft = ["--draft-model", resolve_model_path(speculation.draft_model)] if speculation.draft_model else []
-    # The name after xllamacpp's COMMON_SPECULATIVE_TYPE_ prefix (lower case).
-    kind = "draft_simple" if speculation.kind == "draft" else speculation.kind.replace("-", "_")
-    return ["--speculative", kind, *draft]
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -113,7 +109,7 @@ class LlamaCppAdapter(EngineAdapter):
             *(["--cache-ram-mib", str(settings.cache_ram_mib)] if settings.cache_ram_mib is not None else []),
             "--slot-save-path", workdir,
             "--record", str(Path(workdir) / RECORD_FILE),
-            *_speculation_argv(settings.speculative),
+            *(settings.speculative.argv() if settings.speculative else []),
         ]  # fmt: skip
 
     def launch_record(self, workdir: Path) -> LaunchRecord:

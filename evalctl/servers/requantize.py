@@ -3,7 +3,8 @@
 llama.cpp's fast CPU matrix kernels take Q4_0, Q8_0 and floats, not Q4_1: the bundled SmolLM2-135M prefills at about 75
 tokens/s a core as Q4_1, 130-155 as Q8_0 (`scripts/bench_bundled_quant.py`), and prefill is what a cache-off cell costs.
 A Q8_0 block has 255 levels over the span of a Q4_1 block's 16, so each value moves by at most 1/254 of its block's
-largest: the bfloat16 rounding the vLLM and SGLang copies already carry. Needs `gguf` (the `cpu` extra).
+largest: the bfloat16 rounding the vLLM and SGLang copies already carry. Needs `gguf` (the `cpu` extra). Its GGUF field
+copy and write serve the tiny-hybrid GGUF builder too.
 """
 
 from __future__ import annotations

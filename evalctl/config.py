@@ -17,7 +17,7 @@ from evalctl.canary.faults import FAULTS
 from evalctl.errors import ConfigError
 from evalctl.plan import prompts_at
 from evalctl.schema import DEFAULT_ENGINE, ServerProfile, SweepConfig, Variant
-from evalctl.servers.registry import engine_class, engines
+from evalctl.servers.registry import ENGINES, engines
 from evalctl.servers.shape import read_shape
 from evalctl.servers.vocabulary import chars_per_token
 from evalctl.tasks.lmeval import task_of
@@ -137,7 +137,7 @@ def _format_validation(exc: ValidationError, source: str) -> str:
             if len(loc) > 4:
                 engine = str(loc.pop(3))  # the union's tag: the engine's name
                 if err["type"] == "extra_forbidden":
-                    takes = ", ".join(f for f in engine_class(engine).Settings.model_fields if f != "name") or "none"
+                    takes = ", ".join(f for f in ENGINES.get(engine).Settings.model_fields if f != "name") or "none"
                     msg = f"not a setting of engine {engine!r} (its own settings: {takes})"
             elif err["type"] == "union_tag_invalid":
                 msg = f"unknown engine {err['ctx']['tag']!r}; known: {', '.join(adapter.name for adapter in engines())}"
@@ -247,6 +247,6 @@ def validated(data: dict[str, Any]) -> SweepConfig:
 
 def with_external_url(config: SweepConfig, url: str, engine: str | None = None) -> SweepConfig:
     """Replace the profiles by one already-running server (`--url`), served by `engine` (None: detected when it starts)."""
-    settings = engine_class(engine).Settings() if engine else None  # an unknown name is an error listing the known ones
+    settings = ENGINES.get(engine).Settings() if engine else None  # an unknown name is an error listing the known ones
     external = ServerProfile(name="external", url=url.rstrip("/"), engine=settings, model_path=config.servers[0].model_path)
     return config.model_copy(update={"servers": [external], "variants": [Variant()], "run_variants": None})

@@ -1,14 +1,9 @@
 """Engine venvs made from pip requirements (a variant's `pip:`, e.g. `xllamacpp==2026.5.9294`), cached outside the clone.
 
-As scripts/lib/venv-cache.sh does, in Python because the sweep makes them on its way to a launch: one folder per key
-under $EVALCTL_VENV_CACHE (else ${XDG_CACHE_HOME:-~/.cache}/evalctl/venvs), the key being the requirements as
-written, the base interpreter and this builder's version. A venv is not relocatable (its scripts name their own
-path), so it is built in place, by one builder at a time (`<folder>.lock`), its record and then the ready mark
-written last; a folder without the mark (a killed build) is removed and built again. A spec pip cannot install is
-bad input (VenvBuildError, exit 4) and leaves nothing.
-
-The venv gets no pip of its own (`venv --without-pip`): evalctl's pip installs into it (`pip --python`), which skips
-ensurepip's seconds per build.
+As scripts/lib/venv-cache.sh, one folder per key (the requirements, the base interpreter, BUILDER_VERSION) under
+$EVALCTL_VENV_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/evalctl/venvs. A venv is not relocatable, so it is built in place by
+one builder at a time (`<folder>.lock`), its ready mark written last; a folder without it is removed and built again.
+A spec pip cannot install is bad input (VenvBuildError) and leaves nothing. The venv has no pip (evalctl's installs into it).
 """
 
 from __future__ import annotations

@@ -55,26 +55,21 @@ MAX_SETTING_CHARS = 200
 
 def flat_settings(data: dict, skip: Iterable[str] = ()) -> dict[str, object]:
     """Nested settings as one level of `a.b.c` keys with JSON scalars (lists as JSON text), for the manifest
-    and diffs; `skip` leaves out keys whose values change on every start (random markers)."""
-    skipped = set(skip)
+    and diffs; `skip` leaves out top-level keys whose values change on every start (random markers)."""
     out: dict[str, object] = {}
-
-    def walk(value: object, key: str) -> None:
-        if key in skipped:
-            return
+    for key, value in data.items():
+        if key in skip:
+            continue
         if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{key}.{k}" if key else str(k))
-            return
+            out.update({f"{key}.{k}": v for k, v in flat_settings(value).items()})
+            continue
         if isinstance(value, (list, tuple)):
             value = json.dumps(value, default=str)
         elif value is not None and not isinstance(value, (bool, int, float, str)):
             value = str(value)
         if isinstance(value, str) and len(value) > MAX_SETTING_CHARS:
             value = f"sha256:{hashlib.sha256(value.encode()).hexdigest()[:12]} ({len(value)} chars)"
-        out[key] = value
-
-    walk(data, "")
+        out[str(key)] = value
     return out
 
 

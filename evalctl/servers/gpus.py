@@ -1,9 +1,6 @@
-"""GPU assignment: each GPU-engine profile gets its own contiguous set of `tp` devices, shared with no other profile.
-
-The local executor launches one server at a time (a profile's variants and cache modes reuse its GPUs), but disjoint
-sets keep each launch's command line the same whether servers run one after another or at once (Slurm), and show
-before anything starts whether the sweep fits the host.
-"""
+"""GPU assignment: each GPU-engine profile gets its own contiguous set of `tp` devices, shared with no other profile, so
+a launch's command line is the same whether servers run one after another or at once (Slurm), and a sweep that does not
+fit the host is refused before anything starts."""
 
 from __future__ import annotations
 

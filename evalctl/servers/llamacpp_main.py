@@ -113,13 +113,6 @@ def llama_cpp_build(version: str, build_info: dict) -> int | None:
     return int(parts[2]) if len(parts) >= 3 and len(parts[0]) == 4 and parts[2].isdigit() else None
 
 
-def _write_record(path: str, record: dict) -> None:
-    # Whole or absent: evalctl reads it once the server answers.
-    with open(f"{path}.tmp", "w") as out:
-        json.dump(record, out, indent=1)
-    os.replace(f"{path}.tmp", path)
-
-
 def _speculation(xllamacpp: object, args: argparse.Namespace, version: str) -> dict[str, object]:
     """The settings of the speculative decoding asked for (none if not); exits when this build has no such type."""
     if not args.speculative:
@@ -164,19 +157,12 @@ def main(argv: list[str] | None = None) -> None:
     missing = [name for name in (*REQUIRED, *asked) if name in unset]
     if missing:
         sys.exit(f"llamacpp_main: xllamacpp {version} has no field for {missing}: it cannot serve")
-    if args.record:
-        build_info = dict(getattr(xllamacpp, "BUILD_INFO", {}) or {})
-        _write_record(
-            args.record,
-            {
-                "engine": "xllamacpp",
-                "version": version,
-                "llama_cpp_build": llama_cpp_build(version, build_info),
-                "python": sys.executable,
-                "renamed": renamed,
-                "unset": unset,
-            },
-        )
+    if args.record:  # written whole or not at all: evalctl reads it once the server answers
+        build = llama_cpp_build(version, dict(getattr(xllamacpp, "BUILD_INFO", {}) or {}))
+        record = {"engine": "xllamacpp", "version": version, "llama_cpp_build": build, "python": sys.executable}
+        with open(f"{args.record}.tmp", "w") as out:
+            json.dump({**record, "renamed": renamed, "unset": unset}, out, indent=1)
+        os.replace(f"{args.record}.tmp", args.record)
     for name, why in unset.items():
         print(f"llamacpp_main: not set: {name} ({why}; xllamacpp {version})", flush=True)
 

@@ -1,8 +1,7 @@
 """Server lifecycle shared by every engine: launch, readiness, logs, teardown.
 
-The server runs as a child in its own process group (session), so stopping it
-reaches every process it spawned (TP workers, tokenizer managers, vLLM's EngineCore and
-Worker); a reaper process (servers.reaper) kills that group if evalctl dies without stopping it.
+The server leads its own process group, so a stop reaches every process it spawned (TP workers, vLLM's EngineCore);
+a reaper process (servers.reaper) kills that group if evalctl dies without stopping it.
 """
 
 from __future__ import annotations
@@ -174,7 +173,10 @@ class ManagedServer:
                 )
                 self.reaper = _start_reaper(self.process.pid)
             self._wait_healthy(on_tick, port)
-            self._check_port_is_ours(port)
+            # Unless the launched tree holds the listening socket, another launch's server answered. Behind a
+            # `command_prefix` (a container runtime, srun) the listener is the runtime's, outside the tree: not checked.
+            if not self.variant.command_prefix and not _listens_on(self.process.pid, port):
+                raise self._port_taken(port, f"server {self.profile.name} is not the one listening")
         except OSError as exc:
             if self.process is not None:
                 self.stop()
@@ -185,14 +187,6 @@ class ManagedServer:
             raise
         finally:
             log.close()
-
-    def _check_port_is_ours(self, port: int) -> None:
-        """Raise PortTaken unless the server that answered is the one launched (its tree holds the
-        listening socket). Behind a `command_prefix` (a container runtime, srun) the listener is the
-        runtime's, outside this tree: there nothing is checked."""
-        if self.variant.command_prefix or _listens_on(self.process.pid, port):
-            return
-        raise self._port_taken(port, f"server {self.profile.name} is not the one listening")
 
     def _port_taken(self, port: int, what: str) -> PortTaken:
         return PortTaken(
@@ -234,30 +228,27 @@ class ManagedServer:
         return None if self.process is None else self.process.poll()
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the whole process group, SIGKILL what is left after the grace period."""
+        """SIGTERM the whole process group (start_new_session: the server leads it), SIGKILL what is left after the
+        grace period."""
         proc = self.process
         if proc is None:
             return
         try:
-            self._stop_group(proc, grace_s)
+            for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                deadline = time.monotonic() + wait
+                while time.monotonic() < deadline:
+                    if proc.poll() is not None and not _group_alive(proc.pid):
+                        return
+                    time.sleep(0.05)
+            proc.poll()
         finally:
             if self.reaper is not None:
                 self.reaper.kill()
                 self.reaper.wait()
-
-    def _stop_group(self, proc: subprocess.Popen, grace_s: float) -> None:
-        pgid = proc.pid  # start_new_session: the child leads its own group
-        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if proc.poll() is not None and not _group_alive(pgid):
-                    return
-                time.sleep(0.05)
-        proc.poll()
 
 
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}

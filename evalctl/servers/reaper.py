@@ -1,9 +1,7 @@
 """Kill a launched server's whole process group once evalctl is gone, even by `kill -9`.
 
-`python -m evalctl.servers.reaper EVALCTL_PID GROUP`, started beside each server (`servers.process`). PDEATHSIG
-kills only the server's first process; a multi-process engine's children outlive it (vLLM's EngineCore and Worker,
-4 GB, were found orphaned), and no code of evalctl runs after SIGKILL. This waits for its parent to change (evalctl
-gone), then SIGKILLs the group; a normal stop kills the reaper after the group.
+Started beside each server (`servers.process`) as `python -m evalctl.servers.reaper EVALCTL_PID GROUP`: PDEATHSIG kills
+only the server's first process, and a multi-process engine's children (vLLM's EngineCore and Worker) outlive it.
 """
 
 from __future__ import annotations

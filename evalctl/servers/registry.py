@@ -27,12 +27,8 @@ ENGINES: Registry[type[EngineAdapter]] = Registry(
 )
 
 
-def engine_class(name: str) -> type[EngineAdapter]:
-    return ENGINES.get(name)
-
-
 def adapter_for(name: str) -> EngineAdapter:
-    return engine_class(name)()
+    return ENGINES.get(name)()
 
 
 def engines() -> list[type[EngineAdapter]]:

@@ -1,19 +1,17 @@
 """A served model's shape, for the `hunt` workload (`tasks.hunt`): the token counts where a server saves and restores state.
 
-Read without launching anything, when the config is loaded: the model file's metadata (a GGUF's
-`<arch>.attention.sliding_window`) and the profile's engine settings (llama.cpp's slots, a
-`--param n_ubatch=N`). What cannot be read is assumed from the engine's documented default and
-marked so; every figure's origin goes into the run's config (`hunt.shape`).
+Read when the config is loaded, from the GGUF's metadata and the profile's engine settings; what cannot be read is
+assumed from the engine's documented default, and every figure's origin goes into the run's config (`hunt.shape`).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from evalctl.schema import ServerProfile
 from evalctl.servers.bundled import resolve_model_path
+from evalctl.servers.vocabulary import gguf_metadata
 
 # llama.cpp's defaults (common.h): a prompt is computed in micro-batches of n_ubatch tokens.
 LLAMACPP_UBATCH = 512
@@ -33,55 +31,6 @@ class Shape:
         if value:
             self.boundaries[name] = int(value)
             self.sources[name] = source
-
-
-# GGUF metadata value types (the GGUF spec): fixed sizes by type id; 8 a string, 9 an array.
-_GGUF_FIXED = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-
-
-def gguf_metadata(path: str, wanted: Callable[[str], bool]) -> dict[str, object]:
-    """The GGUF header's values whose keys `wanted` accepts: scalars, strings and arrays of strings (a vocabulary); the
-    rest is skipped, not read."""
-    found: dict[str, object] = {}
-    with open(path, "rb") as f:
-
-        def read(fmt: str):
-            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
-
-        def string() -> str:
-            return f.read(read("Q")).decode("utf-8", "replace")
-
-        def skip(kind: int) -> None:
-            if kind == 8:
-                f.seek(read("Q"), 1)
-            elif kind == 9:
-                item, count = read("I"), read("Q")
-                if item in _GGUF_FIXED:
-                    f.seek(struct.calcsize("<" + _GGUF_FIXED[item]) * count, 1)
-                else:
-                    for _ in range(count):
-                        skip(item)
-            else:
-                f.seek(struct.calcsize("<" + _GGUF_FIXED[kind]), 1)
-
-        if f.read(4) != b"GGUF":
-            raise ValueError("not a GGUF file")
-        read("I")  # version
-        read("Q")  # tensors
-        for _ in range(read("Q")):
-            key, kind = string(), read("I")
-            if wanted(key) and kind in _GGUF_FIXED:
-                found[key] = read(_GGUF_FIXED[kind])
-            elif wanted(key) and kind == 8:
-                found[key] = string()
-            elif wanted(key) and kind == 9:
-                item, count = read("I"), read("Q")
-                if item != 8:
-                    raise ValueError(f"{key}: an array of type {item}, not of strings")
-                found[key] = [string() for _ in range(count)]
-            else:
-                skip(kind)
-    return found
 
 
 def _gguf_sliding_window(path: str) -> tuple[int | None, str]:

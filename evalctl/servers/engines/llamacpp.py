@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import json
 import os
-from enum import Enum
 from pathlib import Path
 from types import ModuleType
 from typing import Literal
@@ -34,16 +33,6 @@ def _xllamacpp() -> ModuleType | None:
     return importlib.import_module("xllamacpp") if importlib.util.find_spec("xllamacpp") else None
 
 
-class SpeculativeKind(str, Enum):
-    """llama.cpp's speculative decoding: drafts from n-grams of the context so far, or from a small draft model."""
-
-    ngram_simple = "ngram-simple"
-    ngram_map_k = "ngram-map-k"
-    ngram_mod = "ngram-mod"
-    ngram_cache = "ngram-cache"
-    draft = "draft"
-
-
 class Speculation(BaseModel):
     """Speculative decoding on a llama.cpp server: a serving feature to cross with the cache (one profile per arm).
 
@@ -51,14 +40,21 @@ class Speculation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: SpeculativeKind
+    kind: Literal["ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache", "draft"] = Field(
+        description="Drafts from n-grams of the context so far, or (draft) from a small draft model."
+    )
     draft_model: str | None = Field(None, description="The draft model's GGUF (kind draft): a path or bundled:NAME.")
 
     @model_validator(mode="after")
     def _draft_model_with_draft(self) -> Speculation:
-        if (self.kind is SpeculativeKind.draft) != (self.draft_model is not None):
+        if (self.kind == "draft") != (self.draft_model is not None):
             raise ValueError("speculative: kind draft needs draft_model, and only it takes one")
         return self
+
+    def argv(self) -> list[str]:
+        """The launcher's flags: the kind as the name after xllamacpp's COMMON_SPECULATIVE_TYPE_ prefix (lower case)."""
+        kind = "draft_simple" if self.kind == "draft" else self.kind.replace("-", "_")
+        return ["--speculative", kind, *(["--draft-model", resolve_model_path(self.draft_model)] if self.draft_model else [])]
 
 
 class LlamaCppSettings(EngineSettings):
@@ -76,15 +72,6 @@ class LlamaCppSettings(EngineSettings):
 
     def with_slots(self, requests: int) -> LlamaCppSettings:
         return self if "parallel" in self.model_fields_set else self.model_copy(update={"parallel": max(self.parallel, requests)})
-
-
-def _speculation_argv(speculation: Speculation | None) -> list[str]:
-    if speculation is None:
-        return []
-    draft = ["--draft-model", resolve_model_path(speculation.draft_model)] if speculation.draft_model else []
-    # The name after xllamacpp's COMMON_SPECULATIVE_TYPE_ prefix (lower case).
-    kind = "draft_simple" if speculation.kind is SpeculativeKind.draft else speculation.kind.value.replace("-", "_")
-    return ["--speculative", kind, *draft]
 
 
 class LlamaCppAdapter(EngineAdapter):
@@ -122,7 +109,7 @@ class LlamaCppAdapter(EngineAdapter):
             *(["--cache-ram-mib", str(settings.cache_ram_mib)] if settings.cache_ram_mib is not None else []),
             "--slot-save-path", workdir,
             "--record", str(Path(workdir) / RECORD_FILE),
-            *_speculation_argv(settings.speculative),
+            *(settings.speculative.argv() if settings.speculative else []),
         ]  # fmt: skip
 
     def launch_record(self, workdir: Path) -> LaunchRecord:

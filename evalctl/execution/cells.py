@@ -7,6 +7,7 @@ records settle are not sent again (a resumed run, or a cell re-run after a resta
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import KW_ONLY, dataclass, field, fields
 
@@ -25,7 +26,6 @@ from evalctl.schema import CacheMode
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
 from evalctl.tasks.conversation import Request, chains, conversation_columns, to_send, with_history
-from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import Prompt
 from evalctl.tokens import TokenCounter
 
@@ -83,9 +83,7 @@ class CellRunner:
         done = True
         # The A/A replica sends every request once, unstopped: it measures noise, not a verdict.
         for look, wave in enumerate([prompts] if replica else self._waves(cell, prompts)):
-            requests = with_history(wave, warm=cell.cache is CacheMode.on)
-            lm = self._lm(cell, requests, server, prewarmed, replica)
-            if wave and asyncio.run(send_watched(lm, self._requests(requests), server, self.shutdown)) is not Outcome.done:
+            if wave and not self._send(cell, with_history(wave, warm=cell.cache is CacheMode.on), server, prewarmed, replica):
                 done = False
                 break
             if replica is None and self.stopper is not None and self.stopper.check(cell, look):
@@ -105,13 +103,14 @@ class CellRunner:
         bounds = [0, *self.stopper.look_sizes(cell)]
         return [[p for p in ordered[lo:hi] if p.prompt_hash in pending] for lo, hi in zip(bounds, bounds[1:])]
 
-    @staticmethod
-    def _requests(requests: list[Request]) -> list[tuple[str, dict]]:
-        # A history step only puts its prompt in the cache: the next turn carries the reference answer, not this one's.
-        return [(r.text, {"until": list(r.prompt.stop), **({} if r.scored else {"max_gen_toks": 1})}) for r in requests]
+    def _params(self, request: Request) -> dict:
+        """A request's own parameters: the task's stop strings unless the config fixes them (`generation.stop`); a history
+        step only puts its prompt in the cache (the next turn carries the reference answer, not this one's)."""
+        params = {"stop": list(request.prompt.stop)} if request.prompt.stop and self.config.generation.stop is None else {}
+        return params if request.scored else {**params, "max_tokens": 1}
 
-    def _lm(self, cell: CellKey, requests: list[Request], server: ManagedServer, prewarmed: bool, replica: RecordWriter | None) -> ServedLM:
-        """The served model for `requests`, each scored one's row written as it completes (to `replica`, if given)."""
+    def _send(self, cell: CellKey, requests: list[Request], server: ManagedServer, prewarmed: bool, replica: RecordWriter | None) -> bool:
+        """Send `requests`, each scored one's row written as it completes (to `replica`, if given); False if cut short."""
 
         def on_complete(index: int, completion: Completion) -> None:
             request, prompt = requests[index], requests[index].prompt
@@ -128,8 +127,11 @@ class CellRunner:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
-        client = lambda: self._client(server, cell.cache, cell.concurrency)  # noqa: E731
-        return ServedLM(client, on_complete, chains=chains([r.prompt for r in requests]))
+        client = functools.partial(self._client, server, cell.cache, cell.concurrency)
+        sent = send_watched(
+            server, self.shutdown, client, [(r.text, self._params(r)) for r in requests], on_complete, chains([r.prompt for r in requests])
+        )
+        return asyncio.run(sent) is Outcome.done
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""

@@ -22,8 +22,7 @@ import numpy as np
 from evalctl.errors import BadInput, ConfigError
 from evalctl.registry import unknown_name
 from evalctl.tasks.conversation import Transcript
-from evalctl.tasks.data import local_dataset_overrides
-from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
+from evalctl.tasks.registry import TASKS, TaskSpec, local_dataset_overrides, registered_task, resolved_data_dir
 from evalctl.tasks.spec import Prompt
 from evalctl.tasks.workloads import WORKLOADS
 
@@ -76,7 +75,7 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
         raise BadInput(f"{name!r} is an lm-eval {kind} of tasks, not one task: evalctl runs one task per sweep; name one of its tasks")
     if entry is None or entry.yaml_path is None:
         where = f" in {folder}" if folder else " among evalctl's and lm-eval's tasks (or --include-path DIR of task YAML)"
-        known = list(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
+        known = TASKS.names() + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
         raise unknown_name("task", [name], sorted(set(known)), where)
     return name, Path(entry.yaml_path), spec
 

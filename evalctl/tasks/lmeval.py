@@ -22,9 +22,8 @@ import numpy as np
 from evalctl.errors import BadInput, ConfigError
 from evalctl.registry import unknown_name
 from evalctl.tasks.conversation import Transcript
-from evalctl.tasks.registry import TASKS, TaskSpec, local_dataset_overrides, registered_task, resolved_data_dir
+from evalctl.tasks.registry import TASKS, WORKLOADS, TaskSpec, local_dataset_overrides, registered_task, resolved_data_dir
 from evalctl.tasks.spec import Prompt
-from evalctl.tasks.workloads import WORKLOADS
 
 if TYPE_CHECKING:
     from evalctl.schema import SweepConfig

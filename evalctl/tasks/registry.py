@@ -1,10 +1,13 @@
-"""The task registry: the tasks evalctl knows by name, each registered by its own module.
+"""The task and workload registries: the tasks and workloads evalctl knows by name, each registered by its own module.
 
 A task is an lm-eval `generate_until` task YAML, named as one of:
 - a registered task (a `TaskSpec`: evalctl's own, or a plug-in's `evalctl.tasks` entry point), which may
   add what YAML cannot say (metric aliases, a packaged data copy);
 - a task in a folder of the user's YAML (`--include-path DIR`), or a task YAML path given as the task;
 - any task lm-eval itself registers (its data from the hub, or a local copy via `--data-dir`).
+
+A workload (`Workload`) turns the task's prompts at one shot count into a cell's requests (`workload:`, `--workload
+NAME`); with none a cell sends the questions alone. A plug-in names its `Workload` in an `evalctl.workloads` entry point.
 
 And where a task's documents come from: the hub, or a local copy for offline nodes.
 """
@@ -16,14 +19,17 @@ from pathlib import Path
 
 from evalctl.errors import ConfigError
 from evalctl.registry import Registry
-from evalctl.tasks.spec import TaskSpec, whole_target
+from evalctl.tasks.spec import TaskSpec, Workload, whole_target
 
-# A plug-in imports TaskSpec (and whole_target) from here.
-__all__ = ["TASKS", "TaskSpec", "registered_task", "resolved_data_dir", "whole_target"]
+# A plug-in imports TaskSpec (and whole_target) or Workload from here.
+__all__ = ["TASKS", "WORKLOADS", "TaskSpec", "Workload", "registered_task", "resolved_data_dir", "whole_target"]
 
 
 TASKS: Registry[TaskSpec] = Registry(
     "task", ("evalctl.tasks.gsm8k:GSM8K", "evalctl.tasks.prefix_recall:PREFIX_RECALL"), key=lambda spec: spec.name
+)
+WORKLOADS: Registry[Workload] = Registry(
+    "workload", ("evalctl.tasks.conversation:WORKLOAD", "evalctl.tasks.hunt:WORKLOAD"), key=lambda workload: workload.name
 )
 
 

@@ -61,7 +61,7 @@ class CellRunner:
         prompts = list(planned.prompts) if replica else self.unfinished(cell)
         if not prompts:
             return True
-        self._count_answer_tokens(server, prompts)
+        held_tokens = self._count_tokens(server, prompts, planned)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
         # Sampled prompts share only their opening (a task's instructions): every slot holds that much, as shared prefixes do.
@@ -75,7 +75,7 @@ class CellRunner:
             prewarmed=prewarmed,
             # What a prefix cache can hold for this cell, a request's on average: the cache-engaged check's expectation.
             shared_prefix_chars=round(sum(len(prefix) * n for prefix, n in planned.held) / len(planned.prompts)),
-            shared_prefix_tokens=self._held_tokens(server, planned),
+            shared_prefix_tokens=held_tokens,
             metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
@@ -139,25 +139,16 @@ class CellRunner:
             died = Completion.failed(f"server died: {exc.args[0]}", "server_died", time.time())
             self.writer.write(self._record(cell, prompt, died, prewarmed=False))
 
-    def _count_answer_tokens(self, server: ManagedServer, prompts: list[Prompt]) -> None:
-        """Tokens before each asked value, counted by the server's tokenizer (estimated when it has none)."""
-        todo = [p for p in prompts if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens]
-        if not todo:
-            return
+    def _count_tokens(self, server: ManagedServer, prompts: list[Prompt], planned: CellPlan) -> int | None:
+        """By the server's tokenizer: the tokens before each asked value (estimated when it has none), and a request's
+        held prefix's on average (None: nothing held, or no tokenizer)."""
         with server.http() as http:
             counter = TokenCounter(http, server.request_model)
-            for p in todo:
-                self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
-
-    @staticmethod
-    def _held_tokens(server: ManagedServer, planned: CellPlan) -> int | None:
-        """A request's held prefix's tokens on average, by the server's tokenizer (None: nothing held, or no tokenizer)."""
-        if not planned.held:
-            return None
-        with server.http() as http:
-            counter = TokenCounter(http, server.request_model)
+            for p in prompts:
+                if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens:
+                    self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
             total = sum(counter.count(prefix) * n for prefix, n in planned.held)
-        return round(total / len(planned.prompts)) if counter.exact else None
+        return round(total / len(planned.prompts)) if planned.held and counter.exact else None
 
     def _client(self, server: ManagedServer, cache: CacheMode, concurrency: int) -> CompletionClient:
         gen, adapter = self.config.generation, server.adapter
@@ -215,16 +206,13 @@ class CellRunner:
             target=prompt.target,
             prewarmed=prewarmed,
             prompt_chars=len(prompt.text),
-            **completion_columns(completion),
+            # usage, timing, the answer, every attempt
+            **{f.name: getattr(completion, f.name) for f in fields(completion) if f.name != "text"},
+            response=completion.text,
+            first_error_kind=completion.first_error_kind,
             answers=score.answers if score else dict.fromkeys(self.task.metric_names),
             correct=score.correct if score else dict.fromkeys(self.task.metric_names),
             answer_position=prompt.answer_position,
             answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
             **conversation_columns(prompt),
         )
-
-
-def completion_columns(completion: Completion) -> dict:
-    """A sample record's fields from the request's completion: usage, timing, the answer, every attempt."""
-    columns = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name not in ("text", "logprobs")}
-    return {**columns, "response": completion.text, "first_error_kind": completion.first_error_kind, "logprobs": completion.logprobs}

@@ -86,15 +86,13 @@ def _local_data_files(config: dict, yaml_dir: Path) -> None:
         return
 
     def resolved(value):
+        if isinstance(value, dict | list):
+            return {k: resolved(v) for k, v in value.items()} if isinstance(value, dict) else [resolved(v) for v in value]
         if isinstance(value, str) and not Path(value).is_absolute() and (yaml_dir / value).is_file():
             return str((yaml_dir / value).resolve())
-        if isinstance(value, list):
-            return [resolved(v) for v in value]
         return value
 
-    kwargs = dict(config["dataset_kwargs"])
-    kwargs["data_files"] = {k: resolved(v) for k, v in files.items()} if isinstance(files, dict) else resolved(files)
-    config["dataset_kwargs"] = kwargs
+    config["dataset_kwargs"] = {**config["dataset_kwargs"], "data_files": resolved(files)}
 
 
 def metric_names(config: dict, spec: TaskSpec | None) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ from evalctl.cell import CellKey
 from evalctl.manifest import PlannedCell
 from evalctl.schema import CacheMode, ServerProfile, SweepConfig, Variant
 from evalctl.tasks.lmeval import LmEvalTask, Prompt, task_of
+from evalctl.tasks.spec import shared_prefix
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,6 @@ class Plan:
 def prompts_at(task: LmEvalTask, shots: int, limit: int | None) -> tuple[Prompt, ...]:
     """The task's prompts at `shots`, its first `limit` questions: the one place a task becomes prompts (cells, probe bins)."""
     return tuple(task.prompts(shots, limit))
-
-
-def shared_prefix(prompts: tuple[Prompt, ...]) -> str:
-    """The few-shot prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
-    return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
 
 def _held(prompts: tuple[Prompt, ...], workload: str | None) -> tuple[tuple[str, int], ...]:

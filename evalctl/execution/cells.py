@@ -25,7 +25,7 @@ from evalctl.resume import RequestKey, request_key
 from evalctl.schema import CacheMode
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
-from evalctl.tasks.conversation import Request, chains, conversation_columns, to_send, with_history
+from evalctl.tasks.conversation import Request, chains, to_send, with_history
 from evalctl.tasks.lmeval import Prompt
 from evalctl.tokens import TokenCounter
 
@@ -214,5 +214,5 @@ class CellRunner:
             correct=score.correct if score else dict.fromkeys(self.task.metric_names),
             answer_position=prompt.answer_position,
             answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
-            **conversation_columns(prompt),
+            **{k: getattr(prompt, k) for k in ("conversation", "turn", "turn_kind", "source_doc_id")},  # None: no conversation
         )

@@ -10,17 +10,12 @@ cached, gets the return alone).
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from evalctl.records import EXTENDING, TurnKind
 from evalctl.schema import ConversationConfig, EventKind, HuntConfig
-from evalctl.tasks.spec import Prompt, Workload
-
-if TYPE_CHECKING:
-    from evalctl.schema import SweepConfig
+from evalctl.tasks.spec import Prompt, Workload, shared_prefix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +34,7 @@ Path = list[tuple[Prompt, ...]]  # a conversation so far: its turns, each one or
 def renderer(prompts: list[Prompt], transcript: Transcript) -> Callable[[Path], str]:
     """The text of a conversation's turns: the first question whole, each later one without the prompts' shared prefix,
     every question but the last followed by its reference answer."""
-    shared = os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
+    shared = shared_prefix(prompts)
 
     def unit(p: Prompt, first: bool) -> str:
         return p.text if first else p.text[len(shared) :]
@@ -177,11 +172,11 @@ def requests_of(c: int, steps: list[Step], judged: set[int], hash_text: Callable
     return requests
 
 
-def _build(prompts: list[Prompt], transcript: Transcript, config: SweepConfig) -> list[Prompt]:
-    return conversation_prompts(prompts, transcript, config.conversation or ConversationConfig())
-
-
-WORKLOAD = Workload("conversation", "the task's questions as conversations that grow, rewind and branch (`conversation:`)", _build)
+WORKLOAD = Workload(
+    "conversation",
+    "the task's questions as conversations that grow, rewind and branch (`conversation:`)",
+    lambda prompts, transcript, config: conversation_prompts(prompts, transcript, config.conversation or ConversationConfig()),
+)
 
 
 def chains(prompts: list[Prompt]) -> list[list[int]]:
@@ -215,8 +210,3 @@ def with_history(prompts: list[Prompt], warm: bool) -> list[Request]:
         out.extend(Request(text, p, False) for text in (p.history if warm else ()))
         out.append(Request(p.text, p, True))
     return out
-
-
-def conversation_columns(prompt: Prompt) -> dict:
-    """The record's conversation fields (None for a prompt of no conversation)."""
-    return {"conversation": prompt.conversation, "turn": prompt.turn, "turn_kind": prompt.turn_kind, "source_doc_id": prompt.source_doc_id}

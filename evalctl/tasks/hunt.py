@@ -14,7 +14,7 @@ import random
 
 from evalctl.errors import ConfigError
 from evalctl.records import EXTENDING
-from evalctl.schema import HuntConfig, Lead, SweepConfig
+from evalctl.schema import HuntConfig, Lead
 from evalctl.tasks.conversation import Drawing, Step, Transcript, renderer, requests_of
 from evalctl.tasks.spec import Prompt, Workload
 
@@ -124,10 +124,8 @@ def _references(steps: list[Step], returns: list[int], per_return: int) -> set[i
     return judged
 
 
-def _build(prompts: list[Prompt], transcript: Transcript, config: SweepConfig) -> list[Prompt]:
-    return hunt_prompts(prompts, transcript, config.hunt)
-
-
 WORKLOAD = Workload(
-    "hunt", "histories generated from the server's and model's shape, judged by the exact, logprob and answer rungs", _build
+    "hunt",
+    "histories generated from the server's and model's shape, judged by the exact, logprob and answer rungs",
+    lambda prompts, transcript, config: hunt_prompts(prompts, transcript, config.hunt),
 )

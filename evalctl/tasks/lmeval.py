@@ -157,7 +157,6 @@ class LmEvalTask:
         self.limit_order, self.limit_seed = limit_order, limit_seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
         self.workload = workload
-        self._conversations: dict[tuple[int, int | None], list[Prompt]] = {}
         # The fewest shots that still make a prompt: a generated prefix needs a record to ask about.
         self.min_shots = self.spec.min_shots if self.spec else 0
 
@@ -218,23 +217,8 @@ class LmEvalTask:
         return sorted(prompts, key=lambda p: rank[p.doc_id])
 
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
-        """The scored prompts at `shots`, identical across cache modes and variants: with a workload, its requests."""
-        key = (shots, limit)
-        if self.workload is None:
-            return self.questions_at(shots, limit)
-        if key not in self._conversations:
-            questions = self.questions_at(shots, limit)
-            transcript = Transcript(
-                answer_of={p.prompt_hash: str(self.task.doc_to_target(p.doc)) for p in questions},
-                hash_text=prompt_hash,
-                target_delimiter=str(self.config.get("target_delimiter", " ")),
-                fewshot_delimiter=str(self.config.get("fewshot_delimiter", "\n\n")),
-            )
-            self._conversations[key] = self.workload(questions, transcript)
-        return self._conversations[key]
-
-    def questions_at(self, shots: int, limit: int | None) -> list[Prompt]:
-        """The task's own prompts at `shots`: one per test question."""
+        """The scored prompts at `shots`, identical across cache modes and variants: one per test question, or with a
+        workload, its requests."""
         key = (shots, limit)
         if key not in self._cache:
             task = self._task_at(shots, limit)
@@ -244,7 +228,16 @@ class LmEvalTask:
             ids = None if self.generated else self.questions(limit)
             task.build_all_requests(limit=limit if self.generated else None, samples=ids, rank=0, world_size=1)
             # lm-eval numbers a sample 0..k-1 in test order; the doc id must be the test index.
-            self._cache[key] = [self._prompt(task, inst, ids[inst.doc_id] if ids else inst.doc_id) for inst in task.instances]
+            questions = [self._prompt(task, inst, ids[inst.doc_id] if ids else inst.doc_id) for inst in task.instances]
+            if self.workload is not None:
+                transcript = Transcript(
+                    answer_of={p.prompt_hash: str(self.task.doc_to_target(p.doc)) for p in questions},
+                    hash_text=prompt_hash,
+                    target_delimiter=str(self.config.get("target_delimiter", " ")),
+                    fewshot_delimiter=str(self.config.get("fewshot_delimiter", "\n\n")),
+                )
+                questions = self.workload(questions, transcript)
+            self._cache[key] = questions
         return self._cache[key]
 
     def _prompt(self, task, inst, doc_id: int) -> Prompt:

@@ -153,10 +153,7 @@ class Sweep:
         noise = () if replica.is_file() else noise_cells(self.config, plan)
         if not todo and not noise:
             return []
-        launch = Launch(
-            plan, folder.path, devices, api_key=self.api_key, max_restarts=self.config.max_restarts,
-            progress=self.progress, save=folder.save, canary=self.config.canary, check=self.shutdown.check,
-        )  # fmt: skip
+        launch = Launch(plan, folder, devices, self.config, self.progress, self.shutdown, self.api_key)
         folder.state.servers.append(launch.entry)
         cell = None
         try:

@@ -7,7 +7,6 @@ this sends every prompt whole. lm-eval still builds and scores the prompts (`tas
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import Callable
 
 from evalctl.client import Completion, CompletionClient
@@ -20,12 +19,6 @@ INTERRUPT_GRACE_S = 3.0
 WATCH_INTERVAL_S = 0.5
 
 OnComplete = Callable[[int, Completion], None]
-
-
-class Outcome(enum.Enum):
-    done = "done"  # every request got a row
-    server_died = "server_died"  # the server process exited; unfinished requests were dropped
-    interrupted = "interrupted"  # a stop signal; in-flight requests had INTERRUPT_GRACE_S to finish
 
 
 async def send(
@@ -56,8 +49,9 @@ async def send_watched(
     requests: list[tuple[str, dict]],
     on_complete: OnComplete,
     chains: list[list[int]],
-) -> Outcome:
-    """`send` the requests (`on_complete` records each); stop early when the server dies or a signal comes."""
+) -> bool:
+    """`send` the requests (`on_complete` records each); False when cut short: the server died (requests still out are
+    dropped) or a stop signal came (those in flight had INTERRUPT_GRACE_S to finish)."""
     stop = asyncio.Event()
     sending = asyncio.create_task(send(make_client, requests, on_complete, chains, stop))
     died = asyncio.create_task(_exited(server))  # external servers: never (evalctl does not own them)
@@ -67,12 +61,10 @@ async def send_watched(
             await asyncio.wait({sending, died, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if sending.done():
                 sending.result()  # re-raise a bug in recording, if any
-                return Outcome.done
-            if died.done():
-                # Requests still out would only fail with connection errors: drop them, they are re-sent.
-                return Outcome.server_died
-            await asyncio.wait({sending}, timeout=INTERRUPT_GRACE_S)
-            return Outcome.interrupted
+                return True
+            if not died.done():  # a signal; after a death, requests still out would only fail with connection errors
+                await asyncio.wait({sending}, timeout=INTERRUPT_GRACE_S)
+            return False
         finally:
             for task in (sending, died, stopped):
                 task.cancel()

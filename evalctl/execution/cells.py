@@ -13,7 +13,7 @@ from dataclasses import KW_ONLY, dataclass, field, fields
 
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient, RequestSettings
-from evalctl.dispatch import Outcome, send_watched
+from evalctl.dispatch import send_watched
 from evalctl.execution.host_load import HostLoad
 from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
@@ -128,10 +128,8 @@ class CellRunner:
             self.progress.request_done(completion.error is None)
 
         client = functools.partial(self._client, server, cell.cache, cell.concurrency)
-        sent = send_watched(
-            server, self.shutdown, client, [(r.text, self._params(r)) for r in requests], on_complete, chains([r.prompt for r in requests])
-        )
-        return asyncio.run(sent) is Outcome.done
+        params = [(r.text, self._params(r)) for r in requests]
+        return asyncio.run(send_watched(server, self.shutdown, client, params, on_complete, chains([r.prompt for r in requests])))
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""

@@ -33,7 +33,6 @@ __all__ = ["Sweep", "SweepProgress", "SweepResult"]
 @dataclass
 class SweepResult:
     run_dir: Path
-    run_id: str
     failures: list[Failure] = field(default_factory=list)
 
 
@@ -94,7 +93,7 @@ class Sweep:
         self.prepared = run = prepare(plan, self.resume, self.part, role=role, wait_s=self.wait_for_lock_s)
         folder = run.folder
         stopper = self._stopper(baseline, run)
-        result = SweepResult(folder.path, folder.run_id)
+        result = SweepResult(folder.path)
         status = "interrupted"
         disk_refused = False
         try:

@@ -84,10 +84,8 @@ class CellRunner:
         done = True
         # The A/A replica sends every request once, unstopped: it measures noise, not a verdict.
         for look, wave in enumerate([prompts] if replica else self._waves(cell, prompts)):
-            if wave and not self._send(cell, with_history(wave, warm=cell.cache is CacheMode.on), server, prewarmed, replica):
-                done = False
-                break
-            if replica is None and self.stopper is not None and self.stopper.check(cell, look):
+            done = not wave or self._send(cell, with_history(wave, warm=cell.cache is CacheMode.on), server, prewarmed, replica)
+            if not done or (replica is None and self.stopper is not None and self.stopper.check(cell, look)):
                 break
         entry.metrics_after = server_metrics(server)
         entry.host_other_cpu = load.other_share() if load else None

@@ -1,9 +1,8 @@
 """The run folder a sweep writes: created new, or an interrupted one taken up; its state saved as it goes.
 
-A part (`part=`: a cluster job's slice, one profile x variant) keeps its state in its own file, never
-touching the run's manifest. A RunFolder holds the folder's writer lock from creation or take-up until
-`release`: a resumed run's state is read only once the lock is held, so a writer that waited for another
-sees everything that one wrote.
+A part (`part=`: a cluster job's slice, one profile x variant) keeps its state in its own file, never touching the
+run's manifest. The writer lock is held from creation or take-up until `release`, and a resumed run's state read only
+once it is held: a writer that waited for another sees everything that one wrote.
 """
 
 from __future__ import annotations

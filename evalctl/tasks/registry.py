@@ -8,8 +8,7 @@ A task is an lm-eval `generate_until` task YAML, named as one of:
 
 A workload (`Workload`) turns the task's prompts at one shot count into a cell's requests (`workload:`, `--workload
 NAME`); with none a cell sends the questions alone. A plug-in names its `Workload` in an `evalctl.workloads` entry point.
-
-And where a task's documents come from: the hub, or a local copy for offline nodes.
+A task's documents come from the hub, or a local copy for offline nodes (`resolved_data_dir`).
 """
 
 from __future__ import annotations

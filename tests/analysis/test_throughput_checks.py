@@ -14,7 +14,7 @@ from evalctl.analysis.checks.throughput import slowdown_tests
 from evalctl.analysis.gate import GatePolicy, evaluate
 from evalctl.analysis.pairing import within_run
 from evalctl.analysis.throughput import throughput_ratios, throughput_table
-from evalctl.execution.cells import HostLoad, _own_seconds
+from evalctl.execution.host_load import HostLoad, _own_seconds
 from evalctl.manifest import CellEntry, ServerEntry
 from evalctl.runs import Run
 

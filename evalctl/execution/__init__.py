@@ -148,8 +148,8 @@ class Sweep:
         self.shutdown.check()  # a launch side by side, queued when the signal came: not started
         todo = [cell for cell in plan.cells if cells.unfinished(cell)]
         # The A/A arm's replica is renamed into place when whole: a run killed before or in the arm still owes it.
-        replica = folder.path / noise_file(plan.profile.name, plan.variant.name)
-        noise = () if replica.is_file() else noise_cells(self.config, plan)
+        arm_file = folder.path / noise_file(plan.profile.name, plan.variant.name)
+        noise = () if arm_file.is_file() else noise_cells(self.config, plan)
         if not todo and not noise:
             return []
         launch = Launch(plan, folder, devices, self.config, self.progress, self.shutdown, self.api_key)
@@ -170,7 +170,7 @@ class Sweep:
                 while not launch.alive or not cells.run(cell, launch.server, launch.entry.cells):
                     launch.restart(cell)
             if noise:
-                self._run_noise_arm(noise, replica, launch, cells)
+                self._run_noise_arm(noise, arm_file, launch, cells)
             launch.entry.status = "ok"
             return []
         except ServerError as exc:
@@ -202,7 +202,7 @@ class Sweep:
             partial.replace(done)
         except ServerError as exc:
             launch.entry.noise_error = exc.args[0]
-            launch.progress.warn(f"{launch.label}: A/A arm failed: {exc.args[0]}")
+            self.progress.warn(f"{launch.label}: A/A arm failed: {exc.args[0]}")
 
 
 def side_by_side(config: SweepConfig, launches: tuple[ServerLaunch, ...], gpus: bool) -> int:

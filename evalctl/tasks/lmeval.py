@@ -123,8 +123,7 @@ class LmEvalTask:
     ):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
-        name, yaml_path, self.spec = locate_task(name, include_path)
-        self.name = name
+        self.name, yaml_path, self.spec = locate_task(name, include_path)
         self.generated = bool(self.spec and self.spec.generated)
         self.data_source = None if self.generated else data_dir  # generated tasks read no data dir
         from lm_eval.tasks._yaml_loader import load_yaml
@@ -134,7 +133,7 @@ class LmEvalTask:
         config.pop("tag", None)
         if config.get("output_type", GENERATE) != GENERATE:
             raise BadInput(
-                f"task {name!r} is {config['output_type']}: evalctl scores generated answers (generate_until tasks only); "
+                f"task {self.name!r} is {config['output_type']}: evalctl scores generated answers (generate_until tasks only); "
                 "log-likelihood scoring needs prompt log-probabilities that served completion APIs do not return alike"
             )
         _local_data_files(config, yaml_path.parent)

@@ -21,8 +21,7 @@ from evalctl.servers.registry import ENGINES, engines
 from evalctl.servers.shape import read_shape
 from evalctl.servers.vocabulary import chars_per_token
 from evalctl.tasks.lmeval import task_of
-from evalctl.tasks.registry import registered_task
-from evalctl.tasks.workloads import WORKLOADS
+from evalctl.tasks.registry import WORKLOADS, registered_task
 
 
 def _resolved(config: SweepConfig, source: str) -> SweepConfig:

@@ -1,9 +1,7 @@
 """The plan: what a run asks, built once from its config (`build`), the one place a config becomes prompts.
 
-Launches order the cells to minimise restarts: one server per (profile, variant, cache mode),
-every shot count, concurrency level and pass run against it before it is stopped. Each cell carries its exact
-prompts (`CellPlan`), which execution, sequential stopping and resume read; the manifest
-records their compact form (`Plan.record`) for the readers of a finished run.
+One server per (profile, variant, cache mode) launch, every shot count, concurrency level and pass run against it
+before it is stopped. Each cell carries its exact prompts (`CellPlan`); the manifest records their digest (`Plan.record`).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from evalctl.cell import CellKey
 from evalctl.manifest import PlannedCell
 from evalctl.schema import CacheMode, ServerProfile, SweepConfig, Variant
 from evalctl.tasks.lmeval import LmEvalTask, Prompt, task_of
+from evalctl.tasks.spec import shared_prefix
 
 
 @dataclass(frozen=True)
@@ -70,14 +69,13 @@ def prompts_at(task: LmEvalTask, shots: int, limit: int | None) -> tuple[Prompt,
     return tuple(task.prompts(shots, limit))
 
 
-def shared_prefix(prompts: tuple[Prompt, ...]) -> str:
-    """The few-shot prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
-    return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
-
-
-def held_prefixes(prompts: tuple[Prompt, ...]) -> tuple[tuple[str, int], ...]:
-    """Each prompt's longest prefix shared with another prompt (its neighbours in sorted order), cut back to a line's
-    end so the prompts of one list or exemplar block agree on it (not on the first letters of their questions), counted."""
+def _held(prompts: tuple[Prompt, ...], workload: str | None) -> tuple[tuple[str, int], ...]:
+    """`CellPlan.held`: each prompt's longest prefix shared with another prompt (its neighbours in sorted order), cut back
+    to a line's end so the prompts of one list or exemplar block agree on it (not on the first letters of their
+    questions), counted; with a workload, only the opening every request shares."""
+    if workload is not None:
+        opening = shared_prefix(prompts)
+        return ((opening, len(prompts)),) if opening else ()
     texts = sorted(p.text for p in prompts)
     if len(texts) < 2:
         return ()
@@ -87,14 +85,6 @@ def held_prefixes(prompts: tuple[Prompt, ...]) -> tuple[tuple[str, int], ...]:
         longest = text[: max(common[i - 1] if i else 0, common[i] if i < len(common) else 0)]
         held[longest[: longest.rfind("\n") + 1]] += 1
     return tuple((prefix, count) for prefix, count in held.items() if prefix)
-
-
-def _held(prompts: tuple[Prompt, ...], workload: str | None) -> tuple[tuple[str, int], ...]:
-    """`CellPlan.held`: each list's prefix; with a workload, only the opening every request shares."""
-    if workload is None:
-        return held_prefixes(prompts)
-    opening = shared_prefix(prompts)
-    return ((opening, len(prompts)),) if opening else ()
 
 
 def noise_cells(config: SweepConfig, launch: ServerLaunch) -> tuple[CellKey, ...]:

@@ -20,9 +20,8 @@ from evalctl.records import RECORD_KEYS, is_final, read_records
 from evalctl.runs import Run, open_run
 from evalctl.schema import SweepConfig
 from evalctl.secrets import REDACTED, redact_config
-from evalctl.tasks.data import SPLIT_FILES
 from evalctl.tasks.lmeval import Prompt
-from evalctl.tasks.registry import resolved_data_dir
+from evalctl.tasks.registry import SPLIT_FILES, resolved_data_dir
 
 if TYPE_CHECKING:
     from evalctl.plan import Plan

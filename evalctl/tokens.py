@@ -50,10 +50,10 @@ class TokenCounter:
             data = response.json()
         except ValueError:
             data = None
-        if isinstance(data, dict) and isinstance(data.get("count"), int):
+        data = data if isinstance(data, dict) else {}
+        if isinstance(data.get("count"), int):
             return data["count"]
-        tokens = data.get("tokens") if isinstance(data, dict) else None
-        if isinstance(tokens, list):
-            return len(tokens)
+        if isinstance(data.get("tokens"), list):
+            return len(data["tokens"])
         self.exact = False  # answers, but not in a shape we can count
         return None

@@ -2,7 +2,7 @@
 
 Both paths send the same GSM8K prompts to the same running llama.cpp CPU server
 at the same concurrency, with the prefix cache off so every round does the same
-work. evalctl's path is the real one: ServedLM -> CompletionClient (retries,
+work. evalctl's path is the real one: dispatch.send -> CompletionClient (retries,
 telemetry) -> scoring with lm-eval's filters -> fsynced record writes. Rounds
 alternate (A B A B ...) so drift on a shared machine hits both alike.
 
@@ -38,11 +38,11 @@ import yaml
 
 from evalctl.client import CompletionClient, RequestSettings
 from evalctl.datasets import packaged_data_dir
+from evalctl.dispatch import send
 from evalctl.records import RecordWriter, SampleRecord
 from evalctl.schema import CacheMode, ServerProfile, Variant
 from evalctl.servers.engines.llamacpp import LlamaCppSettings
 from evalctl.servers.process import ManagedServer, free_port
-from evalctl.tasks.lm import ServedLM
 from evalctl.tasks.lmeval import LmEvalTask
 
 
@@ -187,9 +187,8 @@ def evalctl_pipeline(server: ManagedServer, task: LmEvalTask, prompts, params: d
             settings = RequestSettings(model="bench", timeout_s=600, max_retries=3, fields=params)
             return CompletionClient(server.base_url, settings, concurrency=concurrency)
 
-        lm = ServedLM(make_client, on_complete)
         start = time.perf_counter()
-        asyncio.run(lm.agenerate([(p.text, {}) for p in prompts]))
+        asyncio.run(send(make_client, [(p.text, {}) for p in prompts], on_complete))
         return len(prompts) / (time.perf_counter() - start)
 
 

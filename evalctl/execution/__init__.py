@@ -1,9 +1,5 @@
-"""Run a plan: one server per launch, its cells against it, records as they complete.
-
-`folder` (the run folder: create, take up, save state), `launch` (a server: start, restart, stop) and
-`cells` (flush, prewarm, send, record); `Sweep` builds the plan once and runs its launches in order, as many at
-once as `side_by_side` holds (CPU servers with their threads set: one a core group).
-"""
+"""Run a plan: one server per launch, its cells against it, records as they complete; as many launches at once as
+`side_by_side` holds."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from evalctl import venvs
 from evalctl.cell import CellKey
 from evalctl.errors import DiskError
 from evalctl.execution.cells import CellRunner
-from evalctl.execution.folder import PreparedRun, prepare
+from evalctl.execution.folder import PreparedRun, RunFolder, prepare
 from evalctl.execution.launch import Launch
 from evalctl.execution.progress import SweepProgress
 from evalctl.execution.stopping import Stopper, sequential_baseline, with_policy_settings
@@ -37,7 +33,6 @@ __all__ = ["Sweep", "SweepProgress", "SweepResult"]
 @dataclass
 class SweepResult:
     run_dir: Path
-    run_id: str
     failures: list[Failure] = field(default_factory=list)
 
 
@@ -97,7 +92,8 @@ class Sweep:
         role = f"part {self.part}" if self.part else None
         self.prepared = run = prepare(plan, self.resume, self.part, role=role, wait_s=self.wait_for_lock_s)
         folder = run.folder
-        result = SweepResult(folder.path, folder.run_id)
+        stopper = self._stopper(baseline, run)
+        result = SweepResult(folder.path)
         status = "interrupted"
         disk_refused = False
         try:
@@ -105,14 +101,14 @@ class Sweep:
                 cells = CellRunner(
                     plan, folder.run_id, writer,
                     finished=run.finished, progress=self.progress, shutdown=self.shutdown, api_key=self.api_key,
-                    stopper=self._stopper(baseline, run),
+                    stopper=stopper,
                 )  # fmt: skip
-                if cells.stopper is not None:  # resumed: a cell with every answer recorded but no decision is judged on them
+                if stopper is not None:  # resumed: a cell with every answer recorded but no decision is judged on them
                     for cell in (key for key, c in plan.cells.items() if c.prompts and not cells.unfinished(key)):
-                        cells.stopper.check_recorded(cell)
+                        stopper.check_recorded(cell)
 
                 def one(launch: ServerLaunch) -> list[Failure]:
-                    return self._run_launch(launch, cells, tuple(gpus.get(launch.profile.name, ())))
+                    return self._run_launch(launch, cells, folder, tuple(gpus.get(launch.profile.name, ())))
 
                 at_once = side_by_side(self.config, plan.launches, bool(gpus))
                 if at_once == 1:  # in this thread: a signal raises where the launch stands
@@ -147,18 +143,16 @@ class Sweep:
         cells, folder = list(run.plan.cells.values()), run.folder
         return Stopper(self.config.stopping, baseline.samples, cells, decisions=folder.state.decisions, save=folder.save, recorded=recorded)
 
-    def _run_launch(self, plan: ServerLaunch, cells: CellRunner, devices: tuple[str, ...]) -> list[Failure]:
+    def _run_launch(self, plan: ServerLaunch, cells: CellRunner, folder: RunFolder, devices: tuple[str, ...]) -> list[Failure]:
         """Run a launch's unfinished cells on one server; the failures (at most one) to report."""
         self.shutdown.check()  # a launch side by side, queued when the signal came: not started
         todo = [cell for cell in plan.cells if cells.unfinished(cell)]
-        if not todo and not self._noise_owed(plan):  # a run killed before or in its A/A arm still owes the arm
+        # The A/A arm's replica is renamed into place when whole: a run killed before or in the arm still owes it.
+        arm_file = folder.path / noise_file(plan.profile.name, plan.variant.name)
+        noise = () if arm_file.is_file() else noise_cells(self.config, plan)
+        if not todo and not noise:
             return []
-        assert self.prepared is not None
-        folder = self.prepared.folder
-        launch = Launch(
-            plan, folder.path, devices, api_key=self.api_key, max_restarts=self.config.max_restarts,
-            progress=self.progress, save=folder.save, canary=self.config.canary, check=self.shutdown.check,
-        )  # fmt: skip
+        launch = Launch(plan, folder, devices, self.config, self.progress, self.shutdown, self.api_key)
         folder.state.servers.append(launch.entry)
         cell = None
         try:
@@ -175,7 +169,8 @@ class Sweep:
             for cell in todo:
                 while not launch.alive or not cells.run(cell, launch.server, launch.entry.cells):
                     launch.restart(cell)
-            self._run_noise_arm(plan, launch, cells)
+            if noise:
+                self._run_noise_arm(noise, arm_file, launch, cells)
             launch.entry.status = "ok"
             return []
         except ServerError as exc:
@@ -193,23 +188,10 @@ class Sweep:
                 folder.save()
             launch.stop(interrupted=self.shutdown.requested)
 
-    def _noise_owed(self, plan: ServerLaunch) -> tuple[CellKey, ...]:
-        """The A/A arm's cells if this launch has an arm and its replica is not yet whole on disk."""
-        assert self.prepared is not None
-        cells = noise_cells(self.config, plan)
-        done = bool(cells) and (self.prepared.folder.path / noise_file(plan.profile.name, plan.variant.name)).is_file()
-        return () if done else cells
-
-    def _run_noise_arm(self, plan: ServerLaunch, launch: Launch, cells: CellRunner) -> None:
-        """The A/A arm: the reference cells once more, cold, on this server; a failure costs the arm, not the run.
-
-        The replica is renamed into place when whole: a run killed mid-arm leaves only the partial file, and --resume
-        runs the arm again from its start (it must be one cold pass)."""
-        owed = self._noise_owed(plan)
-        if not owed:
-            return
-        assert self.prepared is not None
-        done = self.prepared.folder.path / noise_file(plan.profile.name, plan.variant.name)
+    def _run_noise_arm(self, owed: tuple[CellKey, ...], done: Path, launch: Launch, cells: CellRunner) -> None:
+        """The A/A arm: the reference cells once more, cold, on this server, into `done`; a failure costs the arm, not
+        the run. A run killed mid-arm leaves only the partial file: --resume runs the arm again from its start (it
+        must be one cold pass)."""
         partial = done.with_name(done.name + ".partial")
         partial.unlink(missing_ok=True)
         try:
@@ -220,7 +202,7 @@ class Sweep:
             partial.replace(done)
         except ServerError as exc:
             launch.entry.noise_error = exc.args[0]
-            self.progress.warn(f"{plan.label}: A/A arm failed: {exc.args[0]}")
+            self.progress.warn(f"{launch.label}: A/A arm failed: {exc.args[0]}")
 
 
 def side_by_side(config: SweepConfig, launches: tuple[ServerLaunch, ...], gpus: bool) -> int:

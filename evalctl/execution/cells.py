@@ -7,12 +7,13 @@ records settle are not sent again (a resumed run, or a cell re-run after a resta
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import KW_ONLY, dataclass, field, fields
 
 from evalctl.cell import CellKey
 from evalctl.client import RETRYABLE_ERROR_KINDS, Completion, CompletionClient, RequestSettings
-from evalctl.dispatch import Outcome, send_watched
+from evalctl.dispatch import send_watched
 from evalctl.execution.host_load import HostLoad
 from evalctl.execution.launch import server_metrics
 from evalctl.execution.progress import SweepProgress
@@ -24,8 +25,7 @@ from evalctl.resume import RequestKey, request_key
 from evalctl.schema import CacheMode
 from evalctl.servers.process import ManagedServer, ServerError
 from evalctl.signals import Shutdown
-from evalctl.tasks.conversation import Request, chains, conversation_columns, to_send, with_history
-from evalctl.tasks.lm import ServedLM
+from evalctl.tasks.conversation import Request, chains, to_send, with_history
 from evalctl.tasks.lmeval import Prompt
 from evalctl.tokens import TokenCounter
 
@@ -61,7 +61,7 @@ class CellRunner:
         prompts = list(planned.prompts) if replica else self.unfinished(cell)
         if not prompts:
             return True
-        self._count_answer_tokens(server, prompts)
+        held_tokens = self._count_tokens(server, prompts, planned)
         # Warm passes (pass_index > 1) deliberately keep the cache the earlier passes built.
         flushed = cell.pass_index == 1 and self._flush(server)
         # Sampled prompts share only their opening (a task's instructions): every slot holds that much, as shared prefixes do.
@@ -75,7 +75,7 @@ class CellRunner:
             prewarmed=prewarmed,
             # What a prefix cache can hold for this cell, a request's on average: the cache-engaged check's expectation.
             shared_prefix_chars=round(sum(len(prefix) * n for prefix, n in planned.held) / len(planned.prompts)),
-            shared_prefix_tokens=self._held_tokens(server, planned),
+            shared_prefix_tokens=held_tokens,
             metrics_before=server_metrics(server),
         )
         cell_log.append(entry)
@@ -83,12 +83,8 @@ class CellRunner:
         done = True
         # The A/A replica sends every request once, unstopped: it measures noise, not a verdict.
         for look, wave in enumerate([prompts] if replica else self._waves(cell, prompts)):
-            requests = with_history(wave, warm=cell.cache is CacheMode.on)
-            lm = self._lm(cell, requests, server, prewarmed, replica)
-            if wave and asyncio.run(send_watched(lm, self._requests(requests), server, self.shutdown)) is not Outcome.done:
-                done = False
-                break
-            if replica is None and self.stopper is not None and self.stopper.check(cell, look):
+            done = not wave or self._send(cell, with_history(wave, warm=cell.cache is CacheMode.on), server, prewarmed, replica)
+            if not done or (replica is None and self.stopper is not None and self.stopper.check(cell, look)):
                 break
         entry.metrics_after = server_metrics(server)
         entry.host_other_cpu = load.other_share() if load else None
@@ -105,13 +101,14 @@ class CellRunner:
         bounds = [0, *self.stopper.look_sizes(cell)]
         return [[p for p in ordered[lo:hi] if p.prompt_hash in pending] for lo, hi in zip(bounds, bounds[1:])]
 
-    @staticmethod
-    def _requests(requests: list[Request]) -> list[tuple[str, dict]]:
-        # A history step only puts its prompt in the cache: the next turn carries the reference answer, not this one's.
-        return [(r.text, {"until": list(r.prompt.stop), **({} if r.scored else {"max_gen_toks": 1})}) for r in requests]
+    def _params(self, request: Request) -> dict:
+        """A request's own parameters: the task's stop strings unless the config fixes them (`generation.stop`); a history
+        step only puts its prompt in the cache (the next turn carries the reference answer, not this one's)."""
+        params = {"stop": list(request.prompt.stop)} if request.prompt.stop and self.config.generation.stop is None else {}
+        return params if request.scored else {**params, "max_tokens": 1}
 
-    def _lm(self, cell: CellKey, requests: list[Request], server: ManagedServer, prewarmed: bool, replica: RecordWriter | None) -> ServedLM:
-        """The served model for `requests`, each scored one's row written as it completes (to `replica`, if given)."""
+    def _send(self, cell: CellKey, requests: list[Request], server: ManagedServer, prewarmed: bool, replica: RecordWriter | None) -> bool:
+        """Send `requests`, each scored one's row written as it completes (to `replica`, if given); False if cut short."""
 
         def on_complete(index: int, completion: Completion) -> None:
             request, prompt = requests[index], requests[index].prompt
@@ -128,8 +125,9 @@ class CellRunner:
                 self.stopper.record(record, settled)
             self.progress.request_done(completion.error is None)
 
-        client = lambda: self._client(server, cell.cache, cell.concurrency)  # noqa: E731
-        return ServedLM(client, on_complete, chains=chains([r.prompt for r in requests]))
+        client = functools.partial(self._client, server, cell.cache, cell.concurrency)
+        params = [(r.text, self._params(r)) for r in requests]
+        return asyncio.run(send_watched(server, self.shutdown, client, params, on_complete, chains([r.prompt for r in requests])))
 
     def record_server_died(self, cell: CellKey, exc: ServerError) -> None:
         """Rows for the requests a failed cell never got answered, so errors are counted, not lost."""
@@ -137,25 +135,16 @@ class CellRunner:
             died = Completion.failed(f"server died: {exc.args[0]}", "server_died", time.time())
             self.writer.write(self._record(cell, prompt, died, prewarmed=False))
 
-    def _count_answer_tokens(self, server: ManagedServer, prompts: list[Prompt]) -> None:
-        """Tokens before each asked value, counted by the server's tokenizer (estimated when it has none)."""
-        todo = [p for p in prompts if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens]
-        if not todo:
-            return
+    def _count_tokens(self, server: ManagedServer, prompts: list[Prompt], planned: CellPlan) -> int | None:
+        """By the server's tokenizer: the tokens before each asked value (estimated when it has none), and a request's
+        held prefix's on average (None: nothing held, or no tokenizer)."""
         with server.http() as http:
             counter = TokenCounter(http, server.request_model)
-            for p in todo:
-                self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
-
-    @staticmethod
-    def _held_tokens(server: ManagedServer, planned: CellPlan) -> int | None:
-        """A request's held prefix's tokens on average, by the server's tokenizer (None: nothing held, or no tokenizer)."""
-        if not planned.held:
-            return None
-        with server.http() as http:
-            counter = TokenCounter(http, server.request_model)
+            for p in prompts:
+                if p.answer_char_offset is not None and p.prompt_hash not in self.answer_tokens:
+                    self.answer_tokens[p.prompt_hash] = counter.count(p.text[: p.answer_char_offset])
             total = sum(counter.count(prefix) * n for prefix, n in planned.held)
-        return round(total / len(planned.prompts)) if counter.exact else None
+        return round(total / len(planned.prompts)) if planned.held and counter.exact else None
 
     def _client(self, server: ManagedServer, cache: CacheMode, concurrency: int) -> CompletionClient:
         gen, adapter = self.config.generation, server.adapter
@@ -213,16 +202,13 @@ class CellRunner:
             target=prompt.target,
             prewarmed=prewarmed,
             prompt_chars=len(prompt.text),
-            **completion_columns(completion),
+            # usage, timing, the answer, every attempt
+            **{f.name: getattr(completion, f.name) for f in fields(completion) if f.name != "text"},
+            response=completion.text,
+            first_error_kind=completion.first_error_kind,
             answers=score.answers if score else dict.fromkeys(self.task.metric_names),
             correct=score.correct if score else dict.fromkeys(self.task.metric_names),
             answer_position=prompt.answer_position,
             answer_token_offset=self.answer_tokens.get(prompt.prompt_hash),
-            **conversation_columns(prompt),
+            **{k: getattr(prompt, k) for k in ("conversation", "turn", "turn_kind", "source_doc_id")},  # None: no conversation
         )
-
-
-def completion_columns(completion: Completion) -> dict:
-    """A sample record's fields from the request's completion: usage, timing, the answer, every attempt."""
-    columns = {f.name: getattr(completion, f.name) for f in fields(completion) if f.name not in ("text", "logprobs")}
-    return {**columns, "response": completion.text, "first_error_kind": completion.first_error_kind, "logprobs": completion.logprobs}

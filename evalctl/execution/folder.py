@@ -1,9 +1,8 @@
 """The run folder a sweep writes: created new, or an interrupted one taken up; its state saved as it goes.
 
-A part (`part=`: a cluster job's slice, one profile x variant) keeps its state in its own file, never
-touching the run's manifest. A RunFolder holds the folder's writer lock from creation or take-up until
-`release`: a resumed run's state is read only once the lock is held, so a writer that waited for another
-sees everything that one wrote.
+A part (`part=`: a cluster job's slice, one profile x variant) keeps its state in its own file, never touching the
+run's manifest. The writer lock is held from creation or take-up until `release`, and a resumed run's state read only
+once it is held: a writer that waited for another sees everything that one wrote.
 """
 
 from __future__ import annotations
@@ -119,34 +118,30 @@ class PreparedRun:
 
 
 def prepare(plan: Plan, resume: Run | None = None, part: str | None = None, *, role: str | None = None, wait_s: float = 0.0) -> PreparedRun:
-    """Create the run folder of a built plan (or take up the interrupted one) and hold its lock; nothing is launched.
-    `role` names the writer in the lock; `wait_s` is how long to wait for another writer."""
+    """Create the run folder of a built plan (or take up the interrupted one: what is left, the requests its records do
+    not settle yet) and hold its lock; nothing is launched. `role` names the writer in the lock; `wait_s` is how long
+    to wait for another writer."""
     if part is not None and resume is None:
         raise ValueError("a part runs in an existing run folder: give resume=")
     if resume is None:
         return PreparedRun(RunFolder.create(plan, role or "sweep"), plan, set(), None)
     folder = RunFolder.take_up(resume, part, role or "resume", wait_s)
     try:
-        return _resume_plan(folder, plan, resume)
+        check_same_plan(resume.manifest.plan, plan.record())
+        planned = planned_keys(plan)
+        mine = {key.part for key in planned}
+        # Records of the run's other parts (cluster jobs beside this one) are theirs to check and finish.
+        finished = {key for key in finished_keys(resume) if key.part in mine}
+        check_same_prompts(finished, planned)
+        remaining = planned - finished
+        if isinstance(folder.state, Manifest) and not folder.state.plan:  # a run begun before the manifest held its plan
+            folder.state.plan = plan.record()
+        folder.state.resumes.append(ResumeEntry(at=now(), finished_requests=len(finished), remaining_requests=len(remaining)))
+        folder.state.status = "running"
+        folder.save()
     except BaseException:
         folder.release()
         raise
-
-
-def _resume_plan(folder: RunFolder, plan: Plan, resume: Run) -> PreparedRun:
-    """What is left of a locked run: the requests its records do not settle yet."""
-    check_same_plan(resume.manifest.plan, plan.record())
-    planned = planned_keys(plan)
-    mine = {key.part for key in planned}
-    # Records of the run's other parts (cluster jobs beside this one) are theirs to check and finish.
-    finished = {key for key in finished_keys(resume) if key.part in mine}
-    check_same_prompts(finished, planned)
-    remaining = planned - finished
-    if isinstance(folder.state, Manifest) and not folder.state.plan:  # a run begun before the manifest held its plan
-        folder.state.plan = plan.record()
-    folder.state.resumes.append(ResumeEntry(at=now(), finished_requests=len(finished), remaining_requests=len(remaining)))
-    folder.state.status = "running"
-    folder.save()
     return PreparedRun(folder, plan, finished, remaining)
 
 

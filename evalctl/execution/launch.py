@@ -9,19 +9,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import httpx
 
 from evalctl import venvs
 from evalctl.canary.proxy import Canary, CanaryServer
 from evalctl.cell import CellKey
+from evalctl.execution.folder import RunFolder
 from evalctl.execution.progress import SweepProgress
 from evalctl.manifest import RestartEntry, ServerEntry, now
 from evalctl.plan import ServerLaunch
-from evalctl.schema import CacheMode
+from evalctl.schema import CacheMode, SweepConfig
 from evalctl.secrets import redact_argv, redact_env
 from evalctl.servers.process import ManagedServer, ServerError, tail
+from evalctl.signals import Shutdown
 
 # Server stop: SIGTERM grace before SIGKILL; shorter when the user is waiting on a signal.
 STOP_GRACE_S = 10.0
@@ -55,20 +56,17 @@ class Launch:
     def __init__(
         self,
         launch: ServerLaunch,
-        run_dir: Path,
+        folder: RunFolder,
         devices: tuple[str, ...],
-        *,
-        api_key: str | None,
-        max_restarts: int,
+        config: SweepConfig,
         progress: SweepProgress,
-        save: Callable[[], None],
-        canary: str | None = None,
-        check: Callable[[], None] = lambda: None,
+        shutdown: Shutdown,
+        api_key: str | None,
     ):
-        self.launch = launch
-        self.label = launch.label
+        self.launch, self.label = launch, launch.label
+        self.progress, self.save, self.check = progress, folder.save, shutdown.check  # check: a stop signal
         slug = f"{launch.profile.name}-{launch.variant.name}-cache-{launch.cache.value}"
-        self.server = ManagedServer(launch.profile, launch.variant, launch.cache, run_dir / f"server-{slug}.log", devices, api_key)
+        self.server = ManagedServer(launch.profile, launch.variant, launch.cache, folder.path / f"server-{slug}.log", devices, api_key)
         self.entry = ServerEntry(
             profile=launch.profile.name,
             variant=launch.variant.name,
@@ -79,12 +77,9 @@ class Launch:
             variant_git_revision=launch.variant.git_revision,
             deterministic=launch.profile.deterministic,
         )
-        self.max_restarts = max_restarts
-        self.progress = progress
-        self.save = save
+        self.max_restarts = config.max_restarts
         # The fault proxy stands in front of cache-on servers only: cache-off cells stay the healthy reference.
-        self.canary = canary if launch.cache is CacheMode.on else None
-        self.check = check
+        self.canary = config.canary if launch.cache is CacheMode.on else None
         self.proxy: CanaryServer | None = None
 
     def _starting(self, elapsed: float) -> None:

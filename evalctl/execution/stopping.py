@@ -27,7 +27,6 @@ from evalctl.runs import Run, load_run
 from evalctl.schema import StoppingConfig, StoppingMode, SweepConfig
 
 QuestionKey = tuple[int, str]
-VERDICTS = {CellStatus.REGRESSION: "regression", CellStatus.PASS: "pass", CellStatus.INCONCLUSIVE: "inconclusive"}
 
 
 def with_policy_settings(config: SweepConfig) -> SweepConfig:
@@ -158,11 +157,11 @@ class Stopper:
         design = self.designs[self.size[cell]]
         decided = decide(*counts, design)
         status = CellStatus(int(decided.status[index]))
-        if status not in VERDICTS:
+        if status is CellStatus.RUNNING:
             return None
         decision = CellDecision(
             **cell.as_dict(),
-            verdict=VERDICTS[status],
+            verdict=status.name.lower(),  # the gate's names
             look=look + 1,
             answered=int(design.look_sizes[look]),
             planned=design.n_max,

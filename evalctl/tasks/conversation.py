@@ -10,17 +10,12 @@ cached, gets the return alone).
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from evalctl.records import EXTENDING, TurnKind
-from evalctl.schema import ConversationConfig, EventKind
-from evalctl.tasks.spec import Prompt, Workload
-
-if TYPE_CHECKING:
-    from evalctl.schema import SweepConfig
+from evalctl.schema import ConversationConfig, EventKind, HuntConfig
+from evalctl.tasks.spec import Prompt, Workload, shared_prefix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +34,7 @@ Path = list[tuple[Prompt, ...]]  # a conversation so far: its turns, each one or
 def renderer(prompts: list[Prompt], transcript: Transcript) -> Callable[[Path], str]:
     """The text of a conversation's turns: the first question whole, each later one without the prompts' shared prefix,
     every question but the last followed by its reference answer."""
-    shared = os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
+    shared = shared_prefix(prompts)
 
     def unit(p: Prompt, first: bool) -> str:
         return p.text if first else p.text[len(shared) :]
@@ -82,43 +77,81 @@ class Step:
 def _one(
     c: int, rng: random.Random, pool: list[Prompt], config: ConversationConfig, render, hash_text: Callable[[str], str], start: int
 ) -> list[Prompt]:
-    def tokens(path) -> float:
-        return len(render(path)) / config.chars_per_token if path else 0.0
-
-    def new_turn() -> tuple[Prompt, ...]:
-        return tuple(rng.choice(pool) for _ in range(rng.randint(*config.turn_questions)))
-
-    path: list[tuple[Prompt, ...]] = []
-    steps: list[Step] = []
-
-    def send(kind: TurnKind) -> None:
-        steps.append(Step(render(path), kind, tokens(path), len(path), path[-1][-1]))
-
-    def grow(until: float) -> None:
-        while tokens(path) < until:
-            path.append(new_turn())
-            send("first" if len(path) == 1 else "extend")
-
-    grow(config.grow_past * max(config.boundaries))
+    draw = Drawing(rng, pool, config, render)
+    draw.grow(config.grow_past * max(config.boundaries))
     step = min(config.boundaries)
     last_point: int | None = None
     for event in range(config.events):
-        end = tokens(path)
+        path, end = draw.path, draw.tokens()
         # Turn t (1-based) ends where path[:t] does: far enough back that a window lies between, and
         # the history kept (the turns before t) past the first window: before it an engine recomputes
         # from scratch, with nothing to restore.
-        back = [t for t in range(1, len(path)) if end - tokens(path[:t]) >= step]
-        candidates = [t for t in back if tokens(path[: t - 1]) >= step] or back or list(range(1, len(path)))
+        back = [t for t in range(1, len(path)) if end - draw.tokens(path[:t]) >= step]
+        candidates = [t for t in back if draw.tokens(path[: t - 1]) >= step] or back or list(range(1, len(path)))
         if not candidates:
             break
         point = last_point if last_point in candidates and rng.random() < config.revisit else rng.choice(candidates)
         kind: EventKind = config.first_event if event == 0 and config.first_event else rng.choice(config.kinds)
-        go_back(path, point, kind, new_turn, len(pool))
-        send(kind)
+        draw.back(point, kind)
         last_point = point
-        grow(tokens(path) + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
-    judged = {i for i, s in enumerate(steps) if config.judge == "every" or s.kind not in EXTENDING}
-    return requests_of(c, steps, judged, hash_text, start)
+        draw.grow(draw.tokens() + rng.choice(config.boundaries) * rng.uniform(*config.regrow))
+    judged = {i for i, s in enumerate(draw.steps) if config.judge == "every" or s.kind not in EXTENDING}
+    return requests_of(c, draw.steps, judged, hash_text, start)
+
+
+class Drawing:
+    """One conversation as it is drawn from `rng`: its path of turns and the requests sent so far. With `replaced` (the
+    pool's questions in another order) each question drawn is replaced by the one at its place there; it grows to
+    `least` turns at least (a hunt's return needs one to go back to)."""
+
+    def __init__(
+        self, rng: random.Random, pool: list[Prompt], config: ConversationConfig | HuntConfig, render, replaced=None, least: int = 0
+    ):
+        self.rng, self.pool, self.config, self.render, self.least = rng, pool, config, render, least
+        self.replaced: list[Prompt] = replaced or pool
+        self.path: Path = []
+        self.steps: list[Step] = []
+
+    def question(self) -> Prompt:
+        return self.replaced[self.rng.choice(range(len(self.pool)))]  # draws as rng.choice(pool) does
+
+    def tokens(self, upto: Path | None = None) -> float:
+        upto = self.path if upto is None else upto
+        return len(self.render(upto)) / self.config.chars_per_token if upto else 0.0
+
+    def new_turn(self, size: int | None = None) -> tuple[Prompt, ...]:
+        """A turn of `size` questions, else of a number drawn from `turn_questions`."""
+        return tuple(self.question() for _ in range(size or self.rng.randint(*self.config.turn_questions)))
+
+    def send(self, kind: TurnKind) -> None:
+        self.steps.append(Step(self.render(self.path), kind, self.tokens(), len(self.path), self.path[-1][-1]))
+
+    def grow(self, until: float) -> None:
+        while len(self.path) < self.least or self.tokens() < until:
+            self.path.append(self.new_turn())
+            self.send("first" if len(self.path) == 1 else "extend")
+
+    def leap(self, until: float) -> None:
+        """One long turn (a pasted document) to `until`: no prompt ends inside it, so no state was saved there."""
+        turn: list[Prompt] = []
+        while not turn or self.tokens([*self.path, tuple(turn)]) < until:
+            turn.append(self.question())
+        self.path.append(tuple(turn))
+        self.send("first" if len(self.path) == 1 else "extend")
+
+    def nearest(self, target: float) -> int:
+        """The turn (1-based, not the last) whose end lies nearest `target` tokens (the first below the first's end)."""
+        return min((abs(self.tokens(self.path[:t]) - target), t) for t in range(1, len(self.path)))[1]
+
+    def back(self, point: int, kind: TurnKind, size: int | None = None) -> None:
+        """A return to the path's first `point` turns, sent; a branch then replaces the last one kept with another turn
+        (of `size` questions; an edit: another than the one it replaces, since the same one would be a rewind)."""
+        del self.path[point:]
+        if kind == "branch":
+            edited = self.path[-1]
+            while self.path[-1] == edited and len(self.pool) > 1:
+                self.path[-1] = self.new_turn(size)
+        self.send(kind)
 
 
 def requests_of(c: int, steps: list[Step], judged: set[int], hash_text: Callable[[str], str], start: int) -> list[Prompt]:
@@ -139,21 +172,11 @@ def requests_of(c: int, steps: list[Step], judged: set[int], hash_text: Callable
     return requests
 
 
-def go_back(path: Path, point: int, kind: str, new_turn: Callable[[], tuple[Prompt, ...]], choices: int) -> None:
-    """Cut `path` back to its first `point` turns; a branch then replaces the last one kept with another turn (an
-    edit: another than the one it replaces, since the same one would be a rewind)."""
-    del path[point:]
-    if kind == "branch":
-        edited = path[-1]
-        while path[-1] == edited and choices > 1:
-            path[-1] = new_turn()
-
-
-def _build(prompts: list[Prompt], transcript: Transcript, config: SweepConfig) -> list[Prompt]:
-    return conversation_prompts(prompts, transcript, config.conversation or ConversationConfig())
-
-
-WORKLOAD = Workload("conversation", "the task's questions as conversations that grow, rewind and branch (`conversation:`)", _build)
+WORKLOAD = Workload(
+    "conversation",
+    "the task's questions as conversations that grow, rewind and branch (`conversation:`)",
+    lambda prompts, transcript, config: conversation_prompts(prompts, transcript, config.conversation or ConversationConfig()),
+)
 
 
 def chains(prompts: list[Prompt]) -> list[list[int]]:
@@ -187,8 +210,3 @@ def with_history(prompts: list[Prompt], warm: bool) -> list[Request]:
         out.extend(Request(text, p, False) for text in (p.history if warm else ()))
         out.append(Request(p.text, p, True))
     return out
-
-
-def conversation_columns(prompt: Prompt) -> dict:
-    """The record's conversation fields (None for a prompt of no conversation)."""
-    return {"conversation": prompt.conversation, "turn": prompt.turn, "turn_kind": prompt.turn_kind, "source_doc_id": prompt.source_doc_id}

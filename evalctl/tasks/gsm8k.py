@@ -5,6 +5,7 @@ Its filters keep the names evalctl's records have always used (`strict`, `flexib
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 
 from evalctl.tasks.spec import TaskSpec
@@ -15,17 +16,9 @@ def final_answer(target: str) -> str:
     return target.split("####")[-1].strip()
 
 
-def _lm_eval_folder() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("lm_eval")
-    root = Path(spec.origin).parent if spec and spec.origin else Path("lm_eval")
-    return root / "tasks" / "gsm8k"
-
-
 GSM8K = TaskSpec(  # listed in tasks.registry.TASKS
     name="gsm8k",
-    yaml_dir=_lm_eval_folder(),
+    yaml_dir=Path(find_spec("lm_eval").origin).parent / "tasks" / "gsm8k",  # found, not imported: that takes seconds
     metric_names={"strict-match": "strict", "flexible-extract": "flexible"},
     target=final_answer,
     packaged_data=True,

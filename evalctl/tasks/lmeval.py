@@ -22,10 +22,8 @@ import numpy as np
 from evalctl.errors import BadInput, ConfigError
 from evalctl.registry import unknown_name
 from evalctl.tasks.conversation import Transcript
-from evalctl.tasks.data import local_dataset_overrides
-from evalctl.tasks.registry import TaskSpec, registered_task, registered_tasks, resolved_data_dir
+from evalctl.tasks.registry import TASKS, WORKLOADS, TaskSpec, local_dataset_overrides, registered_task, resolved_data_dir
 from evalctl.tasks.spec import Prompt
-from evalctl.tasks.workloads import WORKLOADS
 
 if TYPE_CHECKING:
     from evalctl.schema import SweepConfig
@@ -76,7 +74,7 @@ def locate_task(name: str, include_path: Path | None = None) -> tuple[str, Path,
         raise BadInput(f"{name!r} is an lm-eval {kind} of tasks, not one task: evalctl runs one task per sweep; name one of its tasks")
     if entry is None or entry.yaml_path is None:
         where = f" in {folder}" if folder else " among evalctl's and lm-eval's tasks (or --include-path DIR of task YAML)"
-        known = list(registered_tasks()) + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
+        known = TASKS.names() + ([n for n, e in manager.task_index.items() if e.yaml_path] if folder else [])
         raise unknown_name("task", [name], sorted(set(known)), where)
     return name, Path(entry.yaml_path), spec
 
@@ -88,15 +86,13 @@ def _local_data_files(config: dict, yaml_dir: Path) -> None:
         return
 
     def resolved(value):
+        if isinstance(value, dict | list):
+            return {k: resolved(v) for k, v in value.items()} if isinstance(value, dict) else [resolved(v) for v in value]
         if isinstance(value, str) and not Path(value).is_absolute() and (yaml_dir / value).is_file():
             return str((yaml_dir / value).resolve())
-        if isinstance(value, list):
-            return [resolved(v) for v in value]
         return value
 
-    kwargs = dict(config["dataset_kwargs"])
-    kwargs["data_files"] = {k: resolved(v) for k, v in files.items()} if isinstance(files, dict) else resolved(files)
-    config["dataset_kwargs"] = kwargs
+    config["dataset_kwargs"] = {**config["dataset_kwargs"], "data_files": resolved(files)}
 
 
 def metric_names(config: dict, spec: TaskSpec | None) -> list[tuple[str, str]]:
@@ -127,8 +123,7 @@ class LmEvalTask:
     ):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         logging.getLogger("lm_eval").setLevel(logging.ERROR)
-        name, yaml_path, self.spec = locate_task(name, include_path)
-        self.name = name
+        self.name, yaml_path, self.spec = locate_task(name, include_path)
         self.generated = bool(self.spec and self.spec.generated)
         self.data_source = None if self.generated else data_dir  # generated tasks read no data dir
         from lm_eval.tasks._yaml_loader import load_yaml
@@ -138,7 +133,7 @@ class LmEvalTask:
         config.pop("tag", None)
         if config.get("output_type", GENERATE) != GENERATE:
             raise BadInput(
-                f"task {name!r} is {config['output_type']}: evalctl scores generated answers (generate_until tasks only); "
+                f"task {self.name!r} is {config['output_type']}: evalctl scores generated answers (generate_until tasks only); "
                 "log-likelihood scoring needs prompt log-probabilities that served completion APIs do not return alike"
             )
         _local_data_files(config, yaml_path.parent)
@@ -161,7 +156,6 @@ class LmEvalTask:
         self.limit_order, self.limit_seed = limit_order, limit_seed
         self._cache: dict[tuple[int, int | None], list[Prompt]] = {}
         self.workload = workload
-        self._conversations: dict[tuple[int, int | None], list[Prompt]] = {}
         # The fewest shots that still make a prompt: a generated prefix needs a record to ask about.
         self.min_shots = self.spec.min_shots if self.spec else 0
 
@@ -222,23 +216,8 @@ class LmEvalTask:
         return sorted(prompts, key=lambda p: rank[p.doc_id])
 
     def prompts(self, shots: int, limit: int | None) -> list[Prompt]:
-        """The scored prompts at `shots`, identical across cache modes and variants: with a workload, its requests."""
-        key = (shots, limit)
-        if self.workload is None:
-            return self.questions_at(shots, limit)
-        if key not in self._conversations:
-            questions = self.questions_at(shots, limit)
-            transcript = Transcript(
-                answer_of={p.prompt_hash: str(self.task.doc_to_target(p.doc)) for p in questions},
-                hash_text=prompt_hash,
-                target_delimiter=str(self.config.get("target_delimiter", " ")),
-                fewshot_delimiter=str(self.config.get("fewshot_delimiter", "\n\n")),
-            )
-            self._conversations[key] = self.workload(questions, transcript)
-        return self._conversations[key]
-
-    def questions_at(self, shots: int, limit: int | None) -> list[Prompt]:
-        """The task's own prompts at `shots`: one per test question."""
+        """The scored prompts at `shots`, identical across cache modes and variants: one per test question, or with a
+        workload, its requests."""
         key = (shots, limit)
         if key not in self._cache:
             task = self._task_at(shots, limit)
@@ -248,7 +227,16 @@ class LmEvalTask:
             ids = None if self.generated else self.questions(limit)
             task.build_all_requests(limit=limit if self.generated else None, samples=ids, rank=0, world_size=1)
             # lm-eval numbers a sample 0..k-1 in test order; the doc id must be the test index.
-            self._cache[key] = [self._prompt(task, inst, ids[inst.doc_id] if ids else inst.doc_id) for inst in task.instances]
+            questions = [self._prompt(task, inst, ids[inst.doc_id] if ids else inst.doc_id) for inst in task.instances]
+            if self.workload is not None:
+                transcript = Transcript(
+                    answer_of={p.prompt_hash: str(self.task.doc_to_target(p.doc)) for p in questions},
+                    hash_text=prompt_hash,
+                    target_delimiter=str(self.config.get("target_delimiter", " ")),
+                    fewshot_delimiter=str(self.config.get("fewshot_delimiter", "\n\n")),
+                )
+                questions = self.workload(questions, transcript)
+            self._cache[key] = questions
         return self._cache[key]
 
     def _prompt(self, task, inst, doc_id: int) -> Prompt:

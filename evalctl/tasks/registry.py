@@ -1,10 +1,14 @@
-"""The task registry: the tasks evalctl knows by name, each registered by its own module.
+"""The task and workload registries: the tasks and workloads evalctl knows by name, each registered by its own module.
 
 A task is an lm-eval `generate_until` task YAML, named as one of:
 - a registered task (a `TaskSpec`: evalctl's own, or a plug-in's `evalctl.tasks` entry point), which may
   add what YAML cannot say (metric aliases, a packaged data copy);
 - a task in a folder of the user's YAML (`--include-path DIR`), or a task YAML path given as the task;
 - any task lm-eval itself registers (its data from the hub, or a local copy via `--data-dir`).
+
+A workload (`Workload`) turns the task's prompts at one shot count into a cell's requests (`workload:`, `--workload
+NAME`); with none a cell sends the questions alone. A plug-in names its `Workload` in an `evalctl.workloads` entry point.
+A task's documents come from the hub, or a local copy for offline nodes (`resolved_data_dir`).
 """
 
 from __future__ import annotations
@@ -12,20 +16,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from evalctl.errors import ConfigError
 from evalctl.registry import Registry
-from evalctl.tasks.spec import TaskSpec, whole_target
+from evalctl.tasks.spec import TaskSpec, Workload, whole_target
 
-# A plug-in imports TaskSpec (and whole_target) from here.
-__all__ = ["TASKS", "TaskSpec", "registered_task", "registered_tasks", "resolved_data_dir", "whole_target"]
+# A plug-in imports TaskSpec (and whole_target) or Workload from here.
+__all__ = ["TASKS", "WORKLOADS", "TaskSpec", "Workload", "registered_task", "resolved_data_dir", "whole_target"]
 
 
 TASKS: Registry[TaskSpec] = Registry(
     "task", ("evalctl.tasks.gsm8k:GSM8K", "evalctl.tasks.prefix_recall:PREFIX_RECALL"), key=lambda spec: spec.name
 )
-
-
-def registered_tasks() -> dict[str, TaskSpec]:
-    return TASKS.items()
+WORKLOADS: Registry[Workload] = Registry(
+    "workload", ("evalctl.tasks.conversation:WORKLOAD", "evalctl.tasks.hunt:WORKLOAD"), key=lambda workload: workload.name
+)
 
 
 def registered_task(name: str) -> TaskSpec | None:
@@ -35,6 +39,7 @@ def registered_task(name: str) -> TaskSpec | None:
 
 DATA_DIR_ENV = "EVALCTL_DATA_DIR"
 HUB_DATA = "hub"  # data_dir value that reads the task's data from the Hugging Face hub
+SPLIT_FILES = {"train": "train.jsonl", "test": "test.jsonl"}  # what a local copy holds
 
 
 def resolved_data_dir(task: str, data_dir: Path | None) -> Path | None:
@@ -50,3 +55,18 @@ def resolved_data_dir(task: str, data_dir: Path | None) -> Path | None:
 
         return packaged_data_dir(task) if spec is not None and spec.packaged_data else None
     return None if str(chosen) == HUB_DATA else Path(chosen)
+
+
+def local_dataset_overrides(data_dir: Path) -> dict:
+    """lm-eval task fields that read `train.jsonl`/`test.jsonl` from `data_dir`."""
+    if not data_dir.is_dir():
+        raise ConfigError(f"data dir {data_dir} does not exist or is not a directory")
+    files = {}
+    for split, name in SPLIT_FILES.items():
+        path = data_dir / name
+        if not path.is_file():
+            raise ConfigError(f"data dir {data_dir} has no {name} (needs {', '.join(SPLIT_FILES.values())})")
+        if not os.access(path, os.R_OK):
+            raise ConfigError(f"data file {path} is not readable")
+        files[split] = str(path.resolve())
+    return {"dataset_path": "json", "dataset_name": None, "dataset_kwargs": {"data_files": files}}

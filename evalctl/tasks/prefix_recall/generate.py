@@ -26,19 +26,12 @@ POSITIONS = ("start", "middle", "end")
 
 def _van_der_corput(n: int) -> list[int]:
     """Every index in 0..n-1 once, ordered so that any first m are spread evenly over the range."""
-    order, seen, j = [], set(), 0
-    while len(order) < n:
-        x, denom, k = 0.0, 1.0, j
-        while k:
-            denom *= 2
-            x += (k & 1) / denom
-            k >>= 1
-        index = int(x * n)
-        if index not in seen:
-            seen.add(index)
-            order.append(index)
-        j += 1
-    return order
+    order: dict[int, None] = {}
+    for j in itertools.count():
+        if len(order) == n:
+            return list(order)
+        # j's base-2 radical inverse: its binary digits mirrored behind the point
+        order.setdefault(int(int(f"{j:b}"[::-1], 2) / 2 ** j.bit_length() * n))
 
 
 def spread_order(n: int) -> list[int]:

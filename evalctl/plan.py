@@ -16,8 +16,8 @@ from itertools import product
 from evalctl.cell import CellKey
 from evalctl.manifest import PlannedCell
 from evalctl.schema import CacheMode, ServerProfile, SweepConfig, Variant
+from evalctl.tasks.conversation import shared_prefix
 from evalctl.tasks.lmeval import LmEvalTask, Prompt, task_of
-from evalctl.tasks.spec import shared_prefix
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ cached, gets the return alone).
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from collections.abc import Callable
 
 from evalctl.records import EXTENDING, TurnKind
 from evalctl.schema import ConversationConfig, EventKind, HuntConfig
-from evalctl.tasks.spec import Prompt, Workload, shared_prefix
+from evalctl.tasks.spec import Prompt, Workload
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +27,11 @@ class Transcript:
     hash_text: Callable[[str], str]  # the task's prompt hash
     target_delimiter: str = " "
     fewshot_delimiter: str = "\n\n"
+
+
+def shared_prefix(prompts: list[Prompt] | tuple[Prompt, ...]) -> str:
+    """The prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
+    return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
 
 Path = list[tuple[Prompt, ...]]  # a conversation so far: its turns, each one or more questions

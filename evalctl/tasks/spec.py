@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,11 +11,6 @@ from evalctl.records import AnswerPosition, TurnKind
 
 if TYPE_CHECKING:
     from evalctl.schema import SweepConfig
-
-
-def shared_prefix(prompts: list[Prompt] | tuple[Prompt, ...]) -> str:
-    """The prefix every prompt shares (empty when prompts differ from the start): what a prefix cache can hold."""
-    return os.path.commonprefix([p.text for p in prompts]) if len(prompts) > 1 else ""
 
 
 def whole_target(target: str) -> str:

@@ -92,12 +92,12 @@ class Sweep:
         role = f"part {self.part}" if self.part else None
         self.prepared = run = prepare(plan, self.resume, self.part, role=role, wait_s=self.wait_for_lock_s)
         folder = run.folder
-        stopper = self._stopper(baseline, run)
         result = SweepResult(folder.path)
         status = "interrupted"
         disk_refused = False
         try:
             with RecordWriter(folder.path, self.part) as writer:
+                stopper = self._stopper(baseline, run)  # after the writer: a part's records file exists to be read
                 cells = CellRunner(
                     plan, folder.run_id, writer,
                     finished=run.finished, progress=self.progress, shutdown=self.shutdown, api_key=self.api_key,
